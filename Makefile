@@ -1,0 +1,19 @@
+# PGXS build of the forgeyard extension: extension/ -> forgeyard.so, sql/ -> share/extension.
+MODULE_big = forgeyard
+OBJS = $(patsubst %.cpp,%.o,$(sort $(wildcard extension/*.cpp extension/pg/*.cpp extension/core/*.cpp)))
+MODULEDIR = extension
+DATA = extension/forgeyard.control $(sort $(wildcard sql/forgeyard--*.sql))
+PGFILEDESC = "forgeyard - coordination semantics for PostgreSQL"
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+
+# Server headers as system headers (no warnings from them); C++20; PG 15 headers use `register`.
+PG_CPPFLAGS = -Iextension -isystem $(shell $(PG_CONFIG) --includedir-server)
+PG_CXXFLAGS = -std=c++20 -Wno-register -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+# PGXS links with the C compiler.
+SHLIB_LINK = -lstdc++
+# The bitcode rule ignores PG_CXXFLAGS; forgeyard does not need JIT inlining.
+override with_llvm = no
+
+include $(PGXS)

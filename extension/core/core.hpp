@@ -1,0 +1,85 @@
+// Pure logic shared by the PostgreSQL extension and the client's SQLite shim.
+// It is compiled into both, so it must never see PostgreSQL, libpq or SQLite headers.
+#pragma once
+
+#if defined(PG_VERSION_NUM) || defined(LIBPQ_FE_H) || defined(SQLITE_VERSION_NUMBER)
+#error "extension/core is pure logic: include it before (and without) PostgreSQL, libpq or SQLite headers"
+#endif
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace fy::core {
+
+// SQLSTATEs of docs/errors.md that the shared logic raises. Five characters each.
+namespace sqlstate {
+inline constexpr char stale_fence[] = "FY001";
+inline constexpr char version_conflict[] = "FY002";
+inline constexpr char idempotency_in_progress[] = "FY010";
+inline constexpr char idempotency_mismatch[] = "FY011";
+inline constexpr char queue_full[] = "FY020";
+inline constexpr char payload_too_large[] = "FY021";
+inline constexpr char append_only[] = "FY030";
+inline constexpr char tenant_denied[] = "FY040";
+inline constexpr char null_value[] = "22004";
+inline constexpr char string_too_long[] = "22001";
+inline constexpr char invalid_parameter[] = "22023";
+inline constexpr char undefined_object[] = "42704";
+inline constexpr char no_data_found[] = "P0002";
+inline constexpr char internal_error[] = "XX000";
+}  // namespace sqlstate
+
+// An error with a SQLSTATE. The extension re-raises it as ereport(ERROR); the shim turns it
+// into the client's forgeyard::Error. Both keep the code, message and detail unchanged.
+class Error : public std::runtime_error {
+ public:
+  Error(std::string_view code, const std::string& message, std::string detail = {})
+      : std::runtime_error(message), detail_(std::move(detail)) {
+    code_.assign(code.substr(0, 5));
+  }
+  const std::string& sqlstate() const noexcept { return code_; }
+  const std::string& detail() const noexcept { return detail_; }
+
+ private:
+  std::string code_;
+  std::string detail_;
+};
+
+// ---- Input limits (docs/sql-api.md lists them) -------------------------------------------
+
+inline constexpr std::size_t max_tenant_bytes = 128;
+inline constexpr std::size_t max_resource_bytes = 512;
+inline constexpr std::size_t max_owner_bytes = 256;
+
+inline constexpr std::int64_t usecs_per_second = 1'000'000;
+inline constexpr std::int64_t usecs_per_day = 86'400 * usecs_per_second;
+inline constexpr std::int64_t max_lease_ttl_usecs = 7 * usecs_per_day;
+
+// Throws 22004 for a missing value, 22023 for an empty one, 22001 for one over max_bytes.
+// `present` is false when the SQL argument was NULL.
+void check_name(const char* argument, bool present, std::string_view value, std::size_t max_bytes);
+
+// A duration as PostgreSQL's interval stores it. SQLite callers pass months = days = 0.
+struct Duration {
+  std::int32_t months = 0;
+  std::int32_t days = 0;
+  std::int64_t usecs = 0;
+};
+
+// Validates a duration argument and returns it in microseconds: no month component
+// (calendar-dependent), a day is 24 hours, the total must be > 0 and <= max_usecs.
+std::int64_t check_duration(const char* argument, const Duration& d, std::int64_t max_usecs);
+
+// ---- Lease rules ------------------------------------------------------------------------
+
+// The epoch of a new grant: strictly above every earlier one of the resource, and at least the
+// clock in microseconds since the Unix epoch, so epochs keep growing after a restore from an
+// older backup as long as the clock does. `previous` is 0 for a resource never granted.
+std::int64_t next_epoch(std::int64_t previous, std::int64_t now_unix_usecs);
+
+// "Expired" means expires_at <= now, on both backends.
+inline bool is_expired(std::int64_t expires_at, std::int64_t now) { return expires_at <= now; }
+
+}  // namespace fy::core

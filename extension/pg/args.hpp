@@ -1,0 +1,39 @@
+// Reading arguments and returning results of SQL-callable functions.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+#include "pg/spi.hpp"
+
+namespace fy::pg {
+
+bool arg_is_null(FunctionCallInfo fcinfo, int n);
+
+// A required name: 22004 when NULL, 22023 when empty, 22001 over max_bytes (see core::check_name).
+std::string name_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::size_t max_bytes);
+// The same, but NULL is allowed and returned as nullopt (e.g. "all tenants").
+std::optional<std::string> optional_name_arg(FunctionCallInfo fcinfo, int n, const char* argument,
+                                             std::size_t max_bytes);
+std::int64_t int8_arg(FunctionCallInfo fcinfo, int n, const char* argument);
+std::int32_t int4_arg(FunctionCallInfo fcinfo, int n, const char* argument);
+// A positive interval without months, at most max_usecs, in microseconds.
+std::int64_t duration_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::int64_t max_usecs);
+
+// The rows of a RETURNS TABLE / SETOF function, materialized into a tuplestore.
+// Create it after Spi::finish so that the values live in the function's memory context.
+class TableResult {
+ public:
+  explicit TableResult(FunctionCallInfo fcinfo);
+  void add_row(std::initializer_list<Value> values);
+
+ private:
+  ReturnSetInfo* rsinfo_;
+};
+
+// The role the caller is at the outer level (after SET ROLE), not the definer.
+Oid outer_user();
+
+}  // namespace fy::pg

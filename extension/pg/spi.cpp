@@ -1,0 +1,115 @@
+#include "pg/spi.hpp"
+
+#include <algorithm>
+
+namespace fy::pg {
+
+Value text_value(std::string_view s) {
+  text* t = guard([&] { return cstring_to_text_with_len(s.data(), static_cast<int>(s.size())); });
+  return {PointerGetDatum(t), false};
+}
+
+Value optional_text_value(const std::optional<std::string>& s) {
+  return s ? text_value(*s) : null_value();
+}
+
+Statement::Statement(const char* sql, std::initializer_list<Oid> arg_types)
+    : sql_(sql), nargs_(static_cast<int>(arg_types.size())) {
+  std::copy(arg_types.begin(), arg_types.begin() + std::min(nargs_, max_args), types_);
+}
+
+SPIPlanPtr Statement::plan() {
+  if (plan_ != nullptr) return plan_;
+  if (nargs_ > max_args) throw core::Error(core::sqlstate::internal_error, "too many statement arguments");
+  SPIPlanPtr prepared = guard([&] { return SPI_prepare(sql_, nargs_, types_); });
+  if (prepared == nullptr)
+    throw core::Error(core::sqlstate::internal_error,
+                      std::string("SPI_prepare failed: ") + SPI_result_code_string(SPI_result));
+  guard([&] { return SPI_keepplan(prepared); });
+  plan_ = prepared;
+  return plan_;
+}
+
+Datum Row::datum(int column, bool* is_null) const {
+  return guard([&] { return SPI_getbinval(tuple_, desc_, column, is_null); });
+}
+
+bool Row::is_null(int column) const {
+  bool null = true;
+  datum(column, &null);
+  return null;
+}
+
+std::optional<std::string> Row::text(int column) const {
+  bool null = true;
+  Datum d = datum(column, &null);
+  if (null) return std::nullopt;
+  char* s = guard([&] { return text_to_cstring(reinterpret_cast<::text*>(DatumGetPointer(d))); });
+  return std::string(s);
+}
+
+std::optional<std::int64_t> Row::int8(int column) const {
+  bool null = true;
+  Datum d = datum(column, &null);
+  if (null) return std::nullopt;
+  return DatumGetInt64(d);
+}
+
+std::optional<bool> Row::boolean(int column) const {
+  bool null = true;
+  Datum d = datum(column, &null);
+  if (null) return std::nullopt;
+  return DatumGetBool(d);
+}
+
+std::optional<TimestampTz> Row::timestamptz(int column) const {
+  bool null = true;
+  Datum d = datum(column, &null);
+  if (null) return std::nullopt;
+  return DatumGetTimestampTz(d);
+}
+
+Spi::Spi() {
+  int rc = guard([] { return SPI_connect(); });
+  if (rc != SPI_OK_CONNECT)
+    throw core::Error(core::sqlstate::internal_error,
+                      std::string("SPI_connect failed: ") + SPI_result_code_string(rc));
+  open_ = true;
+}
+
+std::uint64_t Spi::execute(Statement& statement, std::initializer_list<Value> args) {
+  const int n = statement.arg_count();
+  if (static_cast<int>(args.size()) != n)
+    throw core::Error(core::sqlstate::internal_error, "statement argument count mismatch");
+  Datum values[16];
+  char nulls[16];
+  int i = 0;
+  for (const Value& v : args) {
+    values[i] = v.datum;
+    nulls[i] = v.is_null ? 'n' : ' ';
+    ++i;
+  }
+  SPIPlanPtr plan = statement.plan();
+  int rc = guard([&] { return SPI_execute_plan(plan, values, nulls, false, 0); });
+  if (rc < 0)
+    throw core::Error(core::sqlstate::internal_error,
+                      std::string("SPI_execute_plan failed: ") + SPI_result_code_string(rc));
+  return SPI_processed;
+}
+
+std::uint64_t Spi::run_once(const std::string& sql) {
+  const char* text = sql.c_str();
+  int rc = guard([&] { return SPI_execute(text, false, 0); });
+  if (rc < 0)
+    throw core::Error(core::sqlstate::internal_error,
+                      std::string("SPI_execute failed: ") + SPI_result_code_string(rc));
+  return SPI_processed;
+}
+
+void Spi::finish() {
+  if (!open_) return;
+  open_ = false;
+  guard([] { return SPI_finish(); });
+}
+
+}  // namespace fy::pg

@@ -1,0 +1,88 @@
+// The one SPI helper: statements prepared once per backend and kept, rows read into C++ values
+// before SPI_finish, every call that can raise routed through guard().
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pg/guard.hpp"
+
+namespace fy::pg {
+
+// A datum plus its null flag, in the current memory context.
+struct Value {
+  Datum datum = 0;
+  bool is_null = true;
+};
+Value text_value(std::string_view s);
+Value optional_text_value(const std::optional<std::string>& s);
+inline Value int8_value(std::int64_t v) { return {Int64GetDatum(v), false}; }
+inline Value int4_value(std::int32_t v) { return {Int32GetDatum(v), false}; }
+inline Value bool_value(bool v) { return {BoolGetDatum(v), false}; }
+inline Value timestamptz_value(TimestampTz v) { return {TimestampTzGetDatum(v), false}; }
+inline Value oid_value(Oid v) { return {ObjectIdGetDatum(v), false}; }
+inline Value null_value() { return {}; }
+
+// A schema-qualified statement, prepared on first use and kept for the life of the backend.
+class Statement {
+ public:
+  Statement(const char* sql, std::initializer_list<Oid> arg_types);
+  SPIPlanPtr plan();
+  int arg_count() const { return nargs_; }
+
+ private:
+  static constexpr int max_args = 16;
+  const char* sql_;
+  Oid types_[max_args];
+  int nargs_;
+  SPIPlanPtr plan_ = nullptr;
+};
+
+// One row of a result, read while the SPI connection is open.
+class Row {
+ public:
+  Row(HeapTuple tuple, TupleDesc desc) : tuple_(tuple), desc_(desc) {}
+  bool is_null(int column) const;
+  std::optional<std::string> text(int column) const;
+  std::optional<std::int64_t> int8(int column) const;
+  std::optional<bool> boolean(int column) const;
+  std::optional<TimestampTz> timestamptz(int column) const;
+
+ private:
+  Datum datum(int column, bool* is_null) const;
+  HeapTuple tuple_;
+  TupleDesc desc_;
+};
+
+// The SPI connection of one SQL-callable function body. On error paths it is left open on
+// purpose: transaction (or subtransaction) abort closes it, as it does for PL/pgSQL.
+class Spi {
+ public:
+  Spi();
+  Spi(const Spi&) = delete;
+  Spi& operator=(const Spi&) = delete;
+
+  // Runs the statement; calls on_row(const Row&) for each returned row; returns rows processed.
+  template <class OnRow>
+  std::uint64_t run(Statement& statement, std::initializer_list<Value> args, OnRow&& on_row) {
+    std::uint64_t n = execute(statement, args);
+    for (std::uint64_t i = 0; i < n && SPI_tuptable != nullptr; ++i)
+      on_row(Row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc));
+    return n;
+  }
+  std::uint64_t run(Statement& statement, std::initializer_list<Value> args) {
+    return execute(statement, args);
+  }
+  // Runs SQL text once, unprepared (for statements that are not worth a kept plan).
+  std::uint64_t run_once(const std::string& sql);
+  void finish();
+
+ private:
+  std::uint64_t execute(Statement& statement, std::initializer_list<Value> args);
+  bool open_ = false;
+};
+
+}  // namespace fy::pg

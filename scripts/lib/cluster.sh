@@ -1,0 +1,53 @@
+# Throwaway PostgreSQL 15 cluster for tests: a temp dir, its own port and socket, run by an
+# unprivileged OS user (initdb refuses root). Source this file, then cluster_start / cluster_stop.
+# Exports PGHOST, PGPORT, PGUSER, PGDATABASE and FORGEYARD_TEST_PG_URL.
+
+PG_BIN=${PG_BIN:-$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)}
+[ -x "$PG_BIN/initdb" ] || PG_BIN=/usr/lib/postgresql/15/bin
+
+cluster_as_owner() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u "$CLUSTER_OWNER" -- "$@"; else "$@"; fi
+}
+
+cluster_start() {
+  CLUSTER_DIR=$(mktemp -d -t forgeyard-pg.XXXXXX)
+  if [ "$(id -u)" -eq 0 ]; then
+    CLUSTER_OWNER=forgeyard-test
+    id -u "$CLUSTER_OWNER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$CLUSTER_OWNER"
+    chown "$CLUSTER_OWNER" "$CLUSTER_DIR"
+  else
+    CLUSTER_OWNER=$(id -un)
+  fi
+  chmod 755 "$CLUSTER_DIR"
+  mkdir -p "$CLUSTER_DIR/socket" && chown "$CLUSTER_OWNER" "$CLUSTER_DIR/socket"
+  # A free port: the first one from a random start that nothing listens on.
+  local port=$((20000 + RANDOM % 20000))
+  while (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; do port=$((port + 1)); done
+  CLUSTER_PORT=$port
+  cluster_as_owner "$PG_BIN/initdb" -D "$CLUSTER_DIR/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$CLUSTER_DIR/initdb.log" 2>&1 \
+    || { cat "$CLUSTER_DIR/initdb.log"; return 1; }
+  cat >>"$CLUSTER_DIR/data/postgresql.conf" <<CONF
+listen_addresses = ''
+port = $CLUSTER_PORT
+unix_socket_directories = '$CLUSTER_DIR/socket'
+max_connections = 100
+fsync = off
+shared_buffers = 128MB
+log_min_messages = warning
+CONF
+  cluster_pg_ctl start
+  export PGHOST="$CLUSTER_DIR/socket" PGPORT="$CLUSTER_PORT" PGUSER=postgres PGDATABASE=forgeyard_test
+  "$PG_BIN/createdb" forgeyard_test
+  export FORGEYARD_TEST_PG_URL="postgresql://postgres@/forgeyard_test?host=$CLUSTER_DIR/socket&port=$CLUSTER_PORT"
+}
+
+cluster_pg_ctl() {
+  cluster_as_owner "$PG_BIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w -t 60 "$@" >/dev/null
+}
+
+cluster_stop() {
+  [ -n "${CLUSTER_DIR:-}" ] || return 0
+  cluster_pg_ctl stop -m fast 2>/dev/null || true
+  rm -rf "$CLUSTER_DIR"
+  CLUSTER_DIR=""
+}
