@@ -90,7 +90,9 @@ CREATE FUNCTION forgeyard.lease_reap(max_leases integer DEFAULT 100, tenant text
 COMMENT ON FUNCTION forgeyard.lease_reap(integer, text) IS
   'Maintenance: return up to max_leases grants that expired without release, each once, for reconcilers. tenant NULL = all tenants. Safe to run from several places at once.';
 
-CREATE VIEW forgeyard.lease_status AS
+-- security_barrier: the tenant filter runs before any caller-supplied condition, so a bound role
+-- cannot see other tenants' rows through a cheap function in its own WHERE clause.
+CREATE VIEW forgeyard.lease_status WITH (security_barrier) AS
 SELECT l.tenant_id, l.resource, l.owner, l.epoch, l.acquired_at, l.expires_at, l.released_at, l.reaped_at,
        CASE WHEN l.released_at IS NOT NULL THEN 'released'
             WHEN l.expires_at <= c.now AND l.reaped_at IS NOT NULL THEN 'reaped'

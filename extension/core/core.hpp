@@ -2,10 +2,6 @@
 // It is compiled into both, so it must never see PostgreSQL, libpq or SQLite headers.
 #pragma once
 
-#if defined(PG_VERSION_NUM) || defined(LIBPQ_FE_H) || defined(SQLITE_VERSION_NUMBER)
-#error "extension/core is pure logic: include it before (and without) PostgreSQL, libpq or SQLite headers"
-#endif
-
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -81,5 +77,40 @@ std::int64_t next_epoch(std::int64_t previous, std::int64_t now_unix_usecs);
 
 // "Expired" means expires_at <= now, on both backends.
 inline bool is_expired(std::int64_t expires_at, std::int64_t now) { return expires_at <= now; }
+
+// The stored state of a lease, times in microseconds since the Unix epoch.
+struct LeaseRow {
+  std::string owner;
+  std::int64_t epoch = 0;
+  std::int64_t expires_at = 0;
+  bool released = false;
+};
+
+inline bool is_live(const LeaseRow& row, std::int64_t now) {
+  return !row.released && !is_expired(row.expires_at, now);
+}
+
+// What acquire does, given the current row (nullptr: never granted).
+enum class AcquireAction {
+  insert,     // first grant of the resource
+  take_over,  // free, released or expired: a new grant with a new epoch
+  extend,     // live and held by the same owner: same epoch, expiry moved to now + ttl
+  contended,  // live and held by another owner: not granted
+};
+struct AcquireDecision {
+  AcquireAction action;
+  std::int64_t epoch;  // of the grant after the call (the holder's, when contended)
+};
+AcquireDecision decide_acquire(const LeaseRow* current, std::string_view owner, std::int64_t now_unix_usecs);
+
+// ---- Retry backoff ----------------------------------------------------------------------
+
+// Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))].
+// `unit_random` is in [0, 1); attempt counts from 1.
+std::int64_t backoff_full_jitter(int attempt, std::int64_t base_usecs, std::int64_t cap_usecs, double unit_random);
+
+// ---- SHA-256 (migration checksums; the audit chain later) -------------------------------
+
+std::string sha256_hex(std::string_view data);
 
 }  // namespace fy::core

@@ -24,6 +24,15 @@ void copy_text(char* out, std::size_t size, const char* in) {
   std::strncpy(out, in, size - 1);
   out[size - 1] = '\0';
 }
+
+// A SQLSTATE PostgreSQL can carry: five characters of 0-9 A-Z, and not class 00 (success).
+// Anything else would be packed by MAKE_SQLSTATE into a garbage code.
+bool is_error_sqlstate(const std::string& s) {
+  if (s.size() != 5) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z'))) return false;
+  return !(s[0] == '0' && s[1] == '0');
+}
 }  // namespace
 
 Datum invoke(FunctionCallInfo fcinfo, Datum (*impl)(FunctionCallInfo)) {
@@ -38,7 +47,7 @@ Datum invoke(FunctionCallInfo fcinfo, Datum (*impl)(FunctionCallInfo)) {
     pg_error = e.data();
   } catch (const core::Error& e) {
     const std::string& s = e.sqlstate();
-    code = MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]);
+    if (is_error_sqlstate(s)) code = MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]);
     copy_text(message, sizeof message, e.what());
     copy_text(detail, sizeof detail, e.detail().c_str());
   } catch (const std::bad_alloc&) {

@@ -1,0 +1,9 @@
+// The forgeyard client: include this, link forgeyard::forgeyard.
+#pragma once
+
+#include "forgeyard/error.hpp"
+#include "forgeyard/lease_keeper.hpp"
+#include "forgeyard/leases.hpp"
+#include "forgeyard/retry.hpp"
+#include "forgeyard/store.hpp"
+#include "forgeyard/types.hpp"

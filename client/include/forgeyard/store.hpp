@@ -1,0 +1,101 @@
+// The entry point: open a store from a URL and reach its capabilities.
+//   postgresql://...      the PostgreSQL backend (the forgeyard extension, over libpq)
+//   sqlite:///path/to/db  the embedded SQLite shim
+//   empty                 the shim at $XDG_DATA_HOME/forgeyard/forgeyard.db
+//                         (else ~/.local/share/forgeyard/forgeyard.db)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "forgeyard/leases.hpp"
+#include "forgeyard/types.hpp"
+
+namespace forgeyard {
+
+struct PoolOptions {
+  int min_connections = 0;
+  int max_connections = 8;
+  Duration acquire_timeout = std::chrono::seconds(5);
+  Duration idle_timeout = std::chrono::minutes(5);
+  Duration max_lifetime = std::chrono::minutes(30);
+};
+
+struct StoreOptions {
+  PoolOptions pool;
+  // PostgreSQL: use named prepared statements per connection. Turn off behind PgBouncer in
+  // transaction mode (1.18 has no prepared statements there): every call is then unnamed.
+  bool prepared_statements = true;
+  // SQLite: PRAGMA synchronous (FULL by default; NORMAL trades the last commits on power loss).
+  std::string sqlite_synchronous = "FULL";
+  Duration sqlite_busy_timeout = std::chrono::seconds(10);
+  // SQLite: read migrations from this directory instead of the ones built in (development).
+  std::string sqlite_migrations_dir;
+  // Replaces the clock that decides expiry, for tests. SQLite: called at each operation.
+  // PostgreSQL: sent as forgeyard.now_override in each transaction (needs a superuser).
+  std::function<TimePoint()> clock;
+};
+
+struct StorageStatus {
+  std::string backend;         // "postgresql" or "sqlite"
+  std::string location;        // URL with any password redacted, or the SQLite file
+  std::string schema_version;  // extension version, or the last applied migration
+  int migrations_applied = 0;
+  int migrations_pending = 0;
+  bool healthy = false;
+  std::string detail;
+};
+
+// Per-operation counters (operation names are stable: "lease.acquire", "tx.commit", ...).
+struct OperationStats {
+  std::uint64_t calls = 0;
+  std::uint64_t errors = 0;
+  std::uint64_t total_usecs = 0;
+  std::uint64_t max_usecs = 0;
+};
+
+struct PoolStats {
+  std::uint64_t created = 0;
+  std::uint64_t closed = 0;
+  std::uint64_t acquired = 0;
+  std::uint64_t waited = 0;
+  std::uint64_t timed_out = 0;
+  int in_use = 0;
+  int idle = 0;
+};
+
+struct Metrics {
+  std::map<std::string, OperationStats> operations;
+  PoolStats pool;
+};
+
+// A unit of work on one connection: commit makes every call in it durable together, and the
+// destructor rolls back what was not committed (it never throws).
+class Transaction {
+ public:
+  virtual ~Transaction() = default;
+  virtual Leases& leases() = 0;
+  virtual void commit() = 0;
+  virtual void rollback() = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  // Each call is its own transaction.
+  virtual Leases& leases() = 0;
+  virtual std::unique_ptr<Transaction> begin() = 0;
+  virtual StorageStatus status() = 0;
+  virtual Metrics metrics() const = 0;
+};
+
+std::unique_ptr<Store> open(std::string_view url = {}, StoreOptions options = {});
+
+// The SQLite file used when no URL is given.
+std::string default_sqlite_path();
+
+}  // namespace forgeyard

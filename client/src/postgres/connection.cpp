@@ -1,0 +1,116 @@
+#include "postgres/connection.hpp"
+
+#include <charconv>
+#include <cstring>
+
+#include "instruments.hpp"
+
+namespace forgeyard::detail {
+
+namespace {
+[[noreturn]] void corrupt(const char* what) {
+  throw Error(ErrorKind::Corruption, "XX000", std::string("invalid value read back from PostgreSQL: ") + what);
+}
+}  // namespace
+
+const char* PgResult::value(int row, int col) const {
+  if (row >= rows() || col >= PQnfields(result_.get()) || PQgetisnull(result_.get(), row, col))
+    corrupt("missing column value");
+  return PQgetvalue(result_.get(), row, col);
+}
+
+std::string PgResult::text(int row, int col) const { return value(row, col); }
+
+std::int64_t PgResult::int8(int row, int col) const {
+  const char* s = value(row, col);
+  std::int64_t v = 0;
+  const char* end = s + std::strlen(s);
+  auto [p, ec] = std::from_chars(s, end, v);
+  if (ec != std::errc() || p != end) corrupt("not a bigint");
+  return v;
+}
+
+bool PgResult::boolean(int row, int col) const {
+  const char* s = value(row, col);
+  if (std::strcmp(s, "t") == 0) return true;
+  if (std::strcmp(s, "f") == 0) return false;
+  corrupt("not a boolean");
+}
+
+PgConnection::PgConnection(const std::string& url, bool prepared_statements)
+    : prepared_statements_(prepared_statements) {
+  const char* keys[] = {"dbname", "fallback_application_name", nullptr};
+  const char* values[] = {url.c_str(), "forgeyard", nullptr};
+  conn_ = PQconnectdbParams(keys, values, 1);
+  if (conn_ == nullptr) throw Error(ErrorKind::Unavailable, "08001", "out of memory connecting to PostgreSQL");
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    std::string message = PQerrorMessage(conn_);
+    PQfinish(conn_);
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    throw Error(ErrorKind::Unavailable, "08001", "cannot connect to " + redact(url) + ": " + message);
+  }
+}
+
+PgConnection::~PgConnection() { PQfinish(conn_); }
+
+bool PgConnection::reusable() const {
+  return PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) == PQTRANS_IDLE;
+}
+
+void PgConnection::fail(PGresult* result, bool committing) {
+  PgResult owned(result);
+  const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  std::string message = result != nullptr ? PQresultErrorMessage(result) : "";
+  if (const char* primary = result != nullptr ? PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY) : nullptr)
+    message = primary;
+  if (message.empty()) message = PQerrorMessage(conn_);
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  if (state == nullptr || PQstatus(conn_) != CONNECTION_OK) {
+    // No SQLSTATE from the server: the connection broke under the request.
+    if (committing)
+      throw Error(ErrorKind::CommitUnknown, "08006", "connection lost during COMMIT; outcome unknown: " + message);
+    throw Error(ErrorKind::Unavailable, state != nullptr ? state : "08006", message);
+  }
+  const char* detail = PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL);
+  throw Error(state, message, detail != nullptr ? detail : "");
+}
+
+PgResult PgConnection::exec(const PgStatement& statement, const PgParams& params) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const int n = static_cast<int>(values.size());
+  PGresult* r = nullptr;
+  if (prepared_statements_) {
+    if (!prepared_.contains(&statement)) {
+      PGresult* prepared = PQprepare(conn_, statement.name, statement.sql, statement.param_count, nullptr);
+      if (prepared == nullptr || PQresultStatus(prepared) != PGRES_COMMAND_OK) fail(prepared, false);
+      PQclear(prepared);
+      prepared_.insert(&statement);
+    }
+    r = PQexecPrepared(conn_, statement.name, n, values.data(), nullptr, nullptr, 0);
+  } else {
+    r = PQexecParams(conn_, statement.sql, n, nullptr, values.data(), nullptr, nullptr, 0);
+  }
+  if (r == nullptr || (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK))
+    fail(r, false);
+  return PgResult(r);
+}
+
+void PgConnection::command(const char* sql) {
+  PGresult* r = PQexec(conn_, sql);
+  if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK) fail(r, false);
+  PQclear(r);
+}
+
+void PgConnection::commit() {
+  PGresult* r = PQexec(conn_, "COMMIT");
+  if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK) fail(r, true);
+  // COMMIT of a transaction that already failed answers ROLLBACK without an error.
+  const bool rolled_back = std::strcmp(PQcmdStatus(r), "ROLLBACK") == 0;
+  PQclear(r);
+  if (rolled_back)
+    throw Error(ErrorKind::Internal, "25P02", "the transaction had failed and was rolled back, not committed");
+}
+
+}  // namespace forgeyard::detail

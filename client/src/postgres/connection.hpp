@@ -1,0 +1,64 @@
+// One libpq connection: parameterized statements only, named (prepared once per connection)
+// or unnamed (PgBouncer transaction mode), results owned by RAII handles.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <libpq-fe.h>
+
+#include "forgeyard/error.hpp"
+
+namespace forgeyard::detail {
+
+// A statement of the PostgreSQL backend. `name` is unique per statement and stable.
+struct PgStatement {
+  const char* name;
+  const char* sql;
+  int param_count;
+};
+
+using PgParams = std::vector<std::optional<std::string>>;
+
+class PgResult {
+ public:
+  explicit PgResult(PGresult* r) : result_(r, &PQclear) {}
+  int rows() const { return PQntuples(result_.get()); }
+  bool is_null(int row, int col) const { return PQgetisnull(result_.get(), row, col) != 0; }
+  // Values read back are checked: a missing or malformed one is Corruption, never a default.
+  std::string text(int row, int col) const;
+  std::int64_t int8(int row, int col) const;
+  bool boolean(int row, int col) const;
+
+ private:
+  const char* value(int row, int col) const;
+  std::unique_ptr<PGresult, decltype(&PQclear)> result_;
+};
+
+class PgConnection {
+ public:
+  PgConnection(const std::string& url, bool prepared_statements);
+  ~PgConnection();
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
+
+  PgResult exec(const PgStatement& statement, const PgParams& params);
+  // A command without parameters (BEGIN, ROLLBACK).
+  void command(const char* sql);
+  // COMMIT; a connection lost while it was in flight is CommitUnknown.
+  void commit();
+  // Healthy and outside any transaction: safe to hand to the next caller.
+  bool reusable() const;
+
+ private:
+  [[noreturn]] void fail(PGresult* result, bool committing);
+  PGconn* conn_;
+  bool prepared_statements_;
+  std::unordered_set<const PgStatement*> prepared_;
+};
+
+}  // namespace forgeyard::detail

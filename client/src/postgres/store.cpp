@@ -1,0 +1,157 @@
+// The PostgreSQL Store: a pool of libpq connections; calls are autocommit unless made through
+// a Transaction. Nothing depends on session state, so it works through PgBouncer.
+#include <ctime>
+
+#include "backends.hpp"
+#include "pool.hpp"
+#include "postgres/leases.hpp"
+
+namespace forgeyard::detail {
+
+std::string interval_param(Duration d) { return std::to_string(d.count()) + " microseconds"; }
+
+namespace {
+
+const PgStatement set_clock_sql{"fy_set_clock",
+                                "SELECT pg_catalog.set_config('forgeyard.now_override', $1, true)", 1};
+const PgStatement version_sql{
+    "fy_extension_version", "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'", 0};
+
+std::string iso_utc(TimePoint t) {
+  const std::int64_t us = unix_usecs(t);
+  std::time_t secs = static_cast<std::time_t>(us / 1'000'000 - (us % 1'000'000 < 0 ? 1 : 0));
+  long frac = static_cast<long>(us - static_cast<std::int64_t>(secs) * 1'000'000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%06ld+00", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+  return buf;
+}
+
+using PgPool = Pool<PgConnection>;
+
+struct Shared {
+  std::string url;
+  StoreOptions options;
+  PgPool pool;
+  Instruments instruments;
+
+  Shared(std::string u, StoreOptions o)
+      : url(std::move(u)),
+        options(std::move(o)),
+        pool(options.pool, [this] { return std::make_unique<PgConnection>(url, options.prepared_statements); }) {}
+
+  // With a test clock, each transaction carries it as forgeyard.now_override (SET LOCAL).
+  void apply_clock(PgConnection& conn) {
+    if (options.clock) conn.exec(set_clock_sql, {iso_utc(options.clock())});
+  }
+};
+
+// Autocommit: each statement on a pooled connection, alone (or wrapped with the test clock).
+class PooledSession final : public PgSession {
+ public:
+  explicit PooledSession(Shared& shared) : shared_(shared) {}
+  PgResult run(const PgStatement& statement, const PgParams& params) override {
+    auto conn = shared_.pool.acquire();
+    if (!shared_.options.clock) return conn->exec(statement, params);
+    conn->command("BEGIN");
+    shared_.apply_clock(*conn);
+    PgResult r = conn->exec(statement, params);
+    conn->commit();
+    return r;
+  }
+  Instruments& instruments() override { return shared_.instruments; }
+
+ private:
+  Shared& shared_;
+};
+
+class PgTransaction final : public Transaction, private PgSession {
+ public:
+  explicit PgTransaction(Shared& shared) : shared_(shared), conn_(shared.pool.acquire()), leases_(*this) {
+    shared_.instruments.measure("tx.begin", [&] { conn_->command("BEGIN"); });
+    open_ = true;
+  }
+  ~PgTransaction() override {
+    if (!open_) return;
+    try {
+      rollback();
+    } catch (const std::exception& e) {
+      // The connection is not reusable now; the pool closes it when it comes back.
+      log().warn("rollback in transaction destructor failed: {}", e.what());
+    }
+  }
+  Leases& leases() override { return leases_; }
+  void commit() override {
+    check_open();
+    open_ = false;
+    shared_.instruments.measure("tx.commit", [&] { conn_->commit(); });
+  }
+  void rollback() override {
+    check_open();
+    open_ = false;
+    shared_.instruments.measure("tx.rollback", [&] { conn_->command("ROLLBACK"); });
+  }
+
+ private:
+  PgResult run(const PgStatement& statement, const PgParams& params) override {
+    check_open();
+    shared_.apply_clock(*conn_);
+    return conn_->exec(statement, params);
+  }
+  Instruments& instruments() override { return shared_.instruments; }
+  void check_open() const {
+    if (!open_) throw Error(ErrorKind::InvalidArgument, "25000", "the transaction is already committed or rolled back");
+  }
+
+  Shared& shared_;
+  PgPool::Handle conn_;
+  PgLeases leases_;
+  bool open_ = false;
+};
+
+class PgStore final : public Store {
+ public:
+  PgStore(const std::string& url, const StoreOptions& options)
+      : shared_(url, options), session_(shared_), leases_(session_) {
+    log().info("opened PostgreSQL store {}", redact(url));
+  }
+  Leases& leases() override { return leases_; }
+  std::unique_ptr<Transaction> begin() override { return std::make_unique<PgTransaction>(shared_); }
+  StorageStatus status() override {
+    StorageStatus s;
+    s.backend = "postgresql";
+    s.location = redact(shared_.url);
+    try {
+      auto conn = shared_.pool.acquire();
+      PgResult r = conn->exec(version_sql, {});
+      if (r.rows() == 0) {
+        s.detail = "the forgeyard extension is not installed in this database (CREATE EXTENSION forgeyard)";
+        s.migrations_pending = 1;
+        return s;
+      }
+      s.schema_version = r.text(0, 0);
+      s.migrations_applied = 1;
+      s.healthy = true;
+      s.detail = "extension forgeyard " + s.schema_version;
+    } catch (const Error& e) {
+      s.detail = std::string(to_string(e.kind())) + ": " + e.what();
+    }
+    return s;
+  }
+  Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats()}; }
+
+ private:
+  Shared shared_;
+  PooledSession session_;
+  PgLeases leases_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_postgres(const std::string& url, const StoreOptions& options) {
+  return std::make_unique<PgStore>(url, options);
+}
+
+}  // namespace forgeyard::detail

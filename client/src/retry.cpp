@@ -1,0 +1,21 @@
+#include "forgeyard/retry.hpp"
+
+#include <random>
+
+#include "core/core.hpp"
+
+namespace forgeyard {
+
+bool should_retry(const Error& e, int attempt, const RetryPolicy& policy) noexcept {
+  if (attempt >= policy.max_attempts || !e.retryable()) return false;
+  if (e.kind() == ErrorKind::Unavailable) return policy.idempotent;
+  return true;
+}
+
+Duration retry_delay(int attempt, const RetryPolicy& policy) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  return Duration(fy::core::backoff_full_jitter(attempt, policy.base_delay.count(), policy.max_delay.count(), unit(rng)));
+}
+
+}  // namespace forgeyard

@@ -1,0 +1,103 @@
+#include "sqlite/db.hpp"
+
+#include "error_map.hpp"
+
+namespace forgeyard::detail {
+
+Query::~Query() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+Query& Query::bind(int index, std::string_view value) {
+  int rc = sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK) db_.fail(rc);
+  return *this;
+}
+
+Query& Query::bind(int index, std::int64_t value) {
+  int rc = sqlite3_bind_int64(stmt_, index, value);
+  if (rc != SQLITE_OK) db_.fail(rc);
+  return *this;
+}
+
+Query& Query::bind_null(int index) {
+  int rc = sqlite3_bind_null(stmt_, index);
+  if (rc != SQLITE_OK) db_.fail(rc);
+  return *this;
+}
+
+bool Query::step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  db_.fail(rc);
+}
+
+int Query::run() {
+  while (step()) {
+  }
+  return db_.changes();
+}
+
+std::int64_t Query::int64(int column) const {
+  if (sqlite3_column_type(stmt_, column) != SQLITE_INTEGER)
+    throw Error(ErrorKind::Corruption, "XX000", "invalid value read back from SQLite: not an integer");
+  return sqlite3_column_int64(stmt_, column);
+}
+
+std::string Query::text(int column) const {
+  if (sqlite3_column_type(stmt_, column) != SQLITE_TEXT)
+    throw Error(ErrorKind::Corruption, "XX000", "invalid value read back from SQLite: not text");
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+  return std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
+}
+
+Db::Db(const std::string& path, const StoreOptions& options) {
+  int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw sqlite_error(rc, "cannot open SQLite store " + path + ": " + message);
+  }
+  sqlite3_extended_result_codes(db_, 1);
+  sqlite3_busy_timeout(db_, static_cast<int>(options.sqlite_busy_timeout.count() / 1000));
+  const std::string& sync = options.sqlite_synchronous;
+  if (sync != "FULL" && sync != "NORMAL" && sync != "EXTRA" && sync != "OFF")
+    throw Error(ErrorKind::InvalidArgument, "22023", "sqlite_synchronous must be FULL, NORMAL, EXTRA or OFF");
+  exec("PRAGMA journal_mode = WAL");
+  exec(("PRAGMA synchronous = " + sync).c_str());
+  exec("PRAGMA foreign_keys = ON");
+}
+
+Db::~Db() {
+  for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  sqlite3_close_v2(db_);
+}
+
+void Db::exec(const char* sql) {
+  char* message = nullptr;
+  int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &message);
+  if (rc != SQLITE_OK) {
+    std::string text = message != nullptr ? message : sqlite3_errstr(rc);
+    sqlite3_free(message);
+    throw sqlite_error(rc, text);
+  }
+}
+
+Query Db::query(const char* sql) {
+  auto it = statements_.find(sql);
+  if (it == statements_.end()) {
+    sqlite3_stmt* stmt = nullptr;
+    int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK) fail(rc);
+    it = statements_.emplace(sql, stmt).first;
+  }
+  return Query(*this, it->second);
+}
+
+void Db::fail(int rc) const { throw sqlite_error(rc, sqlite3_errmsg(db_)); }
+
+}  // namespace forgeyard::detail

@@ -1,0 +1,64 @@
+// A SQLite connection of the shim: WAL, busy timeout, synchronous as configured, statements
+// prepared once per connection and reset after every use.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include <sqlite3.h>
+
+#include "forgeyard/store.hpp"
+
+namespace forgeyard::detail {
+
+class Db;
+
+// One use of a cached statement; resets it when it goes out of scope.
+class Query {
+ public:
+  Query(Db& db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  ~Query();
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+
+  Query& bind(int index, std::string_view value);
+  Query& bind(int index, std::int64_t value);
+  Query& bind_null(int index);
+  // Advances; true while there is a row.
+  bool step();
+  // Runs a statement that returns no rows; returns the rows it changed.
+  int run();
+
+  bool is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+  // Values read back are checked: a wrong type is Corruption, never a default.
+  std::int64_t int64(int column) const;
+  std::string text(int column) const;
+
+ private:
+  Db& db_;
+  sqlite3_stmt* stmt_;
+};
+
+class Db {
+ public:
+  Db(const std::string& path, const StoreOptions& options);
+  ~Db();
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+
+  void exec(const char* sql);
+  // `sql` must be a string literal: statements are cached by its address.
+  Query query(const char* sql);
+  // No open transaction: safe to hand to the next caller.
+  bool reusable() const { return sqlite3_get_autocommit(db_) != 0; }
+  int changes() const { return sqlite3_changes(db_); }
+  [[noreturn]] void fail(int rc) const;
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::map<const char*, sqlite3_stmt*> statements_;
+};
+
+}  // namespace forgeyard::detail

@@ -1,0 +1,23 @@
+// Where a SQLite capability runs its work: its own BEGIN IMMEDIATE transaction per call, or
+// the open transaction of a Transaction object.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "instruments.hpp"
+#include "sqlite/db.hpp"
+
+namespace forgeyard::detail {
+
+class SqliteSession {
+ public:
+  virtual ~SqliteSession() = default;
+  // Runs work in a write transaction. Errors from the shared core logic arrive as forgeyard::Error.
+  virtual void write(const std::function<void(Db&)>& work) = 0;
+  // The clock that decides expiry (StoreOptions::clock, else the system clock), in µs since 1970.
+  virtual std::int64_t now_usecs() = 0;
+  virtual Instruments& instruments() = 0;
+};
+
+}  // namespace forgeyard::detail

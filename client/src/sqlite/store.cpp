@@ -1,0 +1,171 @@
+// The embedded SQLite Store: one file, WAL, BEGIN IMMEDIATE for every write, a small pool of
+// connections so that threads (and other processes) can share the store.
+#include <filesystem>
+
+#include "backends.hpp"
+#include "pool.hpp"
+#include "sqlite/file_lock.hpp"
+#include "sqlite/leases.hpp"
+#include "sqlite/migrations.hpp"
+
+namespace forgeyard::detail {
+
+namespace {
+
+using SqlitePool = Pool<Db>;
+
+struct Shared {
+  std::string path;
+  StoreOptions options;
+  SqlitePool pool;
+  Instruments instruments;
+  MigrationState migrations;
+
+  Shared(std::string p, StoreOptions o)
+      : path(std::move(p)),
+        options(std::move(o)),
+        pool(options.pool, [this] { return std::make_unique<Db>(path, options); }) {}
+
+  std::int64_t now_usecs() const {
+    return unix_usecs(options.clock ? options.clock()
+                                    : std::chrono::time_point_cast<Duration>(Clock::now()));
+  }
+};
+
+// Each call in its own BEGIN IMMEDIATE transaction on a pooled connection.
+class PooledSession final : public SqliteSession {
+ public:
+  explicit PooledSession(Shared& shared) : shared_(shared) {}
+  void write(const std::function<void(Db&)>& work) override {
+    auto db = shared_.pool.acquire();
+    db->exec("BEGIN IMMEDIATE");
+    try {
+      work(*db);
+      db->exec("COMMIT");
+    } catch (...) {
+      if (!db->reusable()) db->exec("ROLLBACK");
+      throw;
+    }
+  }
+  std::int64_t now_usecs() override { return shared_.now_usecs(); }
+  Instruments& instruments() override { return shared_.instruments; }
+
+ private:
+  Shared& shared_;
+};
+
+// Like PostgreSQL, an error inside a transaction aborts it: later calls fail with 25P02 and
+// commit rolls back, so both backends give the same answers.
+class SqliteTransaction final : public Transaction, private SqliteSession {
+ public:
+  explicit SqliteTransaction(Shared& shared) : shared_(shared), db_(shared.pool.acquire()), leases_(*this) {
+    shared_.instruments.measure("tx.begin", [&] { db_->exec("BEGIN IMMEDIATE"); });
+    open_ = true;
+  }
+  ~SqliteTransaction() override {
+    if (!open_) return;
+    try {
+      rollback();
+    } catch (const std::exception& e) {
+      log().warn("rollback in transaction destructor failed: {}", e.what());
+    }
+  }
+  Leases& leases() override { return leases_; }
+  void commit() override {
+    check_open();
+    open_ = false;
+    shared_.instruments.measure("tx.commit", [&] {
+      if (failed_) {
+        db_->exec("ROLLBACK");
+        throw Error(ErrorKind::Internal, "25P02", "the transaction had failed and was rolled back, not committed");
+      }
+      db_->exec("COMMIT");
+    });
+  }
+  void rollback() override {
+    check_open();
+    open_ = false;
+    shared_.instruments.measure("tx.rollback", [&] { db_->exec("ROLLBACK"); });
+  }
+
+ private:
+  void write(const std::function<void(Db&)>& work) override {
+    check_open();
+    if (failed_)
+      throw Error(ErrorKind::Internal, "25P02",
+                  "current transaction is aborted, commands ignored until end of transaction block");
+    try {
+      work(*db_);
+    } catch (...) {
+      failed_ = true;
+      throw;
+    }
+  }
+  std::int64_t now_usecs() override { return shared_.now_usecs(); }
+  Instruments& instruments() override { return shared_.instruments; }
+  void check_open() const {
+    if (!open_) throw Error(ErrorKind::InvalidArgument, "25000", "the transaction is already committed or rolled back");
+  }
+
+  Shared& shared_;
+  SqlitePool::Handle db_;
+  SqliteLeases leases_;
+  bool open_ = false;
+  bool failed_ = false;
+};
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(const std::string& path, const StoreOptions& options)
+      : shared_(path, options), session_(shared_), leases_(session_) {
+    const auto dir = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw Error(ErrorKind::Unavailable, "58030", "cannot create " + dir.string() + ": " + ec.message());
+    check_local_filesystem(dir.string());
+    FileLock lock(path + ".lock", "migrating",
+                  std::chrono::duration_cast<std::chrono::milliseconds>(options.sqlite_busy_timeout));
+    auto db = shared_.pool.acquire();
+    shared_.migrations = migrate(*db, migrations(), true);
+    log().info("opened SQLite store {} at migration {}", path, shared_.migrations.last);
+  }
+  Leases& leases() override { return leases_; }
+  std::unique_ptr<Transaction> begin() override { return std::make_unique<SqliteTransaction>(shared_); }
+  StorageStatus status() override {
+    StorageStatus s;
+    s.backend = "sqlite";
+    s.location = shared_.path;
+    try {
+      auto db = shared_.pool.acquire();
+      MigrationState state = migrate(*db, migrations(), false);
+      s.schema_version = state.last;
+      s.migrations_applied = state.applied;
+      s.migrations_pending = state.pending;
+      auto q = db->query("PRAGMA integrity_check");
+      std::string check = q.step() ? q.text(0) : "no answer";
+      s.healthy = check == "ok" && state.pending == 0;
+      s.detail = "integrity " + check + "; last exclusive lock: " + FileLock::describe_holder(shared_.path + ".lock");
+    } catch (const Error& e) {
+      s.detail = std::string(to_string(e.kind())) + ": " + e.what();
+    }
+    return s;
+  }
+  Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats()}; }
+
+ private:
+  std::vector<Migration> migrations() const {
+    return shared_.options.sqlite_migrations_dir.empty() ? embedded_sqlite_migrations()
+                                                         : load_migrations(shared_.options.sqlite_migrations_dir);
+  }
+  Shared shared_;
+  PooledSession session_;
+  SqliteLeases leases_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_sqlite(const std::string& path, const StoreOptions& options) {
+  return std::make_unique<SqliteStore>(path, options);
+}
+
+}  // namespace forgeyard::detail
