@@ -15,5 +15,7 @@ PG_CXXFLAGS = -std=c++20 -Wno-register -Wextra -Wno-unused-parameter -Wno-missin
 SHLIB_LINK = -lstdc++
 # The bitcode rule ignores PG_CXXFLAGS; forgeyard does not need JIT inlining.
 override with_llvm = no
+# Rebuild objects when a header they include changes.
+autodepend = yes
 
 include $(PGXS)

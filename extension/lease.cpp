@@ -64,45 +64,40 @@ FY_FUNCTION(fy_lease_acquire) {
   check_tenant(spi, tenant);
   const pg::Value t = pg::text_value(tenant), r = pg::text_value(resource), o = pg::text_value(owner);
 
-  bool acquired = false;
+  // The decision is the shared core rule (the SQLite shim makes the same one); times in core
+  // are microseconds since 1970.
+  const std::int64_t now_us = pg::unix_usecs(now);
+  bool acquired = true;
   std::int64_t epoch = 0;
-  std::string holder;
-  TimestampTz holder_expires = 0;
+  std::string holder = owner;
+  TimestampTz holder_expires = expires_at;
   for (;;) {
-    struct Current {
-      std::string owner;
-      std::int64_t epoch;
-      TimestampTz expires_at;
-      bool released;
-    };
-    std::optional<Current> current;
+    std::optional<core::LeaseRow> current;
+    TimestampTz current_expires = 0;
     spi.run(lock, {t, r}, [&](const pg::Row& row) {
-      current = Current{row.text(1).value_or(""), *row.int8(2), *row.timestamptz(3), *row.boolean(4)};
+      current_expires = *row.timestamptz(3);
+      current = core::LeaseRow{row.text(1).value_or(""), *row.int8(2), pg::unix_usecs(current_expires),
+                               *row.boolean(4), false};
     });
-    if (!current) {
-      // Never granted: the first epoch is the clock. A concurrent first grant makes the insert
-      // a no-op; the loop then locks the row it created.
-      epoch = core::next_epoch(0, pg::unix_usecs(now));
-      if (spi.run(insert, {t, r, o, pg::int8_value(epoch), pg::timestamptz_value(now),
-                           pg::timestamptz_value(expires_at)}) == 0)
-        continue;
-      acquired = true, holder = owner, holder_expires = expires_at;
-      break;
+    const core::AcquireDecision decision = core::decide_acquire(current ? &*current : nullptr, owner, now_us);
+    epoch = decision.epoch;
+    switch (decision.action) {
+      case core::AcquireAction::insert:
+        // A concurrent first grant makes the insert a no-op; the loop then locks its row.
+        if (spi.run(insert, {t, r, o, pg::int8_value(epoch), pg::timestamptz_value(now),
+                             pg::timestamptz_value(expires_at)}) == 0)
+          continue;
+        break;
+      case core::AcquireAction::take_over:
+        spi.run(take, {t, r, o, pg::int8_value(epoch), pg::timestamptz_value(now), pg::timestamptz_value(expires_at)});
+        break;
+      case core::AcquireAction::extend:
+        spi.run(extend, {t, r, pg::timestamptz_value(expires_at)});
+        break;
+      case core::AcquireAction::contended:
+        acquired = false, holder = current->owner, holder_expires = current_expires;
+        break;
     }
-    const bool live = !current->released && !core::is_expired(current->expires_at, now);
-    if (live && current->owner != owner) {
-      epoch = current->epoch, holder = current->owner, holder_expires = current->expires_at;
-      break;
-    }
-    if (live) {  // the same owner again: same grant, expiry moved to now + ttl
-      spi.run(extend, {t, r, pg::timestamptz_value(expires_at)});
-      epoch = current->epoch;
-    } else {
-      epoch = core::next_epoch(current->epoch, pg::unix_usecs(now));
-      spi.run(take, {t, r, o, pg::int8_value(epoch), pg::timestamptz_value(now),
-                     pg::timestamptz_value(expires_at)});
-    }
-    acquired = true, holder = owner, holder_expires = expires_at;
     break;
   }
   spi.finish();
@@ -180,6 +175,37 @@ FY_FUNCTION(fy_lease_fence) {
       fence, {pg::text_value(tenant), pg::text_value(resource), pg::int8_value(epoch), pg::timestamptz_value(now)});
   spi.finish();
   if (live == 0) throw_stale(resource, epoch);
+  return (Datum)0;
+}
+
+// lease_get(tenant, resource) -> (owner, epoch, acquired_at, expires_at, state), no row if never leased
+FY_FUNCTION(fy_lease_get) {
+  static pg::Statement get(
+      "SELECT l.owner, l.epoch, l.acquired_at, l.expires_at, l.released_at IS NOT NULL, l.reaped_at IS NOT NULL"
+      "  FROM forgeyard.leases l"
+      " WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.resource OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
+  const std::string tenant = tenant_arg(fcinfo);
+  const std::string resource = resource_arg(fcinfo);
+  const TimestampTz now = pg::now();
+
+  std::optional<core::LeaseRow> lease;
+  TimestampTz acquired_at = 0, expires_at = 0;
+  pg::Spi spi;
+  check_tenant(spi, tenant);
+  spi.run(get, {pg::text_value(tenant), pg::text_value(resource)}, [&](const pg::Row& row) {
+    acquired_at = *row.timestamptz(3);
+    expires_at = *row.timestamptz(4);
+    lease = core::LeaseRow{row.text(1).value_or(""), *row.int8(2), pg::unix_usecs(expires_at), *row.boolean(5),
+                           *row.boolean(6)};
+  });
+  spi.finish();
+
+  pg::TableResult out(fcinfo);
+  if (lease)
+    out.add_row({pg::text_value(lease->owner), pg::int8_value(lease->epoch), pg::timestamptz_value(acquired_at),
+                 pg::timestamptz_value(expires_at),
+                 pg::text_value(core::lease_state(*lease, pg::unix_usecs(now)))});
   return (Datum)0;
 }
 

@@ -20,7 +20,7 @@ CREATE TABLE forgeyard.tenant_bindings (
     PRIMARY KEY (role_id, tenant_id)
 );
 COMMENT ON TABLE forgeyard.tenant_bindings IS
-  'Tenants a role is bound to (bind_tenant). A role with any binding may act only for those tenants (FY040 otherwise).';
+  'Tenants a role is bound to (bind_tenant). A role that is, or is a member of, a bound role may act only for the tenants bound to those roles (FY040 otherwise).';
 
 -------------------------------------------------------------------------------------------------
 -- Leases
@@ -92,7 +92,24 @@ COMMENT ON FUNCTION forgeyard.lease_reap(integer, text) IS
 
 -- security_barrier: the tenant filter runs before any caller-supplied condition, so a bound role
 -- cannot see other tenants' rows through a cheap function in its own WHERE clause.
+CREATE FUNCTION forgeyard.lease_get(tenant text, resource text)
+    RETURNS TABLE (owner text, epoch bigint, acquired_at timestamptz, expires_at timestamptz, state text)
+    LANGUAGE c VOLATILE SECURITY DEFINER ROWS 1
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_lease_get';
+COMMENT ON FUNCTION forgeyard.lease_get(text, text) IS
+  'The stored lease of (tenant, resource): owner, epoch, times and state (live, expired, reaped, released). No row if the resource was never leased.';
+
+-- scope: the tenants bound to the caller or to any role it is a member of (directly or not);
+-- the same rule as check_tenant in extension/tenant.cpp. Superusers get no shortcut here.
 CREATE VIEW forgeyard.lease_status WITH (security_barrier) AS
+WITH RECURSIVE member_of(oid) AS (
+    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user
+    UNION
+    SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN member_of ON m.member = member_of.oid
+), scope AS (
+    SELECT b.tenant_id FROM forgeyard.tenant_bindings b WHERE b.role_id::oid IN (SELECT oid FROM member_of)
+)
 SELECT l.tenant_id, l.resource, l.owner, l.epoch, l.acquired_at, l.expires_at, l.released_at, l.reaped_at,
        CASE WHEN l.released_at IS NOT NULL THEN 'released'
             WHEN l.expires_at <= c.now AND l.reaped_at IS NOT NULL THEN 'reaped'
@@ -101,9 +118,7 @@ SELECT l.tenant_id, l.resource, l.owner, l.epoch, l.acquired_at, l.expires_at, l
        CASE WHEN l.released_at IS NULL AND l.expires_at > c.now THEN l.expires_at - c.now END AS remaining
   FROM forgeyard.leases l
  CROSS JOIN (SELECT forgeyard.now() AS now) c
- WHERE NOT EXISTS (SELECT 1 FROM forgeyard.tenant_bindings b WHERE b.role_id = current_user::regrole)
-    OR EXISTS (SELECT 1 FROM forgeyard.tenant_bindings b
-                WHERE b.role_id = current_user::regrole AND b.tenant_id = l.tenant_id);
+ WHERE NOT EXISTS (SELECT 1 FROM scope) OR l.tenant_id IN (SELECT scope.tenant_id FROM scope);
 COMMENT ON VIEW forgeyard.lease_status IS
   'Every lease with its state (live, expired, reaped, released) and remaining time by forgeyard.now(). A role bound to tenants sees only those.';
 
@@ -141,6 +156,7 @@ CREATE FUNCTION forgeyard.access_objects(access text)
         ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_renew(text, text, bigint, interval)'),
         ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_release(text, text, bigint)'),
         ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_fence(text, text, bigint)'),
+        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_get(text, text)'),
         ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.lease_reap(integer, text)'),
         ('inspect',     'EXECUTE', 'FUNCTION forgeyard.now()'),
         ('inspect',     'SELECT',  'TABLE forgeyard.lease_status')

@@ -50,6 +50,12 @@ std::int64_t next_epoch(std::int64_t previous, std::int64_t now_unix_usecs) {
   return previous + 1 > now_unix_usecs ? previous + 1 : now_unix_usecs;
 }
 
+const char* lease_state(const LeaseRow& row, std::int64_t now) {
+  if (row.released) return "released";
+  if (!is_expired(row.expires_at, now)) return "live";
+  return row.reaped ? "reaped" : "expired";
+}
+
 AcquireDecision decide_acquire(const LeaseRow* current, std::string_view owner, std::int64_t now_unix_usecs) {
   if (current == nullptr) return {AcquireAction::insert, next_epoch(0, now_unix_usecs)};
   if (!is_live(*current, now_unix_usecs))

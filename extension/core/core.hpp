@@ -84,11 +84,15 @@ struct LeaseRow {
   std::int64_t epoch = 0;
   std::int64_t expires_at = 0;
   bool released = false;
+  bool reaped = false;
 };
 
 inline bool is_live(const LeaseRow& row, std::int64_t now) {
   return !row.released && !is_expired(row.expires_at, now);
 }
+
+// "live", "expired", "reaped" or "released": the state both backends report.
+const char* lease_state(const LeaseRow& row, std::int64_t now);
 
 // What acquire does, given the current row (nullptr: never granted).
 enum class AcquireAction {

@@ -24,6 +24,7 @@ cluster_start() {
   local port=$((20000 + RANDOM % 20000))
   while (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; do port=$((port + 1)); done
   CLUSTER_PORT=$port
+  export CLUSTER_DIR CLUSTER_OWNER CLUSTER_PORT
   cluster_as_owner "$PG_BIN/initdb" -D "$CLUSTER_DIR/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$CLUSTER_DIR/initdb.log" 2>&1 \
     || { cat "$CLUSTER_DIR/initdb.log"; return 1; }
   cat >>"$CLUSTER_DIR/data/postgresql.conf" <<CONF

@@ -1,11 +1,13 @@
 // The Leases capability over the forgeyard extension's SQL API.
 #include "postgres/leases.hpp"
 
+#include "lease_state.hpp"
+
 namespace forgeyard::detail {
 
 namespace {
 // Timestamps come back as microseconds since 1970 so nothing depends on DateStyle or TimeZone.
-#define FY_USECS(expr) "(pg_catalog.extract(epoch FROM " expr ") * 1000000)::pg_catalog.int8"
+#define FY_USECS(expr) "(EXTRACT(epoch FROM " expr ") * 1000000)::pg_catalog.int8"
 
 const PgStatement acquire_sql{"fy_lease_acquire",
                               "SELECT acquired, epoch, holder, " FY_USECS("expires_at")
@@ -27,13 +29,6 @@ const PgStatement reap_sql{"fy_lease_reap",
 
 std::string str(std::string_view s) { return std::string(s); }
 
-LeaseState parse_state(const std::string& s) {
-  if (s == "live") return LeaseState::Live;
-  if (s == "expired") return LeaseState::Expired;
-  if (s == "reaped") return LeaseState::Reaped;
-  if (s == "released") return LeaseState::Released;
-  throw Error(ErrorKind::Corruption, "XX000", "invalid lease state read back: " + s);
-}
 }  // namespace
 
 LeaseGrant PgLeases::acquire(std::string_view tenant, std::string_view resource, std::string_view owner,
@@ -68,7 +63,7 @@ std::optional<LeaseInfo> PgLeases::get(std::string_view tenant, std::string_view
     PgResult r = session_.run(get_sql, {str(tenant), str(resource)});
     if (r.rows() == 0) return std::nullopt;
     return LeaseInfo{r.text(0, 0), r.int8(0, 1), from_unix_usecs(r.int8(0, 2)), from_unix_usecs(r.int8(0, 3)),
-                     parse_state(r.text(0, 4))};
+                     parse_lease_state(r.text(0, 4))};
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include "core/core.hpp"
 #include "error_map.hpp"
+#include "lease_state.hpp"
 
 namespace forgeyard::detail {
 
@@ -154,12 +155,10 @@ std::optional<LeaseInfo> SqliteLeases::get(std::string_view tenant, std::string_
         q.bind(1, tenant).bind(2, resource);
         if (!q.step()) return;
         const std::int64_t expires_at = q.int64(3);
-        LeaseState state = LeaseState::Live;
-        if (q.int64(4) != 0)
-          state = LeaseState::Released;
-        else if (fy::core::is_expired(expires_at, now))
-          state = q.int64(5) != 0 ? LeaseState::Reaped : LeaseState::Expired;
-        info = LeaseInfo{q.text(0), q.int64(1), from_unix_usecs(q.int64(2)), from_unix_usecs(expires_at), state};
+        const fy::core::LeaseRow row{q.text(0), q.int64(1), expires_at, q.int64(4) != 0, q.int64(5) != 0};
+        const std::string state = fy::core::lease_state(row, now);
+        info = LeaseInfo{row.owner, row.epoch, from_unix_usecs(q.int64(2)), from_unix_usecs(expires_at),
+                         parse_lease_state(state)};
       });
       return info;
     });

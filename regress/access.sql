@@ -1,0 +1,314 @@
+-- Access (SPEC 5): the three kinds of role, tenant binding, SECURITY DEFINER with a pinned
+-- search_path, nothing for PUBLIC, comments on everything, tables registered for pg_dump.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION forgeyard;
+
+SELECT plan(107);
+
+SET TIME ZONE 'UTC';
+
+-------------------------------------------------------------------------------------------------
+-- Catalog: the API functions are SECURITY DEFINER with search_path pinned
+-------------------------------------------------------------------------------------------------
+CREATE TEMP TABLE api (fn regprocedure PRIMARY KEY);
+INSERT INTO api VALUES
+    ('forgeyard.lease_acquire(text, text, text, interval)'),
+    ('forgeyard.lease_renew(text, text, bigint, interval)'),
+    ('forgeyard.lease_release(text, text, bigint)'),
+    ('forgeyard.lease_fence(text, text, bigint)'),
+    ('forgeyard.lease_reap(integer, text)');
+
+SELECT ok((SELECT p.prosecdef FROM pg_catalog.pg_proc p WHERE p.oid = fn), fn || ' is SECURITY DEFINER')
+  FROM api ORDER BY fn::text;
+SELECT is((SELECT p.proconfig FROM pg_catalog.pg_proc p WHERE p.oid = fn), '{"search_path=pg_catalog, pg_temp"}'::text[],
+          fn || ' pins search_path = pg_catalog, pg_temp')
+  FROM api ORDER BY fn::text;
+SELECT is_empty(
+    $$SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+       WHERE p.pronamespace = 'forgeyard'::regnamespace AND p.prosecdef
+         AND NOT ('search_path=pg_catalog, pg_temp' = ANY (coalesce(p.proconfig, '{}')))$$,
+    'no SECURITY DEFINER function in schema forgeyard lacks the pinned search_path');
+
+-------------------------------------------------------------------------------------------------
+-- Catalog: nothing for PUBLIC
+-------------------------------------------------------------------------------------------------
+SELECT cmp_ok((SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'forgeyard'::regnamespace), '>=', 16::bigint,
+              'schema forgeyard has its functions (the checks below are not vacuous)');
+SELECT is_empty(
+    $$SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+       WHERE p.pronamespace = 'forgeyard'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')$$,
+    'no function in schema forgeyard is executable by PUBLIC (has_function_privilege)');
+SELECT is_empty(
+    $$SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+       WHERE p.pronamespace = 'forgeyard'::regnamespace
+         AND (p.proacl IS NULL OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) a WHERE a.grantee = 0))$$,
+    'no function in schema forgeyard has a default ACL or a PUBLIC entry (aclexplode)');
+SELECT is_empty(
+    $$SELECT c.oid::regclass FROM pg_catalog.pg_class c
+       WHERE c.relnamespace = 'forgeyard'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p', 'S')
+         AND (has_table_privilege('public', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+              OR EXISTS (SELECT 1 FROM aclexplode(c.relacl) a WHERE a.grantee = 0))$$,
+    'no table, view or sequence in schema forgeyard grants anything to PUBLIC');
+SELECT ok(NOT has_schema_privilege('public', 'forgeyard', 'USAGE, CREATE'), 'PUBLIC has no privilege on schema forgeyard');
+
+-------------------------------------------------------------------------------------------------
+-- Catalog: comments, pg_dump registration, not relocatable
+-------------------------------------------------------------------------------------------------
+SELECT is_empty(
+    $$SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+       WHERE p.pronamespace = 'forgeyard'::regnamespace AND obj_description(p.oid, 'pg_proc') IS NULL$$,
+    'every function in schema forgeyard has a COMMENT');
+SELECT is_empty(
+    $$SELECT c.oid::regclass FROM pg_catalog.pg_class c
+       WHERE c.relnamespace = 'forgeyard'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p')
+         AND obj_description(c.oid, 'pg_class') IS NULL$$,
+    'every table and view in schema forgeyard has a COMMENT');
+SELECT set_eq(
+    $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
+    ARRAY['forgeyard.leases', 'forgeyard.tenant_bindings', 'forgeyard.role_access'],
+    'pg_extension.extconfig registers leases, tenant_bindings and role_access for pg_dump');
+SELECT is((SELECT extrelocatable FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), false,
+          'the extension is not relocatable');
+
+-------------------------------------------------------------------------------------------------
+-- Roles
+-------------------------------------------------------------------------------------------------
+CREATE ROLE fy_acc_app;
+CREATE ROLE fy_acc_maint;
+CREATE ROLE fy_acc_insp;
+CREATE ROLE fy_acc_none;
+CREATE ROLE fy_acc_schema_only;
+GRANT USAGE ON SCHEMA forgeyard TO fy_acc_schema_only;
+SELECT lives_ok($$SELECT forgeyard.grant_usage('fy_acc_app')$$, 'grant_usage');
+SELECT lives_ok($$SELECT forgeyard.grant_maintenance('fy_acc_maint')$$, 'grant_maintenance');
+SELECT lives_ok($$SELECT forgeyard.grant_inspect('fy_acc_insp')$$, 'grant_inspect');
+SELECT lives_ok($$SELECT forgeyard.grant_usage('fy_acc_app')$$, 'grant_usage again is harmless');
+SELECT results_eq(
+    $$SELECT role_id::text, access FROM forgeyard.role_access WHERE role_id::text LIKE 'fy_acc_%' ORDER BY 1, 2$$,
+    $$VALUES ('fy_acc_app'::text, 'usage'::text), ('fy_acc_insp', 'inspect'),
+             ('fy_acc_maint', 'maintenance'), ('fy_acc_maint', 'usage')$$,
+    'role_access records each role''s access kinds once');
+
+-- The whole EXECUTE / SELECT matrix.
+CREATE TEMP TABLE objects (n int, kind text, obj text);
+INSERT INTO objects VALUES
+    (1, 'function', 'forgeyard.lease_acquire(text, text, text, interval)'),
+    (2, 'function', 'forgeyard.lease_renew(text, text, bigint, interval)'),
+    (3, 'function', 'forgeyard.lease_release(text, text, bigint)'),
+    (4, 'function', 'forgeyard.lease_fence(text, text, bigint)'),
+    (5, 'function', 'forgeyard.lease_reap(integer, text)'),
+    (6, 'function', 'forgeyard.now()'),
+    (7, 'function', 'forgeyard.grant_usage(regrole)'),
+    (8, 'function', 'forgeyard.bind_tenant(regrole, text)'),
+    (9, 'function', 'forgeyard.boundary_throw(text, text)'),
+    (10, 'table', 'forgeyard.leases'),
+    (11, 'table', 'forgeyard.tenant_bindings'),
+    (12, 'table', 'forgeyard.role_access'),
+    (13, 'table', 'forgeyard.lease_status');
+SELECT results_eq(
+    $$SELECT r, string_agg(CASE WHEN CASE kind WHEN 'function' THEN has_function_privilege(r, obj, 'EXECUTE')
+                                          ELSE has_table_privilege(r, obj, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
+                                     END THEN 'Y' ELSE '-' END, '' ORDER BY n)
+        FROM objects, unnest(ARRAY['fy_acc_app', 'fy_acc_maint', 'fy_acc_insp', 'fy_acc_none', 'fy_acc_schema_only']) r
+       GROUP BY r ORDER BY r$$,
+    --                acq ren rel fen reap now grant bind probe leases bindings access status
+    $$VALUES ('fy_acc_app'::text,         'YYYY-Y-------'::text),
+             ('fy_acc_insp',              '-----Y------Y'),
+             ('fy_acc_maint',             'YYYYYY-------'),
+             ('fy_acc_none',              '-------------'),
+             ('fy_acc_schema_only',       '-------------')$$,
+    'privilege matrix: usage = lease API + now(); maintenance adds lease_reap; inspect = now() + lease_status; no table privileges');
+
+-- Seed leases as the superuser (unbound: any tenant).
+SET forgeyard.now_override = '2030-01-01 00:00:00+00';
+DO $$ BEGIN
+    PERFORM forgeyard.lease_acquire('t2', 'seed', 'bob', '1 hour');        -- epoch 1893456000000000
+    PERFORM forgeyard.lease_acquire('t1', 'expired', 'carl', '1 second');  -- expires 00:00:01
+    PERFORM forgeyard.lease_acquire('t1', 'expired2', 'dan', '2 seconds'); -- expires 00:00:02
+END $$;
+SET forgeyard.now_override = '2030-01-01 00:00:10+00';
+DO $$ BEGIN PERFORM forgeyard.lease_acquire('t1', 'seed', 'alice', '1 hour'); END $$;
+
+-------------------------------------------------------------------------------------------------
+-- Application role: the lease API, no tables, no maintenance, no views
+-------------------------------------------------------------------------------------------------
+SET ROLE fy_acc_app;
+SELECT results_eq($$SELECT * FROM forgeyard.lease_acquire('t1', 'app', 'app-1', '1 minute')$$,
+                  $$VALUES (true, 1893456010000000::bigint, 'app-1'::text, '2030-01-01 00:01:10+00'::timestamptz)$$,
+                  'usage role: lease_acquire');
+SELECT is(forgeyard.lease_renew('t1', 'app', 1893456010000000, '2 minutes'), '2030-01-01 00:02:10+00'::timestamptz,
+          'usage role: lease_renew');
+SELECT lives_ok($$SELECT forgeyard.lease_fence('t1', 'app', 1893456010000000)$$, 'usage role: lease_fence');
+SELECT is(forgeyard.lease_release('t1', 'app', 1893456010000000), true, 'usage role: lease_release');
+SELECT is(forgeyard.now(), '2030-01-01 00:00:10+00'::timestamptz, 'usage role: forgeyard.now()');
+SELECT throws_ok('SELECT * FROM forgeyard.leases', '42501', 'permission denied for table leases',
+                 'usage role: SELECT forgeyard.leases is denied');
+SELECT throws_ok('UPDATE forgeyard.leases SET epoch = 1', '42501', NULL, 'usage role: UPDATE forgeyard.leases is denied');
+SELECT throws_ok($$INSERT INTO forgeyard.leases VALUES ('t1', 'x', 'o', 1, now(), now() + '1 day', NULL, NULL)$$, '42501', NULL,
+                 'usage role: INSERT INTO forgeyard.leases is denied');
+SELECT throws_ok('DELETE FROM forgeyard.leases', '42501', NULL, 'usage role: DELETE FROM forgeyard.leases is denied');
+SELECT throws_ok('DELETE FROM forgeyard.tenant_bindings', '42501', NULL, 'usage role: cannot unbind itself through the table');
+SELECT throws_ok($$INSERT INTO forgeyard.role_access VALUES ('fy_acc_app', 'maintenance')$$, '42501', NULL,
+                 'usage role: cannot grant itself maintenance through the table');
+SELECT throws_ok('SELECT * FROM forgeyard.lease_reap(10, NULL)', '42501', 'permission denied for function lease_reap',
+                 'usage role: lease_reap is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.lease_status', '42501', NULL, 'usage role: lease_status is denied');
+SELECT throws_ok($$SELECT forgeyard.grant_maintenance('fy_acc_app')$$, '42501', NULL, 'usage role: grant_maintenance is denied');
+SELECT throws_ok($$SELECT forgeyard.unbind_tenant('fy_acc_app', 't1')$$, '42501', NULL, 'usage role: unbind_tenant is denied');
+SELECT throws_ok($$SELECT forgeyard.boundary_pg_error('SELECT 1')$$, '42501', NULL, 'usage role: the boundary probes are denied');
+RESET ROLE;
+
+-------------------------------------------------------------------------------------------------
+-- Maintenance role: the API plus lease_reap
+-------------------------------------------------------------------------------------------------
+SET ROLE fy_acc_maint;
+SELECT results_eq($$SELECT tenant, resource, holder FROM forgeyard.lease_reap(1, NULL)$$,
+                  $$VALUES ('t1'::text, 'expired'::text, 'carl'::text)$$, 'maintenance role: lease_reap across tenants');
+SELECT results_eq($$SELECT acquired, holder FROM forgeyard.lease_acquire('t1', 'maint', 'm-1', '1 minute')$$,
+                  $$VALUES (true, 'm-1'::text)$$, 'maintenance role: lease_acquire too');
+SELECT throws_ok('SELECT * FROM forgeyard.leases', '42501', NULL, 'maintenance role: SELECT forgeyard.leases is denied');
+SELECT throws_ok('UPDATE forgeyard.leases SET reaped_at = NULL', '42501', NULL, 'maintenance role: UPDATE forgeyard.leases is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.lease_status', '42501', NULL, 'maintenance role: lease_status is denied');
+RESET ROLE;
+
+-------------------------------------------------------------------------------------------------
+-- Inspection role: the views, nothing else
+-------------------------------------------------------------------------------------------------
+SET ROLE fy_acc_insp;
+SELECT results_eq($$SELECT tenant_id, resource, state FROM forgeyard.lease_status WHERE resource IN ('seed', 'expired') ORDER BY 1, 2$$,
+                  $$VALUES ('t1'::text, 'expired'::text, 'reaped'::text), ('t1', 'seed', 'live'), ('t2', 'seed', 'live')$$,
+                  'inspection role: lease_status shows every tenant while unbound');
+SELECT is(forgeyard.now(), '2030-01-01 00:00:10+00'::timestamptz, 'inspection role: forgeyard.now()');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t1', 'insp', 'i', '1 minute')$$, '42501',
+                 'permission denied for function lease_acquire', 'inspection role: lease_acquire is denied');
+SELECT throws_ok($$SELECT forgeyard.lease_renew('t1', 'seed', 1893456010000000, '1 minute')$$, '42501', NULL,
+                 'inspection role: lease_renew is denied');
+SELECT throws_ok($$SELECT forgeyard.lease_release('t1', 'seed', 1893456010000000)$$, '42501', NULL,
+                 'inspection role: lease_release is denied');
+SELECT throws_ok($$SELECT forgeyard.lease_fence('t1', 'seed', 1893456010000000)$$, '42501', NULL,
+                 'inspection role: lease_fence is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.lease_reap(10, NULL)', '42501', NULL, 'inspection role: lease_reap is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.leases', '42501', NULL, 'inspection role: SELECT forgeyard.leases is denied');
+RESET ROLE;
+
+-------------------------------------------------------------------------------------------------
+-- A role with nothing: 42501 on everything (schema and function level)
+-------------------------------------------------------------------------------------------------
+CREATE TEMP TABLE calls (n int, call text);
+INSERT INTO calls VALUES
+    (1, $$SELECT * FROM forgeyard.lease_acquire('t1', 'none', 'n', '1 minute')$$),
+    (2, $$SELECT forgeyard.lease_renew('t1', 'seed', 1893456010000000, '1 minute')$$),
+    (3, $$SELECT forgeyard.lease_release('t1', 'seed', 1893456010000000)$$),
+    (4, $$SELECT forgeyard.lease_fence('t1', 'seed', 1893456010000000)$$),
+    (5, $$SELECT * FROM forgeyard.lease_reap(10, NULL)$$),
+    (6, $$SELECT forgeyard.now()$$),
+    (7, $$SELECT * FROM forgeyard.lease_status$$),
+    (8, $$SELECT forgeyard.bind_tenant('fy_acc_none', 't1')$$);
+GRANT SELECT ON calls TO PUBLIC;
+SET ROLE fy_acc_none;
+SELECT throws_ok(call, '42501', 'permission denied for schema forgeyard', 'role with nothing: ' || call) FROM calls ORDER BY n;
+RESET ROLE;
+SET ROLE fy_acc_schema_only;
+SELECT throws_ok(call, '42501', NULL, 'role with only schema USAGE: ' || call) FROM calls ORDER BY n;
+RESET ROLE;
+SELECT results_eq($$SELECT owner, epoch, released_at FROM forgeyard.leases WHERE tenant_id = 't1' AND resource = 'seed'$$,
+                  $$VALUES ('alice'::text, 1893456010000000::bigint, NULL::timestamptz)$$,
+                  'the refused calls changed nothing');
+
+-------------------------------------------------------------------------------------------------
+-- Tenant binding: FY040 for any other tenant, and for "all tenants"
+-------------------------------------------------------------------------------------------------
+SELECT lives_ok($$SELECT forgeyard.bind_tenant('fy_acc_app', 't1')$$, 'bind_tenant(app, t1)');
+SELECT lives_ok($$SELECT forgeyard.bind_tenant('fy_acc_app', 't1')$$, 'bind_tenant again is harmless');
+SELECT lives_ok($$SELECT forgeyard.bind_tenant('fy_acc_maint', 't1')$$, 'bind_tenant(maint, t1)');
+SELECT lives_ok($$SELECT forgeyard.bind_tenant('fy_acc_insp', 't1')$$, 'bind_tenant(insp, t1)');
+
+SET ROLE fy_acc_app;
+SELECT results_eq($$SELECT acquired, epoch FROM forgeyard.lease_acquire('t1', 'bound', 'b-1', '1 minute')$$,
+                  $$VALUES (true, 1893456010000000::bigint)$$, 'bound role: lease_acquire for its tenant');
+SELECT is(forgeyard.lease_renew('t1', 'bound', 1893456010000000, '1 minute'), '2030-01-01 00:01:10+00'::timestamptz,
+          'bound role: lease_renew for its tenant');
+SELECT lives_ok($$SELECT forgeyard.lease_fence('t1', 'bound', 1893456010000000)$$, 'bound role: lease_fence for its tenant');
+SELECT is(forgeyard.lease_release('t1', 'bound', 1893456010000000), true, 'bound role: lease_release for its tenant');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t2', 'seed', 'b-1', '1 minute')$$, 'FY040',
+                 'tenant "t2" is not allowed for this role', 'bound role: lease_acquire for another tenant -> FY040');
+SELECT throws_ok($$SELECT forgeyard.lease_renew('t2', 'seed', 1893456000000000, '1 minute')$$, 'FY040', NULL,
+                 'bound role: lease_renew for another tenant (with its real epoch) -> FY040');
+SELECT throws_ok($$SELECT forgeyard.lease_release('t2', 'seed', 1893456000000000)$$, 'FY040', NULL,
+                 'bound role: lease_release for another tenant -> FY040, not just false');
+SELECT throws_ok($$SELECT forgeyard.lease_fence('t2', 'seed', 1893456000000000)$$, 'FY040', NULL,
+                 'bound role: lease_fence for another tenant -> FY040');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t2', 'new-resource', 'b-1', '1 minute')$$, 'FY040', NULL,
+                 'bound role: lease_acquire of a new resource in another tenant -> FY040');
+RESET ROLE;
+SELECT results_eq($$SELECT tenant_id, owner, epoch, expires_at, released_at FROM forgeyard.leases WHERE tenant_id = 't2'$$,
+                  $$VALUES ('t2'::text, 'bob'::text, 1893456000000000::bigint, '2030-01-01 01:00:00+00'::timestamptz, NULL::timestamptz)$$,
+                  'the other tenant''s lease is untouched and no row was created there');
+
+SET ROLE fy_acc_maint;
+SELECT results_eq($$SELECT tenant, resource, holder FROM forgeyard.lease_reap(10, 't1')$$,
+                  $$VALUES ('t1'::text, 'expired2'::text, 'dan'::text)$$, 'bound maintenance role: lease_reap for its tenant');
+SELECT throws_ok('SELECT * FROM forgeyard.lease_reap(10, NULL)', 'FY040', 'a role bound to tenants must name its tenant',
+                 'bound maintenance role: lease_reap for all tenants (NULL) -> FY040');
+SELECT throws_ok('SELECT * FROM forgeyard.lease_reap()', 'FY040', NULL,
+                 'bound maintenance role: lease_reap() with the default (all tenants) -> FY040');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_reap(10, 't2')$$, 'FY040', NULL,
+                 'bound maintenance role: lease_reap for another tenant -> FY040');
+RESET ROLE;
+
+-- lease_status shows a bound role only its tenants, even with a cheap function of its own in WHERE.
+CREATE FUNCTION pg_temp.peek(tenant text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 AS $$
+BEGIN
+    IF tenant <> 't1' THEN RAISE EXCEPTION 'saw a row of tenant %', tenant; END IF;
+    RETURN true;
+END $$;
+SET ROLE fy_acc_insp;
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status', $$VALUES ('t1'::text)$$,
+                  'bound inspection role: lease_status shows only its tenant');
+SELECT lives_ok('SELECT * FROM forgeyard.lease_status WHERE pg_temp.peek(tenant_id)',
+                'bound inspection role: a function in its WHERE clause never sees another tenant''s row (security_barrier)');
+RESET ROLE;
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status ORDER BY 1', $$VALUES ('t1'::text), ('t2')$$,
+                  'an unbound role (the superuser) sees every tenant');
+
+-- Several bindings, unbinding.
+SELECT lives_ok($$SELECT forgeyard.bind_tenant('fy_acc_app', 't3')$$, 'bind_tenant(app, t3): a second tenant');
+SET ROLE fy_acc_app;
+SELECT results_eq($$SELECT acquired FROM forgeyard.lease_acquire('t3', 'r', 'b-1', '1 minute')$$, $$VALUES (true)$$,
+                  'bound to t1 and t3: t3 works');
+SELECT results_eq($$SELECT acquired FROM forgeyard.lease_acquire('t1', 'r', 'b-1', '1 minute')$$, $$VALUES (true)$$,
+                  'bound to t1 and t3: t1 works');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t2', 'r', 'b-1', '1 minute')$$, 'FY040', NULL,
+                 'bound to t1 and t3: t2 is still denied');
+RESET ROLE;
+SELECT is(forgeyard.unbind_tenant('fy_acc_app', 't1'), true, 'unbind_tenant(app, t1) returns true');
+SELECT is(forgeyard.unbind_tenant('fy_acc_app', 't1'), false, 'unbind_tenant(app, t1) again returns false');
+SET ROLE fy_acc_app;
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t1', 'r', 'b-1', '1 minute')$$, 'FY040', NULL,
+                 'still bound to t3: t1 is now denied');
+RESET ROLE;
+SELECT is(forgeyard.unbind_tenant('fy_acc_app', 't3'), true, 'unbind_tenant(app, t3)');
+SET ROLE fy_acc_app;
+SELECT results_eq($$SELECT acquired, holder FROM forgeyard.lease_acquire('t2', 'seed', 'b-1', '1 minute')$$,
+                  $$VALUES (false, 'bob'::text)$$, 'no bindings left: the role is unrestricted (t2 answers with its holder)');
+RESET ROLE;
+
+-------------------------------------------------------------------------------------------------
+-- revoke_access takes everything back
+-------------------------------------------------------------------------------------------------
+SELECT lives_ok($$SELECT forgeyard.revoke_access('fy_acc_app')$$, 'revoke_access(app)');
+SELECT is_empty($$SELECT 1 FROM forgeyard.role_access WHERE role_id = 'fy_acc_app'::regrole$$,
+                'revoke_access removes the role''s access records');
+SELECT ok(NOT has_function_privilege('fy_acc_app', 'forgeyard.lease_acquire(text, text, text, interval)', 'EXECUTE')
+          AND NOT has_schema_privilege('fy_acc_app', 'forgeyard', 'USAGE'),
+          'revoke_access removes EXECUTE and schema USAGE');
+SET ROLE fy_acc_app;
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t1', 'r', 'b-1', '1 minute')$$, '42501', NULL,
+                 'after revoke_access: lease_acquire is denied');
+RESET ROLE;
+SELECT ok(has_function_privilege('fy_acc_maint', 'forgeyard.lease_acquire(text, text, text, interval)', 'EXECUTE'),
+          'revoking one role leaves the others alone');
+
+SELECT * FROM finish();
+ROLLBACK;

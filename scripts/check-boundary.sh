@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Keeps the C++ / PostgreSQL boundary checkable (docs/architecture.md, "The boundary"):
+#  1. only extension/pg/ touches PostgreSQL's raw error, SPI and memory APIs;
+#  2. every SQL-callable C function is declared with FY_FUNCTION (routed through invoke());
+#  3. extension/core/ includes no PostgreSQL, libpq or SQLite header;
+#  4. the client's public headers include neither libpq-fe.h nor sqlite3.h.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+status=0
+fail() { echo "boundary: $*"; status=1; }
+
+raw='\b(ereport|elog|PG_TRY|PG_CATCH|PG_RE_THROW|ReThrowError|SPI_[a-z_]+|palloc|pfree|MemoryContextSwitchTo|DirectFunctionCall[0-9]|InitMaterializedSRF|tuplestore_[a-z_]+|PG_GETARG_[A-Z_]+)\b'
+for f in extension/*.cpp extension/*.hpp; do
+  grep -nE "$raw" "$f" | grep -v '^\s*//' | sed "s|^|$f:|" | while read -r line; do fail "raw PostgreSQL API outside extension/pg/: $line"; done
+done
+if grep -nE "$raw" extension/*.cpp extension/*.hpp >/dev/null; then status=1; fi
+
+grep -rn 'PG_FUNCTION_INFO_V1' extension --include='*.cpp' --include='*.hpp' | grep -v 'extension/pg/guard.hpp' \
+  && fail "PG_FUNCTION_INFO_V1 outside FY_FUNCTION"
+grep -rnE '^\s*Datum\s+\w+\s*\(PG_FUNCTION_ARGS\)' extension --include='*.cpp' && fail "a C entry point not declared with FY_FUNCTION"
+
+grep -rnE '#include\s*[<"](postgres|fmgr|libpq-fe|sqlite3|executor/|utils/|catalog/)' extension/core \
+  && fail "extension/core includes a PostgreSQL, libpq or SQLite header"
+grep -rnE '#include\s*[<"](libpq-fe|sqlite3)\.h' client/include && fail "a public header includes libpq-fe.h or sqlite3.h"
+
+# Every C symbol named in the SQL scripts is defined with FY_FUNCTION.
+for sym in $(grep -ohE "'fy_[a-z_]+'" sql/*.sql | tr -d "'" | sort -u); do
+  grep -q "FY_FUNCTION($sym)" extension/*.cpp || fail "$sym is in sql/ but not defined with FY_FUNCTION"
+done
+[ $status -eq 0 ] && echo "boundary: ok"
+exit $status

@@ -1,0 +1,45 @@
+// The backend a conformance run talks to, chosen by FORGEYARD_TEST_BACKEND (sqlite | postgres).
+// Only the public client API is used here, so the same tests hold both backends to one contract.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "forgeyard/forgeyard.hpp"
+
+namespace conformance {
+
+// A frozen clock that tests move by hand (both backends take it through StoreOptions::clock).
+class TestClock {
+ public:
+  TestClock();
+  forgeyard::TimePoint now() const { return forgeyard::from_unix_usecs(usecs_.load()); }
+  void advance(forgeyard::Duration d) { usecs_ += d.count(); }
+  void set(forgeyard::TimePoint t) { usecs_ = forgeyard::unix_usecs(t); }
+
+ private:
+  std::atomic<std::int64_t> usecs_;
+};
+
+struct Backend {
+  Backend();
+  ~Backend();
+
+  bool is_postgres() const { return postgres; }
+  // Another store on the same data, with its own connections (and the same test clock).
+  std::unique_ptr<forgeyard::Store> open_another(int max_connections = 8) const;
+  // A store on the same data that uses the real clock.
+  std::unique_ptr<forgeyard::Store> open_real_clock() const;
+  // A name unique to this test run, so runs against one database never meet.
+  std::string unique(const std::string& prefix) const;
+
+  bool postgres = false;
+  std::string url;
+  std::string temp_dir;  // SQLite only
+  TestClock clock;
+  std::unique_ptr<forgeyard::Store> store;
+  std::string tenant;
+};
+
+}  // namespace conformance

@@ -1,0 +1,135 @@
+// Real threads on separate connections, and real OS processes, against one store.
+#include <boost/test/unit_test.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <barrier>
+#include <future>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "backend.hpp"
+#include "check.hpp"
+
+using namespace std::chrono_literals;
+using forgeyard::ErrorKind;
+
+BOOST_FIXTURE_TEST_SUITE(concurrency, conformance::Backend)
+
+BOOST_AUTO_TEST_CASE(eight_racing_acquirers_get_exactly_one_grant_per_epoch) {
+  constexpr int threads = 8;
+  constexpr int rounds = 10;
+  std::vector<std::unique_ptr<forgeyard::Store>> stores;
+  for (int i = 0; i < threads; ++i) stores.push_back(open_another(1));  // one connection each
+  std::int64_t last_epoch = 0;
+  for (int round = 0; round < rounds; ++round) {
+    std::barrier start(threads);
+    std::vector<std::future<forgeyard::LeaseGrant>> results;
+    for (int i = 0; i < threads; ++i)
+      results.push_back(std::async(std::launch::async, [&, i] {
+        start.arrive_and_wait();
+        return stores[i]->leases().acquire(tenant, "contended", "worker-" + std::to_string(i), 10s);
+      }));
+    int winners = 0;
+    std::set<std::int64_t> epochs;
+    std::set<std::string> holders;
+    for (auto& f : results) {
+      auto g = f.get();
+      winners += g.acquired ? 1 : 0;
+      epochs.insert(g.epoch);
+      holders.insert(g.holder);
+    }
+    BOOST_TEST(winners == 1);
+    BOOST_TEST(epochs.size() == 1u);  // everyone saw the same grant
+    BOOST_TEST(holders.size() == 1u);
+    BOOST_TEST(*epochs.begin() > last_epoch);
+    last_epoch = *epochs.begin();
+    clock.advance(11s);  // expire it; the next round races for a new epoch
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_fence_keeps_the_grant_from_changing_hands_until_its_transaction_ends) {
+  auto a = store->leases().acquire(tenant, "fenced", "worker-a", 10s);
+  auto other = open_another(2);
+  auto tx = store->begin();
+  tx->leases().fence(tenant, "fenced", a.epoch);
+  clock.advance(11s);  // the lease expires while the fenced transaction is open
+  std::atomic<bool> done{false};
+  auto takeover = std::async(std::launch::async, [&] {
+    auto g = other->leases().acquire(tenant, "fenced", "worker-b", 10s);
+    done = true;
+    return g;
+  });
+  std::this_thread::sleep_for(300ms);
+  BOOST_TEST(!done.load());  // still waiting on the fenced transaction
+  tx->commit();
+  auto g = takeover.get();
+  BOOST_TEST(g.acquired);
+  BOOST_TEST(g.epoch > a.epoch);
+}
+
+BOOST_AUTO_TEST_CASE(stale_holder_is_refused_after_a_takeover_under_concurrency) {
+  auto a = store->leases().acquire(tenant, "takeover", "worker-a", 5s);
+  clock.advance(6s);
+  auto other = open_another(1);
+  auto b = other->leases().acquire(tenant, "takeover", "worker-b", 60s);
+  BOOST_REQUIRE(b.acquired);
+  std::atomic<int> stale{0}, accepted{0};
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 4; ++i)
+    workers.emplace_back([&] {
+      auto s = open_another(1);
+      for (int j = 0; j < 10; ++j) {
+        {
+          auto tx = s->begin();
+          try {
+            tx->leases().fence(tenant, "takeover", a.epoch);
+            tx->commit();
+            ++accepted;
+          } catch (const forgeyard::Error& e) {
+            if (e.kind() == ErrorKind::StaleFence) ++stale;
+          }
+        }
+        auto tx2 = s->begin();
+        tx2->leases().fence(tenant, "takeover", b.epoch);
+        tx2->commit();
+      }
+    });
+  for (auto& w : workers) w.join();
+  BOOST_TEST(accepted.load() == 0);
+  BOOST_TEST(stale.load() == 40);
+}
+
+BOOST_AUTO_TEST_CASE(two_processes_share_one_store) {
+  // Two CLI processes race for one lease on the same store while this process holds it open.
+  const std::string resource = unique("proc");
+  auto run = [&](const std::string& owner) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl(FORGEYARD_CLI, "forgeyard", "--store", url.c_str(), "lease", "acquire", tenant.c_str(),
+            resource.c_str(), owner.c_str(), "--ttl", "1h", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return pid;
+  };
+  pid_t p1 = run("process-1"), p2 = run("process-2");
+  int s1 = 0, s2 = 0;
+  waitpid(p1, &s1, 0);
+  waitpid(p2, &s2, 0);
+  BOOST_REQUIRE(WIFEXITED(s1));
+  BOOST_REQUIRE(WIFEXITED(s2));
+  std::multiset<int> codes{WEXITSTATUS(s1), WEXITSTATUS(s2)};
+  BOOST_TEST((codes == std::multiset<int>{0, 1}));  // one acquired, one told it is held
+  auto info = store->leases().get(tenant, resource);
+  BOOST_REQUIRE(info.has_value());
+  BOOST_TEST((info->owner == "process-1" || info->owner == "process-2"));
+  // And this process sees the same grant the winner got: contention names it.
+  auto mine = store->leases().acquire(tenant, resource, "process-3", 10s);
+  BOOST_TEST(!mine.acquired);
+  BOOST_TEST(mine.epoch == info->epoch);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Epochs keep growing across a cluster restart and a pg_dump / pg_restore round trip, also when
+# the restored backup is older than the last grant; extension tables keep their data in a dump.
+# Runs against the throwaway cluster of scripts/test.sh (CLUSTER_DIR, PG* in the environment).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib/cluster.sh
+: "${CLUSTER_DIR:?run through scripts/test.sh}"
+
+src=fy_restore_src
+dst=fy_restore_dst
+dump="$CLUSTER_DIR/old.dump"
+q() { psql -X -q -v ON_ERROR_STOP=1 -At -d "$1" -c "$2"; }
+check() {  # check DESCRIPTION CONDITION-SQL-RETURNING-BOOL
+  if [ "$(q "${DB:-$src}" "SELECT ($2)::text")" != "true" ]; then echo "FAIL: $1"; exit 1; fi
+  echo "ok - $1"
+}
+
+dropdb --if-exists "$src"; dropdb --if-exists "$dst"
+createdb "$src"
+q "$src" "CREATE EXTENSION forgeyard"
+q "$src" "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'fy_restore_app') THEN CREATE ROLE fy_restore_app; END IF; END \$\$"
+q "$src" "SELECT forgeyard.grant_usage('fy_restore_app'); SELECT forgeyard.bind_tenant('fy_restore_app', 't')" >/dev/null
+
+e1=$(q "$src" "SELECT epoch FROM forgeyard.lease_acquire('t', 'r', 'a', '1 hour')")
+q "$src" "SELECT forgeyard.lease_release('t', 'r', $e1)" >/dev/null
+pg_dump -Fc -d "$src" -f "$dump"          # the backup is taken here: it knows e1 only
+e2=$(q "$src" "SELECT epoch FROM forgeyard.lease_acquire('t', 'r', 'b', '1 hour')")
+DB=$src check "a later grant has a greater epoch ($e2 > $e1)" "$e2 > $e1"
+q "$src" "SELECT forgeyard.lease_release('t', 'r', $e2)" >/dev/null
+
+cluster_pg_ctl restart
+e3=$(q "$src" "SELECT epoch FROM forgeyard.lease_acquire('t', 'r', 'c', '1 hour')")
+DB=$src check "after a restart the epoch keeps growing ($e3 > $e2)" "$e3 > $e2"
+
+createdb "$dst"
+pg_restore -d "$dst" "$dump"
+DB=$dst check "the dump kept the lease row" "(SELECT epoch = $e1 AND released_at IS NOT NULL FROM forgeyard.leases WHERE tenant_id = 't' AND resource = 'r')"
+DB=$dst check "the dump kept tenant bindings" "EXISTS (SELECT FROM forgeyard.tenant_bindings WHERE role_id = 'fy_restore_app'::regrole AND tenant_id = 't')"
+DB=$dst check "the dump kept recorded access" "EXISTS (SELECT FROM forgeyard.role_access WHERE role_id = 'fy_restore_app'::regrole AND access = 'usage')"
+DB=$dst check "the dump kept the grants" "has_function_privilege('fy_restore_app', 'forgeyard.lease_acquire(text,text,text,interval)', 'EXECUTE')"
+e4=$(q "$dst" "SELECT epoch FROM forgeyard.lease_acquire('t', 'r', 'd', '1 hour')")
+DB=$dst check "after restoring an older backup the epoch passes every epoch handed out before ($e4 > $e3)" "$e4 > $e3"
+
+dropdb "$src"; dropdb "$dst"
+q postgres "DROP ROLE fy_restore_app"
