@@ -4,7 +4,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(107);
+SELECT plan(165);
 
 SET TIME ZONE 'UTC';
 
@@ -17,6 +17,7 @@ INSERT INTO api VALUES
     ('forgeyard.lease_renew(text, text, bigint, interval)'),
     ('forgeyard.lease_release(text, text, bigint)'),
     ('forgeyard.lease_fence(text, text, bigint)'),
+    ('forgeyard.lease_get(text, text)'),
     ('forgeyard.lease_reap(integer, text)');
 
 SELECT ok((SELECT p.prosecdef FROM pg_catalog.pg_proc p WHERE p.oid = fn), fn || ' is SECURITY DEFINER')
@@ -33,7 +34,7 @@ SELECT is_empty(
 -------------------------------------------------------------------------------------------------
 -- Catalog: nothing for PUBLIC
 -------------------------------------------------------------------------------------------------
-SELECT cmp_ok((SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'forgeyard'::regnamespace), '>=', 16::bigint,
+SELECT cmp_ok((SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'forgeyard'::regnamespace), '>=', 17::bigint,
               'schema forgeyard has its functions (the checks below are not vacuous)');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
@@ -97,28 +98,29 @@ INSERT INTO objects VALUES
     (2, 'function', 'forgeyard.lease_renew(text, text, bigint, interval)'),
     (3, 'function', 'forgeyard.lease_release(text, text, bigint)'),
     (4, 'function', 'forgeyard.lease_fence(text, text, bigint)'),
-    (5, 'function', 'forgeyard.lease_reap(integer, text)'),
-    (6, 'function', 'forgeyard.now()'),
-    (7, 'function', 'forgeyard.grant_usage(regrole)'),
-    (8, 'function', 'forgeyard.bind_tenant(regrole, text)'),
-    (9, 'function', 'forgeyard.boundary_throw(text, text)'),
-    (10, 'table', 'forgeyard.leases'),
-    (11, 'table', 'forgeyard.tenant_bindings'),
-    (12, 'table', 'forgeyard.role_access'),
-    (13, 'table', 'forgeyard.lease_status');
+    (5, 'function', 'forgeyard.lease_get(text, text)'),
+    (6, 'function', 'forgeyard.lease_reap(integer, text)'),
+    (7, 'function', 'forgeyard.now()'),
+    (8, 'function', 'forgeyard.grant_usage(regrole)'),
+    (9, 'function', 'forgeyard.bind_tenant(regrole, text)'),
+    (10, 'function', 'forgeyard.boundary_throw(text, text)'),
+    (11, 'table', 'forgeyard.leases'),
+    (12, 'table', 'forgeyard.tenant_bindings'),
+    (13, 'table', 'forgeyard.role_access'),
+    (14, 'table', 'forgeyard.lease_status');
 SELECT results_eq(
     $$SELECT r, string_agg(CASE WHEN CASE kind WHEN 'function' THEN has_function_privilege(r, obj, 'EXECUTE')
                                           ELSE has_table_privilege(r, obj, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
                                      END THEN 'Y' ELSE '-' END, '' ORDER BY n)
         FROM objects, unnest(ARRAY['fy_acc_app', 'fy_acc_maint', 'fy_acc_insp', 'fy_acc_none', 'fy_acc_schema_only']) r
        GROUP BY r ORDER BY r$$,
-    --                acq ren rel fen reap now grant bind probe leases bindings access status
-    $$VALUES ('fy_acc_app'::text,         'YYYY-Y-------'::text),
-             ('fy_acc_insp',              '-----Y------Y'),
-             ('fy_acc_maint',             'YYYYYY-------'),
-             ('fy_acc_none',              '-------------'),
-             ('fy_acc_schema_only',       '-------------')$$,
-    'privilege matrix: usage = lease API + now(); maintenance adds lease_reap; inspect = now() + lease_status; no table privileges');
+    --                acq ren rel fen get reap now grant bind probe leases bindings access status
+    $$VALUES ('fy_acc_app'::text,         'YYYYY-Y-------'::text),
+             ('fy_acc_insp',              '------Y------Y'),
+             ('fy_acc_maint',             'YYYYYYY-------'),
+             ('fy_acc_none',              '--------------'),
+             ('fy_acc_schema_only',       '--------------')$$,
+    'privilege matrix: usage = lease API (lease_get included) + now(); maintenance adds lease_reap; inspect = now() + lease_status; no table privileges');
 
 -- Seed leases as the superuser (unbound: any tenant).
 SET forgeyard.now_override = '2030-01-01 00:00:00+00';
@@ -141,6 +143,10 @@ SELECT is(forgeyard.lease_renew('t1', 'app', 1893456010000000, '2 minutes'), '20
           'usage role: lease_renew');
 SELECT lives_ok($$SELECT forgeyard.lease_fence('t1', 'app', 1893456010000000)$$, 'usage role: lease_fence');
 SELECT is(forgeyard.lease_release('t1', 'app', 1893456010000000), true, 'usage role: lease_release');
+SELECT results_eq($$SELECT * FROM forgeyard.lease_get('t1', 'seed')$$,
+                  $$VALUES ('alice'::text, 1893456010000000::bigint, '2030-01-01 00:00:10+00'::timestamptz,
+                            '2030-01-01 01:00:10+00'::timestamptz, 'live'::text)$$,
+                  'usage role: lease_get');
 SELECT is(forgeyard.now(), '2030-01-01 00:00:10+00'::timestamptz, 'usage role: forgeyard.now()');
 SELECT throws_ok('SELECT * FROM forgeyard.leases', '42501', 'permission denied for table leases',
                  'usage role: SELECT forgeyard.leases is denied');
@@ -188,6 +194,8 @@ SELECT throws_ok($$SELECT forgeyard.lease_release('t1', 'seed', 1893456010000000
                  'inspection role: lease_release is denied');
 SELECT throws_ok($$SELECT forgeyard.lease_fence('t1', 'seed', 1893456010000000)$$, '42501', NULL,
                  'inspection role: lease_fence is denied');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t1', 'seed')$$, '42501', 'permission denied for function lease_get',
+                 'inspection role: lease_get is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.lease_reap(10, NULL)', '42501', NULL, 'inspection role: lease_reap is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.leases', '42501', NULL, 'inspection role: SELECT forgeyard.leases is denied');
 RESET ROLE;
@@ -201,10 +209,11 @@ INSERT INTO calls VALUES
     (2, $$SELECT forgeyard.lease_renew('t1', 'seed', 1893456010000000, '1 minute')$$),
     (3, $$SELECT forgeyard.lease_release('t1', 'seed', 1893456010000000)$$),
     (4, $$SELECT forgeyard.lease_fence('t1', 'seed', 1893456010000000)$$),
-    (5, $$SELECT * FROM forgeyard.lease_reap(10, NULL)$$),
-    (6, $$SELECT forgeyard.now()$$),
-    (7, $$SELECT * FROM forgeyard.lease_status$$),
-    (8, $$SELECT forgeyard.bind_tenant('fy_acc_none', 't1')$$);
+    (5, $$SELECT * FROM forgeyard.lease_get('t1', 'seed')$$),
+    (6, $$SELECT * FROM forgeyard.lease_reap(10, NULL)$$),
+    (7, $$SELECT forgeyard.now()$$),
+    (8, $$SELECT * FROM forgeyard.lease_status$$),
+    (9, $$SELECT forgeyard.bind_tenant('fy_acc_none', 't1')$$);
 GRANT SELECT ON calls TO PUBLIC;
 SET ROLE fy_acc_none;
 SELECT throws_ok(call, '42501', 'permission denied for schema forgeyard', 'role with nothing: ' || call) FROM calls ORDER BY n;
@@ -231,6 +240,8 @@ SELECT is(forgeyard.lease_renew('t1', 'bound', 1893456010000000, '1 minute'), '2
           'bound role: lease_renew for its tenant');
 SELECT lives_ok($$SELECT forgeyard.lease_fence('t1', 'bound', 1893456010000000)$$, 'bound role: lease_fence for its tenant');
 SELECT is(forgeyard.lease_release('t1', 'bound', 1893456010000000), true, 'bound role: lease_release for its tenant');
+SELECT results_eq($$SELECT owner, epoch, state FROM forgeyard.lease_get('t1', 'bound')$$,
+                  $$VALUES ('b-1'::text, 1893456010000000::bigint, 'released'::text)$$, 'bound role: lease_get for its tenant');
 SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t2', 'seed', 'b-1', '1 minute')$$, 'FY040',
                  'tenant "t2" is not allowed for this role', 'bound role: lease_acquire for another tenant -> FY040');
 SELECT throws_ok($$SELECT forgeyard.lease_renew('t2', 'seed', 1893456000000000, '1 minute')$$, 'FY040', NULL,
@@ -241,6 +252,10 @@ SELECT throws_ok($$SELECT forgeyard.lease_fence('t2', 'seed', 1893456000000000)$
                  'bound role: lease_fence for another tenant -> FY040');
 SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t2', 'new-resource', 'b-1', '1 minute')$$, 'FY040', NULL,
                  'bound role: lease_acquire of a new resource in another tenant -> FY040');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t2', 'seed')$$, 'FY040', 'tenant "t2" is not allowed for this role',
+                 'bound role: lease_get for another tenant -> FY040, not that tenant''s lease');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t2', 'never-leased')$$, 'FY040', NULL,
+                 'bound role: lease_get of a never-leased resource in another tenant -> FY040, not an empty answer');
 RESET ROLE;
 SELECT results_eq($$SELECT tenant_id, owner, epoch, expires_at, released_at FROM forgeyard.leases WHERE tenant_id = 't2'$$,
                   $$VALUES ('t2'::text, 'bob'::text, 1893456000000000::bigint, '2030-01-01 01:00:00+00'::timestamptz, NULL::timestamptz)$$,
@@ -309,6 +324,171 @@ SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t1', 'r', 'b-1', '1 mi
 RESET ROLE;
 SELECT ok(has_function_privilege('fy_acc_maint', 'forgeyard.lease_acquire(text, text, text, interval)', 'EXECUTE'),
           'revoking one role leaves the others alone');
+
+-------------------------------------------------------------------------------------------------
+-- Bindings follow role membership: a role that is a member (directly or transitively) of a bound
+-- role is bound, to the union of the tenants bound to itself and to every role it is a member of.
+-- Same rule in check_tenant (every call) and in the lease_status view.
+-------------------------------------------------------------------------------------------------
+-- Group roles carry the access and the bindings; the login roles only their memberships.
+CREATE ROLE fy_acc_grp1;                                   -- bound to t1
+CREATE ROLE fy_acc_grp2;                                   -- bound to t2
+CREATE ROLE fy_acc_team IN ROLE fy_acc_grp1;               -- member of grp1, bound to nothing itself
+CREATE ROLE fy_acc_login LOGIN IN ROLE fy_acc_grp1;        -- direct member of grp1
+CREATE ROLE fy_acc_deep LOGIN IN ROLE fy_acc_team;         -- member of grp1 only through fy_acc_team
+DO $$ BEGIN
+    PERFORM forgeyard.grant_maintenance('fy_acc_grp1');
+    PERFORM forgeyard.grant_inspect('fy_acc_grp1');
+    PERFORM forgeyard.grant_maintenance('fy_acc_grp2');
+    PERFORM forgeyard.grant_inspect('fy_acc_grp2');
+END $$;
+SELECT lives_ok($$SELECT forgeyard.bind_tenant('fy_acc_grp1', 't1')$$, 'bind_tenant(grp1, t1)');
+SELECT lives_ok($$SELECT forgeyard.bind_tenant('fy_acc_grp2', 't2')$$, 'bind_tenant(grp2, t2)');
+SELECT is_empty(
+    $$SELECT role_id FROM forgeyard.tenant_bindings
+       WHERE role_id IN ('fy_acc_login'::regrole, 'fy_acc_deep'::regrole, 'fy_acc_team'::regrole)$$,
+    'the login roles and fy_acc_team have no binding of their own (any restriction below comes from membership)');
+
+-- Expired grants in three tenants for the reapers, and a fourth tenant.
+SET forgeyard.now_override = '2030-01-01 00:00:05+00';
+DO $$ BEGIN
+    PERFORM forgeyard.lease_acquire('t1', 'grp-expired', 'x', '1 second');
+    PERFORM forgeyard.lease_acquire('t2', 'grp-expired', 'y', '1 second');
+    PERFORM forgeyard.lease_acquire('t3', 'grp-expired', 'z', '1 second');
+    PERFORM forgeyard.lease_acquire('t4', 'seed', 'dora', '1 hour');
+END $$;
+SET forgeyard.now_override = '2030-01-01 00:00:10+00';
+
+-- A login role that is a member of a group bound to t1.
+SET ROLE fy_acc_login;
+SELECT results_eq($$SELECT acquired, holder FROM forgeyard.lease_acquire('t1', 'grp', 'login-1', '1 minute')$$,
+                  $$VALUES (true, 'login-1'::text)$$, 'member of a group bound to t1: lease_acquire for t1');
+SELECT results_eq($$SELECT owner, state FROM forgeyard.lease_get('t1', 'seed')$$, $$VALUES ('alice'::text, 'live'::text)$$,
+                  'member of a group bound to t1: lease_get for t1');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t2', 'grp', 'login-1', '1 minute')$$, 'FY040',
+                 'tenant "t2" is not allowed for this role', 'member of a group bound to t1: lease_acquire for t2 -> FY040');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t2', 'seed')$$, 'FY040', NULL,
+                 'member of a group bound to t1: lease_get for t2 -> FY040');
+SELECT throws_ok($$SELECT forgeyard.lease_renew('t2', 'seed', 1893456000000000, '1 minute')$$, 'FY040', NULL,
+                 'member of a group bound to t1: lease_renew for t2 (with its real epoch) -> FY040');
+SELECT throws_ok($$SELECT forgeyard.lease_release('t2', 'seed', 1893456000000000)$$, 'FY040', NULL,
+                 'member of a group bound to t1: lease_release for t2 -> FY040');
+SELECT throws_ok($$SELECT forgeyard.lease_fence('t2', 'seed', 1893456000000000)$$, 'FY040', NULL,
+                 'member of a group bound to t1: lease_fence for t2 -> FY040');
+SELECT throws_ok('SELECT * FROM forgeyard.lease_reap(10, NULL)', 'FY040', 'a role bound to tenants must name its tenant',
+                 'member of a group bound to t1: lease_reap for all tenants (NULL) -> FY040');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_reap(10, 't2')$$, 'FY040', NULL,
+                 'member of a group bound to t1: lease_reap for t2 -> FY040');
+SELECT results_eq($$SELECT tenant, resource, holder FROM forgeyard.lease_reap(10, 't1')$$,
+                  $$VALUES ('t1'::text, 'grp-expired'::text, 'x'::text)$$,
+                  'member of a group bound to t1: lease_reap for t1');
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status', $$VALUES ('t1'::text)$$,
+                  'member of a group bound to t1: lease_status shows only t1');
+SELECT lives_ok('SELECT * FROM forgeyard.lease_status WHERE pg_temp.peek(tenant_id)',
+                'member of a group bound to t1: a function in its WHERE clause never sees another tenant''s row');
+RESET ROLE;
+SELECT results_eq(
+    $$SELECT resource, owner, epoch, released_at, reaped_at FROM forgeyard.leases WHERE tenant_id = 't2' ORDER BY resource$$,
+    $$VALUES ('grp-expired'::text, 'y'::text, 1893456005000000::bigint, NULL::timestamptz, NULL::timestamptz),
+             ('seed', 'bob', 1893456000000000, NULL, NULL)$$,
+    'the member''s refused calls left t2 alone (no new row, nothing released or reaped)');
+
+-- Transitive: fy_acc_deep -> fy_acc_team -> fy_acc_grp1 (bound to t1).
+SET ROLE fy_acc_deep;
+SELECT results_eq($$SELECT acquired, holder FROM forgeyard.lease_acquire('t1', 'deep', 'deep-1', '1 minute')$$,
+                  $$VALUES (true, 'deep-1'::text)$$, 'member of a member of a group bound to t1 (transitive): t1 works');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t2', 'seed')$$, 'FY040', NULL,
+                 'transitive member of a group bound to t1: lease_get for t2 -> FY040');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t3', 'deep', 'deep-1', '1 minute')$$, 'FY040', NULL,
+                 'transitive member of a group bound to t1: lease_acquire for t3 -> FY040');
+SELECT throws_ok('SELECT * FROM forgeyard.lease_reap(10, NULL)', 'FY040', NULL,
+                 'transitive member of a group bound to t1: lease_reap for all tenants -> FY040');
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status', $$VALUES ('t1'::text)$$,
+                  'transitive member of a group bound to t1: lease_status shows only t1');
+RESET ROLE;
+
+-- Two groups: bound to t1 and t2, the member may use both, and nothing else.
+GRANT fy_acc_grp2 TO fy_acc_login;
+SET ROLE fy_acc_login;
+SELECT results_eq($$SELECT acquired, holder FROM forgeyard.lease_acquire('t2', 'grp', 'login-1', '1 minute')$$,
+                  $$VALUES (true, 'login-1'::text)$$, 'member of groups bound to t1 and t2: t2 works');
+SELECT results_eq($$SELECT owner FROM forgeyard.lease_get('t1', 'grp')$$, $$VALUES ('login-1'::text)$$,
+                  'member of groups bound to t1 and t2: t1 still works');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t3', 'grp-expired')$$, 'FY040', 'tenant "t3" is not allowed for this role',
+                 'member of groups bound to t1 and t2: t3 -> FY040');
+SELECT throws_ok('SELECT * FROM forgeyard.lease_reap(10, NULL)', 'FY040', NULL,
+                 'member of groups bound to t1 and t2: lease_reap for all tenants -> FY040');
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status ORDER BY 1', $$VALUES ('t1'::text), ('t2')$$,
+                  'member of groups bound to t1 and t2: lease_status shows exactly t1 and t2');
+RESET ROLE;
+SET ROLE fy_acc_deep;
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t2', 'seed')$$, 'FY040', NULL,
+                 'grp2 is fy_acc_login''s group, not fy_acc_team''s: fy_acc_deep still gets FY040 for t2');
+RESET ROLE;
+
+-- The member's own binding joins the union.
+SELECT lives_ok($$SELECT forgeyard.bind_tenant('fy_acc_login', 't4')$$, 'bind_tenant(login, t4): the member itself');
+SET ROLE fy_acc_login;
+SELECT results_eq($$SELECT owner, state FROM forgeyard.lease_get('t4', 'seed')$$, $$VALUES ('dora'::text, 'live'::text)$$,
+                  'bound to t4 itself and to t1, t2 through groups: t4 works');
+SELECT results_eq($$SELECT owner FROM forgeyard.lease_get('t2', 'grp')$$, $$VALUES ('login-1'::text)$$,
+                  'bound to t4 itself and to t1, t2 through groups: t2 works');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t3', 'grp-expired')$$, 'FY040', NULL,
+                 'bound to t4 itself and to t1, t2 through groups: t3 -> FY040');
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status ORDER BY 1', $$VALUES ('t1'::text), ('t2'), ('t4')$$,
+                  'lease_status shows the union: t1, t2 (groups) and t4 (own binding)');
+RESET ROLE;
+
+-- A superuser bound to nothing and a member of no bound role is unrestricted.
+SELECT is_empty($$SELECT 1 FROM forgeyard.tenant_bindings WHERE role_id = current_user::regrole$$,
+                'the superuser running this file is bound to nothing itself');
+SELECT results_eq($$SELECT owner, state FROM forgeyard.lease_get('t3', 'grp-expired')$$, $$VALUES ('z'::text, 'expired'::text)$$,
+                  'unbound superuser: lease_get for t3, which no role around it is bound to');
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status ORDER BY 1',
+                  $$VALUES ('t1'::text), ('t2'), ('t3'), ('t4')$$,
+                  'unbound superuser: lease_status shows every tenant');
+SELECT results_eq($$SELECT tenant, resource FROM forgeyard.lease_reap(10, NULL) ORDER BY tenant$$,
+                  $$VALUES ('t2'::text, 'grp-expired'::text), ('t3', 'grp-expired')$$,
+                  'unbound superuser: lease_reap for all tenants');
+-- No superuser shortcut: a superuser that is a member of a bound group is bound.
+CREATE ROLE fy_acc_su SUPERUSER IN ROLE fy_acc_grp1;
+SET ROLE fy_acc_su;
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t2', 'seed')$$, 'FY040', NULL,
+                 'a superuser that is a member of a group bound to t1: t2 -> FY040');
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status', $$VALUES ('t1'::text)$$,
+                  'a superuser that is a member of a group bound to t1: lease_status shows only t1');
+RESET ROLE;
+REVOKE fy_acc_grp1 FROM fy_acc_su;
+SET ROLE fy_acc_su;
+SELECT results_eq($$SELECT owner FROM forgeyard.lease_get('t2', 'seed')$$, $$VALUES ('bob'::text)$$,
+                  'membership revoked: that superuser is unrestricted again');
+RESET ROLE;
+
+-- Unbinding a group frees its members once nothing else binds them.
+SELECT is(forgeyard.unbind_tenant('fy_acc_grp2', 't2'), true, 'unbind_tenant(grp2, t2)');
+SET ROLE fy_acc_login;
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t2', 'seed')$$, 'FY040', NULL,
+                 'grp2 unbound, still bound through grp1 and itself: t2 -> FY040');
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status ORDER BY 1', $$VALUES ('t1'::text), ('t4')$$,
+                  'grp2 unbound: lease_status shows t1 and t4');
+RESET ROLE;
+SELECT is(forgeyard.unbind_tenant('fy_acc_login', 't4'), true, 'unbind_tenant(login, t4)');
+SET ROLE fy_acc_login;
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t4', 'seed')$$, 'FY040', NULL,
+                 'own binding gone, still bound through grp1: t4 -> FY040');
+RESET ROLE;
+SELECT is(forgeyard.unbind_tenant('fy_acc_grp1', 't1'), true, 'unbind_tenant(grp1, t1): nothing binds the members any more');
+SET ROLE fy_acc_login;
+SELECT results_eq($$SELECT owner FROM forgeyard.lease_get('t3', 'r')$$, $$VALUES ('b-1'::text)$$,
+                  'all unbound: the member is unrestricted (t3)');
+SELECT lives_ok('SELECT * FROM forgeyard.lease_reap(10, NULL)', 'all unbound: the member may reap all tenants');
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status ORDER BY 1',
+                  $$VALUES ('t1'::text), ('t2'), ('t3'), ('t4')$$, 'all unbound: the member sees every tenant');
+RESET ROLE;
+SET ROLE fy_acc_deep;
+SELECT results_eq($$SELECT owner FROM forgeyard.lease_get('t2', 'seed')$$, $$VALUES ('bob'::text)$$,
+                  'all unbound: the transitive member is unrestricted too (t2)');
+RESET ROLE;
 
 SELECT * FROM finish();
 ROLLBACK;

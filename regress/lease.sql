@@ -1,11 +1,11 @@
 -- Leases with fencing epochs (SPEC 6.1): grants, epochs, contention, renew, release, fence, reap,
--- tenants, and every bad input of every lease function.
+-- lease_get, tenants, and every bad input of every lease function.
 -- Time is moved with forgeyard.now_override; nothing sleeps.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(148);
+SELECT plan(183);
 
 SET TIME ZONE 'UTC';
 
@@ -39,6 +39,11 @@ CREATE FUNCTION pg_temp.state_of(t text, r text) RETURNS text LANGUAGE sql
 -- First grant: epoch = the clock in microseconds
 -------------------------------------------------------------------------------------------------
 SET forgeyard.now_override = '2030-01-01 00:00:00+00';
+SELECT is(pg_catalog.pg_get_function_result('forgeyard.lease_get(text, text)'::regprocedure),
+          'TABLE(owner text, epoch bigint, acquired_at timestamp with time zone, expires_at timestamp with time zone, state text)',
+          'lease_get(tenant, resource) returns (owner, epoch, acquired_at, expires_at, state)');
+SELECT is_empty($$SELECT * FROM forgeyard.lease_get('t1', 'r1')$$, 'lease_get of a never-leased resource: no row');
+SELECT is_empty($$SELECT * FROM forgeyard.leases$$, 'lease_get of a never-leased resource creates no row');
 CALL pg_temp.acq('a1', 't1', 'r1', 'alice', '30 seconds');
 
 SELECT results_eq(
@@ -52,6 +57,11 @@ SELECT results_eq(
               '2030-01-01 00:00:30+00'::timestamptz, NULL::timestamptz, NULL::timestamptz)$$,
     'first acquire stores owner, epoch, acquired_at, expires_at; not released, not reaped');
 SELECT is(pg_temp.state_of('t1', 'r1'), 'live', 'lease_status: a fresh grant is live');
+SELECT results_eq(
+    $$SELECT * FROM forgeyard.lease_get('t1', 'r1')$$,
+    $$VALUES ('alice'::text, 1893456000000000::bigint, '2030-01-01 00:00:00+00'::timestamptz,
+              '2030-01-01 00:00:30+00'::timestamptz, 'live'::text)$$,
+    'lease_get: owner, epoch, acquired_at, expires_at of a fresh grant; state live');
 SELECT is((SELECT remaining FROM forgeyard.lease_status WHERE tenant_id = 't1' AND resource = 'r1'),
           '30 seconds'::interval, 'lease_status: remaining time by forgeyard.now()');
 
@@ -68,6 +78,9 @@ SELECT results_eq(
     $$SELECT owner, epoch, expires_at FROM pg_temp.row_of('t1', 'r1')$$,
     $$VALUES ('alice'::text, 1893456000000000::bigint, '2030-01-01 00:00:30+00'::timestamptz)$$,
     'contention changes nothing');
+SELECT results_eq($$SELECT owner, epoch, state FROM forgeyard.lease_get('t1', 'r1')$$,
+                  $$VALUES ('alice'::text, 1893456000000000::bigint, 'live'::text)$$,
+                  'lease_get under contention: the holder''s grant, not the contender');
 
 -------------------------------------------------------------------------------------------------
 -- Same owner again: idempotent, same epoch, expiry moved to now + ttl
@@ -83,6 +96,9 @@ SELECT results_eq(
     $$VALUES ('alice'::text, 1893456000000000::bigint, '2030-01-01 00:00:00+00'::timestamptz,
               '2030-01-01 00:01:20+00'::timestamptz)$$,
     'same-owner re-acquire keeps the grant (epoch, acquired_at) and moves expires_at');
+SELECT results_eq($$SELECT acquired_at, expires_at FROM forgeyard.lease_get('t1', 'r1')$$,
+                  $$VALUES ('2030-01-01 00:00:00+00'::timestamptz, '2030-01-01 00:01:20+00'::timestamptz)$$,
+                  'lease_get after a same-owner re-acquire: acquired_at kept, expires_at moved');
 CALL pg_temp.acq('i2', 't1', 'r1', 'alice', '5 seconds');
 SELECT results_eq(
     $$SELECT acquired, epoch, expires_at FROM g WHERE k = 'i2'$$,
@@ -99,6 +115,9 @@ SELECT results_eq(
     $$SELECT owner, epoch, expires_at FROM pg_temp.row_of('t1', 'r1')$$,
     $$VALUES ('alice'::text, 1893456000000000::bigint, '2030-01-01 00:01:04+00'::timestamptz)$$,
     'renew stores the new expiry and keeps the epoch');
+SELECT results_eq($$SELECT epoch, expires_at, state FROM forgeyard.lease_get('t1', 'r1')$$,
+                  $$VALUES (1893456000000000::bigint, '2030-01-01 00:01:04+00'::timestamptz, 'live'::text)$$,
+                  'lease_get after renew: the new expiry');
 SELECT is(forgeyard.lease_renew('t1', 'r1', 1893456000000000, '1.5 seconds'),
           '2030-01-01 00:00:25.5+00'::timestamptz, 'renew with a fractional ttl: exact microseconds');
 SELECT is(forgeyard.lease_renew('t1', 'r1', 1893456000000000, '40 seconds'),
@@ -114,9 +133,15 @@ CALL pg_temp.acq('c2', 't1', 'r1', 'bob', '30 seconds');
 SELECT results_eq($$SELECT acquired, holder FROM g WHERE k = 'c2'$$, $$VALUES (false, 'alice'::text)$$,
                   'another owner 1 microsecond before expiry: still contention');
 SELECT is(pg_temp.state_of('t1', 'r1'), 'live', 'lease_status: live 1 microsecond before expiry');
+SELECT is((SELECT state FROM forgeyard.lease_get('t1', 'r1')), 'live', 'lease_get: live 1 microsecond before expiry');
 
 SET forgeyard.now_override = '2030-01-01 00:01:04+00';
 SELECT is(pg_temp.state_of('t1', 'r1'), 'expired', 'lease_status: expired at exactly expires_at');
+SELECT results_eq(
+    $$SELECT * FROM forgeyard.lease_get('t1', 'r1')$$,
+    $$VALUES ('alice'::text, 1893456000000000::bigint, '2030-01-01 00:00:00+00'::timestamptz,
+              '2030-01-01 00:01:04+00'::timestamptz, 'expired'::text)$$,
+    'lease_get at exactly expires_at: the last grant, state expired');
 SELECT throws_ok($$SELECT forgeyard.lease_fence('t1', 'r1', 1893456000000000)$$, 'FY001', NULL,
                  'fence at exactly expires_at: FY001');
 SELECT throws_ok($$SELECT forgeyard.lease_renew('t1', 'r1', 1893456000000000, '1 minute')$$, 'FY001',
@@ -142,6 +167,11 @@ SELECT results_eq(
     $$SELECT owner, acquired_at, released_at, reaped_at FROM pg_temp.row_of('t1', 'r1')$$,
     $$VALUES ('bob'::text, '2030-01-01 00:01:04+00'::timestamptz, NULL::timestamptz, NULL::timestamptz)$$,
     'takeover rewrites the row for the new grant');
+SELECT results_eq(
+    $$SELECT * FROM forgeyard.lease_get('t1', 'r1')$$,
+    $$SELECT 'bob'::text, pg_temp.ep('t1'), '2030-01-01 00:01:04+00'::timestamptz,
+             '2030-01-01 00:01:34+00'::timestamptz, 'live'::text$$,
+    'lease_get after takeover: the new owner, epoch, acquired_at and expiry; live');
 SELECT throws_ok($$SELECT forgeyard.lease_renew('t1', 'r1', 1893456000000000, '1 minute')$$, 'FY001', NULL,
                  'renew with a superseded epoch: FY001');
 SELECT throws_ok($$SELECT forgeyard.lease_fence('t1', 'r1', 1893456000000000)$$, 'FY001', NULL,
@@ -177,6 +207,11 @@ SELECT results_eq($$SELECT owner, epoch, expires_at, released_at FROM pg_temp.ro
                            '2030-01-01 00:01:10+00'::timestamptz$$,
                   'release keeps the row and its epoch, stamps released_at');
 SELECT is(pg_temp.state_of('t1', 'r1'), 'released', 'lease_status: released');
+SELECT results_eq(
+    $$SELECT * FROM forgeyard.lease_get('t1', 'r1')$$,
+    $$SELECT 'bob'::text, pg_temp.ep('t1'), '2030-01-01 00:01:04+00'::timestamptz,
+             '2030-01-01 00:01:34+00'::timestamptz, 'released'::text$$,
+    'lease_get after release: the released grant keeps owner, epoch and times; state released');
 SELECT is(forgeyard.lease_release('t1', 'r1', pg_temp.ep('t1')), false, 'second release: false');
 SELECT throws_ok(format('SELECT forgeyard.lease_renew(%L, %L, %s, %L)', 't1', 'r1', pg_temp.ep('t1'), '1 minute'),
                  'FY001', NULL, 'renew of a released grant: FY001');
@@ -316,6 +351,29 @@ SELECT results_eq(
     $$SELECT resource, state FROM forgeyard.lease_status WHERE tenant_id = 'rp1' ORDER BY resource$$,
     $$VALUES ('a'::text, 'reaped'::text), ('b', 'reaped'), ('c', 'released'), ('d', 'live')$$,
     'lease_status: reaped, released, live');
+SELECT results_eq(
+    $$SELECT t, r, g.owner, g.epoch, g.state
+        FROM (VALUES ('rp1', 'a'), ('rp1', 'b'), ('rp1', 'c'), ('rp1', 'd'), ('rp2', 'a')) v(t, r),
+             forgeyard.lease_get(v.t, v.r) g ORDER BY t, r$$,
+    $$VALUES ('rp1'::text, 'a'::text, 'alice'::text, pg_temp.ep('pa'), 'reaped'::text),
+             ('rp1', 'b', 'bob', pg_temp.ep('pb'), 'reaped'),
+             ('rp1', 'c', 'carol', pg_temp.ep('pc'), 'released'),
+             ('rp1', 'd', 'dave', pg_temp.ep('pd'), 'live'),
+             ('rp2', 'a', 'erin', pg_temp.ep('qa'), 'expired')$$,
+    'lease_get: reaped, reaped, released (also past its expiry), live, expired (not yet reaped)');
+-- lease_get agrees with the table and with lease_status on every stored lease, and reads only.
+CREATE TEMP TABLE leases_snapshot AS SELECT * FROM forgeyard.leases;
+SELECT set_eq('SELECT DISTINCT state FROM forgeyard.lease_status', ARRAY['live', 'expired', 'reaped', 'released'],
+              'all four states are present (the next check is not vacuous)');
+SELECT is_empty(
+    $$SELECT s.tenant_id, s.resource FROM forgeyard.lease_status s
+        LEFT JOIN LATERAL forgeyard.lease_get(s.tenant_id, s.resource) g ON true
+       WHERE (g.owner, g.epoch, g.acquired_at, g.expires_at, g.state)
+             IS DISTINCT FROM (s.owner, s.epoch, s.acquired_at, s.expires_at, s.state)$$,
+    'lease_get returns the stored owner, epoch, times and the lease_status state of every lease');
+SELECT results_eq('SELECT * FROM forgeyard.leases ORDER BY tenant_id, resource',
+                  'SELECT * FROM leases_snapshot ORDER BY tenant_id, resource',
+                  'lease_get changes nothing (an expired lease is not reaped by reading it)');
 
 -- rp2/a expired but is taken again before a reaper sees it: not reported.
 CALL pg_temp.acq('qa2', 'rp2', 'a', 'erin2', '10 seconds');
@@ -330,11 +388,17 @@ SELECT is_empty($$SELECT * FROM forgeyard.lease_reap(100, NULL)$$, 'reap all aga
 CALL pg_temp.acq('pa2', 'rp1', 'a', 'alice2', '5 seconds');
 SELECT results_eq($$SELECT owner, reaped_at FROM pg_temp.row_of('rp1', 'a')$$,
                   $$VALUES ('alice2'::text, NULL::timestamptz)$$, 'a new grant clears reaped_at');
+SELECT results_eq($$SELECT owner, epoch, state FROM forgeyard.lease_get('rp1', 'a')$$,
+                  $$SELECT 'alice2'::text, pg_temp.ep('pa2'), 'live'::text$$,
+                  'lease_get: a reaped resource granted again is live');
 SET forgeyard.now_override = '2030-02-01 00:00:50+00';   -- rp1/a expired at :45, rp2/a at :50
+SELECT is((SELECT state FROM forgeyard.lease_get('rp1', 'a')), 'expired',
+          'lease_get: the new grant expired, not yet reaped: expired (not the old reaped state)');
 SELECT results_eq(
     $$SELECT * FROM forgeyard.lease_reap(1)$$,
     $$SELECT 'rp1'::text, 'a'::text, pg_temp.ep('pa2'), 'alice2'::text, '2030-02-01 00:00:45+00'::timestamptz$$,
     'reap(1): one row, the earliest expiry, the new grant''s epoch and holder');
+SELECT is((SELECT state FROM forgeyard.lease_get('rp1', 'a')), 'reaped', 'lease_get: reaped after lease_reap reported it');
 SELECT results_eq(
     $$SELECT * FROM forgeyard.lease_reap(1)$$,
     $$SELECT 'rp2'::text, 'a'::text, pg_temp.ep('qa2'), 'erin2'::text, '2030-02-01 00:00:50+00'::timestamptz$$,
@@ -374,6 +438,12 @@ SELECT is(forgeyard.lease_release('tb', 'shared', pg_temp.ep('tb')), true, 'rele
 SELECT results_eq($$SELECT owner, epoch, released_at FROM pg_temp.row_of('ta', 'shared')$$,
                   $$SELECT 'alice'::text, pg_temp.ep('ta'), NULL::timestamptz$$,
                   'ta''s grant is untouched by everything done in tb');
+SELECT results_eq(
+    $$SELECT t, g.owner, g.epoch, g.state FROM unnest(ARRAY['ta', 'tb']) t, forgeyard.lease_get(t, 'shared') g ORDER BY t$$,
+    $$VALUES ('ta'::text, 'alice'::text, pg_temp.ep('ta'), 'live'::text), ('tb', 'bob', pg_temp.ep('tb'), 'released')$$,
+    'lease_get is per tenant: the same resource name answers with each tenant''s own lease');
+SELECT is_empty($$SELECT * FROM forgeyard.lease_get('tc', 'shared')$$,
+                'lease_get in a tenant that never leased the resource: no row, whatever other tenants hold');
 SET forgeyard.now_override = '2030-03-01 00:00:30+00';
 SELECT is_empty($$SELECT * FROM forgeyard.lease_reap(100, 'tb')$$, 'reap(tb) does not report ta''s expired grant');
 SELECT results_eq($$SELECT tenant, resource FROM forgeyard.lease_reap(100, 'ta')$$,
@@ -390,6 +460,11 @@ CALL pg_temp.acq('lm', repeat('é', 64), 'r', 'o', '1 minute');
 SELECT results_eq($$SELECT k, acquired FROM g WHERE k IN ('lt', 'lr', 'lo', 'lm') ORDER BY k$$,
                   $$VALUES ('lm'::text, true), ('lo', true), ('lr', true), ('lt', true)$$,
                   'tenant of 128 bytes, resource of 512, owner of 256, tenant of 64 two-byte characters: accepted');
+SELECT results_eq(
+    $$SELECT g.owner, g.state FROM (VALUES (1, repeat('t', 128), 'r'), (2, 't1', repeat('r', 512)), (3, repeat('é', 64), 'r')) v(n, t, r),
+             forgeyard.lease_get(v.t, v.r) g ORDER BY v.n$$,
+    $$VALUES ('o'::text, 'live'::text), ('o', 'live'), ('o', 'live')$$,
+    'lease_get with a tenant of 128 bytes, a resource of 512, a tenant of 64 two-byte characters: found');
 
 -------------------------------------------------------------------------------------------------
 -- Bad input: every argument of every lease function; a specific SQLSTATE, a message naming the
@@ -453,6 +528,15 @@ INSERT INTO bad (call, code, message) VALUES
     ($$forgeyard.lease_fence('t1', '', pg_temp.ep('live'))$$,                 '22023', 'resource must not be empty'),
     ($$forgeyard.lease_fence('t1', repeat('r', 513), pg_temp.ep('live'))$$,   '22001', 'resource is longer than 512 bytes'),
     ($$forgeyard.lease_fence('t1', 'live', NULL)$$,                           '22004', 'epoch must not be NULL'),
+    -- lease_get(tenant, resource) of the live grant
+    ($$forgeyard.lease_get(NULL, 'live')$$,                                   '22004', 'tenant must not be NULL'),
+    ($$forgeyard.lease_get('', 'live')$$,                                     '22023', 'tenant must not be empty'),
+    ($$forgeyard.lease_get(repeat('t', 129), 'live')$$,                       '22001', 'tenant is longer than 128 bytes'),
+    ($$forgeyard.lease_get(repeat('é', 65), 'live')$$,                        '22001', 'tenant is longer than 128 bytes'),
+    ($$forgeyard.lease_get('t1', NULL)$$,                                     '22004', 'resource must not be NULL'),
+    ($$forgeyard.lease_get('t1', '')$$,                                       '22023', 'resource must not be empty'),
+    ($$forgeyard.lease_get('t1', repeat('r', 513))$$,                         '22001', 'resource is longer than 512 bytes'),
+    ($$forgeyard.lease_get(NULL, NULL)$$,                                     '22004', 'tenant must not be NULL'),
     -- lease_reap(max_leases, tenant); NULL tenant means all tenants and is valid
     ($$forgeyard.lease_reap(NULL, 't1')$$,                                    '22004', 'max_leases must not be NULL'),
     ($$forgeyard.lease_reap(0, 't1')$$,                                       '22023', 'max_leases must be positive'),
@@ -483,6 +567,31 @@ SELECT is(pg_temp.err_detail($$SELECT forgeyard.lease_acquire(repeat('é', 65), 
           'length is 130 bytes', '22001 detail gives the length in bytes');
 SELECT is(pg_temp.err_detail($$SELECT forgeyard.lease_fence('t1', 'nope', 1)$$),
           'the lease expired, was released, or was taken over; stop work', 'FY001 detail tells the worker to stop');
+SELECT is(pg_temp.err_detail($$SELECT * FROM forgeyard.lease_get('t1', repeat('r', 513))$$),
+          'length is 513 bytes', 'lease_get: 22001 detail gives the length in bytes');
+
+-------------------------------------------------------------------------------------------------
+-- lease_get as an application role bound to a tenant (privileges in detail: access.sql)
+-------------------------------------------------------------------------------------------------
+CREATE ROLE fy_lease_reader;
+DO $$ BEGIN
+    PERFORM forgeyard.grant_usage('fy_lease_reader');
+    PERFORM forgeyard.bind_tenant('fy_lease_reader', 't1');
+END $$;
+SET ROLE fy_lease_reader;
+SELECT results_eq($$SELECT * FROM forgeyard.lease_get('t1', 'live')$$,
+                  $$SELECT 'alice'::text, pg_temp.us('2030-05-01 00:00:00+00'), '2030-05-01 00:00:00+00'::timestamptz,
+                           '2030-05-01 01:00:00+00'::timestamptz, 'live'::text$$,
+                  'application role bound to t1: lease_get for t1');
+SELECT is_empty($$SELECT * FROM forgeyard.lease_get('t1', 'free')$$,
+                'application role bound to t1: lease_get of a never-leased resource of t1: no row');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('ta', 'shared')$$, 'FY040', 'tenant "ta" is not allowed for this role',
+                 'application role bound to t1: lease_get for another tenant with a lease -> FY040');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('tc', 'shared')$$, 'FY040', NULL,
+                 'application role bound to t1: lease_get for another tenant without a lease -> FY040, not an empty answer');
+SELECT throws_ok('SELECT * FROM forgeyard.leases', '42501', NULL,
+                 'application role: the table itself stays closed (lease_get is the way to read a lease)');
+RESET ROLE;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -90,8 +90,6 @@ CREATE FUNCTION forgeyard.lease_reap(max_leases integer DEFAULT 100, tenant text
 COMMENT ON FUNCTION forgeyard.lease_reap(integer, text) IS
   'Maintenance: return up to max_leases grants that expired without release, each once, for reconcilers. tenant NULL = all tenants. Safe to run from several places at once.';
 
--- security_barrier: the tenant filter runs before any caller-supplied condition, so a bound role
--- cannot see other tenants' rows through a cheap function in its own WHERE clause.
 CREATE FUNCTION forgeyard.lease_get(tenant text, resource text)
     RETURNS TABLE (owner text, epoch bigint, acquired_at timestamptz, expires_at timestamptz, state text)
     LANGUAGE c VOLATILE SECURITY DEFINER ROWS 1
@@ -100,6 +98,8 @@ CREATE FUNCTION forgeyard.lease_get(tenant text, resource text)
 COMMENT ON FUNCTION forgeyard.lease_get(text, text) IS
   'The stored lease of (tenant, resource): owner, epoch, times and state (live, expired, reaped, released). No row if the resource was never leased.';
 
+-- security_barrier: the tenant filter runs before any caller-supplied condition, so a bound role
+-- cannot see other tenants' rows through a cheap function in its own WHERE clause.
 -- scope: the tenants bound to the caller or to any role it is a member of (directly or not);
 -- the same rule as check_tenant in extension/tenant.cpp. Superusers get no shortcut here.
 CREATE VIEW forgeyard.lease_status WITH (security_barrier) AS

@@ -62,6 +62,13 @@ std::optional<bool> Row::boolean(int column) const {
   return DatumGetBool(d);
 }
 
+std::optional<Oid> Row::oid(int column) const {
+  bool null = true;
+  Datum d = datum(column, &null);
+  if (null) return std::nullopt;
+  return DatumGetObjectId(d);
+}
+
 std::optional<TimestampTz> Row::timestamptz(int column) const {
   bool null = true;
   Datum d = datum(column, &null);

@@ -49,6 +49,7 @@ class Row {
   std::optional<std::string> text(int column) const;
   std::optional<std::int64_t> int8(int column) const;
   std::optional<bool> boolean(int column) const;
+  std::optional<Oid> oid(int column) const;
   std::optional<TimestampTz> timestamptz(int column) const;
 
  private:

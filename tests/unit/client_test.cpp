@@ -161,6 +161,26 @@ BOOST_AUTO_TEST_CASE(pool_hands_a_returned_connection_to_a_waiter) {
   BOOST_TEST(pool.stats().waited == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(pool_gives_a_thread_back_the_connection_it_used_last) {
+  forgeyard::PoolOptions options;
+  options.max_connections = 2;
+  forgeyard::detail::Pool<FakeConn> pool(options, [] { return std::make_unique<FakeConn>(); });
+  FakeConn* mine = nullptr;
+  FakeConn* theirs = nullptr;
+  {
+    auto a = pool.acquire();
+    mine = &*a;
+    std::thread other([&] {
+      auto b = pool.acquire();
+      theirs = &*b;
+    });  // the other thread returns its connection last
+    other.join();
+  }
+  BOOST_TEST(mine != theirs);
+  for (int i = 0; i < 3; ++i) BOOST_TEST(&*pool.acquire() == mine);
+  std::thread([&] { BOOST_TEST(&*pool.acquire() == theirs); }).join();
+}
+
 BOOST_AUTO_TEST_CASE(pool_drops_connections_past_their_lifetime) {
   forgeyard::PoolOptions options;
   options.max_connections = 1;

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Benchmarks (not part of the test command): builds, starts a throwaway cluster, runs each
+# benchmark against its hand-written baseline in the same run, prints the ratios.
+# Extra arguments go to the benchmark, e.g. scripts/bench.sh --iterations 5000 --threads 4
+set -uo pipefail
+cd "$(dirname "$0")/.."
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+scripts/install-deps.sh || exit 1
+make -j2 >/dev/null && $sudo make install >/dev/null || exit 1
+cmake -S . -B build -DFORGEYARD_BENCH=ON >/dev/null && cmake --build build -j2 --target lease_bench >/dev/null || exit 1
+source scripts/lib/cluster.sh
+trap cluster_stop EXIT INT TERM
+cluster_start || exit 1
+psql -q -c "CREATE EXTENSION IF NOT EXISTS forgeyard" || exit 1
+build/bench/lease_bench --pg "$FORGEYARD_TEST_PG_URL" "$@"
