@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages forgeyard needs to build and test, if any is missing.
+# Installs the Debian 12 packages forgeyard needs, if any is missing.
+#   scripts/install-deps.sh           everything: build, extension, tests, benchmarks
+#   scripts/install-deps.sh --client  only what the client library and CLI need to build
 set -euo pipefail
-packages=(postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
-          libpq-dev libsqlite3-dev libboost-test-dev libspdlog-dev cmake g++ make pkg-config pgbouncer)
+client=(libpq-dev libsqlite3-dev libspdlog-dev cmake g++ make pkg-config)
+packages=("${client[@]}" postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap
+          libtap-parser-sourcehandler-pgtap-perl libboost-test-dev pgbouncer)
+[ "${1:-}" = "--client" ] && packages=("${client[@]}")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -52,7 +52,7 @@ class Pool {
     if (options_.max_connections < 1) throw Error(ErrorKind::InvalidArgument, "22023", "pool max_connections must be >= 1");
     for (int i = 0; i < options_.min_connections && i < options_.max_connections; ++i) {
       auto now = Steady::now();
-      idle_.push_back(Slot{factory_(), now, now});
+      idle_.push_back(Slot{factory_(), now, now, {}});
       ++stats_.created;
     }
   }
@@ -94,7 +94,7 @@ class Pool {
         --opening_;
         ++in_use_, ++stats_.created, ++stats_.acquired;
         auto now = Steady::now();
-        return Handle(this, Slot{std::move(conn), now, now});
+        return Handle(this, Slot{std::move(conn), now, now, {}});
       }
       if (!waited) ++stats_.waited, waited = true;
       if (available_.wait_until(lock, deadline) == std::cv_status::timeout && Steady::now() >= deadline) {

@@ -46,8 +46,43 @@ cluster_pg_ctl() {
   cluster_as_owner "$PG_BIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w -t 60 "$@" >/dev/null
 }
 
+# PgBouncer in transaction mode in front of the cluster (Debian's 1.18: no prepared statements
+# there). Exports FORGEYARD_TEST_PGBOUNCER_URL.
+bouncer_start() {
+  local port=$((CLUSTER_PORT + 1))
+  while (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; do port=$((port + 1)); done
+  mkdir -p "$CLUSTER_DIR/bouncer"
+  echo '"postgres" ""' >"$CLUSTER_DIR/bouncer/users.txt"
+  cat >"$CLUSTER_DIR/bouncer/pgbouncer.ini" <<INI
+[databases]
+forgeyard_test = host=$CLUSTER_DIR/socket port=$CLUSTER_PORT dbname=forgeyard_test
+[pgbouncer]
+listen_addr =
+listen_port = $port
+unix_socket_dir = $CLUSTER_DIR/bouncer
+auth_type = trust
+auth_file = $CLUSTER_DIR/bouncer/users.txt
+pool_mode = transaction
+max_client_conn = 200
+default_pool_size = 20
+logfile = $CLUSTER_DIR/bouncer/pgbouncer.log
+pidfile = $CLUSTER_DIR/bouncer/pgbouncer.pid
+INI
+  chown -R "$CLUSTER_OWNER" "$CLUSTER_DIR/bouncer"
+  cluster_as_owner pgbouncer -d "$CLUSTER_DIR/bouncer/pgbouncer.ini" || return 1
+  for _ in $(seq 50); do [ -S "$CLUSTER_DIR/bouncer/.s.PGSQL.$port" ] && break; sleep 0.1; done
+  export FORGEYARD_TEST_PGBOUNCER_URL="postgresql://postgres@/forgeyard_test?host=$CLUSTER_DIR/bouncer&port=$port"
+}
+
+bouncer_stop() {
+  local pidfile="${CLUSTER_DIR:-}/bouncer/pgbouncer.pid"
+  [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null
+  return 0
+}
+
 cluster_stop() {
   [ -n "${CLUSTER_DIR:-}" ] || return 0
+  bouncer_stop
   cluster_pg_ctl stop -m fast 2>/dev/null || true
   rm -rf "$CLUSTER_DIR"
   CLUSTER_DIR=""

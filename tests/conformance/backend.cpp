@@ -28,13 +28,17 @@ Backend::Backend() {
   if (backend == "postgres") {
     postgres = true;
     url = required_env("FORGEYARD_TEST_PG_URL");
+  } else if (backend == "pgbouncer") {
+    postgres = true;
+    unnamed_statements = true;
+    url = required_env("FORGEYARD_TEST_PGBOUNCER_URL");
   } else if (backend == "sqlite") {
     char pattern[] = "/tmp/forgeyard-conformance.XXXXXX";
     if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
     temp_dir = pattern;
     url = "sqlite://" + temp_dir + "/store.db";
   } else {
-    throw std::runtime_error("FORGEYARD_TEST_BACKEND must be sqlite or postgres, not " + backend);
+    throw std::runtime_error("FORGEYARD_TEST_BACKEND must be sqlite, postgres or pgbouncer, not " + backend);
   }
   store = open_another();
   tenant = unique("tenant");
@@ -49,13 +53,13 @@ std::unique_ptr<forgeyard::Store> Backend::open_another(int max_connections) con
   forgeyard::StoreOptions options;
   options.pool.max_connections = max_connections;
   options.clock = [this] { return clock.now(); };
-  options.prepared_statements = std::getenv("FORGEYARD_TEST_UNNAMED_STATEMENTS") == nullptr;
+  options.prepared_statements = !unnamed_statements;
   return forgeyard::open(url, options);
 }
 
 std::unique_ptr<forgeyard::Store> Backend::open_real_clock() const {
   forgeyard::StoreOptions options;
-  options.prepared_statements = std::getenv("FORGEYARD_TEST_UNNAMED_STATEMENTS") == nullptr;
+  options.prepared_statements = !unnamed_statements;
   return forgeyard::open(url, options);
 }
 

@@ -1,4 +1,5 @@
-// The backend a conformance run talks to, chosen by FORGEYARD_TEST_BACKEND (sqlite | postgres).
+// The backend a conformance run talks to, chosen by FORGEYARD_TEST_BACKEND
+// (sqlite | postgres | pgbouncer: PostgreSQL through PgBouncer in transaction mode).
 // Only the public client API is used here, so the same tests hold both backends to one contract.
 #pragma once
 
@@ -35,6 +36,7 @@ struct Backend {
   std::string unique(const std::string& prefix) const;
 
   bool postgres = false;
+  bool unnamed_statements = false;  // PgBouncer in transaction mode
   std::string url;
   std::string temp_dir;  // SQLite only
   TestClock clock;
