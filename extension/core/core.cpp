@@ -64,6 +64,30 @@ AcquireDecision decide_acquire(const LeaseRow* current, std::string_view owner, 
   return {AcquireAction::contended, current->epoch};
 }
 
+void throw_version_conflict(const std::string& table, std::int64_t expected, std::int64_t current) {
+  throw Error(sqlstate::version_conflict, "version conflict on " + table,
+              "expected version " + std::to_string(expected) + ", current version " + std::to_string(current));
+}
+
+BeginAction decide_begin(const IdempotencyRow* row, std::string_view request_digest, std::int64_t now) {
+  if (row == nullptr || is_expired(row->expires_at, now)) return BeginAction::start;
+  if (row->request_digest != request_digest) return BeginAction::mismatch;
+  if (row->completed) return BeginAction::replay;
+  if (!is_expired(row->locked_until, now)) return BeginAction::in_progress;
+  return BeginAction::take_over;
+}
+
+void check_attempt(const IdempotencyRow& row, const std::int64_t* attempt, const char* operation) {
+  if (attempt != nullptr && *attempt != row.attempt)
+    throw Error(sqlstate::stale_fence,
+                std::string(operation) + " by attempt " + std::to_string(*attempt) + " refused: attempt " +
+                    std::to_string(row.attempt) + " owns the key now",
+                "the lock expired and another caller took the work over");
+  if (row.completed)
+    throw Error(sqlstate::stale_fence, std::string(operation) + " refused: the key is already completed",
+                "begin again to get the stored response");
+}
+
 std::int64_t backoff_full_jitter(int attempt, std::int64_t base_usecs, std::int64_t cap_usecs, double unit_random) {
   if (attempt < 1) attempt = 1;
   if (base_usecs <= 0 || cap_usecs <= 0) return 0;

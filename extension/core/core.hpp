@@ -107,6 +107,47 @@ struct AcquireDecision {
 };
 AcquireDecision decide_acquire(const LeaseRow* current, std::string_view owner, std::int64_t now_unix_usecs);
 
+// ---- Compare-and-set ------------------------------------------------------------------
+
+inline constexpr char version_column[] = "entity_version";
+inline constexpr char tenant_column[] = "tenant_id";
+inline constexpr std::size_t max_identifier_bytes = 63;
+
+// FY002 for an UPDATE that does not move a versioned row from `expected` to expected + 1.
+[[noreturn]] void throw_version_conflict(const std::string& table, std::int64_t expected, std::int64_t current);
+
+// ---- Idempotency keys -------------------------------------------------------------------
+
+inline constexpr std::size_t max_scope_bytes = 256;
+inline constexpr std::size_t max_idempotency_key_bytes = 256;
+inline constexpr std::size_t max_request_digest_bytes = 64;
+inline constexpr std::size_t max_recovery_point_bytes = 64 * 1024;
+inline constexpr std::size_t max_response_bytes = 1024 * 1024;
+inline constexpr std::int64_t max_idempotency_lock_usecs = usecs_per_day;
+inline constexpr std::int64_t max_idempotency_retention_usecs = 90 * usecs_per_day;
+
+// The stored state of an idempotency key, times in microseconds since 1970.
+struct IdempotencyRow {
+  std::string request_digest;
+  bool completed = false;
+  std::int64_t attempt = 0;
+  std::int64_t locked_until = 0;
+  std::int64_t expires_at = 0;  // end of retention: the key counts as unused from then on
+};
+
+enum class BeginAction {
+  start,        // unused (or past retention): record it and do the work, attempt 1
+  replay,       // completed with this digest: return the stored response
+  take_over,    // in progress but its lock expired: do the work again, attempt + 1
+  in_progress,  // FY010: someone holds a live lock
+  mismatch,     // FY011: same key, different request
+};
+BeginAction decide_begin(const IdempotencyRow* row, std::string_view request_digest, std::int64_t now);
+
+// checkpoint / complete / abandon: FY001 unless `attempt` (when given) is the row's attempt and
+// the key is still in progress.
+void check_attempt(const IdempotencyRow& row, const std::int64_t* attempt, const char* operation);
+
 // ---- Retry backoff ----------------------------------------------------------------------
 
 // Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))].

@@ -24,6 +24,54 @@ std::int64_t int8_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
   return PG_GETARG_INT64(n);
 }
 
+std::optional<std::int64_t> optional_int8_arg(FunctionCallInfo fcinfo, int n) {
+  if (PG_ARGISNULL(n)) return std::nullopt;
+  return PG_GETARG_INT64(n);
+}
+
+std::optional<std::string> bytea_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::size_t max_bytes,
+                                     bool optional, std::size_t min_bytes) {
+  if (PG_ARGISNULL(n)) {
+    if (optional) return std::nullopt;
+    throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
+  }
+  ::bytea* b = guard([&] { return PG_GETARG_BYTEA_PP(n); });
+  std::string value(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
+  if (value.size() < min_bytes) throw core::Error(core::sqlstate::invalid_parameter, std::string(argument) + " must not be empty");
+  if (value.size() > max_bytes)
+    throw core::Error(core::sqlstate::string_too_long,
+                      std::string(argument) + " is longer than " + std::to_string(max_bytes) + " bytes",
+                      "length is " + std::to_string(value.size()) + " bytes");
+  return value;
+}
+
+std::optional<std::string> text_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::size_t max_bytes,
+                                    bool optional) {
+  if (PG_ARGISNULL(n)) {
+    if (optional) return std::nullopt;
+    throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
+  }
+  ::text* t = guard([&] { return PG_GETARG_TEXT_PP(n); });
+  std::string value(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+  if (value.size() > max_bytes)
+    throw core::Error(core::sqlstate::string_too_long,
+                      std::string(argument) + " is longer than " + std::to_string(max_bytes) + " bytes",
+                      "length is " + std::to_string(value.size()) + " bytes");
+  return value;
+}
+
+Oid regclass_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
+  if (PG_ARGISNULL(n))
+    throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
+  return PG_GETARG_OID(n);
+}
+
+Value jsonb_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
+  if (PG_ARGISNULL(n))
+    throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
+  return {PG_GETARG_DATUM(n), false};
+}
+
 std::int32_t int4_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
   if (PG_ARGISNULL(n))
     throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");

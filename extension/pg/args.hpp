@@ -18,6 +18,17 @@ std::string name_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::
 std::optional<std::string> optional_name_arg(FunctionCallInfo fcinfo, int n, const char* argument,
                                              std::size_t max_bytes);
 std::int64_t int8_arg(FunctionCallInfo fcinfo, int n, const char* argument);
+std::optional<std::int64_t> optional_int8_arg(FunctionCallInfo fcinfo, int n);
+// bytea: 22004 when NULL (unless optional), 22001 over max_bytes; `min_bytes` 1 refuses empty (22023).
+std::optional<std::string> bytea_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::size_t max_bytes,
+                                     bool optional = false, std::size_t min_bytes = 0);
+// text of any length up to max_bytes (22001), empty allowed; nullopt when NULL and optional.
+std::optional<std::string> text_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::size_t max_bytes,
+                                    bool optional);
+// A relation (regclass): 22004 when NULL.
+Oid regclass_arg(FunctionCallInfo fcinfo, int n, const char* argument);
+// The raw datum of a jsonb argument: 22004 when NULL.
+Value jsonb_arg(FunctionCallInfo fcinfo, int n, const char* argument);
 std::int32_t int4_arg(FunctionCallInfo fcinfo, int n, const char* argument);
 // A positive interval without months, at most max_usecs, in microseconds.
 std::int64_t duration_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::int64_t max_usecs);

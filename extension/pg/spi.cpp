@@ -1,6 +1,8 @@
 #include "pg/spi.hpp"
 
 #include <algorithm>
+#include <map>
+#include <memory>
 
 namespace fy::pg {
 
@@ -13,15 +15,37 @@ Value optional_text_value(const std::optional<std::string>& s) {
   return s ? text_value(*s) : null_value();
 }
 
-Statement::Statement(const char* sql, std::initializer_list<Oid> arg_types)
-    : sql_(sql), nargs_(static_cast<int>(arg_types.size())) {
+Value bytea_value(std::string_view bytes) {
+  bytea* b = guard([&] {
+    bytea* out = static_cast<bytea*>(palloc(VARHDRSZ + bytes.size()));
+    SET_VARSIZE(out, VARHDRSZ + bytes.size());
+    memcpy(VARDATA(out), bytes.data(), bytes.size());
+    return out;
+  });
+  return {PointerGetDatum(b), false};
+}
+
+Value optional_bytea_value(const std::optional<std::string>& bytes) {
+  return bytes ? bytea_value(*bytes) : null_value();
+}
+
+Statement::Statement(std::string sql, std::initializer_list<Oid> arg_types)
+    : sql_(std::move(sql)), nargs_(static_cast<int>(arg_types.size())) {
   std::copy(arg_types.begin(), arg_types.begin() + std::min(nargs_, max_args), types_);
+}
+
+Statement& Statement::cached(const std::string& sql, std::initializer_list<Oid> arg_types) {
+  static std::map<std::string, std::unique_ptr<Statement>> statements;
+  auto it = statements.find(sql);
+  if (it == statements.end()) it = statements.emplace(sql, std::make_unique<Statement>(sql, arg_types)).first;
+  return *it->second;
 }
 
 SPIPlanPtr Statement::plan() {
   if (plan_ != nullptr) return plan_;
   if (nargs_ > max_args) throw core::Error(core::sqlstate::internal_error, "too many statement arguments");
-  SPIPlanPtr prepared = guard([&] { return SPI_prepare(sql_, nargs_, types_); });
+  const char* sql = sql_.c_str();
+  SPIPlanPtr prepared = guard([&] { return SPI_prepare(sql, nargs_, types_); });
   if (prepared == nullptr)
     throw core::Error(core::sqlstate::internal_error,
                       std::string("SPI_prepare failed: ") + SPI_result_code_string(SPI_result));
@@ -67,6 +91,14 @@ std::optional<Oid> Row::oid(int column) const {
   Datum d = datum(column, &null);
   if (null) return std::nullopt;
   return DatumGetObjectId(d);
+}
+
+std::optional<std::string> Row::bytea(int column) const {
+  bool null = true;
+  Datum d = datum(column, &null);
+  if (null) return std::nullopt;
+  ::bytea* b = guard([&] { return reinterpret_cast<::bytea*>(pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d)))); });
+  return std::string(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
 }
 
 std::optional<TimestampTz> Row::timestamptz(int column) const {

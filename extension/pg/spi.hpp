@@ -25,17 +25,22 @@ inline Value bool_value(bool v) { return {BoolGetDatum(v), false}; }
 inline Value timestamptz_value(TimestampTz v) { return {TimestampTzGetDatum(v), false}; }
 inline Value oid_value(Oid v) { return {ObjectIdGetDatum(v), false}; }
 inline Value null_value() { return {}; }
+Value bytea_value(std::string_view bytes);
+Value optional_bytea_value(const std::optional<std::string>& bytes);
 
 // A schema-qualified statement, prepared on first use and kept for the life of the backend.
 class Statement {
  public:
-  Statement(const char* sql, std::initializer_list<Oid> arg_types);
+  Statement(std::string sql, std::initializer_list<Oid> arg_types);
   SPIPlanPtr plan();
   int arg_count() const { return nargs_; }
 
+  // A statement built at run time (from catalog names), kept per distinct SQL text.
+  static Statement& cached(const std::string& sql, std::initializer_list<Oid> arg_types);
+
  private:
   static constexpr int max_args = 16;
-  const char* sql_;
+  std::string sql_;
   Oid types_[max_args];
   int nargs_;
   SPIPlanPtr plan_ = nullptr;
@@ -50,6 +55,7 @@ class Row {
   std::optional<std::int64_t> int8(int column) const;
   std::optional<bool> boolean(int column) const;
   std::optional<Oid> oid(int column) const;
+  std::optional<std::string> bytea(int column) const;
   std::optional<TimestampTz> timestamptz(int column) const;
 
  private:

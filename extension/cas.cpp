@@ -1,0 +1,283 @@
+// Compare-and-set by entity version (docs/sql-api.md#compare-and-set). These functions run
+// with the caller's rights (SECURITY INVOKER): they can never change a table the caller could
+// not UPDATE itself.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pg/args.hpp"
+#include "pg/spi.hpp"
+#include "pg/trigger.hpp"
+
+namespace fy {
+namespace {
+
+using core::sqlstate::invalid_parameter;
+
+constexpr char trigger_name[] = "forgeyard_versioning";
+
+struct Column {
+  bool generated = false;
+};
+
+// The table as the caller sees it: its printable name and its columns.
+struct Table {
+  Oid oid = InvalidOid;
+  std::string name;  // regclass text: schema-qualified unless on the search path (pg_catalog)
+  std::map<std::string, Column> columns;
+  bool has(const std::string& c) const { return columns.contains(c); }
+};
+
+Table describe(pg::Spi& spi, Oid rel) {
+  static pg::Statement name_of("SELECT $1::pg_catalog.regclass::pg_catalog.text, c.relkind::pg_catalog.text"
+                               "  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
+                               {OIDOID});
+  static pg::Statement columns_of(
+      "SELECT a.attname::pg_catalog.text, a.attgenerated OPERATOR(pg_catalog.<>) ''"
+      "  FROM pg_catalog.pg_attribute a"
+      " WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped",
+      {OIDOID});
+  Table t;
+  t.oid = rel;
+  std::string kind;
+  spi.run(name_of, {pg::oid_value(rel)}, [&](const pg::Row& row) {
+    t.name = *row.text(1);
+    kind = *row.text(2);
+  });
+  if (t.name.empty()) throw core::Error(core::sqlstate::undefined_object, "relation does not exist");
+  if (kind != "r" && kind != "p")
+    throw core::Error(invalid_parameter, "rel must be a table: " + t.name);
+  spi.run(columns_of, {pg::oid_value(rel)},
+          [&](const pg::Row& row) { t.columns[*row.text(1)] = Column{*row.boolean(2)}; });
+  return t;
+}
+
+bool is_versioned(pg::Spi& spi, const Table& t) {
+  static pg::Statement find("SELECT 1 FROM pg_catalog.pg_trigger g"
+                            " WHERE g.tgrelid OPERATOR(pg_catalog.=) $1 AND g.tgname OPERATOR(pg_catalog.=) $2",
+                            {OIDOID, TEXTOID});
+  return spi.run(find, {pg::oid_value(t.oid), pg::text_value(trigger_name)}) > 0;
+}
+
+// The keys of a jsonb object argument; 22023 naming the argument when it is not an object.
+std::vector<std::string> object_keys(pg::Spi& spi, const pg::Value& json, const char* argument) {
+  static pg::Statement type_of("SELECT pg_catalog.jsonb_typeof($1)", {JSONBOID});
+  static pg::Statement keys_of("SELECT pg_catalog.jsonb_object_keys($1) ORDER BY 1", {JSONBOID});
+  std::string type;
+  spi.run(type_of, {json}, [&](const pg::Row& row) { type = row.text(1).value_or(""); });
+  if (type != "object") throw core::Error(invalid_parameter, std::string(argument) + " must be a JSON object");
+  std::vector<std::string> keys;
+  spi.run(keys_of, {json}, [&](const pg::Row& row) { keys.push_back(*row.text(1)); });
+  return keys;
+}
+
+// The key must name the columns of the primary key or of a unique index, exactly, and carry
+// tenant_id where the table has one.
+void check_key(pg::Spi& spi, const Table& t, const std::vector<std::string>& key) {
+  if (key.empty()) throw core::Error(invalid_parameter, "key must name at least one column");
+  for (const std::string& c : key)
+    if (!t.has(c)) throw core::Error(invalid_parameter, "key names unknown column \"" + c + "\" of " + t.name);
+  if (t.has(core::tenant_column) && std::find(key.begin(), key.end(), core::tenant_column) == key.end())
+    throw core::Error(invalid_parameter, "key must include tenant_id: " + t.name + " has a tenant_id column");
+  static pg::Statement unique_keys(
+      "SELECT pg_catalog.array_to_string(pg_catalog.array_agg(a.attname::pg_catalog.text ORDER BY a.attname), ',')"
+      "  FROM pg_catalog.pg_index i"
+      "  JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid"
+      "   AND a.attnum OPERATOR(pg_catalog.=) ANY (i.indkey::pg_catalog.int2[])"
+      " WHERE i.indrelid OPERATOR(pg_catalog.=) $1 AND i.indisunique AND i.indpred IS NULL"
+      "   AND i.indexprs IS NULL"
+      " GROUP BY i.indexrelid",
+      {OIDOID});
+  std::string wanted;
+  for (const std::string& c : key) wanted += (wanted.empty() ? "" : ",") + c;  // key is sorted
+  bool found = false;
+  spi.run(unique_keys, {pg::oid_value(t.oid)}, [&](const pg::Row& row) { found = found || *row.text(1) == wanted; });
+  if (!found)
+    throw core::Error(invalid_parameter,
+                      "key columns (" + wanted + ") are not the primary key or a unique index of " + t.name);
+}
+
+void check_changes(const Table& t, const std::vector<std::string>& key, const std::vector<std::string>& changes) {
+  if (changes.empty()) throw core::Error(invalid_parameter, "changes must name at least one column");
+  for (const std::string& c : changes) {
+    auto it = t.columns.find(c);
+    if (it == t.columns.end()) throw core::Error(invalid_parameter, "changes name unknown column \"" + c + "\" of " + t.name);
+    if (c == core::version_column)
+      throw core::Error(invalid_parameter, "changes must not set entity_version: cas_update sets it to expected + 1");
+    if (c == core::tenant_column) throw core::Error(invalid_parameter, "changes must not set tenant_id");
+    if (std::find(key.begin(), key.end(), c) != key.end())
+      throw core::Error(invalid_parameter, "changes must not set key column \"" + c + "\"");
+    if (it->second.generated) throw core::Error(invalid_parameter, "changes must not set generated column \"" + c + "\"");
+  }
+}
+
+// "k": the key as a record of the table, from jsonb parameter $param; and the match on it.
+std::string key_record(const Table& t, int param) {
+  return "pg_catalog.jsonb_populate_record(NULL::" + t.name + ", $" + std::to_string(param) + ") k";
+}
+std::string key_condition(const std::vector<std::string>& key) {
+  std::string sql;
+  for (const std::string& c : key) {
+    const std::string q = pg::quote_identifier(c);
+    sql += (sql.empty() ? "" : " AND ") + ("t." + q + " OPERATOR(pg_catalog.=) k." + q);
+  }
+  return sql;
+}
+
+std::int64_t current_version(pg::Spi& spi, const Table& t, const std::vector<std::string>& key, const pg::Value& key_json,
+                             bool* found) {
+  pg::Statement& read = pg::Statement::cached(
+      "SELECT t.entity_version FROM " + t.name + " t, " + key_record(t, 1) + " WHERE " + key_condition(key),
+      {JSONBOID});
+  std::int64_t version = 0;
+  *found = spi.run(read, {key_json}, [&](const pg::Row& row) { version = row.int8(1).value_or(0); }) > 0;
+  return version;
+}
+
+Table versioned_table(pg::Spi& spi, FunctionCallInfo fcinfo) {
+  Table t = describe(spi, pg::regclass_arg(fcinfo, 0, "rel"));
+  if (!t.has(core::version_column))
+    throw core::Error(invalid_parameter, t.name + " has no entity_version column");
+  if (!is_versioned(spi, t))
+    throw core::Error(invalid_parameter, t.name + " is not under version control",
+                      "call forgeyard.enable_versioning('" + t.name + "') first");
+  return t;
+}
+
+}  // namespace
+}  // namespace fy
+
+using namespace fy;
+
+// The row trigger behind enable_versioning: INSERT starts at 1; UPDATE moves expected -> expected + 1.
+FY_FUNCTION(fy_versioning_trigger) {
+  pg::TriggerCall call(fcinfo);
+  const std::optional<std::int64_t> next = call.new_int8(core::version_column);
+  if (call.is_insert()) {
+    if (next != 1)
+      throw core::Error(invalid_parameter, "a new row of " + call.table() + " must start at entity_version 1",
+                        next ? "it was inserted with " + std::to_string(*next) : "it was inserted with NULL");
+    return call.keep_new_row();
+  }
+  const std::int64_t current = call.old_int8(core::version_column).value_or(0);
+  if (!next) throw core::Error(core::sqlstate::null_value, "entity_version of " + call.table() + " must not be NULL");
+  if (*next == current)
+    throw core::Error(core::sqlstate::version_conflict,
+                      "an UPDATE of " + call.table() + " must set entity_version to the expected version + 1",
+                      "current version " + std::to_string(current) + "; the UPDATE did not change it");
+  if (*next != current + 1) core::throw_version_conflict(call.table(), *next - 1, current);
+  return call.keep_new_row();
+}
+
+// enable_versioning(rel): every UPDATE of rel must then move entity_version from expected to expected + 1.
+FY_FUNCTION(fy_enable_versioning) {
+  static pg::Statement column("SELECT a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype,"
+                              "       a.attnotnull,"
+                              "       pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.=) '1'"
+                              "  FROM pg_catalog.pg_attribute a"
+                              "  LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid"
+                              "   AND d.adnum OPERATOR(pg_catalog.=) a.attnum"
+                              " WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attname OPERATOR(pg_catalog.=) 'entity_version'"
+                              "   AND NOT a.attisdropped",
+                              {OIDOID});
+  static pg::Statement may_update("SELECT pg_catalog.has_table_privilege($1, 'UPDATE')", {OIDOID});
+  pg::Spi spi;
+  const Table t = describe(spi, pg::regclass_arg(fcinfo, 0, "rel"));
+  bool exists = false, is_bigint = false, not_null = false, default_one = false;
+  spi.run(column, {pg::oid_value(t.oid)}, [&](const pg::Row& row) {
+    exists = true;
+    is_bigint = *row.boolean(1);
+    not_null = *row.boolean(2);
+    default_one = row.boolean(3).value_or(false);
+  });
+  if (!exists)
+    throw core::Error("42703", t.name + " has no entity_version column",
+                      "add: entity_version bigint NOT NULL DEFAULT 1");
+  if (!is_bigint || !not_null || !default_one)
+    throw core::Error(invalid_parameter, "entity_version of " + t.name + " must be bigint NOT NULL DEFAULT 1");
+  bool allowed = false;
+  spi.run(may_update, {pg::oid_value(t.oid)}, [&](const pg::Row& row) { allowed = *row.boolean(1); });
+  if (!allowed) throw core::Error("42501", "permission denied: UPDATE on " + t.name + " is needed to version it");
+  if (!is_versioned(spi, t))
+    spi.run_once("CREATE TRIGGER " + std::string(trigger_name) + " BEFORE INSERT OR UPDATE ON " + t.name +
+                 " FOR EACH ROW EXECUTE FUNCTION forgeyard.versioning_trigger()");
+  spi.finish();
+  return (Datum)0;
+}
+
+// disable_versioning(rel): drops the trigger again (the column and its values stay).
+FY_FUNCTION(fy_disable_versioning) {
+  pg::Spi spi;
+  const Table t = describe(spi, pg::regclass_arg(fcinfo, 0, "rel"));
+  const bool was = is_versioned(spi, t);
+  if (was) spi.run_once("DROP TRIGGER " + std::string(trigger_name) + " ON " + t.name);
+  spi.finish();
+  return BoolGetDatum(was);
+}
+
+// cas_update(rel, key, expected_version, changes) -> the new version; FY002 on conflict, P0002 if no row.
+FY_FUNCTION(fy_cas_update) {
+  pg::Spi spi;
+  const Table t = versioned_table(spi, fcinfo);
+  const pg::Value key_json = pg::jsonb_arg(fcinfo, 1, "key");
+  const std::int64_t expected = pg::int8_arg(fcinfo, 2, "expected_version");
+  const pg::Value changes_json = pg::jsonb_arg(fcinfo, 3, "changes");
+  if (expected < 1) throw core::Error(invalid_parameter, "expected_version must be at least 1");
+  const std::vector<std::string> key = object_keys(spi, key_json, "key");
+  const std::vector<std::string> changes = object_keys(spi, changes_json, "changes");
+  check_key(spi, t, key);
+  check_changes(t, key, changes);
+
+  // Identifiers come from the catalog and are quoted; values travel as jsonb parameters and are
+  // typed by jsonb_populate_record. One kept plan per table and column set.
+  std::string set_list, value_list;
+  for (const std::string& c : changes) {
+    const std::string q = pg::quote_identifier(c);
+    set_list += q + ", ";
+    value_list += "c." + q + ", ";
+  }
+  pg::Statement& update = pg::Statement::cached(
+      "UPDATE " + t.name + " t SET (" + set_list + "entity_version) = (SELECT " + value_list +
+          "$3 OPERATOR(pg_catalog.+) 1 FROM pg_catalog.jsonb_populate_record(NULL::" + t.name + ", $2) c)" +
+          " FROM " + key_record(t, 1) + " WHERE " + key_condition(key) +
+          " AND t.entity_version OPERATOR(pg_catalog.=) $3 RETURNING t.entity_version",
+      {JSONBOID, JSONBOID, INT8OID});
+  std::int64_t version = 0;
+  const std::uint64_t updated = spi.run(update, {key_json, changes_json, pg::int8_value(expected)},
+                                        [&](const pg::Row& row) { version = row.int8(1).value_or(0); });
+  if (updated > 1)
+    throw core::Error(core::sqlstate::internal_error, "cas_update matched more than one row of " + t.name);
+  if (updated == 0) {
+    bool found = false;
+    const std::int64_t current = current_version(spi, t, key, key_json, &found);
+    if (!found) throw core::Error(core::sqlstate::no_data_found, "no row of " + t.name + " matches the key");
+    core::throw_version_conflict(t.name, expected, current);
+  }
+  spi.finish();
+  return Int64GetDatum(version);
+}
+
+// cas_get(rel, key) -> (row jsonb, entity_version); no row when the key matches none.
+FY_FUNCTION(fy_cas_get) {
+  pg::Spi spi;
+  const Table t = versioned_table(spi, fcinfo);
+  const pg::Value key_json = pg::jsonb_arg(fcinfo, 1, "key");
+  const std::vector<std::string> key = object_keys(spi, key_json, "key");
+  check_key(spi, t, key);
+  pg::Statement& read = pg::Statement::cached(
+      "SELECT pg_catalog.to_jsonb(t)::pg_catalog.text, t.entity_version FROM " + t.name + " t, " +
+          key_record(t, 1) + " WHERE " + key_condition(key),
+      {JSONBOID});
+  std::optional<std::string> row_json;
+  std::int64_t version = 0;
+  spi.run(read, {key_json}, [&](const pg::Row& row) {
+    row_json = row.text(1);
+    version = row.int8(2).value_or(0);
+  });
+  spi.finish();
+  pg::TableResult out(fcinfo);
+  if (row_json) out.add_row({pg::jsonb_value(*row_json), pg::int8_value(version)});
+  return (Datum)0;
+}

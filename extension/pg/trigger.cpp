@@ -1,0 +1,67 @@
+#include "pg/trigger.hpp"
+
+extern "C" {
+#include "commands/trigger.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+}
+
+#include "pg/spi.hpp"
+
+namespace fy::pg {
+
+TriggerCall::TriggerCall(FunctionCallInfo fcinfo) {
+  if (!CALLED_AS_TRIGGER(fcinfo))
+    throw core::Error(core::sqlstate::internal_error, "forgeyard.versioning_trigger() must be called as a trigger");
+  data_ = reinterpret_cast<TriggerData*>(fcinfo->context);
+  if (!TRIGGER_FIRED_FOR_ROW(data_->tg_event) || !TRIGGER_FIRED_BEFORE(data_->tg_event))
+    throw core::Error(core::sqlstate::internal_error, "the versioning trigger must fire BEFORE, FOR EACH ROW");
+}
+
+bool TriggerCall::is_insert() const { return TRIGGER_FIRED_BY_INSERT(data_->tg_event); }
+bool TriggerCall::is_update() const { return TRIGGER_FIRED_BY_UPDATE(data_->tg_event); }
+
+std::string TriggerCall::table() const {
+  Relation rel = data_->tg_relation;
+  const char* name = guard([&] {
+    return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
+  });
+  return name;
+}
+
+std::optional<std::int64_t> TriggerCall::int8(HeapTuple tuple, const char* column) const {
+  TupleDesc desc = data_->tg_relation->rd_att;
+  int attnum = guard([&] { return SPI_fnumber(desc, column); });
+  if (attnum <= 0) throw core::Error("42703", std::string("column \"") + column + "\" does not exist");
+  bool is_null = true;
+  Datum d = guard([&] { return SPI_getbinval(tuple, desc, attnum, &is_null); });
+  if (is_null) return std::nullopt;
+  return DatumGetInt64(d);
+}
+
+std::optional<std::int64_t> TriggerCall::new_int8(const char* column) const {
+  return int8(is_update() ? data_->tg_newtuple : data_->tg_trigtuple, column);
+}
+
+std::optional<std::int64_t> TriggerCall::old_int8(const char* column) const {
+  return int8(data_->tg_trigtuple, column);
+}
+
+Datum TriggerCall::keep_new_row() const {
+  return PointerGetDatum(is_update() ? data_->tg_newtuple : data_->tg_trigtuple);
+}
+
+std::string quote_identifier(const std::string& name) {
+  const char* in = name.c_str();
+  const char* quoted = guard([&] { return ::quote_identifier(in); });
+  return quoted;
+}
+
+Value jsonb_value(const std::string& text) {
+  const char* in = text.c_str();
+  Datum d = guard([&] { return DirectFunctionCall1(jsonb_in, CStringGetDatum(in)); });
+  return {d, false};
+}
+
+}  // namespace fy::pg
