@@ -46,6 +46,9 @@ else count pgtap $((tests - bad)) $((bad > 0 ? bad : 1)); fi
 echo "== PostgreSQL restart, pg_dump / pg_restore"
 if tests/pg/restart_restore.sh; then count restart-restore 1 0; else count restart-restore 0 1; fi
 
+echo "== upgrade chain: ALTER EXTENSION forgeyard UPDATE vs a fresh install"
+if tests/pg/upgrade.sh; then count upgrade 1 0; else count upgrade 0 1; fi
+
 echo "== Boost.Test (ctest: unit, conformance on SQLite and PostgreSQL)"
 psql -q -c "CREATE EXTENSION IF NOT EXISTS forgeyard" >/dev/null || exit 1
 (cd build && ctest --output-on-failure -j"$jobs") 2>&1 | tee build/ctest.log

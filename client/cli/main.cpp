@@ -1,7 +1,7 @@
 // forgeyard: the command line of the coordination store.
 // Exit codes (stable, for scripts):
 //   0 done   1 answered "no" (not acquired, not released, no such lease)   2 usage error
-//   3 stale fence (the epoch is not the live grant)   4 refused (invalid input, denied, ...)
+//   3 stale fence or version conflict   4 refused (invalid input, denied, not found, ...)
 //   5 unavailable or timed out: try again later
 #include <cstdio>
 #include <cstring>
@@ -29,9 +29,17 @@ Commands:
   lease release TENANT RESOURCE EPOCH            give it up
   lease status TENANT RESOURCE                   owner, epoch, expiry and state
   lease reap [--max N] [--tenant T]              report grants that expired without release
+  cas enable TABLE                               put a table under version control
+  cas get TABLE --key COL=VALUE...               a versioned row and its version
+  cas update TABLE EXPECTED --key COL=VALUE... --set COL=VALUE... [--null COL]...
+                                                 compare-and-set from version EXPECTED
+  idem status TENANT SCOPE KEY                   state of an idempotency key
+  idem purge [--max N] [--tenant T]              delete keys whose retention ended
 
-Durations: 500ms, 30s, 5m, 2h, 1d.  Output: key=value lines on stdout; errors on stderr.
-Exit codes: 0 done, 1 answered no, 2 usage, 3 stale fence, 4 refused, 5 unavailable (retry).
+Durations: 500ms, 30s, 5m, 2h, 1d.  Values are text; the backend converts them to the
+column's type.  Output: key=value lines on stdout; errors on stderr.
+Exit codes: 0 done, 1 answered no, 2 usage, 3 stale fence or version conflict, 4 refused,
+5 unavailable (retry).
 )";
 
 struct Usage : std::runtime_error {
@@ -77,17 +85,21 @@ std::int64_t parse_int(const std::string& s, const char* what) {
   throw Usage(std::string("bad ") + what + ": " + s);
 }
 
-// Positional arguments plus --name value options.
+// Positional arguments plus --name value options (a name may repeat).
 struct Args {
   std::vector<std::string> positional;
-  std::map<std::string, std::string> options;
+  std::multimap<std::string, std::string> options;
 
   std::string take_option(const std::string& name, const std::string& fallback) {
-    auto it = options.find(name);
-    if (it == options.end()) return fallback;
-    std::string v = it->second;
-    options.erase(it);
-    return v;
+    std::vector<std::string> all = take_all(name);
+    return all.empty() ? fallback : all.back();
+  }
+  std::vector<std::string> take_all(const std::string& name) {
+    std::vector<std::string> values;
+    auto [first, last] = options.equal_range(name);
+    for (auto it = first; it != last; ++it) values.push_back(it->second);
+    options.erase(first, last);
+    return values;
   }
   void expect(std::size_t n, const char* shape) const {
     if (positional.size() != n) throw Usage(std::string("expected: ") + shape);
@@ -159,10 +171,100 @@ int lease_command(forgeyard::Store& store, const std::string& verb, Args& a) {
   throw Usage("unknown lease command: " + verb);
 }
 
+// COL=VALUE pairs into fields (values as text; --null COL for NULL).
+forgeyard::Fields parse_fields(const std::vector<std::string>& pairs, const std::vector<std::string>& nulls,
+                               const char* option) {
+  forgeyard::Fields fields;
+  for (const std::string& p : pairs) {
+    const auto eq = p.find('=');
+    if (eq == std::string::npos || eq == 0) throw Usage(std::string("--") + option + " takes COL=VALUE, not " + p);
+    fields[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  for (const std::string& c : nulls) fields[c] = nullptr;
+  return fields;
+}
+
+void print_value(const forgeyard::Value& v) {
+  std::visit(
+      [](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::nullptr_t>) std::cout << "NULL";
+        else if constexpr (std::is_same_v<T, bool>) std::cout << (x ? "true" : "false");
+        else std::cout << x;
+      },
+      v);
+}
+
+int cas_command(forgeyard::Store& store, const std::string& verb, Args& a) {
+  auto& rows = store.versioned_rows();
+  const forgeyard::Fields key = parse_fields(a.take_all("key"), {}, "key");
+  if (verb == "enable") {
+    a.no_more_options();
+    a.expect(1, "cas enable TABLE");
+    rows.enable(a.positional[0]);
+    std::cout << "versioned=" << a.positional[0] << "\n";
+    return 0;
+  }
+  if (verb == "get") {
+    a.no_more_options();
+    a.expect(1, "cas get TABLE --key COL=VALUE...");
+    auto row = rows.get(a.positional[0], key);
+    if (!row) {
+      std::cout << "found=false\n";
+      return 1;
+    }
+    std::cout << "entity_version=" << row->version << "\n";
+    for (const auto& [column, value] : row->values) {
+      std::cout << column << "=";
+      print_value(value);
+      std::cout << "\n";
+    }
+    return 0;
+  }
+  if (verb == "update") {
+    const forgeyard::Fields changes = parse_fields(a.take_all("set"), a.take_all("null"), "set");
+    a.no_more_options();
+    a.expect(2, "cas update TABLE EXPECTED --key COL=VALUE... --set COL=VALUE...");
+    const std::int64_t version =
+        rows.update(a.positional[0], key, parse_int(a.positional[1], "expected version"), changes);
+    std::cout << "entity_version=" << version << "\n";
+    return 0;
+  }
+  throw Usage("unknown cas command: " + verb);
+}
+
+int idem_command(forgeyard::Store& store, const std::string& verb, Args& a) {
+  auto& idem = store.idempotency();
+  if (verb == "status") {
+    a.no_more_options();
+    a.expect(3, "idem status TENANT SCOPE KEY");
+    auto s = idem.status({a.positional[0], a.positional[1], a.positional[2]});
+    if (!s) {
+      std::cout << "status=none\n";
+      return 1;
+    }
+    std::cout << "status=" << s->status << "\nattempt=" << s->attempt
+              << "\nrecovery_point=" << s->recovery_point.value_or("") << "\nlocked_until=" << iso(s->locked_until)
+              << "\nexpires_at=" << iso(s->expires_at) << "\n";
+    return 0;
+  }
+  if (verb == "purge") {
+    const int max = static_cast<int>(parse_int(a.take_option("max", "1000"), "--max"));
+    std::string tenant = a.take_option("tenant", "");
+    a.no_more_options();
+    a.expect(0, "idem purge [--max N] [--tenant T]");
+    const int purged = idem.purge(max, tenant.empty() ? std::nullopt : std::optional<std::string>(tenant));
+    std::cout << "purged=" << purged << "\n";
+    return 0;
+  }
+  throw Usage("unknown idem command: " + verb);
+}
+
 int exit_code_for(const forgeyard::Error& e) {
   using forgeyard::ErrorKind;
   switch (e.kind()) {
-    case ErrorKind::StaleFence: return 3;
+    case ErrorKind::StaleFence:
+    case ErrorKind::Conflict: return 3;
     case ErrorKind::Unavailable:
     case ErrorKind::Timeout:
     case ErrorKind::SerializationFailure:
@@ -192,7 +294,7 @@ int main(int argc, char** argv) {
         if (arg == "--store")
           url = argv[++i];
         else
-          args.options[arg.substr(2)] = argv[++i];
+          args.options.emplace(arg.substr(2), argv[++i]);
         continue;
       }
       args.positional.push_back(arg);
@@ -200,13 +302,16 @@ int main(int argc, char** argv) {
     if (args.positional.size() < 2) throw Usage("missing command");
     const std::string group = args.positional[0], verb = args.positional[1];
     args.positional.erase(args.positional.begin(), args.positional.begin() + 2);
-    if (group != "storage" && group != "lease") throw Usage("unknown command: " + group);
+    if (group != "storage" && group != "lease" && group != "cas" && group != "idem")
+      throw Usage("unknown command: " + group);
     if (group == "storage" && verb != "status") throw Usage("unknown storage command: " + verb);
     auto store = forgeyard::open(url);
     if (group == "storage") {
       args.no_more_options();
       return storage_status(*store);
     }
+    if (group == "cas") return cas_command(*store, verb, args);
+    if (group == "idem") return idem_command(*store, verb, args);
     return lease_command(*store, verb, args);
   } catch (const Usage& e) {
     std::cerr << "forgeyard: " << e.what() << "\n\n" << usage_text;

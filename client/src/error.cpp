@@ -57,6 +57,8 @@ ErrorKind kind_for_sqlstate(std::string_view s) noexcept {
       {"FY030", ErrorKind::AppendOnly},
       {"FY040", ErrorKind::TenantDenied},
       {"42704", ErrorKind::NotFound},
+      {"42P01", ErrorKind::NotFound},
+      {"42703", ErrorKind::InvalidArgument},
       {"P0002", ErrorKind::NotFound},
       {"42501", ErrorKind::PermissionDenied},
       {"40001", ErrorKind::SerializationFailure},
@@ -82,6 +84,10 @@ Error::Error(std::string sqlstate, const std::string& message, std::string detai
 namespace detail {
 
 Error sqlite_error(int code, const std::string& message) {
+  // The shim's triggers raise "forgeyard:SQLSTATE:message" (SQLite's RAISE takes a literal only).
+  if ((code & 0xff) == SQLITE_CONSTRAINT && message.rfind("forgeyard:", 0) == 0 && message.size() > 16 &&
+      message[15] == ':')
+    return Error(message.substr(10, 5), message.substr(16));
   // SQLite has no SQLSTATEs; each result code gets the PostgreSQL code of the same meaning.
   switch (code & 0xff) {
     case SQLITE_BUSY:

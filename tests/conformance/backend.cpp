@@ -1,5 +1,7 @@
 #include "backend.hpp"
 
+#include <libpq-fe.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -63,9 +65,46 @@ std::unique_ptr<forgeyard::Store> Backend::open_real_clock() const {
   return forgeyard::open(url, options);
 }
 
+void Backend::exec_sql(const std::string& sql) const {
+  if (postgres) {
+    PGconn* conn = PQconnectdb(url.c_str());
+    PGresult* r = PQexec(conn, sql.c_str());
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    std::string message = ok ? "" : PQerrorMessage(conn);
+    PQclear(r);
+    PQfinish(conn);
+    if (!ok) throw std::runtime_error("setup SQL failed: " + message);
+    return;
+  }
+  sqlite3* db = nullptr;
+  sqlite3_open(url.substr(9).c_str(), &db);
+  sqlite3_busy_timeout(db, 10000);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+  std::string message = error != nullptr ? error : "";
+  sqlite3_free(error);
+  sqlite3_close(db);
+  if (rc != SQLITE_OK) throw std::runtime_error("setup SQL failed: " + message);
+}
+
+void Backend::create_versioned_table(const std::string& name) const {
+  const std::string version = postgres ? "bigint NOT NULL DEFAULT 1" : "INTEGER NOT NULL DEFAULT 1";
+  const std::string integer = postgres ? "bigint" : "INTEGER";
+  exec_sql("CREATE TABLE " + name + " (tenant_id text NOT NULL, id " + integer + " NOT NULL, value " + integer +
+           " NOT NULL DEFAULT 0, note text, entity_version " + version + ", PRIMARY KEY (tenant_id, id))");
+  store->versioned_rows().enable(name);
+}
+
 std::string Backend::unique(const std::string& prefix) const {
   static std::mt19937_64 rng{std::random_device{}()};
   return prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(rng() % 1000000000);
+}
+
+std::string Backend::unique_identifier(const std::string& prefix) const {
+  std::string name = unique(prefix);
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
 }
 
 }  // namespace conformance

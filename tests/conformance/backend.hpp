@@ -32,8 +32,16 @@ struct Backend {
   std::unique_ptr<forgeyard::Store> open_another(int max_connections = 8) const;
   // A store on the same data that uses the real clock.
   std::unique_ptr<forgeyard::Store> open_real_clock() const;
+  // Test setup outside the API under test: runs SQL on the backend's own database (libpq or
+  // sqlite3), e.g. to create the application's tables.
+  void exec_sql(const std::string& sql) const;
+  // Creates a table `name` (tenant_id, id, value, note, entity_version) and versions it through
+  // the API. The DDL is the backend's; everything after it is the public API.
+  void create_versioned_table(const std::string& name) const;
   // A name unique to this test run, so runs against one database never meet.
   std::string unique(const std::string& prefix) const;
+  // The same, usable as an SQL identifier without quoting.
+  std::string unique_identifier(const std::string& prefix) const;
 
   bool postgres = false;
   bool unnamed_statements = false;  // PgBouncer in transaction mode

@@ -2,8 +2,10 @@
 #pragma once
 
 #include "forgeyard/error.hpp"
+#include "forgeyard/idempotency.hpp"
 #include "forgeyard/lease_keeper.hpp"
 #include "forgeyard/leases.hpp"
 #include "forgeyard/retry.hpp"
 #include "forgeyard/store.hpp"
 #include "forgeyard/types.hpp"
+#include "forgeyard/versioned_rows.hpp"

@@ -56,4 +56,22 @@ auto transact(Store& store, F&& work, const RetryPolicy& policy = {}) {
       policy);
 }
 
+// Runs work(Transaction&) -> Bytes at most once per key: the first call does the work and
+// stores its response in the same transaction; every later call (and a concurrent duplicate,
+// once the first commits) returns the stored response without running work.
+template <class F>
+Bytes run_once(Store& store, const IdempotencyKey& key, const Bytes& request_digest, F&& work,
+               const RetryPolicy& policy = {}) {
+  return transact(
+      store,
+      [&](Transaction& tx) -> Bytes {
+        IdempotencyBegin b = tx.idempotency().begin(key, request_digest);
+        if (b.status == IdempotencyBegin::Status::Replay) return b.response.value_or(Bytes{});
+        Bytes response = work(tx);
+        tx.idempotency().complete(key, response, b.attempt);
+        return response;
+      },
+      policy);
+}
+
 }  // namespace forgeyard

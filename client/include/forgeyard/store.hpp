@@ -12,8 +12,10 @@
 #include <string>
 #include <string_view>
 
+#include "forgeyard/idempotency.hpp"
 #include "forgeyard/leases.hpp"
 #include "forgeyard/types.hpp"
+#include "forgeyard/versioned_rows.hpp"
 
 namespace forgeyard {
 
@@ -79,6 +81,8 @@ class Transaction {
  public:
   virtual ~Transaction() = default;
   virtual Leases& leases() = 0;
+  virtual VersionedRows& versioned_rows() = 0;
+  virtual Idempotency& idempotency() = 0;
   virtual void commit() = 0;
   virtual void rollback() = 0;
 };
@@ -88,6 +92,8 @@ class Store {
   virtual ~Store() = default;
   // Each call is its own transaction.
   virtual Leases& leases() = 0;
+  virtual VersionedRows& versioned_rows() = 0;
+  virtual Idempotency& idempotency() = 0;
   virtual std::unique_ptr<Transaction> begin() = 0;
   virtual StorageStatus status() = 0;
   virtual Metrics metrics() const = 0;

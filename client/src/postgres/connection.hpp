@@ -24,6 +24,9 @@ struct PgStatement {
 
 using PgParams = std::vector<std::optional<std::string>>;
 
+// A bytea parameter in text format: "\x" and two hex digits per byte.
+std::string bytea_param(std::string_view bytes);
+
 class PgResult {
  public:
   explicit PgResult(PGresult* r) : result_(r, &PQclear) {}
@@ -33,6 +36,8 @@ class PgResult {
   std::string text(int row, int col) const;
   std::int64_t int8(int row, int col) const;
   bool boolean(int row, int col) const;
+  // bytea in text format ("\x0a1b...") decoded to its bytes.
+  std::string bytea(int row, int col) const;
 
  private:
   const char* value(int row, int col) const;

@@ -5,6 +5,7 @@
 #include "backends.hpp"
 #include "pool.hpp"
 #include "postgres/leases.hpp"
+#include "postgres/versioned_rows.hpp"
 
 namespace forgeyard::detail {
 
@@ -69,7 +70,8 @@ class PooledSession final : public PgSession {
 
 class PgTransaction final : public Transaction, private PgSession {
  public:
-  explicit PgTransaction(Shared& shared) : shared_(shared), conn_(shared.pool.acquire()), leases_(*this) {
+  explicit PgTransaction(Shared& shared)
+      : shared_(shared), conn_(shared.pool.acquire()), leases_(*this), rows_(*this), idempotency_(*this) {
     shared_.instruments.measure("tx.begin", [&] { conn_->command("BEGIN"); });
     open_ = true;
   }
@@ -83,6 +85,8 @@ class PgTransaction final : public Transaction, private PgSession {
     }
   }
   Leases& leases() override { return leases_; }
+  VersionedRows& versioned_rows() override { return rows_; }
+  Idempotency& idempotency() override { return idempotency_; }
   void commit() override {
     check_open();
     open_ = false;
@@ -108,16 +112,20 @@ class PgTransaction final : public Transaction, private PgSession {
   Shared& shared_;
   PgPool::Handle conn_;
   PgLeases leases_;
+  PgVersionedRows rows_;
+  PgIdempotency idempotency_;
   bool open_ = false;
 };
 
 class PgStore final : public Store {
  public:
   PgStore(const std::string& url, const StoreOptions& options)
-      : shared_(url, options), session_(shared_), leases_(session_) {
+      : shared_(url, options), session_(shared_), leases_(session_), rows_(session_), idempotency_(session_) {
     log().info("opened PostgreSQL store {}", redact(url));
   }
   Leases& leases() override { return leases_; }
+  VersionedRows& versioned_rows() override { return rows_; }
+  Idempotency& idempotency() override { return idempotency_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<PgTransaction>(shared_); }
   StorageStatus status() override {
     StorageStatus s;
@@ -146,6 +154,8 @@ class PgStore final : public Store {
   Shared shared_;
   PooledSession session_;
   PgLeases leases_;
+  PgVersionedRows rows_;
+  PgIdempotency idempotency_;
 };
 
 }  // namespace

@@ -27,6 +27,18 @@ Query& Query::bind_null(int index) {
   return *this;
 }
 
+Query& Query::bind_blob(int index, std::string_view bytes) {
+  int rc = sqlite3_bind_blob(stmt_, index, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK) db_.fail(rc);
+  return *this;
+}
+
+Query& Query::bind_real(int index, double value) {
+  int rc = sqlite3_bind_double(stmt_, index, value);
+  if (rc != SQLITE_OK) db_.fail(rc);
+  return *this;
+}
+
 bool Query::step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
@@ -53,6 +65,19 @@ std::string Query::text(int column) const {
   return std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
 }
 
+std::string Query::blob(int column) const {
+  if (sqlite3_column_type(stmt_, column) != SQLITE_BLOB)
+    throw Error(ErrorKind::Corruption, "XX000", "invalid value read back from SQLite: not a blob");
+  const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, column));
+  return std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
+}
+
+double Query::real(int column) const {
+  if (sqlite3_column_type(stmt_, column) != SQLITE_FLOAT)
+    throw Error(ErrorKind::Corruption, "XX000", "invalid value read back from SQLite: not a real");
+  return sqlite3_column_double(stmt_, column);
+}
+
 Db::Db(const std::string& path, const StoreOptions& options) {
   int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                            nullptr);
@@ -74,6 +99,7 @@ Db::Db(const std::string& path, const StoreOptions& options) {
 
 Db::~Db() {
   for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  for (auto& [sql, stmt] : built_statements_) sqlite3_finalize(stmt);
   sqlite3_close_v2(db_);
 }
 
@@ -87,14 +113,22 @@ void Db::exec(const char* sql) {
   }
 }
 
+sqlite3_stmt* Db::prepare(const char* sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  if (rc != SQLITE_OK) fail(rc);
+  return stmt;
+}
+
 Query Db::query(const char* sql) {
   auto it = statements_.find(sql);
-  if (it == statements_.end()) {
-    sqlite3_stmt* stmt = nullptr;
-    int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-    if (rc != SQLITE_OK) fail(rc);
-    it = statements_.emplace(sql, stmt).first;
-  }
+  if (it == statements_.end()) it = statements_.emplace(sql, prepare(sql)).first;
+  return Query(*this, it->second);
+}
+
+Query Db::query_text(const std::string& sql) {
+  auto it = built_statements_.find(sql);
+  if (it == built_statements_.end()) it = built_statements_.emplace(sql, prepare(sql.c_str())).first;
   return Query(*this, it->second);
 }
 

@@ -26,6 +26,8 @@ class Query {
   Query& bind(int index, std::string_view value);
   Query& bind(int index, std::int64_t value);
   Query& bind_null(int index);
+  Query& bind_blob(int index, std::string_view bytes);
+  Query& bind_real(int index, double value);
   // Advances; true while there is a row.
   bool step();
   // Runs a statement that returns no rows; returns the rows it changed.
@@ -35,6 +37,11 @@ class Query {
   // Values read back are checked: a wrong type is Corruption, never a default.
   std::int64_t int64(int column) const;
   std::string text(int column) const;
+  std::string blob(int column) const;
+  double real(int column) const;
+  int column_count() const { return sqlite3_column_count(stmt_); }
+  std::string column_name(int column) const { return sqlite3_column_name(stmt_, column); }
+  int column_type(int column) const { return sqlite3_column_type(stmt_, column); }
 
  private:
   Db& db_;
@@ -51,6 +58,8 @@ class Db {
   void exec(const char* sql);
   // `sql` must be a string literal: statements are cached by its address.
   Query query(const char* sql);
+  // A statement built at run time (from names checked against the schema), cached by its text.
+  Query query_text(const std::string& sql);
   // No open transaction: safe to hand to the next caller.
   bool reusable() const { return sqlite3_get_autocommit(db_) != 0; }
   int changes() const { return sqlite3_changes(db_); }
@@ -59,6 +68,8 @@ class Db {
  private:
   sqlite3* db_ = nullptr;
   std::map<const char*, sqlite3_stmt*> statements_;
+  std::map<std::string, sqlite3_stmt*> built_statements_;
+  sqlite3_stmt* prepare(const char* sql);
 };
 
 }  // namespace forgeyard::detail

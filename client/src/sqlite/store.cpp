@@ -7,6 +7,7 @@
 #include "sqlite/file_lock.hpp"
 #include "sqlite/leases.hpp"
 #include "sqlite/migrations.hpp"
+#include "sqlite/versioned_rows.hpp"
 
 namespace forgeyard::detail {
 
@@ -58,7 +59,8 @@ class PooledSession final : public SqliteSession {
 // commit rolls back, so both backends give the same answers.
 class SqliteTransaction final : public Transaction, private SqliteSession {
  public:
-  explicit SqliteTransaction(Shared& shared) : shared_(shared), db_(shared.pool.acquire()), leases_(*this) {
+  explicit SqliteTransaction(Shared& shared)
+      : shared_(shared), db_(shared.pool.acquire()), leases_(*this), rows_(*this), idempotency_(*this) {
     shared_.instruments.measure("tx.begin", [&] { db_->exec("BEGIN IMMEDIATE"); });
     open_ = true;
   }
@@ -71,6 +73,8 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
     }
   }
   Leases& leases() override { return leases_; }
+  VersionedRows& versioned_rows() override { return rows_; }
+  Idempotency& idempotency() override { return idempotency_; }
   void commit() override {
     check_open();
     open_ = false;
@@ -110,6 +114,8 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   Shared& shared_;
   SqlitePool::Handle db_;
   SqliteLeases leases_;
+  SqliteVersionedRows rows_;
+  SqliteIdempotency idempotency_;
   bool open_ = false;
   bool failed_ = false;
 };
@@ -117,7 +123,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
 class SqliteStore final : public Store {
  public:
   SqliteStore(const std::string& path, const StoreOptions& options)
-      : shared_(path, options), session_(shared_), leases_(session_) {
+      : shared_(path, options), session_(shared_), leases_(session_), rows_(session_), idempotency_(session_) {
     const auto dir = std::filesystem::path(path).parent_path();
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -130,6 +136,8 @@ class SqliteStore final : public Store {
     log().info("opened SQLite store {} at migration {}", path, shared_.migrations.last);
   }
   Leases& leases() override { return leases_; }
+  VersionedRows& versioned_rows() override { return rows_; }
+  Idempotency& idempotency() override { return idempotency_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<SqliteTransaction>(shared_); }
   StorageStatus status() override {
     StorageStatus s;
@@ -160,6 +168,8 @@ class SqliteStore final : public Store {
   Shared shared_;
   PooledSession session_;
   SqliteLeases leases_;
+  SqliteVersionedRows rows_;
+  SqliteIdempotency idempotency_;
 };
 
 }  // namespace
