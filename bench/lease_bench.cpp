@@ -3,49 +3,17 @@
 // table with the same key, over raw libpq / raw sqlite3. Same run, same machine; prints ratios.
 //
 // usage: lease_bench [--iterations N] [--threads T] [--pg URL] [--sqlite-dir DIR]
-#include <libpq-fe.h>
-#include <sqlite3.h>
-
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <functional>
-#include <stdexcept>
-#include <string>
-#include <thread>
-#include <vector>
-
 #include "forgeyard/forgeyard.hpp"
+#include "harness.hpp"
 
 namespace {
 
-using Steady = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-struct Config {
-  int iterations = 2000;
-  int threads = 1;
-  std::string pg_url;
-  std::string sqlite_dir;
-};
-
-// Runs work(thread, i) for iterations split over threads; returns cycles per second.
-double measure(const Config& c, const std::function<void(int, int)>& work) {
-  const auto start = Steady::now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < c.threads; ++t)
-    pool.emplace_back([&, t] {
-      for (int i = t; i < c.iterations; i += c.threads) work(t, i);
-    });
-  for (auto& th : pool) th.join();
-  const double secs = std::chrono::duration<double>(Steady::now() - start).count();
-  return c.iterations / secs;
-}
+using bench::Config;
+using bench::measure;
 
 void report(const char* backend, const Config& c, double client, double baseline) {
-  std::printf("%-10s threads=%d iterations=%d  client %9.0f cycles/s  baseline %9.0f cycles/s  ratio %.2fx\n",
-              backend, c.threads, c.iterations, client, baseline, client / baseline);
+  bench::report("lease acquire+renew+release", backend, c, client, baseline);
 }
 
 // ---- the client ----------------------------------------------------------------------------
@@ -203,17 +171,7 @@ double run_sqlite_baseline(const Config& c, const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Config c;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--iterations") c.iterations = std::atoi(argv[i + 1]);
-    else if (a == "--threads") c.threads = std::atoi(argv[i + 1]);
-    else if (a == "--pg") c.pg_url = argv[i + 1];
-    else if (a == "--sqlite-dir") c.sqlite_dir = argv[i + 1];
-  }
-  if (c.sqlite_dir.empty()) c.sqlite_dir = std::filesystem::temp_directory_path() / "forgeyard-bench";
-  std::filesystem::remove_all(c.sqlite_dir);
-  std::filesystem::create_directories(c.sqlite_dir);
+  Config c = Config::parse(argc, argv, "lease-bench");
   try {
     std::printf("lease acquire+renew+release: client vs hand-written SQL baseline (higher ratio is better)\n");
     {

@@ -3,6 +3,7 @@
 // not UPDATE itself.
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,15 +23,38 @@ struct Column {
   bool generated = false;
 };
 
-// The table as the caller sees it: its printable name and its columns.
+// What the functions need to know of a table, read from the catalog once and kept until
+// PostgreSQL invalidates the table's cache entry (ALTER, CREATE/DROP TRIGGER, DROP, ...).
 struct Table {
   Oid oid = InvalidOid;
   std::string name;  // regclass text: schema-qualified unless on the search path (pg_catalog)
   std::map<std::string, Column> columns;
+  std::vector<std::set<std::string>> unique_keys;  // primary key and unique indexes (no expressions, no predicates)
+  bool versioned = false;
   bool has(const std::string& c) const { return columns.contains(c); }
 };
 
-Table describe(pg::Spi& spi, Oid rel) {
+// Shared pointers: an invalidation that arrives while a call runs (SPI takes locks, and lock
+// acquisition processes invalidations) drops the entry, not the Table the call holds.
+std::map<Oid, std::shared_ptr<const Table>> tables;
+
+void forget_table(Oid relid) noexcept {
+  if (relid == InvalidOid) tables.clear();
+  else tables.erase(relid);
+}
+
+Table read_table(pg::Spi& spi, Oid rel);
+
+std::shared_ptr<const Table> describe(pg::Spi& spi, Oid rel) {
+  pg::on_relation_invalidated(forget_table);
+  auto it = tables.find(rel);
+  if (it != tables.end()) return it->second;
+  auto table = std::make_shared<const Table>(read_table(spi, rel));
+  tables[rel] = table;
+  return table;
+}
+
+Table read_table(pg::Spi& spi, Oid rel) {
   static pg::Statement name_of("SELECT $1::pg_catalog.regclass::pg_catalog.text, c.relkind::pg_catalog.text"
                                "  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
                                {OIDOID});
@@ -51,52 +75,48 @@ Table describe(pg::Spi& spi, Oid rel) {
     throw core::Error(invalid_parameter, "rel must be a table: " + t.name);
   spi.run(columns_of, {pg::oid_value(rel)},
           [&](const pg::Row& row) { t.columns[*row.text(1)] = Column{*row.boolean(2)}; });
+  static pg::Statement unique_columns(
+      "SELECT i.indexrelid, a.attname::pg_catalog.text"
+      "  FROM pg_catalog.pg_index i"
+      "  JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid"
+      "   AND a.attnum OPERATOR(pg_catalog.=) ANY (i.indkey::pg_catalog.int2[])"
+      " WHERE i.indrelid OPERATOR(pg_catalog.=) $1 AND i.indisunique AND i.indpred IS NULL"
+      "   AND i.indexprs IS NULL",
+      {OIDOID});
+  std::map<Oid, std::set<std::string>> unique_indexes;
+  spi.run(unique_columns, {pg::oid_value(rel)},
+          [&](const pg::Row& row) { unique_indexes[*row.oid(1)].insert(*row.text(2)); });
+  for (auto& [index, columns] : unique_indexes) t.unique_keys.push_back(columns);
+  static pg::Statement trigger("SELECT 1 FROM pg_catalog.pg_trigger g"
+                               " WHERE g.tgrelid OPERATOR(pg_catalog.=) $1 AND g.tgname OPERATOR(pg_catalog.=) $2",
+                               {OIDOID, TEXTOID});
+  t.versioned = spi.run(trigger, {pg::oid_value(rel), pg::text_value(trigger_name)}) > 0;
   return t;
 }
 
-bool is_versioned(pg::Spi& spi, const Table& t) {
-  static pg::Statement find("SELECT 1 FROM pg_catalog.pg_trigger g"
-                            " WHERE g.tgrelid OPERATOR(pg_catalog.=) $1 AND g.tgname OPERATOR(pg_catalog.=) $2",
-                            {OIDOID, TEXTOID});
-  return spi.run(find, {pg::oid_value(t.oid), pg::text_value(trigger_name)}) > 0;
-}
-
-// The keys of a jsonb object argument; 22023 naming the argument when it is not an object.
-std::vector<std::string> object_keys(pg::Spi& spi, const pg::Value& json, const char* argument) {
-  static pg::Statement type_of("SELECT pg_catalog.jsonb_typeof($1)", {JSONBOID});
-  static pg::Statement keys_of("SELECT pg_catalog.jsonb_object_keys($1) ORDER BY 1", {JSONBOID});
-  std::string type;
-  spi.run(type_of, {json}, [&](const pg::Row& row) { type = row.text(1).value_or(""); });
-  if (type != "object") throw core::Error(invalid_parameter, std::string(argument) + " must be a JSON object");
-  std::vector<std::string> keys;
-  spi.run(keys_of, {json}, [&](const pg::Row& row) { keys.push_back(*row.text(1)); });
-  return keys;
+// The keys of a jsonb object argument, sorted; 22023 naming the argument when it is not an object.
+std::vector<std::string> object_keys(const pg::Value& json, const char* argument) {
+  std::optional<std::vector<std::string>> keys = pg::jsonb_object_keys(json);
+  if (!keys) throw core::Error(invalid_parameter, std::string(argument) + " must be a JSON object");
+  std::sort(keys->begin(), keys->end());
+  return *keys;
 }
 
 // The key must name the columns of the primary key or of a unique index, exactly, and carry
 // tenant_id where the table has one.
-void check_key(pg::Spi& spi, const Table& t, const std::vector<std::string>& key) {
+void check_key(const Table& t, const std::vector<std::string>& key) {
   if (key.empty()) throw core::Error(invalid_parameter, "key must name at least one column");
   for (const std::string& c : key)
     if (!t.has(c)) throw core::Error(invalid_parameter, "key names unknown column \"" + c + "\" of " + t.name);
   if (t.has(core::tenant_column) && std::find(key.begin(), key.end(), core::tenant_column) == key.end())
     throw core::Error(invalid_parameter, "key must include tenant_id: " + t.name + " has a tenant_id column");
-  static pg::Statement unique_keys(
-      "SELECT pg_catalog.array_to_string(pg_catalog.array_agg(a.attname::pg_catalog.text ORDER BY a.attname), ',')"
-      "  FROM pg_catalog.pg_index i"
-      "  JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid"
-      "   AND a.attnum OPERATOR(pg_catalog.=) ANY (i.indkey::pg_catalog.int2[])"
-      " WHERE i.indrelid OPERATOR(pg_catalog.=) $1 AND i.indisunique AND i.indpred IS NULL"
-      "   AND i.indexprs IS NULL"
-      " GROUP BY i.indexrelid",
-      {OIDOID});
-  std::string wanted;
-  for (const std::string& c : key) wanted += (wanted.empty() ? "" : ",") + c;  // key is sorted
-  bool found = false;
-  spi.run(unique_keys, {pg::oid_value(t.oid)}, [&](const pg::Row& row) { found = found || *row.text(1) == wanted; });
-  if (!found)
+  const std::set<std::string> wanted(key.begin(), key.end());
+  if (std::find(t.unique_keys.begin(), t.unique_keys.end(), wanted) == t.unique_keys.end()) {
+    std::string list;
+    for (const std::string& c : key) list += (list.empty() ? "" : ",") + c;
     throw core::Error(invalid_parameter,
-                      "key columns (" + wanted + ") are not the primary key or a unique index of " + t.name);
+                      "key columns (" + list + ") are not the primary key or a unique index of " + t.name);
+  }
 }
 
 void check_changes(const Table& t, const std::vector<std::string>& key, const std::vector<std::string>& changes) {
@@ -136,14 +156,15 @@ std::int64_t current_version(pg::Spi& spi, const Table& t, const std::vector<std
   return version;
 }
 
-Table versioned_table(pg::Spi& spi, FunctionCallInfo fcinfo) {
-  Table t = describe(spi, pg::regclass_arg(fcinfo, 0, "rel"));
+std::shared_ptr<const Table> versioned_table(pg::Spi& spi, FunctionCallInfo fcinfo) {
+  std::shared_ptr<const Table> table = describe(spi, pg::regclass_arg(fcinfo, 0, "rel"));
+  const Table& t = *table;
   if (!t.has(core::version_column))
     throw core::Error(invalid_parameter, t.name + " has no entity_version column");
-  if (!is_versioned(spi, t))
+  if (!t.versioned)
     throw core::Error(invalid_parameter, t.name + " is not under version control",
                       "call forgeyard.enable_versioning('" + t.name + "') first");
-  return t;
+  return table;
 }
 
 }  // namespace
@@ -175,7 +196,9 @@ FY_FUNCTION(fy_versioning_trigger) {
 FY_FUNCTION(fy_enable_versioning) {
   static pg::Statement column("SELECT a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype,"
                               "       a.attnotnull,"
-                              "       pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.=) '1'"
+                              // DEFAULT 1, '1', 1::bigint and '1'::bigint are the same default.
+                              "       pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.=)"
+                              "         ANY (ARRAY['1', '''1''::bigint', '(1)::bigint'])"
                               "  FROM pg_catalog.pg_attribute a"
                               "  LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid"
                               "   AND d.adnum OPERATOR(pg_catalog.=) a.attnum"
@@ -184,7 +207,8 @@ FY_FUNCTION(fy_enable_versioning) {
                               {OIDOID});
   static pg::Statement may_update("SELECT pg_catalog.has_table_privilege($1, 'UPDATE')", {OIDOID});
   pg::Spi spi;
-  const Table t = describe(spi, pg::regclass_arg(fcinfo, 0, "rel"));
+  const std::shared_ptr<const Table> table = describe(spi, pg::regclass_arg(fcinfo, 0, "rel"));
+  const Table& t = *table;
   bool exists = false, is_bigint = false, not_null = false, default_one = false;
   spi.run(column, {pg::oid_value(t.oid)}, [&](const pg::Row& row) {
     exists = true;
@@ -200,7 +224,7 @@ FY_FUNCTION(fy_enable_versioning) {
   bool allowed = false;
   spi.run(may_update, {pg::oid_value(t.oid)}, [&](const pg::Row& row) { allowed = *row.boolean(1); });
   if (!allowed) throw core::Error("42501", "permission denied: UPDATE on " + t.name + " is needed to version it");
-  if (!is_versioned(spi, t))
+  if (!t.versioned)
     spi.run_once("CREATE TRIGGER " + std::string(trigger_name) + " BEFORE INSERT OR UPDATE ON " + t.name +
                  " FOR EACH ROW EXECUTE FUNCTION forgeyard.versioning_trigger()");
   spi.finish();
@@ -210,8 +234,9 @@ FY_FUNCTION(fy_enable_versioning) {
 // disable_versioning(rel): drops the trigger again (the column and its values stay).
 FY_FUNCTION(fy_disable_versioning) {
   pg::Spi spi;
-  const Table t = describe(spi, pg::regclass_arg(fcinfo, 0, "rel"));
-  const bool was = is_versioned(spi, t);
+  const std::shared_ptr<const Table> table = describe(spi, pg::regclass_arg(fcinfo, 0, "rel"));
+  const Table& t = *table;
+  const bool was = t.versioned;
   if (was) spi.run_once("DROP TRIGGER " + std::string(trigger_name) + " ON " + t.name);
   spi.finish();
   return BoolGetDatum(was);
@@ -220,14 +245,15 @@ FY_FUNCTION(fy_disable_versioning) {
 // cas_update(rel, key, expected_version, changes) -> the new version; FY002 on conflict, P0002 if no row.
 FY_FUNCTION(fy_cas_update) {
   pg::Spi spi;
-  const Table t = versioned_table(spi, fcinfo);
+  const std::shared_ptr<const Table> table = versioned_table(spi, fcinfo);
+  const Table& t = *table;
   const pg::Value key_json = pg::jsonb_arg(fcinfo, 1, "key");
   const std::int64_t expected = pg::int8_arg(fcinfo, 2, "expected_version");
   const pg::Value changes_json = pg::jsonb_arg(fcinfo, 3, "changes");
   if (expected < 1) throw core::Error(invalid_parameter, "expected_version must be at least 1");
-  const std::vector<std::string> key = object_keys(spi, key_json, "key");
-  const std::vector<std::string> changes = object_keys(spi, changes_json, "changes");
-  check_key(spi, t, key);
+  const std::vector<std::string> key = object_keys(key_json, "key");
+  const std::vector<std::string> changes = object_keys(changes_json, "changes");
+  check_key(t, key);
   check_changes(t, key, changes);
 
   // Identifiers come from the catalog and are quoted; values travel as jsonb parameters and are
@@ -262,12 +288,14 @@ FY_FUNCTION(fy_cas_update) {
 // cas_get(rel, key) -> (row jsonb, entity_version); no row when the key matches none.
 FY_FUNCTION(fy_cas_get) {
   pg::Spi spi;
-  const Table t = versioned_table(spi, fcinfo);
+  const std::shared_ptr<const Table> table = versioned_table(spi, fcinfo);
+  const Table& t = *table;
   const pg::Value key_json = pg::jsonb_arg(fcinfo, 1, "key");
-  const std::vector<std::string> key = object_keys(spi, key_json, "key");
-  check_key(spi, t, key);
+  const std::vector<std::string> key = object_keys(key_json, "key");
+  check_key(t, key);
+  // t.*, not t: a column named "t" would make the bare alias ambiguous (42702).
   pg::Statement& read = pg::Statement::cached(
-      "SELECT pg_catalog.to_jsonb(t)::pg_catalog.text, t.entity_version FROM " + t.name + " t, " +
+      "SELECT pg_catalog.to_jsonb(t.*)::pg_catalog.text, t.entity_version FROM " + t.name + " t, " +
           key_record(t, 1) + " WHERE " + key_condition(key),
       {JSONBOID});
   std::optional<std::string> row_json;

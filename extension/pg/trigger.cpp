@@ -4,6 +4,7 @@ extern "C" {
 #include "commands/trigger.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/inval.h"
 #include "utils/rel.h"
 }
 
@@ -62,6 +63,31 @@ Value jsonb_value(const std::string& text) {
   const char* in = text.c_str();
   Datum d = guard([&] { return DirectFunctionCall1(jsonb_in, CStringGetDatum(in)); });
   return {d, false};
+}
+
+std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json) {
+  Jsonb* jb = guard([&] { return DatumGetJsonbP(json.datum); });
+  if (!JB_ROOT_IS_OBJECT(jb)) return std::nullopt;
+  std::vector<std::string> keys;
+  JsonbIterator* it = guard([&] { return JsonbIteratorInit(&jb->root); });
+  for (;;) {
+    JsonbValue v;
+    JsonbIteratorToken token = guard([&] { return JsonbIteratorNext(&it, &v, true); });
+    if (token == WJB_DONE) break;
+    if (token == WJB_KEY) keys.emplace_back(v.val.string.val, static_cast<std::size_t>(v.val.string.len));
+  }
+  return keys;
+}
+
+namespace {
+void (*relation_forget)(Oid) noexcept = nullptr;
+void relation_callback(Datum, Oid relid) { relation_forget(relid); }
+}  // namespace
+
+void on_relation_invalidated(void (*forget)(Oid relid) noexcept) {
+  if (relation_forget != nullptr) return;
+  relation_forget = forget;
+  guard([] { CacheRegisterRelcacheCallback(relation_callback, (Datum)0); });
 }
 
 }  // namespace fy::pg

@@ -1,9 +1,10 @@
-// The row event a C++ trigger function was called for.
+// Triggers, jsonb and relation-cache hooks for the compare-and-set functions.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pg/spi.hpp"
 
@@ -32,5 +33,10 @@ class TriggerCall {
 std::string quote_identifier(const std::string& name);
 // A jsonb datum from its text (after Spi::finish, in the function's memory context).
 Value jsonb_value(const std::string& text);
+// The top-level keys of a jsonb object; nullopt when the value is not an object.
+std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json);
+// Calls `forget(relid)` whenever PostgreSQL invalidates a relation's cache entry (InvalidOid:
+// all of them). `forget` runs inside PostgreSQL's invalidation processing: it must not throw.
+void on_relation_invalidated(void (*forget)(Oid relid) noexcept);
 
 }  // namespace fy::pg
