@@ -1,10 +1,11 @@
 -- Access (SPEC 5): the three kinds of role, tenant binding, SECURITY DEFINER with a pinned
--- search_path, nothing for PUBLIC, comments on everything, tables registered for pg_dump.
+-- search_path (SECURITY INVOKER for compare-and-set, SPEC 6.2), nothing for PUBLIC, comments on
+-- everything, tables registered for pg_dump.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(165);
+SELECT plan(246);
 
 SET TIME ZONE 'UTC';
 
@@ -18,7 +19,13 @@ INSERT INTO api VALUES
     ('forgeyard.lease_release(text, text, bigint)'),
     ('forgeyard.lease_fence(text, text, bigint)'),
     ('forgeyard.lease_get(text, text)'),
-    ('forgeyard.lease_reap(integer, text)');
+    ('forgeyard.lease_reap(integer, text)'),
+    ('forgeyard.idem_begin(text, text, text, bytea, interval, interval)'),
+    ('forgeyard.idem_checkpoint(text, text, text, text, bigint)'),
+    ('forgeyard.idem_complete(text, text, text, bytea, bigint)'),
+    ('forgeyard.idem_abandon(text, text, text, bigint)'),
+    ('forgeyard.idem_status(text, text, text)'),
+    ('forgeyard.idem_purge(integer, text)');
 
 SELECT ok((SELECT p.prosecdef FROM pg_catalog.pg_proc p WHERE p.oid = fn), fn || ' is SECURITY DEFINER')
   FROM api ORDER BY fn::text;
@@ -31,10 +38,38 @@ SELECT is_empty(
          AND NOT ('search_path=pg_catalog, pg_temp' = ANY (coalesce(p.proconfig, '{}')))$$,
     'no SECURITY DEFINER function in schema forgeyard lacks the pinned search_path');
 
+-- Compare-and-set acts on the caller's own tables with the caller's rights: SECURITY INVOKER,
+-- search_path still pinned. The trigger function is neither: no arguments, no settings.
+CREATE TEMP TABLE invoker_api (fn regprocedure PRIMARY KEY);
+INSERT INTO invoker_api VALUES
+    ('forgeyard.cas_update(regclass, jsonb, bigint, jsonb)'),
+    ('forgeyard.cas_get(regclass, jsonb)'),
+    ('forgeyard.enable_versioning(regclass)'),
+    ('forgeyard.disable_versioning(regclass)');
+SELECT ok((SELECT NOT p.prosecdef FROM pg_catalog.pg_proc p WHERE p.oid = fn), fn || ' is SECURITY INVOKER')
+  FROM invoker_api ORDER BY fn::text;
+SELECT is((SELECT p.proconfig FROM pg_catalog.pg_proc p WHERE p.oid = fn), '{"search_path=pg_catalog, pg_temp"}'::text[],
+          fn || ' pins search_path = pg_catalog, pg_temp')
+  FROM invoker_api ORDER BY fn::text;
+SELECT results_eq(
+    $$SELECT p.prosecdef, p.proconfig, p.pronargs::int, p.prorettype::regtype::text
+        FROM pg_catalog.pg_proc p WHERE p.oid = 'forgeyard.versioning_trigger()'::regprocedure$$,
+    $$VALUES (false, NULL::text[], 0, 'trigger'::text)$$,
+    'versioning_trigger() is a trigger function: not SECURITY DEFINER, no settings, no arguments');
+
+-- Every API function, old and new: commented and not executable by PUBLIC (checked one by one;
+-- the schema-wide checks below catch anything not listed here).
+CREATE TEMP TABLE all_api (fn regprocedure PRIMARY KEY);
+INSERT INTO all_api SELECT fn FROM api UNION ALL SELECT fn FROM invoker_api
+    UNION ALL VALUES ('forgeyard.versioning_trigger()'::regprocedure), ('forgeyard.now()');
+SELECT ok(obj_description(fn, 'pg_proc') IS NOT NULL AND NOT has_function_privilege('public', fn, 'EXECUTE'),
+          fn || ' has a COMMENT and is not executable by PUBLIC')
+  FROM all_api ORDER BY fn::text;
+
 -------------------------------------------------------------------------------------------------
 -- Catalog: nothing for PUBLIC
 -------------------------------------------------------------------------------------------------
-SELECT cmp_ok((SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'forgeyard'::regnamespace), '>=', 17::bigint,
+SELECT cmp_ok((SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'forgeyard'::regnamespace), '>=', 28::bigint,
               'schema forgeyard has its functions (the checks below are not vacuous)');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
@@ -67,8 +102,8 @@ SELECT is_empty(
     'every table and view in schema forgeyard has a COMMENT');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
-    ARRAY['forgeyard.leases', 'forgeyard.tenant_bindings', 'forgeyard.role_access'],
-    'pg_extension.extconfig registers leases, tenant_bindings and role_access for pg_dump');
+    ARRAY['forgeyard.leases', 'forgeyard.tenant_bindings', 'forgeyard.role_access', 'forgeyard.idempotency_keys'],
+    'pg_extension.extconfig registers leases, tenant_bindings, role_access and idempotency_keys for pg_dump');
 SELECT is((SELECT extrelocatable FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), false,
           'the extension is not relocatable');
 
@@ -107,7 +142,19 @@ INSERT INTO objects VALUES
     (11, 'table', 'forgeyard.leases'),
     (12, 'table', 'forgeyard.tenant_bindings'),
     (13, 'table', 'forgeyard.role_access'),
-    (14, 'table', 'forgeyard.lease_status');
+    (14, 'table', 'forgeyard.lease_status'),
+    (15, 'function', 'forgeyard.idem_begin(text, text, text, bytea, interval, interval)'),
+    (16, 'function', 'forgeyard.idem_checkpoint(text, text, text, text, bigint)'),
+    (17, 'function', 'forgeyard.idem_complete(text, text, text, bytea, bigint)'),
+    (18, 'function', 'forgeyard.idem_abandon(text, text, text, bigint)'),
+    (19, 'function', 'forgeyard.idem_status(text, text, text)'),
+    (20, 'function', 'forgeyard.idem_purge(integer, text)'),
+    (21, 'function', 'forgeyard.cas_update(regclass, jsonb, bigint, jsonb)'),
+    (22, 'function', 'forgeyard.cas_get(regclass, jsonb)'),
+    (23, 'function', 'forgeyard.enable_versioning(regclass)'),
+    (24, 'function', 'forgeyard.disable_versioning(regclass)'),
+    (25, 'function', 'forgeyard.versioning_trigger()'),
+    (26, 'table', 'forgeyard.idempotency_keys');
 SELECT results_eq(
     $$SELECT r, string_agg(CASE WHEN CASE kind WHEN 'function' THEN has_function_privilege(r, obj, 'EXECUTE')
                                           ELSE has_table_privilege(r, obj, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
@@ -115,12 +162,13 @@ SELECT results_eq(
         FROM objects, unnest(ARRAY['fy_acc_app', 'fy_acc_maint', 'fy_acc_insp', 'fy_acc_none', 'fy_acc_schema_only']) r
        GROUP BY r ORDER BY r$$,
     --                acq ren rel fen get reap now grant bind probe leases bindings access status
-    $$VALUES ('fy_acc_app'::text,         'YYYYY-Y-------'::text),
-             ('fy_acc_insp',              '------Y------Y'),
-             ('fy_acc_maint',             'YYYYYYY-------'),
-             ('fy_acc_none',              '--------------'),
-             ('fy_acc_schema_only',       '--------------')$$,
-    'privilege matrix: usage = lease API (lease_get included) + now(); maintenance adds lease_reap; inspect = now() + lease_status; no table privileges');
+    --                  idem: begin ckpt complete abandon status purge  cas: update get enable disable trigger  idempotency_keys
+    $$VALUES ('fy_acc_app'::text,         'YYYYY-Y-------' || 'YYYYY-' || 'YYYYY' || '-'),
+             ('fy_acc_insp',              '------Y------Y' || '------' || '-----' || '-'),
+             ('fy_acc_maint',             'YYYYYYY-------' || 'YYYYYY' || 'YYYYY' || '-'),
+             ('fy_acc_none',              '--------------' || '------' || '-----' || '-'),
+             ('fy_acc_schema_only',       '--------------' || '------' || '-----' || '-')$$,
+    'privilege matrix: usage = lease, idempotency and cas API + now(); maintenance adds lease_reap and idem_purge; inspect = now() + lease_status; no table privileges');
 
 -- Seed leases as the superuser (unbound: any tenant).
 SET forgeyard.now_override = '2030-01-01 00:00:00+00';
@@ -159,6 +207,23 @@ SELECT throws_ok($$INSERT INTO forgeyard.role_access VALUES ('fy_acc_app', 'main
                  'usage role: cannot grant itself maintenance through the table');
 SELECT throws_ok('SELECT * FROM forgeyard.lease_reap(10, NULL)', '42501', 'permission denied for function lease_reap',
                  'usage role: lease_reap is denied');
+SELECT results_eq($$SELECT * FROM forgeyard.idem_begin('t1', 'acc', 'app-key', '\x01')$$,
+                  $$VALUES ('started'::text, NULL::text, NULL::bytea, 1::bigint)$$, 'usage role: idem_begin');
+SELECT lives_ok($$SELECT forgeyard.idem_checkpoint('t1', 'acc', 'app-key', 'rp', 1)$$, 'usage role: idem_checkpoint');
+SELECT lives_ok($$SELECT forgeyard.idem_complete('t1', 'acc', 'app-key', 'done', 1)$$, 'usage role: idem_complete');
+SELECT results_eq($$SELECT status, attempt FROM forgeyard.idem_status('t1', 'acc', 'app-key')$$,
+                  $$VALUES ('completed'::text, 1::bigint)$$, 'usage role: idem_status');
+SELECT results_eq($$SELECT attempt FROM forgeyard.idem_begin('t1', 'acc', 'app-key2', '\x01')$$, $$VALUES (1::bigint)$$,
+                  'usage role: idem_begin of a second key');
+SELECT lives_ok($$SELECT forgeyard.idem_abandon('t1', 'acc', 'app-key2', 1)$$, 'usage role: idem_abandon');
+SELECT throws_ok('SELECT forgeyard.idem_purge(10, NULL)', '42501', 'permission denied for function idem_purge',
+                 'usage role: idem_purge is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.idempotency_keys', '42501', 'permission denied for table idempotency_keys',
+                 'usage role: SELECT forgeyard.idempotency_keys is denied');
+SELECT throws_ok($$UPDATE forgeyard.idempotency_keys SET status = 'completed'$$, '42501', NULL,
+                 'usage role: UPDATE forgeyard.idempotency_keys is denied');
+SELECT throws_ok('DELETE FROM forgeyard.idempotency_keys', '42501', NULL,
+                 'usage role: DELETE FROM forgeyard.idempotency_keys is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.lease_status', '42501', NULL, 'usage role: lease_status is denied');
 SELECT throws_ok($$SELECT forgeyard.grant_maintenance('fy_acc_app')$$, '42501', NULL, 'usage role: grant_maintenance is denied');
 SELECT throws_ok($$SELECT forgeyard.unbind_tenant('fy_acc_app', 't1')$$, '42501', NULL, 'usage role: unbind_tenant is denied');
@@ -175,6 +240,11 @@ SELECT results_eq($$SELECT acquired, holder FROM forgeyard.lease_acquire('t1', '
                   $$VALUES (true, 'm-1'::text)$$, 'maintenance role: lease_acquire too');
 SELECT throws_ok('SELECT * FROM forgeyard.leases', '42501', NULL, 'maintenance role: SELECT forgeyard.leases is denied');
 SELECT throws_ok('UPDATE forgeyard.leases SET reaped_at = NULL', '42501', NULL, 'maintenance role: UPDATE forgeyard.leases is denied');
+SELECT is(forgeyard.idem_purge(10, NULL), 0, 'maintenance role: idem_purge across tenants (nothing expired yet)');
+SELECT results_eq($$SELECT status FROM forgeyard.idem_begin('t2', 'acc', 'maint-key', '\x01')$$, $$VALUES ('started'::text)$$,
+                  'maintenance role: idem_begin too');
+SELECT throws_ok('DELETE FROM forgeyard.idempotency_keys', '42501', NULL,
+                 'maintenance role: DELETE FROM forgeyard.idempotency_keys is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.lease_status', '42501', NULL, 'maintenance role: lease_status is denied');
 RESET ROLE;
 
@@ -198,6 +268,16 @@ SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t1', 'seed')$$, '42501', '
                  'inspection role: lease_get is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.lease_reap(10, NULL)', '42501', NULL, 'inspection role: lease_reap is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.leases', '42501', NULL, 'inspection role: SELECT forgeyard.leases is denied');
+SELECT throws_ok($$SELECT * FROM forgeyard.idem_begin('t1', 'acc', 'insp-key', '\x01')$$, '42501',
+                 'permission denied for function idem_begin', 'inspection role: idem_begin is denied');
+SELECT throws_ok($$SELECT * FROM forgeyard.idem_status('t1', 'acc', 'app-key')$$, '42501', NULL,
+                 'inspection role: idem_status is denied');
+SELECT throws_ok('SELECT forgeyard.idem_purge()', '42501', NULL, 'inspection role: idem_purge is denied');
+SELECT throws_ok($$SELECT * FROM forgeyard.cas_get(NULL, '{}')$$, '42501', 'permission denied for function cas_get',
+                 'inspection role: cas_get is denied');
+SELECT throws_ok($$SELECT forgeyard.cas_update(NULL, '{}', 1, '{}')$$, '42501', NULL, 'inspection role: cas_update is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.idempotency_keys', '42501', NULL,
+                 'inspection role: SELECT forgeyard.idempotency_keys is denied');
 RESET ROLE;
 
 -------------------------------------------------------------------------------------------------
@@ -213,7 +293,18 @@ INSERT INTO calls VALUES
     (6, $$SELECT * FROM forgeyard.lease_reap(10, NULL)$$),
     (7, $$SELECT forgeyard.now()$$),
     (8, $$SELECT * FROM forgeyard.lease_status$$),
-    (9, $$SELECT forgeyard.bind_tenant('fy_acc_none', 't1')$$);
+    (9, $$SELECT forgeyard.bind_tenant('fy_acc_none', 't1')$$),
+    (10, $$SELECT * FROM forgeyard.idem_begin('t1', 'acc', 'none-key', '\x01')$$),
+    (11, $$SELECT forgeyard.idem_checkpoint('t1', 'acc', 'app-key', 'x')$$),
+    (12, $$SELECT forgeyard.idem_complete('t1', 'acc', 'app-key', 'x')$$),
+    (13, $$SELECT forgeyard.idem_abandon('t1', 'acc', 'app-key')$$),
+    (14, $$SELECT * FROM forgeyard.idem_status('t1', 'acc', 'app-key')$$),
+    (15, $$SELECT forgeyard.idem_purge(10, NULL)$$),
+    (16, $$SELECT forgeyard.cas_update(NULL, '{}', 1, '{}')$$),
+    (17, $$SELECT * FROM forgeyard.cas_get(NULL, '{}')$$),
+    (18, $$SELECT forgeyard.enable_versioning(NULL)$$),
+    (19, $$SELECT forgeyard.disable_versioning(NULL)$$),
+    (20, $$SELECT * FROM forgeyard.idempotency_keys$$);
 GRANT SELECT ON calls TO PUBLIC;
 SET ROLE fy_acc_none;
 SELECT throws_ok(call, '42501', 'permission denied for schema forgeyard', 'role with nothing: ' || call) FROM calls ORDER BY n;
@@ -224,6 +315,9 @@ RESET ROLE;
 SELECT results_eq($$SELECT owner, epoch, released_at FROM forgeyard.leases WHERE tenant_id = 't1' AND resource = 'seed'$$,
                   $$VALUES ('alice'::text, 1893456010000000::bigint, NULL::timestamptz)$$,
                   'the refused calls changed nothing');
+SELECT results_eq($$SELECT tenant_id, scope, key, status FROM forgeyard.idempotency_keys ORDER BY 1, 2, 3$$,
+                  $$VALUES ('t1'::text, 'acc'::text, 'app-key'::text, 'completed'::text), ('t2', 'acc', 'maint-key', 'in_progress')$$,
+                  'the refused idempotency calls created, changed and removed no key');
 
 -------------------------------------------------------------------------------------------------
 -- Tenant binding: FY040 for any other tenant, and for "all tenants"

@@ -6,6 +6,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 }
 
 #include "pg/spi.hpp"
@@ -82,12 +83,18 @@ std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json) {
 namespace {
 void (*relation_forget)(Oid) noexcept = nullptr;
 void relation_callback(Datum, Oid relid) { relation_forget(relid); }
+// ALTER SCHEMA ... RENAME invalidates no relcache entry, yet it changes the schema-qualified
+// names kept with the relations: forget them all (a new table could take the old name).
+void namespace_callback(Datum, int, uint32) { relation_forget(InvalidOid); }
 }  // namespace
 
 void on_relation_invalidated(void (*forget)(Oid relid) noexcept) {
   if (relation_forget != nullptr) return;
   relation_forget = forget;
-  guard([] { CacheRegisterRelcacheCallback(relation_callback, (Datum)0); });
+  guard([] {
+    CacheRegisterRelcacheCallback(relation_callback, (Datum)0);
+    CacheRegisterSyscacheCallback(NAMESPACEOID, namespace_callback, (Datum)0);
+  });
 }
 
 }  // namespace fy::pg

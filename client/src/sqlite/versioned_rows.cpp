@@ -147,7 +147,7 @@ void SqliteVersionedRows::enable(std::string_view table) {
         throw Error("42703", t.name + " has no entity_version column", "add: entity_version INTEGER NOT NULL DEFAULT 1");
       std::string type = column->second.type;
       std::transform(type.begin(), type.end(), type.begin(), ::toupper);
-      if ((type != "INTEGER" && type != "BIGINT") || !column->second.not_null || column->second.default_value != "1")
+      if ((type != "INTEGER" && type != "BIGINT") || !column->second.not_null || (column->second.default_value != "1" && column->second.default_value != "'1'"))
         throw Error("22023", "entity_version of " + t.name + " must be INTEGER NOT NULL DEFAULT 1");
       if (is_versioned(db, t)) return;
       db.exec(("CREATE TRIGGER " + quote("forgeyard_versioning_insert_" + t.name) + " BEFORE INSERT ON " + t.quoted +
