@@ -16,11 +16,12 @@
 
 namespace {
 
-constexpr const char* usage_text = R"(usage: forgeyard [--store URL] COMMAND ...
+constexpr const char* usage_text = R"(usage: forgeyard [--store URL] [--unnamed-statements] COMMAND ...
 
 Stores: --store URL or $FORGEYARD_STORE; postgresql://... (the forgeyard extension) or
 sqlite:///path; default: the embedded store under $XDG_DATA_HOME/forgeyard (else
-~/.local/share/forgeyard).
+~/.local/share/forgeyard). --unnamed-statements: no named prepared statements (PgBouncer
+in transaction mode).
 
 Commands:
   storage status                               backend, location, schema, migrations, health
@@ -277,6 +278,7 @@ int exit_code_for(const forgeyard::Error& e) {
 
 int main(int argc, char** argv) {
   Args args;
+  forgeyard::StoreOptions options;
   std::string url = std::getenv("FORGEYARD_STORE") != nullptr ? std::getenv("FORGEYARD_STORE") : "";
   try {
     for (int i = 1; i < argc; ++i) {
@@ -284,6 +286,10 @@ int main(int argc, char** argv) {
       if (arg == "-h" || arg == "--help") {
         std::cout << usage_text;
         return 0;
+      }
+      if (arg == "--unnamed-statements") {
+        options.prepared_statements = false;
+        continue;
       }
       if (arg == "--version") {
         std::cout << "forgeyard 0.1.0\n";
@@ -305,7 +311,7 @@ int main(int argc, char** argv) {
     if (group != "storage" && group != "lease" && group != "cas" && group != "idem")
       throw Usage("unknown command: " + group);
     if (group == "storage" && verb != "status") throw Usage("unknown storage command: " + verb);
-    auto store = forgeyard::open(url);
+    auto store = forgeyard::open(url, options);
     if (group == "storage") {
       args.no_more_options();
       return storage_status(*store);

@@ -107,10 +107,14 @@ BOOST_AUTO_TEST_CASE(two_processes_share_one_store) {
   // Two CLI processes race for one lease on the same store while this process holds it open.
   const std::string resource = unique("proc");
   auto run = [&](const std::string& owner) {
+    std::vector<const char*> argv{"forgeyard", "--store", url.c_str()};
+    if (unnamed_statements) argv.push_back("--unnamed-statements");  // PgBouncer in transaction mode
+    for (const char* a : {"lease", "acquire", tenant.c_str(), resource.c_str(), owner.c_str(), "--ttl", "1h"})
+      argv.push_back(a);
+    argv.push_back(nullptr);
     pid_t pid = fork();
     if (pid == 0) {
-      execl(FORGEYARD_CLI, "forgeyard", "--store", url.c_str(), "lease", "acquire", tenant.c_str(),
-            resource.c_str(), owner.c_str(), "--ttl", "1h", static_cast<char*>(nullptr));
+      execv(FORGEYARD_CLI, const_cast<char* const*>(argv.data()));
       _exit(127);
     }
     return pid;
