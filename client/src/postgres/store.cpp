@@ -4,6 +4,7 @@
 
 #include "backends.hpp"
 #include "pool.hpp"
+#include "transaction_state.hpp"
 #include "postgres/leases.hpp"
 #include "postgres/versioned_rows.hpp"
 
@@ -71,50 +72,41 @@ class PooledSession final : public PgSession {
 class PgTransaction final : public Transaction, private PgSession {
  public:
   explicit PgTransaction(Shared& shared)
-      : shared_(shared), conn_(shared.pool.acquire()), leases_(*this), rows_(*this), idempotency_(*this) {
-    shared_.instruments.measure("tx.begin", [&] { conn_->command("BEGIN"); });
-    open_ = true;
+      : shared_(shared),
+        state_(shared.instruments),
+        conn_(shared.pool.acquire()),
+        leases_(*this),
+        rows_(*this),
+        idempotency_(*this) {
+    state_.begin([&] { conn_->command("BEGIN"); });
   }
   ~PgTransaction() override {
-    if (!open_) return;
-    try {
-      rollback();
-    } catch (const std::exception& e) {
-      // The connection is not reusable now; the pool closes it when it comes back.
-      log().warn("rollback in transaction destructor failed: {}", e.what());
-    }
+    state_.abandon([&] { conn_->command("ROLLBACK"); });
   }
   Leases& leases() override { return leases_; }
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   void commit() override {
-    check_open();
-    open_ = false;
-    shared_.instruments.measure("tx.commit", [&] { conn_->commit(); });
+    state_.end("tx.commit", [&] { conn_->commit(); });
   }
   void rollback() override {
-    check_open();
-    open_ = false;
-    shared_.instruments.measure("tx.rollback", [&] { conn_->command("ROLLBACK"); });
+    state_.end("tx.rollback", [&] { conn_->command("ROLLBACK"); });
   }
 
  private:
   PgResult run(const PgStatement& statement, const PgParams& params) override {
-    check_open();
+    state_.check_open();
     shared_.apply_clock(*conn_);
     return conn_->exec(statement, params);
   }
   Instruments& instruments() override { return shared_.instruments; }
-  void check_open() const {
-    if (!open_) throw Error(ErrorKind::InvalidArgument, "25000", "the transaction is already committed or rolled back");
-  }
 
   Shared& shared_;
+  TransactionState state_;
   PgPool::Handle conn_;
   PgLeases leases_;
   PgVersionedRows rows_;
   PgIdempotency idempotency_;
-  bool open_ = false;
 };
 
 class PgStore final : public Store {

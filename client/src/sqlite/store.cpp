@@ -4,6 +4,7 @@
 
 #include "backends.hpp"
 #include "pool.hpp"
+#include "transaction_state.hpp"
 #include "sqlite/file_lock.hpp"
 #include "sqlite/leases.hpp"
 #include "sqlite/migrations.hpp"
@@ -60,25 +61,22 @@ class PooledSession final : public SqliteSession {
 class SqliteTransaction final : public Transaction, private SqliteSession {
  public:
   explicit SqliteTransaction(Shared& shared)
-      : shared_(shared), db_(shared.pool.acquire()), leases_(*this), rows_(*this), idempotency_(*this) {
-    shared_.instruments.measure("tx.begin", [&] { db_->exec("BEGIN IMMEDIATE"); });
-    open_ = true;
+      : shared_(shared),
+        state_(shared.instruments),
+        db_(shared.pool.acquire()),
+        leases_(*this),
+        rows_(*this),
+        idempotency_(*this) {
+    state_.begin([&] { db_->exec("BEGIN IMMEDIATE"); });
   }
   ~SqliteTransaction() override {
-    if (!open_) return;
-    try {
-      rollback();
-    } catch (const std::exception& e) {
-      log().warn("rollback in transaction destructor failed: {}", e.what());
-    }
+    state_.abandon([&] { db_->exec("ROLLBACK"); });
   }
   Leases& leases() override { return leases_; }
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   void commit() override {
-    check_open();
-    open_ = false;
-    shared_.instruments.measure("tx.commit", [&] {
+    state_.end("tx.commit", [&] {
       if (failed_) {
         db_->exec("ROLLBACK");
         throw Error(ErrorKind::Internal, "25P02", "the transaction had failed and was rolled back, not committed");
@@ -87,14 +85,12 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
     });
   }
   void rollback() override {
-    check_open();
-    open_ = false;
-    shared_.instruments.measure("tx.rollback", [&] { db_->exec("ROLLBACK"); });
+    state_.end("tx.rollback", [&] { db_->exec("ROLLBACK"); });
   }
 
  private:
   void write(const std::function<void(Db&)>& work) override {
-    check_open();
+    state_.check_open();
     if (failed_)
       throw Error(ErrorKind::Internal, "25P02",
                   "current transaction is aborted, commands ignored until end of transaction block");
@@ -107,17 +103,14 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   }
   std::int64_t now_usecs() override { return shared_.now_usecs(); }
   Instruments& instruments() override { return shared_.instruments; }
-  void check_open() const {
-    if (!open_) throw Error(ErrorKind::InvalidArgument, "25000", "the transaction is already committed or rolled back");
-  }
 
   Shared& shared_;
+  TransactionState state_;
   SqlitePool::Handle db_;
   SqliteLeases leases_;
   SqliteVersionedRows rows_;
   SqliteIdempotency idempotency_;
-  bool open_ = false;
-  bool failed_ = false;
+  bool failed_ = false;  // like PostgreSQL, an error aborts the transaction
 };
 
 class SqliteStore final : public Store {
