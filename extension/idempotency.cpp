@@ -31,14 +31,12 @@ struct Stored {
   core::IdempotencyRow row;
   std::optional<std::string> recovery_point;
   std::optional<std::string> response;
-  std::int64_t lock_usecs = 0;
-  std::int64_t retain_usecs = 0;
 };
 
 std::optional<Stored> lock_key(pg::Spi& spi, const Key& key) {
   static pg::Statement lock(
       "SELECT i.request_digest, i.status OPERATOR(pg_catalog.=) 'completed', i.attempt, i.locked_until,"
-      "       i.expires_at, i.recovery_point, i.response, i.lock_usecs, i.retain_usecs"
+      "       i.expires_at, i.recovery_point, i.response"
       "  FROM forgeyard.idempotency_keys i"
       " WHERE i.tenant_id OPERATOR(pg_catalog.=) $1 AND i.scope OPERATOR(pg_catalog.=) $2"
       "   AND i.key OPERATOR(pg_catalog.=) $3 FOR UPDATE",
@@ -47,18 +45,29 @@ std::optional<Stored> lock_key(pg::Spi& spi, const Key& key) {
   spi.run(lock, {key.t, key.s, key.k}, [&](const pg::Row& r) {
     stored = Stored{{*r.bytea(1), *r.boolean(2), *r.int8(3), pg::unix_usecs(*r.timestamptz(4)),
                      pg::unix_usecs(*r.timestamptz(5))},
-                    r.text(6), r.bytea(7), *r.int8(8), *r.int8(9)};
+                    r.text(6), r.bytea(7)};
   });
   return stored;
 }
 
-Stored require_key(pg::Spi& spi, const Key& key) {
+// checkpoint / complete / abandon: `changed` is how many rows their statement (which matches
+// only an in-progress key with the caller's attempt) touched. None: say why, from the row.
+void explain_unchanged(pg::Spi& spi, const Key& key, std::uint64_t changed, const std::optional<std::int64_t>& attempt,
+                       const char* operation) {
+  if (changed > 0) return;
   std::optional<Stored> stored = lock_key(spi, key);
   if (!stored)
     throw core::Error(core::sqlstate::no_data_found,
                       "no idempotency key \"" + key.key + "\" in scope \"" + key.scope + "\"");
-  return *stored;
+  core::check_attempt(stored->row, attempt ? &*attempt : nullptr, operation);
+  throw core::Error(core::sqlstate::internal_error, std::string(operation) + " changed no row");
 }
+
+// The WHERE clause of those statements: the key, in progress, and (when given, as $4) the attempt.
+#define FY_IN_PROGRESS_KEY                                                                                  \
+  " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2"                         \
+  "   AND key OPERATOR(pg_catalog.=) $3 AND status OPERATOR(pg_catalog.=) 'in_progress'"                  \
+  "   AND ($4::pg_catalog.int8 IS NULL OR attempt OPERATOR(pg_catalog.=) $4)"
 
 }  // namespace
 }  // namespace fy
@@ -93,27 +102,25 @@ FY_FUNCTION(fy_idem_begin) {
   std::string status = "started";
   std::optional<std::string> recovery_point, response;
   std::int64_t attempt = 1;
-  for (;;) {
+  auto insert_key = [&] {
+    return spi.run(insert, {key.t, key.s, key.k, pg::bytea_value(digest), pg::timestamptz_value(now + lock_ttl),
+                            pg::int8_value(lock_ttl), pg::int8_value(retain), pg::timestamptz_value(now),
+                            pg::timestamptz_value(now + retain)}) > 0;
+  };
+  auto restart_key = [&](std::int64_t new_attempt) {
+    spi.run(restart, {key.t, key.s, key.k, pg::bytea_value(digest), pg::timestamptz_value(now + lock_ttl),
+                      pg::int8_value(lock_ttl), pg::int8_value(retain), pg::timestamptz_value(now),
+                      pg::timestamptz_value(now + retain), pg::int8_value(new_attempt)});
+  };
+  // A new key is one INSERT. If the key exists, or a concurrent first begin holds it uncommitted
+  // (the INSERT waits for that transaction, then does nothing if it committed), decide on the
+  // locked row.
+  while (!insert_key()) {
     std::optional<Stored> stored = lock_key(spi, key);
-    const core::BeginAction action =
-        core::decide_begin(stored ? &stored->row : nullptr, digest, pg::unix_usecs(now));
-    auto insert_key = [&] {
-      return spi.run(insert, {key.t, key.s, key.k, pg::bytea_value(digest), pg::timestamptz_value(now + lock_ttl),
-                              pg::int8_value(lock_ttl), pg::int8_value(retain), pg::timestamptz_value(now),
-                              pg::timestamptz_value(now + retain)}) > 0;
-    };
-    auto restart_key = [&](std::int64_t new_attempt) {
-      spi.run(restart, {key.t, key.s, key.k, pg::bytea_value(digest), pg::timestamptz_value(now + lock_ttl),
-                        pg::int8_value(lock_ttl), pg::int8_value(retain), pg::timestamptz_value(now),
-                        pg::timestamptz_value(now + retain), pg::int8_value(new_attempt)});
-    };
-    switch (action) {
-      case core::BeginAction::start:
-        if (stored) {
-          restart_key(1);  // past its retention: the key counts as unused
-        } else if (!insert_key()) {
-          continue;  // a concurrent first begin committed meanwhile (the insert waited for it): look again
-        }
+    if (!stored) continue;  // deleted meanwhile (abandon, purge): insert again
+    switch (core::decide_begin(&stored->row, digest, pg::unix_usecs(now))) {
+      case core::BeginAction::start:  // past its retention: the key counts as unused
+        restart_key(1);
         break;
       case core::BeginAction::take_over:
         attempt = stored->row.attempt + 1;
@@ -148,18 +155,19 @@ FY_FUNCTION(fy_idem_begin) {
 // idem_checkpoint(tenant, scope, key, recovery_point, attempt): records progress, extends the lock.
 FY_FUNCTION(fy_idem_checkpoint) {
   static pg::Statement save(
-      "UPDATE forgeyard.idempotency_keys SET recovery_point = $4, locked_until = $5"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2 AND key OPERATOR(pg_catalog.=) $3",
-      {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID});
+      "UPDATE forgeyard.idempotency_keys SET recovery_point = $5,"
+      "   locked_until = $6 OPERATOR(pg_catalog.+) (lock_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval)"
+      FY_IN_PROGRESS_KEY,
+      {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID});
   const Key key = key_args(fcinfo);
   const std::string recovery_point = *pg::text_arg(fcinfo, 3, "recovery_point", core::max_recovery_point_bytes, false);
   const std::optional<std::int64_t> attempt = pg::optional_int8_arg(fcinfo, 4);
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, key.tenant);
-  const Stored stored = require_key(spi, key);
-  core::check_attempt(stored.row, attempt ? &*attempt : nullptr, "checkpoint");
-  spi.run(save, {key.t, key.s, key.k, pg::text_value(recovery_point), pg::timestamptz_value(now + stored.lock_usecs)});
+  const std::uint64_t changed = spi.run(save, {key.t, key.s, key.k, attempt ? pg::int8_value(*attempt) : pg::null_value(),
+                                               pg::text_value(recovery_point), pg::timestamptz_value(now)});
+  explain_unchanged(spi, key, changed, attempt, "checkpoint");
   spi.finish();
   return (Datum)0;
 }
@@ -167,41 +175,40 @@ FY_FUNCTION(fy_idem_checkpoint) {
 // idem_complete(tenant, scope, key, response, attempt): stores the response; later begins replay it.
 FY_FUNCTION(fy_idem_complete) {
   static pg::Statement complete(
-      "UPDATE forgeyard.idempotency_keys SET status = 'completed', response = $4, completed_at = $5,"
-      "   locked_until = $5, expires_at = $6"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2 AND key OPERATOR(pg_catalog.=) $3",
-      {TEXTOID, TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID, TIMESTAMPTZOID});
+      "UPDATE forgeyard.idempotency_keys SET status = 'completed', response = $5, completed_at = $6, locked_until = $6,"
+      "   expires_at = $6 OPERATOR(pg_catalog.+) (retain_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval)"
+      FY_IN_PROGRESS_KEY,
+      {TEXTOID, TEXTOID, TEXTOID, INT8OID, BYTEAOID, TIMESTAMPTZOID});
   const Key key = key_args(fcinfo);
-  const std::optional<std::string> response =
-      pg::bytea_arg(fcinfo, 3, "response", core::max_response_bytes, true);
+  const std::optional<std::string> response = pg::bytea_arg(fcinfo, 3, "response", core::max_response_bytes, true);
   const std::optional<std::int64_t> attempt = pg::optional_int8_arg(fcinfo, 4);
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, key.tenant);
-  const Stored stored = require_key(spi, key);
-  core::check_attempt(stored.row, attempt ? &*attempt : nullptr, "complete");
-  spi.run(complete, {key.t, key.s, key.k, pg::optional_bytea_value(response), pg::timestamptz_value(now),
-                     pg::timestamptz_value(now + stored.retain_usecs)});
+  const std::uint64_t changed =
+      spi.run(complete, {key.t, key.s, key.k, attempt ? pg::int8_value(*attempt) : pg::null_value(),
+                         pg::optional_bytea_value(response), pg::timestamptz_value(now)});
+  explain_unchanged(spi, key, changed, attempt, "complete");
   spi.finish();
   return (Datum)0;
 }
 
 // idem_abandon(tenant, scope, key, attempt): gives the key up so that the next begin starts afresh.
 FY_FUNCTION(fy_idem_abandon) {
-  static pg::Statement remove(
-      "DELETE FROM forgeyard.idempotency_keys"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2 AND key OPERATOR(pg_catalog.=) $3",
-      {TEXTOID, TEXTOID, TEXTOID});
+  static pg::Statement remove("DELETE FROM forgeyard.idempotency_keys" FY_IN_PROGRESS_KEY,
+                              {TEXTOID, TEXTOID, TEXTOID, INT8OID});
   const Key key = key_args(fcinfo);
   const std::optional<std::int64_t> attempt = pg::optional_int8_arg(fcinfo, 3);
   pg::Spi spi;
   check_tenant(spi, key.tenant);
-  const Stored stored = require_key(spi, key);
-  core::check_attempt(stored.row, attempt ? &*attempt : nullptr, "abandon");
-  spi.run(remove, {key.t, key.s, key.k});
+  const std::uint64_t changed =
+      spi.run(remove, {key.t, key.s, key.k, attempt ? pg::int8_value(*attempt) : pg::null_value()});
+  explain_unchanged(spi, key, changed, attempt, "abandon");
   spi.finish();
   return (Datum)0;
 }
+
+#undef FY_IN_PROGRESS_KEY
 
 // idem_status(tenant, scope, key) -> (status, attempt, recovery_point, locked_until, expires_at); for operators.
 FY_FUNCTION(fy_idem_status) {
