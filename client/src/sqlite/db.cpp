@@ -78,7 +78,7 @@ double Query::real(int column) const {
   return sqlite3_column_double(stmt_, column);
 }
 
-Db::Db(const std::string& path, const StoreOptions& options) {
+Db::Db(const std::string& path, const StoreOptions& options) : path_(path) {
   int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                            nullptr);
   if (rc != SQLITE_OK) {

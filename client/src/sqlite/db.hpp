@@ -63,10 +63,12 @@ class Db {
   // No open transaction: safe to hand to the next caller.
   bool reusable() const { return sqlite3_get_autocommit(db_) != 0; }
   int changes() const { return sqlite3_changes(db_); }
+  const std::string& path() const { return path_; }
   [[noreturn]] void fail(int rc) const;
 
  private:
   sqlite3* db_ = nullptr;
+  std::string path_;
   std::map<const char*, sqlite3_stmt*> statements_;
   std::map<std::string, sqlite3_stmt*> built_statements_;
   sqlite3_stmt* prepare(const char* sql);

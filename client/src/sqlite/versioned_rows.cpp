@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 #include <vector>
 
@@ -34,7 +35,7 @@ std::string quote(const std::string& identifier) {
   return out + "\"";
 }
 
-Table describe(Db& db, std::string_view table) {
+Table read_table(Db& db, std::string_view table) {
   Table t{std::string(table), quote(std::string(table)), {}, {}};
   {
     auto q = db.query("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1");
@@ -70,6 +71,31 @@ Table describe(Db& db, std::string_view table) {
     }
     if (!expression) t.unique_keys.push_back(columns);
   }
+  return t;
+}
+
+bool is_versioned(Db& db, const Table& t);
+
+// Tables read from the schema, kept while the database's schema_version stays the same (any
+// DDL, from any process, changes it).
+std::mutex tables_mutex;
+std::map<std::pair<std::string, std::string>, std::pair<std::int64_t, Table>> tables;  // (file, table)
+
+Table describe(Db& db, std::string_view table) {
+  std::int64_t schema_version = 0;
+  {
+    auto q = db.query("PRAGMA schema_version");
+    if (q.step()) schema_version = q.int64(0);
+  }
+  const auto key = std::make_pair(db.path(), std::string(table));
+  {
+    std::lock_guard lock(tables_mutex);
+    auto it = tables.find(key);
+    if (it != tables.end() && it->second.first == schema_version) return it->second.second;
+  }
+  Table t = read_table(db, table);
+  std::lock_guard lock(tables_mutex);
+  tables[key] = {schema_version, t};
   return t;
 }
 
