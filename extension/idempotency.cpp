@@ -5,6 +5,7 @@
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
+#include "maintenance.hpp"
 #include "tenant.hpp"
 
 namespace fy {
@@ -244,6 +245,19 @@ FY_FUNCTION(fy_idem_status) {
 
 // idem_purge(max_keys, tenant) -> keys deleted whose retention ended. Bounded; safe from several places.
 FY_FUNCTION(fy_idem_purge) {
+  const std::int32_t max_keys = pg::int4_arg(fcinfo, 0, "max_keys");
+  if (max_keys <= 0) throw core::Error(core::sqlstate::invalid_parameter, "max_keys must be positive");
+  const std::optional<std::string> tenant = pg::optional_name_arg(fcinfo, 1, "tenant", core::max_tenant_bytes);
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, tenant);
+  const std::uint64_t purged = maintenance::purge_idempotency_keys(spi, now, max_keys, tenant);
+  spi.finish();
+  return Int32GetDatum(static_cast<std::int32_t>(purged));
+}
+
+std::uint64_t fy::maintenance::purge_idempotency_keys(pg::Spi& spi, TimestampTz now, std::int32_t max_rows,
+                                                      const Tenant& tenant) {
   static pg::Statement purge(
       "DELETE FROM forgeyard.idempotency_keys i USING ("
       "  SELECT e.tenant_id, e.scope, e.key FROM forgeyard.idempotency_keys e"
@@ -253,14 +267,5 @@ FY_FUNCTION(fy_idem_purge) {
       " WHERE i.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND i.scope OPERATOR(pg_catalog.=) d.scope"
       "   AND i.key OPERATOR(pg_catalog.=) d.key",
       {TIMESTAMPTZOID, INT4OID, TEXTOID});
-  const std::int32_t max_keys = pg::int4_arg(fcinfo, 0, "max_keys");
-  if (max_keys <= 0) throw core::Error(core::sqlstate::invalid_parameter, "max_keys must be positive");
-  const std::optional<std::string> tenant = pg::optional_name_arg(fcinfo, 1, "tenant", core::max_tenant_bytes);
-  const TimestampTz now = pg::now();
-  pg::Spi spi;
-  check_tenant(spi, tenant);
-  const std::uint64_t purged =
-      spi.run(purge, {pg::timestamptz_value(now), pg::int4_value(max_keys), pg::optional_text_value(tenant)});
-  spi.finish();
-  return Int32GetDatum(static_cast<std::int32_t>(purged));
+  return spi.run(purge, {pg::timestamptz_value(now), pg::int4_value(max_rows), pg::optional_text_value(tenant)});
 }

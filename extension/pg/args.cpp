@@ -60,10 +60,88 @@ std::optional<std::string> text_arg(FunctionCallInfo fcinfo, int n, const char* 
   return value;
 }
 
+std::optional<std::string> optional_uuid_arg(FunctionCallInfo fcinfo, int n) {
+  if (PG_ARGISNULL(n)) return std::nullopt;
+  const pg_uuid_t* u = PG_GETARG_UUID_P(n);
+  return std::string(reinterpret_cast<const char*>(u->data), UUID_LEN);
+}
+
+std::optional<core::Duration> optional_interval_arg(FunctionCallInfo fcinfo, int n) {
+  if (PG_ARGISNULL(n)) return std::nullopt;
+  const Interval* iv = PG_GETARG_INTERVAL_P(n);
+  return core::Duration{iv->month, iv->day, iv->time};
+}
+
+core::Duration parse_interval(const std::string& text, const std::string& argument) {
+  const char* in = text.c_str();
+  try {
+    const Interval* iv = guard([&] {
+      return DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(in), ObjectIdGetDatum(InvalidOid),
+                                                   Int32GetDatum(-1)));
+    });
+    return core::Duration{iv->month, iv->day, iv->time};
+  } catch (const PgError&) {
+    throw core::Error(core::sqlstate::invalid_parameter, argument + " must be an interval", "got \"" + text + "\"");
+  }
+}
+
+namespace {
+// The elements of a one-dimensional array argument, each converted by `element`.
+template <class T, class F>
+std::optional<std::vector<std::optional<T>>> array_arg(FunctionCallInfo fcinfo, int n, Oid type, F&& element) {
+  if (PG_ARGISNULL(n)) return std::nullopt;
+  ArrayType* array = guard([&] { return PG_GETARG_ARRAYTYPE_P(n); });
+  Datum* values = nullptr;
+  bool* nulls = nullptr;
+  int count = 0;
+  guard([&] {
+    int16 len;
+    bool byval;
+    char align;
+    get_typlenbyvalalign(type, &len, &byval, &align);
+    deconstruct_array(array, type, len, byval, align, &values, &nulls, &count);
+  });
+  std::vector<std::optional<T>> out;
+  out.reserve(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i)
+    out.push_back(nulls[i] ? std::nullopt : std::optional<T>(element(values[i])));
+  return out;
+}
+
+std::string varlena_bytes(Datum d) {
+  varlena* v = guard([&] { return pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d))); });
+  return std::string(VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v));
+}
+}  // namespace
+
+std::optional<std::vector<std::optional<std::string>>> bytea_array_arg(FunctionCallInfo fcinfo, int n) {
+  return array_arg<std::string>(fcinfo, n, BYTEAOID, varlena_bytes);
+}
+
+std::optional<std::vector<std::optional<std::string>>> text_array_arg(FunctionCallInfo fcinfo, int n) {
+  return array_arg<std::string>(fcinfo, n, TEXTOID, varlena_bytes);
+}
+
+std::optional<std::vector<std::optional<std::string>>> uuid_array_arg(FunctionCallInfo fcinfo, int n) {
+  return array_arg<std::string>(fcinfo, n, UUIDOID, [](Datum d) {
+    return std::string(reinterpret_cast<const char*>(DatumGetUUIDP(d)->data), UUID_LEN);
+  });
+}
+
+std::optional<std::vector<std::optional<std::int64_t>>> int8_array_arg(FunctionCallInfo fcinfo, int n) {
+  return array_arg<std::int64_t>(fcinfo, n, INT8OID, [](Datum d) { return DatumGetInt64(d); });
+}
+
 Oid regclass_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
   if (PG_ARGISNULL(n))
     throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
   return PG_GETARG_OID(n);
+}
+
+bool bool_arg(FunctionCallInfo fcinfo, int n, bool if_null) { return PG_ARGISNULL(n) ? if_null : PG_GETARG_BOOL(n); }
+
+Value raw_arg(FunctionCallInfo fcinfo, int n) {
+  return PG_ARGISNULL(n) ? null_value() : Value{PG_GETARG_DATUM(n), false};
 }
 
 Value jsonb_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
@@ -86,8 +164,25 @@ std::int64_t duration_arg(FunctionCallInfo fcinfo, int n, const char* argument, 
 }
 
 TableResult::TableResult(FunctionCallInfo fcinfo) {
-  guard([&] { InitMaterializedSRF(fcinfo, 0); });
   rsinfo_ = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  guard([&] {
+    Oid type = InvalidOid;
+    if (get_call_result_type(fcinfo, &type, nullptr) != TYPEFUNC_SCALAR) {
+      InitMaterializedSRF(fcinfo, 0);
+      return;
+    }
+    // A one-column RETURNS TABLE is a set of scalars, which InitMaterializedSRF refuses.
+    if (rsinfo_ == nullptr || !IsA(rsinfo_, ReturnSetInfo) || (rsinfo_->allowedModes & SFRM_Materialize) == 0)
+      ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                      errmsg("set-valued function called in context that cannot accept a set")));
+    MemoryContext old = MemoryContextSwitchTo(rsinfo_->econtext->ecxt_per_query_memory);
+    TupleDesc desc = CreateTemplateTupleDesc(1);
+    TupleDescInitEntry(desc, 1, "value", type, -1, 0);
+    rsinfo_->returnMode = SFRM_Materialize;
+    rsinfo_->setResult = tuplestore_begin_heap((rsinfo_->allowedModes & SFRM_Materialize_Random) != 0, false, work_mem);
+    rsinfo_->setDesc = desc;
+    MemoryContextSwitchTo(old);
+  });
 }
 
 void TableResult::add_row(std::initializer_list<Value> values) {

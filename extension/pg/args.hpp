@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pg/spi.hpp"
 
@@ -25,8 +26,23 @@ std::optional<std::string> bytea_arg(FunctionCallInfo fcinfo, int n, const char*
 // text of any length up to max_bytes (22001), empty allowed; nullopt when NULL and optional.
 std::optional<std::string> text_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::size_t max_bytes,
                                     bool optional);
+// A uuid (16 bytes), or nullopt when NULL.
+std::optional<std::string> optional_uuid_arg(FunctionCallInfo fcinfo, int n);
+// An interval argument as core::Duration (NULL: nullopt), and interval text parsed the same
+// way; bad text is 22023 naming `argument`.
+std::optional<core::Duration> optional_interval_arg(FunctionCallInfo fcinfo, int n);
+core::Duration parse_interval(const std::string& text, const std::string& argument);
+// Array arguments (NULL array: nullopt); elements may be NULL.
+std::optional<std::vector<std::optional<std::string>>> bytea_array_arg(FunctionCallInfo fcinfo, int n);
+std::optional<std::vector<std::optional<std::string>>> text_array_arg(FunctionCallInfo fcinfo, int n);
+std::optional<std::vector<std::optional<std::string>>> uuid_array_arg(FunctionCallInfo fcinfo, int n);
+std::optional<std::vector<std::optional<std::int64_t>>> int8_array_arg(FunctionCallInfo fcinfo, int n);
 // A relation (regclass): 22004 when NULL.
 Oid regclass_arg(FunctionCallInfo fcinfo, int n, const char* argument);
+// A boolean argument; NULL gives `if_null`.
+bool bool_arg(FunctionCallInfo fcinfo, int n, bool if_null);
+// An argument passed through unchanged (NULL stays NULL), e.g. an array handed on to SQL.
+Value raw_arg(FunctionCallInfo fcinfo, int n);
 // The raw datum of a jsonb argument: 22004 when NULL.
 Value jsonb_arg(FunctionCallInfo fcinfo, int n, const char* argument);
 std::int32_t int4_arg(FunctionCallInfo fcinfo, int n, const char* argument);

@@ -16,5 +16,10 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
+#include "access/tupdesc.h"
+#include "utils/array.h"
+#include "utils/tuplestore.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "utils/uuid.h"
 }

@@ -25,6 +25,22 @@ Value bytea_value(std::string_view bytes) {
   return {PointerGetDatum(b), false};
 }
 
+Value uuid_value(std::string_view bytes16) {
+  pg_uuid_t* u = guard([] { return static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t))); });
+  memcpy(u->data, bytes16.data(), UUID_LEN);
+  return {UUIDPGetDatum(u), false};
+}
+
+Value optional_uuid_value(const std::optional<std::string>& bytes16) {
+  return bytes16 ? uuid_value(*bytes16) : null_value();
+}
+
+Value interval_value(std::int64_t usecs) {
+  Interval* iv = guard([] { return static_cast<Interval*>(palloc0(sizeof(Interval))); });
+  iv->time = usecs;
+  return {IntervalPGetDatum(iv), false};
+}
+
 Value optional_bytea_value(const std::optional<std::string>& bytes) {
   return bytes ? bytea_value(*bytes) : null_value();
 }
@@ -101,6 +117,14 @@ std::optional<std::string> Row::bytea(int column) const {
   return std::string(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
 }
 
+std::optional<std::string> Row::uuid(int column) const {
+  bool null = true;
+  Datum d = datum(column, &null);
+  if (null) return std::nullopt;
+  const pg_uuid_t* u = DatumGetUUIDP(d);
+  return std::string(reinterpret_cast<const char*>(u->data), UUID_LEN);
+}
+
 std::optional<TimestampTz> Row::timestamptz(int column) const {
   bool null = true;
   Datum d = datum(column, &null);
@@ -120,15 +144,15 @@ std::uint64_t Spi::execute(Statement& statement, std::initializer_list<Value> ar
   const int n = statement.arg_count();
   if (static_cast<int>(args.size()) != n)
     throw core::Error(core::sqlstate::internal_error, "statement argument count mismatch");
-  Datum values[16];
-  char nulls[16];
+  SPIPlanPtr plan = statement.plan();  // refuses more than max_args arguments
+  Datum values[Statement::max_args];
+  char nulls[Statement::max_args];
   int i = 0;
   for (const Value& v : args) {
     values[i] = v.datum;
     nulls[i] = v.is_null ? 'n' : ' ';
     ++i;
   }
-  SPIPlanPtr plan = statement.plan();
   int rc = guard([&] { return SPI_execute_plan(plan, values, nulls, false, 0); });
   if (rc < 0)
     throw core::Error(core::sqlstate::internal_error,

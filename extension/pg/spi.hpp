@@ -26,6 +26,10 @@ inline Value timestamptz_value(TimestampTz v) { return {TimestampTzGetDatum(v), 
 inline Value oid_value(Oid v) { return {ObjectIdGetDatum(v), false}; }
 inline Value null_value() { return {}; }
 Value bytea_value(std::string_view bytes);
+// A uuid from its 16 bytes.
+Value uuid_value(std::string_view bytes16);
+Value optional_uuid_value(const std::optional<std::string>& bytes16);
+Value interval_value(std::int64_t usecs);
 Value optional_bytea_value(const std::optional<std::string>& bytes);
 
 // A schema-qualified statement, prepared on first use and kept for the life of the backend.
@@ -38,8 +42,9 @@ class Statement {
   // A statement built at run time (from catalog names), kept per distinct SQL text.
   static Statement& cached(const std::string& sql, std::initializer_list<Oid> arg_types);
 
+  static constexpr int max_args = 32;
+
  private:
-  static constexpr int max_args = 16;
   std::string sql_;
   Oid types_[max_args];
   int nargs_;
@@ -56,6 +61,7 @@ class Row {
   std::optional<bool> boolean(int column) const;
   std::optional<Oid> oid(int column) const;
   std::optional<std::string> bytea(int column) const;
+  std::optional<std::string> uuid(int column) const;  // 16 bytes
   std::optional<TimestampTz> timestamptz(int column) const;
 
  private:

@@ -1,0 +1,88 @@
+// forgeyard.maintain(): every clean-up step, bounded, safe from several places at once.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "maintenance.hpp"
+#include "pg/args.hpp"
+#include "pg/clock.hpp"
+#include "tenant.hpp"
+
+namespace fy::maintenance {
+
+std::uint64_t purge_queue_events(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, const Tenant& tenant) {
+  static pg::Statement purge(
+      "DELETE FROM forgeyard.queue_events v USING ("
+      "  SELECT e.tenant_id, e.queue, e.event_id FROM forgeyard.queue_events e"
+      "   WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
+      "     AND ($3::pg_catalog.text IS NULL OR e.tenant_id OPERATOR(pg_catalog.=) $3)"
+      "   ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) d"
+      " WHERE v.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND v.queue OPERATOR(pg_catalog.=) d.queue"
+      "   AND v.event_id OPERATOR(pg_catalog.=) d.event_id",
+      {TIMESTAMPTZOID, INT4OID, TEXTOID});
+  return spi.run(purge, {pg::timestamptz_value(now), pg::int4_value(max_rows), pg::optional_text_value(tenant)});
+}
+
+// Acked messages kept for retain_acked, past it.
+std::uint64_t purge_acked(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, const Tenant& tenant) {
+  static pg::Statement purge(
+      "DELETE FROM forgeyard.messages m USING ("
+      "  SELECT a.msg_id FROM forgeyard.messages a JOIN forgeyard.queues q"
+      "    ON q.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND q.queue OPERATOR(pg_catalog.=) a.queue"
+      "   WHERE a.state OPERATOR(pg_catalog.=) 'acked'"
+      "     AND a.finished_at OPERATOR(pg_catalog.<=) ($1 OPERATOR(pg_catalog.-)"
+      "         (q.retain_acked_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval))"
+      "     AND ($3::pg_catalog.text IS NULL OR a.tenant_id OPERATOR(pg_catalog.=) $3)"
+      "   LIMIT $2 FOR UPDATE OF a SKIP LOCKED) d"
+      " WHERE m.msg_id OPERATOR(pg_catalog.=) d.msg_id",
+      {TIMESTAMPTZOID, INT4OID, TEXTOID});
+  return spi.run(purge, {pg::timestamptz_value(now), pg::int4_value(max_rows), pg::optional_text_value(tenant)});
+}
+
+// Dead letters past their retention, and the oldest beyond each queue's max_dead.
+std::uint64_t purge_dead(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, const Tenant& tenant) {
+  static pg::Statement purge(
+      "DELETE FROM forgeyard.messages m USING ("
+      "  SELECT x.msg_id FROM ("
+      "    SELECT a.msg_id, a.finished_at, q.dead_retention_usecs, q.max_dead,"
+      "           pg_catalog.row_number() OVER (PARTITION BY a.tenant_id, a.queue ORDER BY a.msg_id DESC) AS newest"
+      "      FROM forgeyard.messages a JOIN forgeyard.queues q"
+      "        ON q.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND q.queue OPERATOR(pg_catalog.=) a.queue"
+      "     WHERE a.state OPERATOR(pg_catalog.=) 'dead'"
+      "       AND ($3::pg_catalog.text IS NULL OR a.tenant_id OPERATOR(pg_catalog.=) $3)) x"
+      "   WHERE x.newest OPERATOR(pg_catalog.>) x.max_dead"
+      "      OR x.finished_at OPERATOR(pg_catalog.<=) ($1 OPERATOR(pg_catalog.-)"
+      "         (x.dead_retention_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval))"
+      "   LIMIT $2) d"
+      " WHERE m.msg_id OPERATOR(pg_catalog.=) d.msg_id AND m.state OPERATOR(pg_catalog.=) 'dead'",
+      {TIMESTAMPTZOID, INT4OID, TEXTOID});
+  return spi.run(purge, {pg::timestamptz_value(now), pg::int4_value(max_rows), pg::optional_text_value(tenant)});
+}
+
+}  // namespace fy::maintenance
+
+using namespace fy;
+
+// maintain(max_rows, tenant) -> (task, rows): one bounded pass of every clean-up. Leases are
+// not reaped here: lease_reap hands each expired grant to its reconciler once.
+FY_FUNCTION(fy_maintain) {
+  const std::int32_t max_rows = pg::int4_arg(fcinfo, 0, "max_rows");
+  if (max_rows <= 0) throw core::Error(core::sqlstate::invalid_parameter, "max_rows must be positive");
+  const std::optional<std::string> tenant = pg::optional_name_arg(fcinfo, 1, "tenant", core::max_tenant_bytes);
+  const TimestampTz now = pg::now();
+  constexpr std::int64_t inbox_retention = 7 * core::usecs_per_day;
+  pg::Spi spi;
+  check_tenant(spi, tenant);
+  std::vector<std::pair<const char*, std::uint64_t>> done = {
+      {"idempotency_keys", maintenance::purge_idempotency_keys(spi, now, max_rows, tenant)},
+      {"queue_events", maintenance::purge_queue_events(spi, now, max_rows, tenant)},
+      {"acked_messages", maintenance::purge_acked(spi, now, max_rows, tenant)},
+      {"dead_letters", maintenance::purge_dead(spi, now, max_rows, tenant)},
+      {"inbox", maintenance::purge_inbox(spi, now - inbox_retention, max_rows, tenant)},
+  };
+  spi.finish();
+  pg::TableResult out(fcinfo);
+  for (const auto& [task, rows] : done)
+    out.add_row({pg::text_value(task), pg::int8_value(static_cast<std::int64_t>(rows))});
+  return (Datum)0;
+}
