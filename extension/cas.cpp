@@ -102,20 +102,25 @@ std::vector<std::string> object_keys(const pg::Value& json, const char* argument
   return *keys;
 }
 
-// The key must name the columns of the primary key or of a unique index, exactly, and carry
-// tenant_id where the table has one.
+// The key must contain the columns of the primary key or of a unique index, and carry tenant_id
+// where the table has one.
 void check_key(const Table& t, const std::vector<std::string>& key) {
   if (key.empty()) throw core::Error(invalid_parameter, "key must name at least one column");
   for (const std::string& c : key)
     if (!t.has(c)) throw core::Error(invalid_parameter, "key names unknown column \"" + c + "\" of " + t.name);
   if (t.has(core::tenant_column) && std::find(key.begin(), key.end(), core::tenant_column) == key.end())
     throw core::Error(invalid_parameter, "key must include tenant_id: " + t.name + " has a tenant_id column");
+  // Unique when it contains every column of the primary key or of a unique index (tenant_id
+  // may come on top of a globally unique id).
   const std::set<std::string> wanted(key.begin(), key.end());
-  if (std::find(t.unique_keys.begin(), t.unique_keys.end(), wanted) == t.unique_keys.end()) {
+  const bool unique = std::any_of(t.unique_keys.begin(), t.unique_keys.end(), [&](const std::set<std::string>& u) {
+    return std::includes(wanted.begin(), wanted.end(), u.begin(), u.end());
+  });
+  if (!unique) {
     std::string list;
     for (const std::string& c : key) list += (list.empty() ? "" : ",") + c;
     throw core::Error(invalid_parameter,
-                      "key columns (" + list + ") are not the primary key or a unique index of " + t.name);
+                      "key columns (" + list + ") do not contain the primary key or a unique index of " + t.name);
   }
 }
 

@@ -80,16 +80,19 @@ FY_FUNCTION(fy_idem_begin) {
   static pg::Statement insert(
       "INSERT INTO forgeyard.idempotency_keys (tenant_id, scope, key, request_digest, status, attempt,"
       "   locked_until, lock_usecs, retain_usecs, created_at, expires_at)"
-      " VALUES ($1, $2, $3, $4, 'in_progress', 1, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+      " VALUES ($1, $2, $3, $4, 'in_progress', pg_catalog.nextval('forgeyard.idempotency_attempts'), $5, $6, $7,"
+      "         $8, $9) ON CONFLICT DO NOTHING RETURNING attempt",
       {TEXTOID, TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID});
   static pg::Statement restart(
-      "UPDATE forgeyard.idempotency_keys SET request_digest = $4, status = 'in_progress', attempt = $10,"
-      "   recovery_point = CASE WHEN $10 OPERATOR(pg_catalog.=) 1 THEN NULL ELSE recovery_point END,"
+      "UPDATE forgeyard.idempotency_keys SET request_digest = $4, status = 'in_progress',"
+      "   attempt = pg_catalog.nextval('forgeyard.idempotency_attempts'),"
+      "   recovery_point = CASE WHEN $10 THEN recovery_point END,"
       "   response = NULL, completed_at = NULL, locked_until = $5, lock_usecs = $6, retain_usecs = $7,"
-      "   created_at = CASE WHEN $10 OPERATOR(pg_catalog.=) 1 THEN $8 ELSE created_at END, expires_at = $9"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2 AND key OPERATOR(pg_catalog.=) $3",
+      "   created_at = CASE WHEN $10 THEN created_at ELSE $8 END, expires_at = $9"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2 AND key OPERATOR(pg_catalog.=) $3"
+      " RETURNING attempt",
       {TEXTOID, TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID,
-       INT8OID});
+       BOOLOID});
   const Key key = key_args(fcinfo);
   const std::string digest =
       *pg::bytea_arg(fcinfo, 3, "request_digest", core::max_request_digest_bytes, false, 1);
@@ -102,16 +105,20 @@ FY_FUNCTION(fy_idem_begin) {
   check_tenant(spi, key.tenant);
   std::string status = "started";
   std::optional<std::string> recovery_point, response;
-  std::int64_t attempt = 1;
+  std::int64_t attempt = 0;
   auto insert_key = [&] {
     return spi.run(insert, {key.t, key.s, key.k, pg::bytea_value(digest), pg::timestamptz_value(now + lock_ttl),
                             pg::int8_value(lock_ttl), pg::int8_value(retain), pg::timestamptz_value(now),
-                            pg::timestamptz_value(now + retain)}) > 0;
+                            pg::timestamptz_value(now + retain)},
+                   [&](const pg::Row& r) { attempt = *r.int8(1); }) > 0;
   };
-  auto restart_key = [&](std::int64_t new_attempt) {
-    spi.run(restart, {key.t, key.s, key.k, pg::bytea_value(digest), pg::timestamptz_value(now + lock_ttl),
-                      pg::int8_value(lock_ttl), pg::int8_value(retain), pg::timestamptz_value(now),
-                      pg::timestamptz_value(now + retain), pg::int8_value(new_attempt)});
+  // A new attempt on the existing row; `resume` keeps its recovery point (a take-over).
+  auto restart_key = [&](bool resume) {
+    spi.run(restart,
+            {key.t, key.s, key.k, pg::bytea_value(digest), pg::timestamptz_value(now + lock_ttl),
+             pg::int8_value(lock_ttl), pg::int8_value(retain), pg::timestamptz_value(now),
+             pg::timestamptz_value(now + retain), pg::bool_value(resume)},
+            [&](const pg::Row& r) { attempt = *r.int8(1); });
   };
   // A new key is one INSERT. If the key exists, or a concurrent first begin holds it uncommitted
   // (the INSERT waits for that transaction, then does nothing if it committed), decide on the
@@ -121,12 +128,11 @@ FY_FUNCTION(fy_idem_begin) {
     if (!stored) continue;  // deleted meanwhile (abandon, purge): insert again
     switch (core::decide_begin(&stored->row, digest, pg::unix_usecs(now))) {
       case core::BeginAction::start:  // past its retention: the key counts as unused
-        restart_key(1);
+        restart_key(false);
         break;
       case core::BeginAction::take_over:
-        attempt = stored->row.attempt + 1;
         recovery_point = stored->recovery_point;
-        restart_key(attempt);
+        restart_key(true);
         break;
       case core::BeginAction::replay:
         status = "replay";
@@ -157,7 +163,9 @@ FY_FUNCTION(fy_idem_begin) {
 FY_FUNCTION(fy_idem_checkpoint) {
   static pg::Statement save(
       "UPDATE forgeyard.idempotency_keys SET recovery_point = $5,"
-      "   locked_until = $6 OPERATOR(pg_catalog.+) (lock_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval)"
+      "   locked_until = $6 OPERATOR(pg_catalog.+) (lock_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval),"
+      "   expires_at = GREATEST(expires_at,"
+      "     $6 OPERATOR(pg_catalog.+) (lock_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval))"
       FY_IN_PROGRESS_KEY,
       {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID});
   const Key key = key_args(fcinfo);
@@ -262,6 +270,7 @@ std::uint64_t fy::maintenance::purge_idempotency_keys(pg::Spi& spi, TimestampTz 
       "DELETE FROM forgeyard.idempotency_keys i USING ("
       "  SELECT e.tenant_id, e.scope, e.key FROM forgeyard.idempotency_keys e"
       "   WHERE e.expires_at OPERATOR(pg_catalog.<=) $1"
+      "     AND (e.status OPERATOR(pg_catalog.=) 'completed' OR e.locked_until OPERATOR(pg_catalog.<=) $1)"
       "     AND ($3::pg_catalog.text IS NULL OR e.tenant_id OPERATOR(pg_catalog.=) $3)"
       "   ORDER BY e.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) d"
       " WHERE i.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND i.scope OPERATOR(pg_catalog.=) d.scope"

@@ -36,7 +36,7 @@ using namespace fy;
 // lease_acquire(tenant, resource, owner, ttl) -> (acquired, epoch, holder, expires_at)
 FY_FUNCTION(fy_lease_acquire) {
   static pg::Statement lock(
-      "SELECT l.owner, l.epoch, l.expires_at, l.released_at IS NOT NULL FROM forgeyard.leases l"
+      "SELECT l.owner, l.epoch, l.expires_at, l.released_at IS NOT NULL, l.reaped_at IS NOT NULL FROM forgeyard.leases l"
       " WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.resource OPERATOR(pg_catalog.=) $2 FOR UPDATE",
       {TEXTOID, TEXTOID});
   static pg::Statement insert(
@@ -49,8 +49,8 @@ FY_FUNCTION(fy_lease_acquire) {
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2",
       {TEXTOID, TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID});
   static pg::Statement extend(
-      "UPDATE forgeyard.leases SET expires_at = $3"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2",
+      "UPDATE forgeyard.leases SET expires_at = GREATEST(expires_at, $3)"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2 RETURNING expires_at",
       {TEXTOID, TEXTOID, TIMESTAMPTZOID});
 
   const std::string tenant = tenant_arg(fcinfo);
@@ -77,7 +77,7 @@ FY_FUNCTION(fy_lease_acquire) {
     spi.run(lock, {t, r}, [&](const pg::Row& row) {
       current_expires = *row.timestamptz(3);
       current = core::LeaseRow{row.text(1).value_or(""), *row.int8(2), pg::unix_usecs(current_expires),
-                               *row.boolean(4), false};
+                               *row.boolean(4), *row.boolean(5)};
     });
     const core::AcquireDecision decision = core::decide_acquire(current ? &*current : nullptr, owner, now_us);
     epoch = decision.epoch;
@@ -91,8 +91,9 @@ FY_FUNCTION(fy_lease_acquire) {
       case core::AcquireAction::take_over:
         spi.run(take, {t, r, o, pg::int8_value(epoch), pg::timestamptz_value(now), pg::timestamptz_value(expires_at)});
         break;
-      case core::AcquireAction::extend:
-        spi.run(extend, {t, r, pg::timestamptz_value(expires_at)});
+      case core::AcquireAction::extend:  // never shortened: a keeper may hold it for longer
+        spi.run(extend, {t, r, pg::timestamptz_value(expires_at)},
+                [&](const pg::Row& row) { holder_expires = *row.timestamptz(1); });
         break;
       case core::AcquireAction::contended:
         acquired = false, holder = current->owner, holder_expires = current_expires;
@@ -113,7 +114,7 @@ FY_FUNCTION(fy_lease_renew) {
   static pg::Statement renew(
       "UPDATE forgeyard.leases SET expires_at = $5"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
-      "   AND epoch OPERATOR(pg_catalog.=) $3 AND released_at IS NULL"
+      "   AND epoch OPERATOR(pg_catalog.=) $3 AND released_at IS NULL AND reaped_at IS NULL"
       "   AND expires_at OPERATOR(pg_catalog.>) $4",
       {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID});
   const std::string tenant = tenant_arg(fcinfo);
@@ -138,7 +139,7 @@ FY_FUNCTION(fy_lease_release) {
   static pg::Statement release(
       "UPDATE forgeyard.leases SET released_at = $4"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
-      "   AND epoch OPERATOR(pg_catalog.=) $3 AND released_at IS NULL"
+      "   AND epoch OPERATOR(pg_catalog.=) $3 AND released_at IS NULL AND reaped_at IS NULL"
       "   AND expires_at OPERATOR(pg_catalog.>) $4",
       {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
   const std::string tenant = tenant_arg(fcinfo);
@@ -161,7 +162,7 @@ FY_FUNCTION(fy_lease_fence) {
   static pg::Statement fence(
       "SELECT 1 FROM forgeyard.leases"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
-      "   AND epoch OPERATOR(pg_catalog.=) $3 AND released_at IS NULL"
+      "   AND epoch OPERATOR(pg_catalog.=) $3 AND released_at IS NULL AND reaped_at IS NULL"
       "   AND expires_at OPERATOR(pg_catalog.>) $4 FOR KEY SHARE",
       {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
   const std::string tenant = tenant_arg(fcinfo);

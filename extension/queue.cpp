@@ -176,7 +176,8 @@ bool join_partition(pg::Spi& spi, const Queue& queue, const std::optional<std::s
       " ON CONFLICT (tenant_id, queue, partition_key) DO UPDATE SET pending = p.pending OPERATOR(pg_catalog.+) 1"
       " RETURNING pending",
       {TEXTOID, TEXTOID, TEXTOID});
-  if (!key) return true;
+  // Only partition-ordered queues order by key; elsewhere a partition_key is carried, not enforced.
+  if (!key || !queue.options.partitioned) return true;
   bool is_head = true;
   spi.run(partition, {queue.t, queue.q, pg::text_value(*key)}, [&](const pg::Row& r) { is_head = *r.int8(1) == 1; });
   return is_head;
@@ -276,9 +277,11 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
   return msg_id;
 }
 
+// A delay may be zero (the default); NULL is 22004 like every other required argument.
 std::int64_t delay_arg(FunctionCallInfo fcinfo, int n) {
   const std::optional<core::Duration> d = pg::optional_interval_arg(fcinfo, n);
-  if (!d || (d->months == 0 && d->days == 0 && d->usecs == 0)) return 0;
+  if (!d) throw core::Error(core::sqlstate::null_value, "delay must not be NULL");
+  if (d->months == 0 && d->days == 0 && d->usecs == 0) return 0;
   return core::check_duration("delay", *d, core::max_queue_duration_usecs);
 }
 
@@ -309,7 +312,7 @@ void release(pg::Spi& spi, const Queue& queue, int slot, std::int64_t bytes, con
       "     AND n.state OPERATOR(pg_catalog.=) 'pending' ORDER BY n.msg_id LIMIT 1)",
       {TEXTOID, TEXTOID, TEXTOID});
   spi.run(give_back, {queue.t, queue.q, pg::int4_value(slot), pg::int8_value(bytes)});
-  if (!key) return;
+  if (!key || !queue.options.partitioned) return;
   const pg::Value k = pg::text_value(*key);
   std::int64_t pending = 0;
   spi.run(leave_partition, {queue.t, queue.q, k}, [&](const pg::Row& r) { pending = *r.int8(1); });
@@ -522,7 +525,7 @@ FY_FUNCTION(fy_queue_create) {
   check_tenant(spi, tenant);
   const core::QueueOptions o =
       pg::arg_is_null(fcinfo, 2) ? core::QueueOptions{} : parse_options(spi, pg::jsonb_arg(fcinfo, 2, "options"), {});
-  const int slots = core::capacity_slots(o.max_messages);
+  const int slots = core::capacity_slots(o);
   const std::vector<pg::Value> values = option_values(o);
   const pg::Value t = pg::text_value(tenant), q = pg::text_value(name);
   const std::uint64_t created = spi.run(

@@ -20,7 +20,8 @@ Queue load(pg::Spi& spi, FunctionCallInfo fcinfo);
 // Takes room for one message of `bytes` in a capacity slot (FY020 when no slot admits the
 // class) and returns the slot.
 int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes);
-// Counts a pending message into its partition (when it has a key); true if it is the head.
+// Counts a pending message into its partition (a keyed message of a partition-ordered queue);
+// true if it is the head (always, for any other message).
 bool join_partition(pg::Spi& spi, const Queue& queue, const std::optional<std::string>& key);
 // Messages and bytes admitted and not yet released, summed over the slots.
 core::Usage usage(pg::Spi& spi, const Queue& queue);

@@ -12,15 +12,19 @@ void check_tenant(pg::Spi& spi, const std::optional<std::string>& tenant) {
       "SELECT b.role_id::pg_catalog.oid, pg_catalog.bool_or(b.tenant_id OPERATOR(pg_catalog.=) $1)"
       "  FROM forgeyard.tenant_bindings b GROUP BY b.role_id",
       {TEXTOID});
-  const Oid caller = pg::outer_user();
-  bool bound = false;
-  bool matching = false;
+  // Both the role in effect (after SET ROLE) and the login role must be allowed: a login bound
+  // to a tenant cannot step out of its binding by SET ROLE to an unbound group.
+  const Oid callers[] = {pg::outer_user(), pg::session_user()};
+  bool bound[2] = {false, false};
+  bool matching[2] = {false, false};
   spi.run(bindings, {pg::optional_text_value(tenant)}, [&](const pg::Row& row) {
-    if (!pg::is_member_of(caller, *row.oid(1))) return;
-    bound = true;
-    matching = matching || row.boolean(2).value_or(false);
+    for (int i = 0; i < 2; ++i) {
+      if (!pg::is_member_of(callers[i], *row.oid(1))) continue;
+      bound[i] = true;
+      matching[i] = matching[i] || row.boolean(2).value_or(false);
+    }
   });
-  if (!bound || matching) return;
+  if ((!bound[0] || matching[0]) && (!bound[1] || matching[1])) return;
   if (!tenant)
     throw core::Error(core::sqlstate::tenant_denied,
                       "a role bound to tenants must name its tenant",

@@ -1,6 +1,7 @@
 // Tenant scoping: a role bound to tenants (forgeyard.bind_tenant) may act only for them.
 // Bindings follow role membership: a member of a bound group role is bound too, and may act
-// for the union of the tenants bound to the roles it is a member of (itself included).
+// for the union of the tenants bound to the roles it is a member of (itself included). The login
+// (session) role is checked as well as the role in effect, so SET ROLE cannot leave a binding.
 #pragma once
 
 #include <optional>

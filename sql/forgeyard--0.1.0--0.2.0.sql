@@ -49,6 +49,11 @@ COMMENT ON FUNCTION forgeyard.cas_get(regclass, jsonb) IS
 -- Idempotency keys
 -------------------------------------------------------------------------------------------------
 
+-- Attempt numbers: one counter for all keys, so an attempt number is never handed out twice.
+CREATE SEQUENCE forgeyard.idempotency_attempts;
+COMMENT ON SEQUENCE forgeyard.idempotency_attempts IS
+  'Attempt numbers of idempotency keys: strictly increasing, never reused (the fencing token of checkpoint / complete / abandon).';
+
 CREATE TABLE forgeyard.idempotency_keys (
     tenant_id      text        NOT NULL,
     scope          text        NOT NULL,
@@ -77,7 +82,7 @@ CREATE FUNCTION forgeyard.idem_begin(tenant text, scope text, key text, request_
     SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_idem_begin';
 COMMENT ON FUNCTION forgeyard.idem_begin(text, text, text, bytea, interval, interval) IS
-  'Start (status started: do the work, attempt N) or replay (status replay: the stored response) the command under this key. FY011 if the key was used with another request digest, FY010 while a committed begin holds a live lock; an expired lock is taken over with the last recovery point and attempt + 1. Inside a transaction a concurrent duplicate waits for the first and then replays (or proceeds if it rolled back).';
+  'Start (status started: do the work, attempt N) or replay (status replay: the stored response) the command under this key. FY011 if the key was used with another request digest, FY010 while a committed begin holds a live lock; an expired lock is taken over with the last recovery point and a new, greater attempt number (attempt numbers are never reused). Inside a transaction a concurrent duplicate waits for the first and then replays (or proceeds if it rolled back).';
 
 CREATE FUNCTION forgeyard.idem_checkpoint(tenant text, scope text, key text, recovery_point text,
                                           attempt bigint DEFAULT NULL)
@@ -103,7 +108,7 @@ CREATE FUNCTION forgeyard.idem_abandon(tenant text, scope text, key text, attemp
     SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_idem_abandon';
 COMMENT ON FUNCTION forgeyard.idem_abandon(text, text, text, bigint) IS
-  'Give the key up: the next begin starts afresh at attempt 1. FY001 for a stale attempt or a completed key; P0002 for an unknown key.';
+  'Give the key up: the next begin starts afresh (no recovery point, a new attempt number). FY001 for a stale attempt or a completed key; P0002 for an unknown key.';
 
 CREATE FUNCTION forgeyard.idem_status(tenant text, scope text, key text)
     RETURNS TABLE (status text, attempt bigint, recovery_point text, locked_until timestamptz, expires_at timestamptz)
@@ -119,7 +124,7 @@ CREATE FUNCTION forgeyard.idem_purge(max_keys integer DEFAULT 1000, tenant text 
     SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_idem_purge';
 COMMENT ON FUNCTION forgeyard.idem_purge(integer, text) IS
-  'Maintenance: delete up to max_keys keys whose retention ended (oldest first); tenant NULL = all tenants. Safe to run from several places at once.';
+  'Maintenance: delete up to max_keys keys whose retention ended (oldest first), never one an attempt still holds a live lock on; tenant NULL = all tenants. Safe to run from several places at once.';
 
 -------------------------------------------------------------------------------------------------
 -- Access kinds now include the new API; re-grant to every recorded role
@@ -159,4 +164,6 @@ CREATE OR REPLACE FUNCTION forgeyard.access_objects(access text)
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA forgeyard FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA forgeyard FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.idempotency_keys', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.idempotency_attempts', '');
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA forgeyard FROM PUBLIC;
 SELECT forgeyard.apply_access(r.role_id) FROM (SELECT DISTINCT a.role_id FROM forgeyard.role_access a) r;

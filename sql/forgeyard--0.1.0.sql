@@ -104,7 +104,7 @@ COMMENT ON FUNCTION forgeyard.lease_get(text, text) IS
 -- the same rule as check_tenant in extension/tenant.cpp. Superusers get no shortcut here.
 CREATE VIEW forgeyard.lease_status WITH (security_barrier) AS
 WITH RECURSIVE member_of(oid) AS (
-    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user
+    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
     UNION
     SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN member_of ON m.member = member_of.oid
 ), scope AS (

@@ -291,7 +291,7 @@ COMMENT ON FUNCTION forgeyard.maintain(integer, text) IS
 
 CREATE VIEW forgeyard.queue_depth WITH (security_barrier) AS
 WITH RECURSIVE member_of(oid) AS (
-    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user
+    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
     UNION
     SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN member_of ON m.member = member_of.oid
 ), scope AS (
@@ -312,7 +312,7 @@ COMMENT ON VIEW forgeyard.queue_depth IS
 
 CREATE VIEW forgeyard.queue_overview WITH (security_barrier) AS
 WITH RECURSIVE member_of(oid) AS (
-    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user
+    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
     UNION
     SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN member_of ON m.member = member_of.oid
 ), scope AS (

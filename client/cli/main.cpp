@@ -3,8 +3,15 @@
 //   0 done   1 answered "no" (not acquired, not released, no such lease)   2 usage error
 //   3 stale fence or version conflict   4 refused (invalid input, denied, not found, ...)
 //   5 unavailable or timed out: try again later
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <ctime>
 #include <iostream>
 #include <map>
@@ -36,6 +43,20 @@ Commands:
                                                  compare-and-set from version EXPECTED
   idem status TENANT SCOPE KEY                   state of an idempotency key
   idem purge [--max N] [--tenant T]              delete keys whose retention ended
+  queue create TENANT QUEUE [--max-messages N] [--max-bytes N] [--max-payload-bytes N]
+               [--visibility D] [--max-attempts N] [--backoff-base D] [--backoff-max D]
+               [--ordering none|partition] [--dead-letter-payload drop|keep]
+  queue send TENANT QUEUE PAYLOAD|- [--event-id UUID] [--partition-key K] [--priority P] [--delay D]
+  queue claim TENANT QUEUE [--max N] [--visibility D] [--consumer C]
+  queue ack TENANT QUEUE MSG_ID CLAIM_TOKEN
+  queue nack TENANT QUEUE MSG_ID CLAIM_TOKEN [--error TEXT] [--permanent true]
+  queue stats TENANT QUEUE                       depth, bytes, oldest ready age, pressure
+  queue dead TENANT QUEUE [--after MSG_ID] [--max N]
+  queue redrive TENANT QUEUE [MSG_ID...]         dead letters back into the queue
+  queue work TENANT QUEUE COMMAND [--batch N] [--visibility D] [--consumer C] [--until-empty true]
+                                                 run COMMAND (sh -c) per message, payload on stdin
+                                                 and FORGEYARD_MSG_ID etc. in its environment:
+                                                 exit 0 acks, exit 100 dead-letters, else retry
 
 Durations: 500ms, 30s, 5m, 2h, 1d.  Values are text; the backend converts them to the
 column's type.  Output: key=value lines on stdout; errors on stderr.
@@ -261,6 +282,190 @@ int idem_command(forgeyard::Store& store, const std::string& verb, Args& a) {
   throw Usage("unknown idem command: " + verb);
 }
 
+std::string read_stdin() {
+  std::string all, line;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) all.append(buf, n);
+  return all;
+}
+
+void print_delivery(const forgeyard::Delivery& d) {
+  std::cout << "msg_id=" << d.msg_id << " claim_token=" << d.claim_token << " attempt=" << d.attempt
+            << " priority=" << forgeyard::to_string(d.priority) << " partition_key=" << d.partition_key.value_or("")
+            << " event_id=" << d.event_id.value_or("") << " payload=" << d.payload << "\n";
+}
+
+// Runs `command` with sh -c, the payload on its stdin and the delivery in its environment.
+int run_command(const std::string& command, const forgeyard::Delivery& d, const std::string& tenant,
+                const std::string& queue) {
+  int in[2];
+  if (pipe(in) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    dup2(in[0], 0);
+    close(in[0]);
+    close(in[1]);
+    setenv("FORGEYARD_TENANT", tenant.c_str(), 1);
+    setenv("FORGEYARD_QUEUE", queue.c_str(), 1);
+    setenv("FORGEYARD_MSG_ID", std::to_string(d.msg_id).c_str(), 1);
+    setenv("FORGEYARD_ATTEMPT", std::to_string(d.attempt).c_str(), 1);
+    setenv("FORGEYARD_PRIORITY", std::string(forgeyard::to_string(d.priority)).c_str(), 1);
+    setenv("FORGEYARD_PARTITION_KEY", d.partition_key.value_or("").c_str(), 1);
+    setenv("FORGEYARD_EVENT_ID", d.event_id.value_or("").c_str(), 1);
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(in[0]);
+  std::size_t written = 0;
+  while (written < d.payload.size()) {
+    const ssize_t n = write(in[1], d.payload.data() + written, d.payload.size() - written);
+    if (n <= 0) break;  // the command does not read its input: fine
+    written += static_cast<std::size_t>(n);
+  }
+  close(in[1]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::atomic<bool> stop_signal{false};
+extern "C" void on_stop_signal(int) { stop_signal = true; }
+
+int queue_command(forgeyard::Store& store, const std::string& verb, Args& a) {
+  auto& queues = store.queues();
+  if (verb == "create") {
+    forgeyard::QueueOptions o;
+    o.max_messages = parse_int(a.take_option("max-messages", std::to_string(o.max_messages)), "--max-messages");
+    o.max_bytes = parse_int(a.take_option("max-bytes", std::to_string(o.max_bytes)), "--max-bytes");
+    o.max_payload_bytes =
+        parse_int(a.take_option("max-payload-bytes", std::to_string(o.max_payload_bytes)), "--max-payload-bytes");
+    o.visibility_timeout = parse_duration(a.take_option("visibility", "30s"));
+    o.max_attempts = parse_int(a.take_option("max-attempts", std::to_string(o.max_attempts)), "--max-attempts");
+    o.backoff_base = parse_duration(a.take_option("backoff-base", "1s"));
+    o.backoff_max = parse_duration(a.take_option("backoff-max", "5m"));
+    const std::string ordering = a.take_option("ordering", "none");
+    if (ordering != "none" && ordering != "partition") throw Usage("--ordering must be none or partition");
+    o.partition_ordered = ordering == "partition";
+    const std::string dead = a.take_option("dead-letter-payload", "drop");
+    if (dead != "drop" && dead != "keep") throw Usage("--dead-letter-payload must be drop or keep");
+    o.keep_dead_letter_payload = dead == "keep";
+    a.no_more_options();
+    a.expect(2, "queue create TENANT QUEUE [options]");
+    queues.create(a.positional[0], a.positional[1], o);
+    std::cout << "created=" << a.positional[1] << "\n";
+    return 0;
+  }
+  if (verb == "send") {
+    forgeyard::OutgoingMessage m;
+    const std::string event_id = a.take_option("event-id", ""), key = a.take_option("partition-key", "");
+    if (!event_id.empty()) m.event_id = event_id;
+    if (!key.empty()) m.partition_key = key;
+    m.priority = forgeyard::priority_from_string(a.take_option("priority", "interactive"));
+    m.delay = parse_duration(a.take_option("delay", "0s"));
+    a.no_more_options();
+    a.expect(3, "queue send TENANT QUEUE PAYLOAD|-");
+    m.payload = a.positional[2] == "-" ? read_stdin() : a.positional[2];
+    const std::int64_t id = queues.enqueue(a.positional[0], a.positional[1], m);
+    std::cout << "msg_id=" << id << "\n";
+    return 0;
+  }
+  if (verb == "claim") {
+    const int max = static_cast<int>(parse_int(a.take_option("max", "1"), "--max"));
+    const std::string v = a.take_option("visibility", "");
+    const std::string consumer = a.take_option("consumer", "cli");
+    a.no_more_options();
+    a.expect(2, "queue claim TENANT QUEUE [--max N] [--visibility D] [--consumer C]");
+    auto got = queues.claim(a.positional[0], a.positional[1], consumer, max,
+                            v.empty() ? std::nullopt : std::optional<forgeyard::Duration>(parse_duration(v)));
+    for (const auto& d : got) print_delivery(d);
+    return got.empty() ? 1 : 0;
+  }
+  if (verb == "ack") {
+    a.no_more_options();
+    a.expect(4, "queue ack TENANT QUEUE MSG_ID CLAIM_TOKEN");
+    queues.ack(a.positional[0], a.positional[1], parse_int(a.positional[2], "msg_id"),
+               parse_int(a.positional[3], "claim_token"));
+    std::cout << "acked=" << a.positional[2] << "\n";
+    return 0;
+  }
+  if (verb == "nack") {
+    const std::string error = a.take_option("error", "");
+    const bool permanent = a.take_option("permanent", "false") == "true";
+    a.no_more_options();
+    a.expect(4, "queue nack TENANT QUEUE MSG_ID CLAIM_TOKEN [--error TEXT] [--permanent true]");
+    const auto outcome = queues.nack(a.positional[0], a.positional[1], parse_int(a.positional[2], "msg_id"),
+                                     parse_int(a.positional[3], "claim_token"), error, permanent);
+    std::cout << "outcome=" << (outcome == forgeyard::NackOutcome::Dead ? "dead" : "retry") << "\n";
+    return 0;
+  }
+  if (verb == "stats") {
+    a.no_more_options();
+    a.expect(2, "queue stats TENANT QUEUE");
+    auto s = queues.stats(a.positional[0], a.positional[1]);
+    std::cout << "ready=" << s.ready << "\nin_flight=" << s.in_flight << "\ndelayed=" << s.delayed
+              << "\ndead=" << s.dead << "\nbytes=" << s.bytes << "\noldest_ready_age_us="
+              << (s.oldest_ready_age ? std::to_string(s.oldest_ready_age->count()) : std::string()) << "\npressure="
+              << s.pressure << "\n";
+    return 0;
+  }
+  if (verb == "dead") {
+    const std::int64_t after = parse_int(a.take_option("after", "0"), "--after");
+    const int max = static_cast<int>(parse_int(a.take_option("max", "100"), "--max"));
+    a.no_more_options();
+    a.expect(2, "queue dead TENANT QUEUE [--after MSG_ID] [--max N]");
+    auto dead = queues.dead_letters(a.positional[0], a.positional[1], after, max);
+    for (const auto& d : dead)
+      std::cout << "msg_id=" << d.msg_id << " attempt=" << d.attempt << " error_class=" << d.error_class
+                << " dead_at=" << iso(d.dead_at) << " error=" << d.error << "\n";
+    std::cout << "dead=" << dead.size() << "\n";
+    return 0;
+  }
+  if (verb == "redrive") {
+    a.no_more_options();
+    if (a.positional.size() < 2) throw Usage("expected: queue redrive TENANT QUEUE [MSG_ID...]");
+    std::vector<std::int64_t> ids;
+    for (std::size_t i = 2; i < a.positional.size(); ++i) ids.push_back(parse_int(a.positional[i], "msg_id"));
+    std::cout << "redriven=" << queues.redrive(a.positional[0], a.positional[1], ids) << "\n";
+    return 0;
+  }
+  if (verb == "work") {
+    forgeyard::WorkerOptions o;
+    o.batch = static_cast<int>(parse_int(a.take_option("batch", "10"), "--batch"));
+    o.visibility = parse_duration(a.take_option("visibility", "30s"));
+    o.consumer = a.take_option("consumer", "cli-worker");
+    o.stop_when_idle = a.take_option("until-empty", "false") == "true";
+    a.no_more_options();
+    a.expect(3, "queue work TENANT QUEUE COMMAND");
+    o.tenant = a.positional[0];
+    o.queue = a.positional[1];
+    const std::string command = a.positional[2];
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+    std::stop_source stop;
+    std::jthread watcher([&](std::stop_token done) {
+      while (!done.stop_requested() && !stop_signal) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      stop.request_stop();
+    });
+    auto stats = forgeyard::run_worker(
+        queues, o,
+        [&](const forgeyard::Delivery& d) {
+          const int code = run_command(command, d, o.tenant, o.queue);
+          if (code == 0) return forgeyard::HandlerResult::ack();
+          if (code == 100) return forgeyard::HandlerResult::fail("command exited with 100");
+          return forgeyard::HandlerResult::retry("command exited with " + std::to_string(code));
+        },
+        stop.get_token());
+    watcher.request_stop();
+    std::cout << "acked=" << stats.acked << "\nretried=" << stats.retried << "\ndead=" << stats.dead
+              << "\nextended=" << stats.extended << "\n";
+    return 0;
+  }
+  throw Usage("unknown queue command: " + verb);
+}
+
 int exit_code_for(const forgeyard::Error& e) {
   using forgeyard::ErrorKind;
   switch (e.kind()) {
@@ -308,7 +513,7 @@ int main(int argc, char** argv) {
     if (args.positional.size() < 2) throw Usage("missing command");
     const std::string group = args.positional[0], verb = args.positional[1];
     args.positional.erase(args.positional.begin(), args.positional.begin() + 2);
-    if (group != "storage" && group != "lease" && group != "cas" && group != "idem")
+    if (group != "storage" && group != "lease" && group != "cas" && group != "idem" && group != "queue")
       throw Usage("unknown command: " + group);
     if (group == "storage" && verb != "status") throw Usage("unknown storage command: " + verb);
     auto store = forgeyard::open(url, options);
@@ -318,6 +523,7 @@ int main(int argc, char** argv) {
     }
     if (group == "cas") return cas_command(*store, verb, args);
     if (group == "idem") return idem_command(*store, verb, args);
+    if (group == "queue") return queue_command(*store, verb, args);
     return lease_command(*store, verb, args);
   } catch (const Usage& e) {
     std::cerr << "forgeyard: " << e.what() << "\n\n" << usage_text;

@@ -59,6 +59,7 @@ ErrorKind kind_for_sqlstate(std::string_view s) noexcept {
       {"42704", ErrorKind::NotFound},
       {"42P01", ErrorKind::NotFound},
       {"42703", ErrorKind::InvalidArgument},
+      {"42710", ErrorKind::InvalidArgument},
       {"P0002", ErrorKind::NotFound},
       {"42501", ErrorKind::PermissionDenied},
       {"40001", ErrorKind::SerializationFailure},

@@ -27,12 +27,16 @@ LeaseKeeper::LeaseKeeper(Leases& leases, std::string tenant, std::string resourc
   if (options_.safety_margin >= options_.ttl)
     throw Error(ErrorKind::InvalidArgument, "22023", "lease keeper safety_margin must be shorter than ttl");
   thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
+  watchdog_ = std::jthread([this](std::stop_token stop) { watch(stop); });
 }
 
 LeaseKeeper::~LeaseKeeper() {
   thread_.request_stop();
+  watchdog_.request_stop();
   wake_.notify_all();
+  validity_changed_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (watchdog_.joinable()) watchdog_.join();
   if (options_.release_on_destroy && !released_.exchange(true) && !should_stop()) {
     try {
       leases_.release(tenant_, resource_, epoch_);
@@ -57,8 +61,11 @@ Duration LeaseKeeper::remaining() const {
 
 bool LeaseKeeper::release() {
   thread_.request_stop();
+  watchdog_.request_stop();
   wake_.notify_all();
+  validity_changed_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (watchdog_.joinable()) watchdog_.join();
   if (released_.exchange(true)) return false;
   mark_lost();
   return leases_.release(tenant_, resource_, epoch_);
@@ -66,6 +73,20 @@ bool LeaseKeeper::release() {
 
 void LeaseKeeper::mark_lost() {
   if (lost_.request_stop() && options_.on_lost && !released_) options_.on_lost();
+}
+
+void LeaseKeeper::watch(std::stop_token stop) {
+  std::unique_lock lock(mutex_);
+  while (!stop.stop_requested()) {
+    const auto deadline = valid_until_;
+    validity_changed_.wait_until(lock, stop, deadline, [&] { return valid_until_ != deadline; });
+    if (stop.stop_requested()) return;
+    if (Steady::now() >= valid_until_) {
+      lock.unlock();
+      mark_lost();
+      return;
+    }
+  }
 }
 
 void LeaseKeeper::run(std::stop_token stop) {
@@ -90,6 +111,7 @@ void LeaseKeeper::run(std::stop_token stop) {
       lock.lock();
       valid_until_ = sent + options_.ttl - options_.safety_margin;
       next_renew = sent + renew_every;
+      validity_changed_.notify_all();
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::StaleFence) {
         detail::log().warn("lease {} epoch {} was lost: {}", resource_, epoch_, e.what());

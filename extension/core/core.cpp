@@ -3,6 +3,7 @@
 #include <array>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 // Compiled on its own into the extension and the client: nothing core includes may bring in
 // PostgreSQL, libpq or SQLite.
@@ -28,15 +29,11 @@ std::int64_t check_duration(const char* argument, const Duration& d, std::int64_
     throw Error(sqlstate::invalid_parameter,
                 string(argument) + " must not have a month or year component",
                 "months and years have no fixed length; use days or hours");
-  constexpr auto limit = std::numeric_limits<std::int64_t>::max();
-  // Both parts are bounded before they are added, so the sum cannot overflow.
-  if (d.days > 0 && d.days > max_usecs / usecs_per_day + 1)
-    throw Error(sqlstate::invalid_parameter, string(argument) + " is too long",
-                "the maximum is " + std::to_string(max_usecs / usecs_per_second) + " seconds");
-  std::int64_t day_part = static_cast<std::int64_t>(d.days) * usecs_per_day;
-  if ((day_part > 0 && d.usecs > limit - day_part) || (day_part < 0 && d.usecs < -limit - day_part))
-    throw Error(sqlstate::invalid_parameter, string(argument) + " is too long");
-  std::int64_t total = day_part + d.usecs;
+  std::int64_t day_part = 0;
+  std::int64_t total = 0;
+  if (__builtin_mul_overflow(static_cast<std::int64_t>(d.days), usecs_per_day, &day_part) ||
+      __builtin_add_overflow(day_part, d.usecs, &total))
+    throw Error(sqlstate::invalid_parameter, string(argument) + " is out of range");
   if (total <= 0) throw Error(sqlstate::invalid_parameter, string(argument) + " must be positive");
   if (total > max_usecs)
     throw Error(sqlstate::invalid_parameter, string(argument) + " is too long",
@@ -70,7 +67,9 @@ void throw_version_conflict(const std::string& table, std::int64_t expected, std
 }
 
 BeginAction decide_begin(const IdempotencyRow* row, std::string_view request_digest, std::int64_t now) {
-  if (row == nullptr || is_expired(row->expires_at, now)) return BeginAction::start;
+  // Past its retention a key counts as unused, unless an attempt still holds a live lock on it.
+  if (row == nullptr || (is_expired(row->expires_at, now) && (row->completed || is_expired(row->locked_until, now))))
+    return BeginAction::start;
   if (row->request_digest != request_digest) return BeginAction::mismatch;
   if (row->completed) return BeginAction::replay;
   if (!is_expired(row->locked_until, now)) return BeginAction::in_progress;
@@ -180,6 +179,20 @@ void set_queue_option(QueueOptions& o, std::string_view key, std::string_view va
 }
 
 void validate(const QueueOptions& o) {
+  const std::pair<const char*, std::int64_t> positive[] = {
+      {"max_messages", o.max_messages},         {"max_bytes", o.max_bytes},
+      {"max_payload_bytes", o.max_payload_bytes}, {"visibility_timeout", o.visibility_usecs},
+      {"max_attempts", o.max_attempts},         {"backoff_base", o.backoff_base_usecs},
+      {"backoff_max", o.backoff_max_usecs},     {"max_dead", o.max_dead},
+      {"dead_letter_retention", o.dead_retention_usecs}, {"dedup_window", o.dedup_window_usecs}};
+  for (const auto& [key, value] : positive)
+    if (value <= 0) bad_option(key, "must be positive");
+  if (o.retain_acked_usecs < 0) bad_option("retain_acked", "must not be negative");
+  if (o.visibility_usecs > max_queue_duration_usecs || o.backoff_max_usecs > max_queue_duration_usecs)
+    bad_option("visibility_timeout", "and backoff_max must be at most 30 days");
+  for (int p = 0; p < priority_classes; ++p)
+    if (o.admit_percent[p] < 1 || o.admit_percent[p] > 100)
+      bad_option(std::string("admit_") + priority_names[p], "must be between 1 and 100");
   if (o.max_payload_bytes > o.max_bytes) bad_option("max_payload_bytes", "must not exceed max_bytes");
   if (o.backoff_base_usecs > o.backoff_max_usecs) bad_option("backoff_base", "must not exceed backoff_max");
   for (int p = 1; p < priority_classes; ++p)
@@ -188,8 +201,12 @@ void validate(const QueueOptions& o) {
                  "must not exceed admit_" + std::string(priority_names[p - 1]) + ": a lower class is refused earlier");
 }
 
-int capacity_slots(std::int64_t max_messages) {
-  const std::int64_t slots = max_messages / 1024;
+int capacity_slots(const QueueOptions& o) {
+  // Each slot's share holds at least 1024 messages and 1024 of the largest payloads, so a
+  // payload of max_payload_bytes always fits an empty slot and the split refuses little early.
+  std::int64_t slots = o.max_messages / 1024;
+  const std::int64_t by_bytes = o.max_bytes / 1024 / o.max_payload_bytes;
+  if (by_bytes < slots) slots = by_bytes;
   return static_cast<int>(slots < 1 ? 1 : slots > 8 ? 8 : slots);
 }
 

@@ -87,8 +87,10 @@ struct LeaseRow {
   bool reaped = false;
 };
 
+// A reaped grant is not live either: its reconciler was told it expired, whatever the clock a
+// concurrent renew read.
 inline bool is_live(const LeaseRow& row, std::int64_t now) {
-  return !row.released && !is_expired(row.expires_at, now);
+  return !row.released && !row.reaped && !is_expired(row.expires_at, now);
 }
 
 // "live", "expired", "reaped" or "released": the state both backends report.
@@ -98,7 +100,7 @@ const char* lease_state(const LeaseRow& row, std::int64_t now);
 enum class AcquireAction {
   insert,     // first grant of the resource
   take_over,  // free, released or expired: a new grant with a new epoch
-  extend,     // live and held by the same owner: same epoch, expiry moved to now + ttl
+  extend,     // live and held by the same owner: same epoch, expiry moved to now + ttl if that is later
   contended,  // live and held by another owner: not granted
 };
 struct AcquireDecision {
@@ -135,10 +137,12 @@ struct IdempotencyRow {
   std::int64_t expires_at = 0;  // end of retention: the key counts as unused from then on
 };
 
+// Attempt numbers are drawn from one counter per store: strictly increasing and never reused, so
+// an attempt that lost the key (lock expired, key abandoned or purged) can never act for a later one.
 enum class BeginAction {
-  start,        // unused (or past retention): record it and do the work, attempt 1
+  start,        // unused (or past retention): record it and do the work under a new attempt
   replay,       // completed with this digest: return the stored response
-  take_over,    // in progress but its lock expired: do the work again, attempt + 1
+  take_over,    // in progress but its lock expired: do the work again under a new attempt
   in_progress,  // FY010: someone holds a live lock
   mismatch,     // FY011: same key, different request
 };
@@ -195,7 +199,7 @@ void validate(const QueueOptions& options);
 // Capacity is kept in `slots` counter rows so that producers do not serialize on one row. Each
 // slot has its share of the budget; a message is admitted into a slot only within the share,
 // so the queue never exceeds its limits (it may refuse slightly early when shares are uneven).
-int capacity_slots(std::int64_t max_messages);
+int capacity_slots(const QueueOptions& options);
 struct Usage {
   std::int64_t messages = 0;
   std::int64_t bytes = 0;

@@ -201,6 +201,8 @@ void TableResult::add_row(std::initializer_list<Value> values) {
 
 Oid outer_user() { return GetOuterUserId(); }
 
+Oid session_user() { return GetSessionUserId(); }
+
 bool is_member_of(Oid member, Oid role) {
   return guard([&] { return is_member_of_role_nosuper(member, role); });
 }

@@ -62,6 +62,8 @@ class TableResult {
 
 // The role the caller is at the outer level (after SET ROLE), not the definer.
 Oid outer_user();
+// The login role of the session.
+Oid session_user();
 // Whether `member` is `role` or a member of it, directly or not; superusers get no shortcut.
 bool is_member_of(Oid member, Oid role);
 

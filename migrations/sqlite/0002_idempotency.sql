@@ -18,3 +18,7 @@ CREATE TABLE idempotency_keys (
 ) STRICT, WITHOUT ROWID;
 
 CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+
+-- Attempt numbers: one counter for all keys, so an attempt number is never handed out twice.
+CREATE TABLE idempotency_attempts (last INTEGER NOT NULL) STRICT;
+INSERT INTO idempotency_attempts (last) VALUES (0);

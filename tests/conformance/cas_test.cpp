@@ -95,6 +95,21 @@ BOOST_AUTO_TEST_CASE(only_versioned_tables_with_a_proper_column_are_accepted) {
   store->versioned_rows().enable(unversioned);  // idempotent
 }
 
+BOOST_AUTO_TEST_CASE(a_key_may_add_tenant_id_to_a_globally_unique_id) {
+  const std::string global = unique_identifier("global");
+  exec_sql("CREATE TABLE " + global + " (id integer PRIMARY KEY, tenant_id text NOT NULL, value integer,"
+           " entity_version " + std::string(is_postgres() ? "bigint" : "INTEGER") + " NOT NULL DEFAULT 1)");
+  store->versioned_rows().enable(global);
+  exec_sql("INSERT INTO " + global + " (id, tenant_id, value) VALUES (7, '" + tenant + "', 1)");
+  const Fields k{{"tenant_id", tenant}, {"id", std::int64_t{7}}};
+  BOOST_TEST(store->versioned_rows().update(global, k, 1, {{"value", std::int64_t{2}}}) == 2);
+  FY_CHECK_ERROR(store->versioned_rows().update(global, {{"id", std::int64_t{7}}}, 2, {{"value", std::int64_t{3}}}),
+                 ErrorKind::InvalidArgument, "22023");  // tenant_id is still required
+  FY_CHECK_ERROR(store->versioned_rows().update(global, {{"tenant_id", tenant}, {"value", std::int64_t{2}}}, 2,
+                                                {{"value", std::int64_t{3}}}),
+                 ErrorKind::InvalidArgument, "22023");  // no unique key inside
+}
+
 BOOST_AUTO_TEST_CASE(values_are_bound_as_data) {
   const std::string hostile = "x'); DROP TABLE " + table + "; --\"";
   store->versioned_rows().update(table, key(), 1, {{"note", hostile}});

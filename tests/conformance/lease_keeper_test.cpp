@@ -1,6 +1,7 @@
 // The lease keeper renews in the background and tells the holder to stop in time.
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -88,6 +89,42 @@ BOOST_AUTO_TEST_CASE(stops_by_the_monotonic_clock_when_renewals_cannot_get_throu
   while (!keeper->should_stop()) std::this_thread::sleep_for(10ms);
   // It gave up no later than ttl - margin after the acquire request was sent (plus scheduling).
   BOOST_TEST(keeper->remaining().count() == 0);
+  BOOST_TEST((std::chrono::steady_clock::now() - before >= 800ms));
+}
+
+BOOST_AUTO_TEST_CASE(the_stop_signal_fires_on_time_while_a_renewal_hangs) {
+  // A renewal stuck in the network must not delay the signal: the holder is told to stop by
+  // ttl - safety margin after the acquire was sent, not when the renewal returns.
+  struct Hanging final : forgeyard::Leases {
+    forgeyard::Leases& real;
+    explicit Hanging(forgeyard::Leases& r) : real(r) {}
+    forgeyard::LeaseGrant acquire(std::string_view t, std::string_view r, std::string_view o,
+                                  forgeyard::Duration d) override {
+      return real.acquire(t, r, o, d);
+    }
+    forgeyard::TimePoint renew(std::string_view t, std::string_view r, std::int64_t e, forgeyard::Duration d) override {
+      std::this_thread::sleep_for(5s);
+      return real.renew(t, r, e, d);
+    }
+    bool release(std::string_view t, std::string_view r, std::int64_t e) override { return real.release(t, r, e); }
+    void fence(std::string_view t, std::string_view r, std::int64_t e) override { real.fence(t, r, e); }
+    std::optional<forgeyard::LeaseInfo> get(std::string_view t, std::string_view r) override { return real.get(t, r); }
+    std::vector<forgeyard::ReapedLease> reap(int n, std::optional<std::string> t) override { return real.reap(n, t); }
+  } hanging(store->leases());
+  std::atomic<bool> lost{false};
+  forgeyard::LeaseKeeperOptions options;
+  options.ttl = 1s;
+  options.safety_margin = 200ms;
+  options.on_lost = [&] { lost = true; };
+  const auto before = std::chrono::steady_clock::now();
+  auto keeper = forgeyard::LeaseKeeper::acquire(hanging, tenant, "job", "worker-a", options);
+  BOOST_REQUIRE(keeper != nullptr);
+  while (!keeper->stop_token().stop_requested() && std::chrono::steady_clock::now() - before < 4s)
+    std::this_thread::sleep_for(10ms);
+  // Signalled while the renewal (5 s) still hangs: no later than the deadline plus scheduling.
+  BOOST_TEST(keeper->stop_token().stop_requested());
+  BOOST_TEST(lost.load());
+  BOOST_TEST(keeper->should_stop());
   BOOST_TEST((std::chrono::steady_clock::now() - before >= 800ms));
 }
 

@@ -49,6 +49,28 @@ BOOST_AUTO_TEST_CASE(same_owner_reacquire_keeps_epoch_and_moves_expiry) {
   BOOST_TEST(unix_usecs(again.expires_at) == unix_usecs(clock.now() + ttl));
 }
 
+BOOST_AUTO_TEST_CASE(a_same_owner_reacquire_never_shortens_the_lease) {
+  auto first = store->leases().acquire(tenant, "job", "worker-a", 60s);
+  auto again = store->leases().acquire(tenant, "job", "worker-a", 10s);
+  BOOST_TEST(again.epoch == first.epoch);
+  BOOST_TEST(unix_usecs(again.expires_at) == unix_usecs(first.expires_at));
+  BOOST_TEST(unix_usecs(store->leases().get(tenant, "job")->expires_at) == unix_usecs(first.expires_at));
+}
+
+BOOST_AUTO_TEST_CASE(a_reaped_grant_is_over_even_for_a_caller_whose_clock_is_behind) {
+  // A renew that read its clock before the reaper ran must not revive the grant.
+  auto a = store->leases().acquire(tenant, "job", "worker-a", 10s);
+  clock.advance(11s);
+  BOOST_REQUIRE(store->leases().reap(10, tenant).size() == 1u);
+  clock.advance(-2s);  // as the late renewal saw time
+  FY_CHECK_ERROR(store->leases().renew(tenant, "job", a.epoch, 10s), ErrorKind::StaleFence, "FY001");
+  FY_CHECK_ERROR(store->leases().fence(tenant, "job", a.epoch), ErrorKind::StaleFence, "FY001");
+  BOOST_TEST(!store->leases().release(tenant, "job", a.epoch));
+  auto again = store->leases().acquire(tenant, "job", "worker-a", 10s);
+  BOOST_TEST(again.acquired);
+  BOOST_TEST(again.epoch > a.epoch);  // a new grant, not the reaped one extended
+}
+
 BOOST_AUTO_TEST_CASE(expired_means_expires_at_not_after_now) {
   auto a = store->leases().acquire(tenant, "job", "worker-a", ttl);
   clock.set(a.expires_at - 1us);

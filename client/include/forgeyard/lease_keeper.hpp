@@ -52,6 +52,7 @@ class LeaseKeeper {
   LeaseKeeper(Leases& leases, std::string tenant, std::string resource, std::int64_t epoch,
               Steady::time_point valid_until, LeaseKeeperOptions options);
   void run(std::stop_token stop);
+  void watch(std::stop_token stop);
   void mark_lost();
 
   Leases& leases_;
@@ -64,7 +65,9 @@ class LeaseKeeper {
   Steady::time_point valid_until_;  // request start + ttl - safety margin
   std::stop_source lost_;
   std::atomic<bool> released_{false};
-  std::jthread thread_;
+  std::condition_variable_any validity_changed_;
+  std::jthread thread_;    // renews
+  std::jthread watchdog_;  // tells the holder to stop at valid_until_, even while a renewal hangs
 };
 
 }  // namespace forgeyard

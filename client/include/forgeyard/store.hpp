@@ -14,6 +14,7 @@
 
 #include "forgeyard/idempotency.hpp"
 #include "forgeyard/leases.hpp"
+#include "forgeyard/queues.hpp"
 #include "forgeyard/types.hpp"
 #include "forgeyard/versioned_rows.hpp"
 
@@ -83,6 +84,7 @@ class Transaction {
   virtual Leases& leases() = 0;
   virtual VersionedRows& versioned_rows() = 0;
   virtual Idempotency& idempotency() = 0;
+  virtual Queues& queues() = 0;
   virtual void commit() = 0;
   virtual void rollback() = 0;
 };
@@ -94,6 +96,7 @@ class Store {
   virtual Leases& leases() = 0;
   virtual VersionedRows& versioned_rows() = 0;
   virtual Idempotency& idempotency() = 0;
+  virtual Queues& queues() = 0;
   virtual std::unique_ptr<Transaction> begin() = 0;
   virtual StorageStatus status() = 0;
   virtual Metrics metrics() const = 0;

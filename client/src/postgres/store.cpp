@@ -6,6 +6,7 @@
 #include "pool.hpp"
 #include "transaction_state.hpp"
 #include "postgres/leases.hpp"
+#include "postgres/queues.hpp"
 #include "postgres/versioned_rows.hpp"
 
 namespace forgeyard::detail {
@@ -77,7 +78,8 @@ class PgTransaction final : public Transaction, private PgSession {
         conn_(shared.pool.acquire()),
         leases_(*this),
         rows_(*this),
-        idempotency_(*this) {
+        idempotency_(*this),
+        queues_(*this) {
     state_.begin([&] { conn_->command("BEGIN"); });
   }
   ~PgTransaction() override {
@@ -86,6 +88,7 @@ class PgTransaction final : public Transaction, private PgSession {
   Leases& leases() override { return leases_; }
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
+  Queues& queues() override { return queues_; }
   void commit() override {
     state_.end("tx.commit", [&] { conn_->commit(); });
   }
@@ -107,17 +110,24 @@ class PgTransaction final : public Transaction, private PgSession {
   PgLeases leases_;
   PgVersionedRows rows_;
   PgIdempotency idempotency_;
+  PgQueues queues_;
 };
 
 class PgStore final : public Store {
  public:
   PgStore(const std::string& url, const StoreOptions& options)
-      : shared_(url, options), session_(shared_), leases_(session_), rows_(session_), idempotency_(session_) {
+      : shared_(url, options),
+        session_(shared_),
+        leases_(session_),
+        rows_(session_),
+        idempotency_(session_),
+        queues_(session_) {
     log().info("opened PostgreSQL store {}", redact(url));
   }
   Leases& leases() override { return leases_; }
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
+  Queues& queues() override { return queues_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<PgTransaction>(shared_); }
   StorageStatus status() override {
     StorageStatus s;
@@ -148,6 +158,7 @@ class PgStore final : public Store {
   PgLeases leases_;
   PgVersionedRows rows_;
   PgIdempotency idempotency_;
+  PgQueues queues_;
 };
 
 }  // namespace

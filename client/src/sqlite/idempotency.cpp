@@ -73,8 +73,13 @@ IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes
         b = IdempotencyBegin{};
         const std::int64_t now = session_.now_usecs();
         const std::optional<Stored> stored = read_key(db, key);
-        // Starts attempt `attempt` of the key: a new row, or the old one reset.
-        auto start = [&](std::int64_t attempt, const std::optional<std::string>& recovery_point) {
+        // Starts a new attempt of the key: a new row, or the old one reset.
+        auto start = [&](const std::optional<std::string>& recovery_point) {
+          auto next = db.query("UPDATE idempotency_attempts SET last = last + 1 RETURNING last");
+          next.step();
+          const std::int64_t attempt = next.int64(0);
+          while (next.step()) {
+          }
           auto q = db.query(
               "INSERT INTO idempotency_keys (tenant_id, scope, key, request_digest, status, attempt, recovery_point,"
               "   lock_usecs, retain_usecs, locked_until, created_at, expires_at)"
@@ -83,7 +88,7 @@ IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes
               "   status = 'in_progress', attempt = excluded.attempt, recovery_point = excluded.recovery_point,"
               "   response = NULL, completed_at = NULL, lock_usecs = excluded.lock_usecs,"
               "   retain_usecs = excluded.retain_usecs, locked_until = excluded.locked_until,"
-              "   created_at = CASE WHEN excluded.attempt = 1 THEN excluded.created_at ELSE created_at END,"
+              "   created_at = CASE WHEN excluded.recovery_point IS NULL THEN excluded.created_at ELSE created_at END,"
               "   expires_at = excluded.expires_at");
           q.bind(1, key.tenant).bind(2, key.scope).bind(3, key.key).bind_blob(4, request_digest).bind(5, attempt);
           if (recovery_point) q.bind(6, *recovery_point); else q.bind_null(6);
@@ -93,10 +98,10 @@ IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes
         };
         switch (fy::core::decide_begin(stored ? &stored->row : nullptr, request_digest, now)) {
           case fy::core::BeginAction::start:
-            start(1, std::nullopt);
+            start(std::nullopt);
             break;
           case fy::core::BeginAction::take_over:
-            start(stored->row.attempt + 1, stored->recovery_point);
+            start(stored->recovery_point);
             break;
           case fy::core::BeginAction::replay:
             b.status = IdempotencyBegin::Status::Replay;
@@ -127,7 +132,7 @@ void SqliteIdempotency::checkpoint(const IdempotencyKey& key, std::string_view r
       session_.write([&](Db& db) {
         const Stored stored = require_key(db, key);
         fy::core::check_attempt(stored.row, &attempt, "checkpoint");
-        db.query("UPDATE idempotency_keys SET recovery_point = ?4, locked_until = ?5"
+        db.query("UPDATE idempotency_keys SET recovery_point = ?4, locked_until = ?5, expires_at = max(expires_at, ?5)"
                  " WHERE tenant_id = ?1 AND scope = ?2 AND key = ?3")
             .bind(1, key.tenant).bind(2, key.scope).bind(3, key.key).bind(4, recovery_point)
             .bind(5, session_.now_usecs() + stored.lock_usecs).run();
@@ -201,7 +206,8 @@ int SqliteIdempotency::purge(int max_keys, std::optional<std::string> tenant) {
         auto q = db.query(
             "DELETE FROM idempotency_keys WHERE (tenant_id, scope, key) IN ("
             "  SELECT tenant_id, scope, key FROM idempotency_keys"
-            "   WHERE expires_at <= ?1 AND (?3 IS NULL OR tenant_id = ?3) ORDER BY expires_at LIMIT ?2)");
+            "   WHERE expires_at <= ?1 AND (status = 'completed' OR locked_until <= ?1)"
+            "     AND (?3 IS NULL OR tenant_id = ?3) ORDER BY expires_at LIMIT ?2)");
         q.bind(1, session_.now_usecs()).bind(2, static_cast<std::int64_t>(max_keys));
         if (tenant) q.bind(3, *tenant); else q.bind_null(3);
         purged = q.run();

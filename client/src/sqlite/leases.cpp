@@ -1,5 +1,7 @@
 #include "sqlite/leases.hpp"
 
+#include <algorithm>
+
 #include "core/core.hpp"
 #include "error_map.hpp"
 #include "lease_state.hpp"
@@ -38,7 +40,7 @@ auto guarded(F&& f) -> decltype(f()) {
 }
 
 // "Live" in SQL, with ?1 = now.
-#define FY_LIVE "released_at IS NULL AND expires_at > ?1"
+#define FY_LIVE "released_at IS NULL AND reaped_at IS NULL AND expires_at > ?1"
 
 }  // namespace
 
@@ -55,13 +57,14 @@ LeaseGrant SqliteLeases::acquire(std::string_view tenant, std::string_view resou
         std::optional<fy::core::LeaseRow> current;
         {
           auto q = db.query(
-              "SELECT owner, epoch, expires_at, released_at IS NOT NULL FROM leases"
+              "SELECT owner, epoch, expires_at, released_at IS NOT NULL, reaped_at IS NOT NULL FROM leases"
               " WHERE tenant_id = ?1 AND resource = ?2");
           q.bind(1, tenant).bind(2, resource);
-          if (q.step()) current = fy::core::LeaseRow{q.text(0), q.int64(1), q.int64(2), q.int64(3) != 0};
+          if (q.step())
+            current = fy::core::LeaseRow{q.text(0), q.int64(1), q.int64(2), q.int64(3) != 0, q.int64(4) != 0};
         }
         const auto decision = fy::core::decide_acquire(current ? &*current : nullptr, owner, now);
-        const std::int64_t expires_at = now + ttl_us;
+        std::int64_t expires_at = now + ttl_us;
         using fy::core::AcquireAction;
         switch (decision.action) {
           case AcquireAction::contended:
@@ -78,7 +81,8 @@ LeaseGrant SqliteLeases::acquire(std::string_view tenant, std::string_view resou
                 .bind(1, tenant).bind(2, resource).bind(3, owner).bind(4, decision.epoch).bind(5, now)
                 .bind(6, expires_at).run();
             break;
-          case AcquireAction::extend:
+          case AcquireAction::extend:  // never shortened: a keeper may hold it for longer
+            expires_at = std::max(expires_at, current->expires_at);
             db.query("UPDATE leases SET expires_at = ?3 WHERE tenant_id = ?1 AND resource = ?2")
                 .bind(1, tenant).bind(2, resource).bind(3, expires_at).run();
             break;

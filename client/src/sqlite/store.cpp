@@ -8,6 +8,7 @@
 #include "sqlite/file_lock.hpp"
 #include "sqlite/leases.hpp"
 #include "sqlite/migrations.hpp"
+#include "sqlite/queues.hpp"
 #include "sqlite/versioned_rows.hpp"
 
 namespace forgeyard::detail {
@@ -66,7 +67,8 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
         db_(shared.pool.acquire()),
         leases_(*this),
         rows_(*this),
-        idempotency_(*this) {
+        idempotency_(*this),
+        queues_(*this) {
     state_.begin([&] { db_->exec("BEGIN IMMEDIATE"); });
   }
   ~SqliteTransaction() override {
@@ -75,6 +77,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   Leases& leases() override { return leases_; }
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
+  Queues& queues() override { return queues_; }
   void commit() override {
     state_.end("tx.commit", [&] {
       if (failed_) {
@@ -110,13 +113,19 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   SqliteLeases leases_;
   SqliteVersionedRows rows_;
   SqliteIdempotency idempotency_;
+  SqliteQueues queues_;
   bool failed_ = false;  // like PostgreSQL, an error aborts the transaction
 };
 
 class SqliteStore final : public Store {
  public:
   SqliteStore(const std::string& path, const StoreOptions& options)
-      : shared_(path, options), session_(shared_), leases_(session_), rows_(session_), idempotency_(session_) {
+      : shared_(path, options),
+        session_(shared_),
+        leases_(session_),
+        rows_(session_),
+        idempotency_(session_),
+        queues_(session_) {
     const auto dir = std::filesystem::path(path).parent_path();
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -131,6 +140,7 @@ class SqliteStore final : public Store {
   Leases& leases() override { return leases_; }
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
+  Queues& queues() override { return queues_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<SqliteTransaction>(shared_); }
   StorageStatus status() override {
     StorageStatus s;
@@ -163,6 +173,7 @@ class SqliteStore final : public Store {
   SqliteLeases leases_;
   SqliteVersionedRows rows_;
   SqliteIdempotency idempotency_;
+  SqliteQueues queues_;
 };
 
 }  // namespace

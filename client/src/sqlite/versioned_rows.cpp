@@ -115,10 +115,13 @@ void check_key(const Table& t, const Fields& key) {
   }
   if (t.has(fy::core::tenant_column) && !names.contains(fy::core::tenant_column))
     throw Error("22023", "key must include tenant_id: " + t.name + " has a tenant_id column");
-  if (std::find(t.unique_keys.begin(), t.unique_keys.end(), names) == t.unique_keys.end()) {
+  const bool unique = std::any_of(t.unique_keys.begin(), t.unique_keys.end(), [&](const std::set<std::string>& u) {
+    return std::includes(names.begin(), names.end(), u.begin(), u.end());
+  });
+  if (!unique) {
     std::string wanted;
     for (const std::string& c : names) wanted += (wanted.empty() ? "" : ",") + c;
-    throw Error("22023", "key columns (" + wanted + ") are not the primary key or a unique index of " + t.name);
+    throw Error("22023", "key columns (" + wanted + ") do not contain the primary key or a unique index of " + t.name);
   }
 }
 

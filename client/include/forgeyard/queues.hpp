@@ -1,0 +1,120 @@
+// Durable queues: transactional outbox, fenced claim / ack / nack / extend, bounds with
+// reserved capacity per priority class, dead letters, partition order; and the consumer inbox
+// (docs/sql-api.md#queues).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "forgeyard/idempotency.hpp"
+#include "forgeyard/types.hpp"
+
+namespace forgeyard {
+
+// Highest first. Lower classes are refused earlier as a queue fills (reserved capacity).
+enum class Priority { Emergency, SecurityControl, Realtime, Interactive, Background, Bulk };
+std::string_view to_string(Priority priority) noexcept;
+// InvalidArgument for an unknown name.
+Priority priority_from_string(std::string_view name);
+
+struct QueueOptions {
+  std::int64_t max_messages = 100000;
+  std::int64_t max_bytes = std::int64_t{1} << 30;
+  std::int64_t max_payload_bytes = 64 * 1024;
+  Duration visibility_timeout = std::chrono::seconds(30);
+  std::int64_t max_attempts = 5;
+  Duration backoff_base = std::chrono::seconds(1);
+  Duration backoff_max = std::chrono::minutes(5);
+  bool partition_ordered = false;       // ordering = partition
+  bool keep_dead_letter_payload = false;
+  Duration retain_acked = Duration::zero();
+  std::int64_t max_dead = 100000;
+  Duration dead_letter_retention = std::chrono::hours(24 * 7);
+  Duration dedup_window = std::chrono::hours(24);
+  // admit_<class>: percentage of max_messages / max_bytes up to which the class is admitted.
+  std::int64_t admit_percent[6] = {100, 100, 95, 90, 80, 70};
+  bool notify = false;
+};
+
+struct OutgoingMessage {
+  Bytes payload;
+  std::optional<std::string> event_id;  // a UUID: a repeat within the dedup window returns the first msg_id
+  std::optional<std::string> partition_key;
+  Priority priority = Priority::Interactive;
+  Duration delay = Duration::zero();
+};
+
+struct Delivery {
+  std::int64_t msg_id = 0;
+  std::optional<std::string> event_id;
+  std::optional<std::string> partition_key;
+  Priority priority = Priority::Interactive;
+  int attempt = 0;
+  std::int64_t claim_token = 0;  // the fencing token of ack / nack / extend
+  Bytes payload;
+  TimePoint enqueued_at;
+};
+
+// (msg_id, claim_token) of a delivery being acked.
+using Ack = std::pair<std::int64_t, std::int64_t>;
+
+enum class NackOutcome { Retry, Dead };
+
+struct QueueStats {
+  std::int64_t ready = 0, in_flight = 0, delayed = 0, dead = 0, bytes = 0;
+  std::optional<Duration> oldest_ready_age;
+  std::string pressure;  // normal, elevated, saturated
+};
+
+struct DeadLetter {
+  std::int64_t msg_id = 0;
+  std::optional<std::string> event_id;
+  std::optional<std::string> partition_key;
+  Priority priority = Priority::Interactive;
+  int attempt = 0;
+  std::string error;
+  std::string error_class;  // permanent, max_attempts
+  TimePoint dead_at;
+  std::optional<Bytes> payload;  // only when the queue keeps dead-letter payloads
+};
+
+class Queues {
+ public:
+  virtual ~Queues() = default;
+  virtual void create(std::string_view tenant, std::string_view queue, const QueueOptions& options) = 0;
+  virtual bool drop(std::string_view tenant, std::string_view queue) = 0;
+  // Inside a Transaction: visible to consumers only after commit (the transactional outbox).
+  // QueueFull (FY020), PayloadTooLarge (FY021), NotFound (unknown queue), IdempotencyMismatch
+  // (the event_id was used with another payload).
+  virtual std::int64_t enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& message) = 0;
+  // Up to max_messages deliveries, highest class first, then oldest.
+  virtual std::vector<Delivery> claim(std::string_view tenant, std::string_view queue, std::string_view consumer,
+                                      int max_messages = 1, std::optional<Duration> visibility = std::nullopt) = 0;
+  // StaleFence when the claim was taken over; a no-op for a message already acked or dead.
+  virtual void ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) = 0;
+  // A worker's steady state in one round trip: ack the last batch, claim the next.
+  virtual std::vector<Delivery> ack_and_claim(std::string_view tenant, std::string_view queue,
+                                              std::string_view consumer, const std::vector<Ack>& acks,
+                                              int max_messages, std::optional<Duration> visibility = std::nullopt) = 0;
+  virtual NackOutcome nack(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
+                           std::int64_t claim_token, std::string_view error, bool permanent = false) = 0;
+  // StaleFence when the delivery was taken over or its visibility already ran out.
+  virtual TimePoint extend(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
+                           std::int64_t claim_token, Duration visibility) = 0;
+  virtual QueueStats stats(std::string_view tenant, std::string_view queue) = 0;
+  virtual std::vector<DeadLetter> dead_letters(std::string_view tenant, std::string_view queue,
+                                               std::int64_t after_msg_id = 0, int max_rows = 100) = 0;
+  // Back into the queue (attempt 0); all that kept their payload when msg_ids is empty.
+  virtual int redrive(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids = {},
+                      int max_rows = 100) = 0;
+  virtual int purge_dead(std::string_view tenant, std::string_view queue,
+                         const std::vector<std::int64_t>& msg_ids = {}) = 0;
+  // Inside the consumer's transaction: true the first time an event is seen, false after.
+  virtual bool inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) = 0;
+};
+
+}  // namespace forgeyard

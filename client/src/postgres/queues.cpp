@@ -1,0 +1,204 @@
+// Queues and the inbox over the forgeyard extension's SQL API.
+#include "postgres/queues.hpp"
+
+#include "queue_options.hpp"
+
+namespace forgeyard::detail {
+
+namespace {
+
+#define FY_USECS(expr) "(EXTRACT(epoch FROM " expr ") * 1000000)::pg_catalog.int8"
+#define FY_DELIVERY_COLUMNS \
+  "msg_id, event_id, partition_key, priority, attempt, claim_token, payload, " FY_USECS("enqueued_at")
+
+const PgStatement create_sql{"fy_queue_create", "SELECT forgeyard.queue_create($1, $2, $3::pg_catalog.jsonb)", 3};
+const PgStatement drop_sql{"fy_queue_drop", "SELECT forgeyard.queue_drop($1, $2)", 2};
+const PgStatement enqueue_sql{"fy_enqueue",
+                              "SELECT forgeyard.enqueue($1, $2, $3::pg_catalog.bytea, $4::pg_catalog.uuid, $5, $6,"
+                              " $7::pg_catalog.interval)",
+                              7};
+const PgStatement claim_sql{"fy_claim",
+                            "SELECT " FY_DELIVERY_COLUMNS
+                            " FROM forgeyard.claim($1, $2, $3, $4, $5::pg_catalog.interval)",
+                            5};
+const PgStatement ack_and_claim_sql{"fy_ack_and_claim",
+                                    "SELECT " FY_DELIVERY_COLUMNS
+                                    " FROM forgeyard.ack_and_claim($1, $2, $3, $4::pg_catalog.int8[],"
+                                    " $5::pg_catalog.int8[], $6, $7::pg_catalog.interval)",
+                                    7};
+const PgStatement ack_sql{"fy_ack", "SELECT forgeyard.ack($1, $2, $3, $4)", 4};
+const PgStatement nack_sql{"fy_nack", "SELECT forgeyard.nack($1, $2, $3, $4, $5, $6)", 6};
+const PgStatement extend_sql{"fy_extend",
+                             "SELECT " FY_USECS("forgeyard.extend($1, $2, $3, $4, $5::pg_catalog.interval)"), 5};
+const PgStatement stats_sql{"fy_queue_stats",
+                            "SELECT ready, in_flight, delayed, dead, bytes, " FY_USECS("oldest_ready_age")
+                            ", pressure FROM forgeyard.queue_stats($1, $2)",
+                            2};
+const PgStatement dead_list_sql{"fy_dead_list",
+                                "SELECT msg_id, event_id, partition_key, priority, attempt, error, error_class, "
+                                FY_USECS("dead_at") ", payload FROM forgeyard.dead_list($1, $2, $3, $4)",
+                                4};
+const PgStatement redrive_sql{"fy_dead_redrive",
+                              "SELECT forgeyard.dead_redrive($1, $2, $3::pg_catalog.int8[], $4)", 4};
+const PgStatement purge_dead_sql{"fy_dead_purge", "SELECT forgeyard.dead_purge($1, $2, $3::pg_catalog.int8[])", 3};
+const PgStatement inbox_sql{"fy_inbox_accept", "SELECT forgeyard.inbox_accept($1, $2, $3::pg_catalog.uuid)", 3};
+#undef FY_DELIVERY_COLUMNS
+#undef FY_USECS
+
+std::string str(std::string_view s) { return std::string(s); }
+
+std::optional<std::string> visibility_param(std::optional<Duration> d) {
+  return d ? std::optional<std::string>(interval_param(*d)) : std::nullopt;
+}
+
+// An int8[] parameter in text form; NULL for an empty list where the function means "all".
+std::optional<std::string> ids_param(const std::vector<std::int64_t>& ids, bool empty_is_null) {
+  if (ids.empty() && empty_is_null) return std::nullopt;
+  std::string out = "{";
+  for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out + "}";
+}
+
+std::vector<Delivery> deliveries(const PgResult& r) {
+  std::vector<Delivery> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    Delivery d;
+    d.msg_id = r.int8(i, 0);
+    if (!r.is_null(i, 1)) d.event_id = r.text(i, 1);
+    if (!r.is_null(i, 2)) d.partition_key = r.text(i, 2);
+    d.priority = priority_from_string(r.text(i, 3));
+    d.attempt = static_cast<int>(r.int8(i, 4));
+    d.claim_token = r.int8(i, 5);
+    d.payload = r.bytea(i, 6);
+    d.enqueued_at = from_unix_usecs(r.int8(i, 7));
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+void PgQueues::create(std::string_view tenant, std::string_view queue, const QueueOptions& options) {
+  session_.instruments().measure("queue.create",
+                                 [&] { session_.run(create_sql, {str(tenant), str(queue), options_json(options)}); });
+}
+
+bool PgQueues::drop(std::string_view tenant, std::string_view queue) {
+  return session_.instruments().measure(
+      "queue.drop", [&] { return session_.run(drop_sql, {str(tenant), str(queue)}).boolean(0, 0); });
+}
+
+std::int64_t PgQueues::enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& m) {
+  return session_.instruments().measure("queue.enqueue", [&] {
+    return session_
+        .run(enqueue_sql, {str(tenant), str(queue), bytea_param(m.payload), m.event_id, m.partition_key,
+                           str(to_string(m.priority)), interval_param(m.delay)})
+        .int8(0, 0);
+  });
+}
+
+std::vector<Delivery> PgQueues::claim(std::string_view tenant, std::string_view queue, std::string_view consumer,
+                                      int max_messages, std::optional<Duration> visibility) {
+  return session_.instruments().measure("queue.claim", [&] {
+    return deliveries(session_.run(claim_sql, {str(tenant), str(queue), str(consumer), std::to_string(max_messages),
+                                               visibility_param(visibility)}));
+  });
+}
+
+void PgQueues::ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) {
+  session_.instruments().measure("queue.ack", [&] {
+    session_.run(ack_sql, {str(tenant), str(queue), std::to_string(msg_id), std::to_string(claim_token)});
+  });
+}
+
+std::vector<Delivery> PgQueues::ack_and_claim(std::string_view tenant, std::string_view queue,
+                                              std::string_view consumer, const std::vector<Ack>& acks,
+                                              int max_messages, std::optional<Duration> visibility) {
+  return session_.instruments().measure("queue.ack_and_claim", [&] {
+    std::vector<std::int64_t> ids, tokens;
+    for (const auto& [id, token] : acks) ids.push_back(id), tokens.push_back(token);
+    return deliveries(session_.run(ack_and_claim_sql,
+                                   {str(tenant), str(queue), str(consumer), ids_param(ids, false),
+                                    ids_param(tokens, false), std::to_string(max_messages),
+                                    visibility_param(visibility)}));
+  });
+}
+
+NackOutcome PgQueues::nack(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
+                           std::int64_t claim_token, std::string_view error, bool permanent) {
+  return session_.instruments().measure("queue.nack", [&] {
+    const std::string outcome = session_
+                                    .run(nack_sql, {str(tenant), str(queue), std::to_string(msg_id),
+                                                    std::to_string(claim_token), str(error),
+                                                    std::string(permanent ? "true" : "false")})
+                                    .text(0, 0);
+    if (outcome == "dead") return NackOutcome::Dead;
+    if (outcome == "retry") return NackOutcome::Retry;
+    throw Error(ErrorKind::Corruption, "XX000", "invalid nack outcome read back: " + outcome);
+  });
+}
+
+TimePoint PgQueues::extend(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
+                           std::int64_t claim_token, Duration visibility) {
+  return session_.instruments().measure("queue.extend", [&] {
+    return from_unix_usecs(session_
+                               .run(extend_sql, {str(tenant), str(queue), std::to_string(msg_id),
+                                                 std::to_string(claim_token), interval_param(visibility)})
+                               .int8(0, 0));
+  });
+}
+
+QueueStats PgQueues::stats(std::string_view tenant, std::string_view queue) {
+  return session_.instruments().measure("queue.stats", [&] {
+    PgResult r = session_.run(stats_sql, {str(tenant), str(queue)});
+    QueueStats s{r.int8(0, 0), r.int8(0, 1), r.int8(0, 2), r.int8(0, 3), r.int8(0, 4), std::nullopt, r.text(0, 6)};
+    if (!r.is_null(0, 5)) s.oldest_ready_age = Duration(r.int8(0, 5));
+    return s;
+  });
+}
+
+std::vector<DeadLetter> PgQueues::dead_letters(std::string_view tenant, std::string_view queue,
+                                               std::int64_t after_msg_id, int max_rows) {
+  return session_.instruments().measure("queue.dead_letters", [&] {
+    PgResult r = session_.run(dead_list_sql, {str(tenant), str(queue), std::to_string(after_msg_id),
+                                              std::to_string(max_rows)});
+    std::vector<DeadLetter> out;
+    for (int i = 0; i < r.rows(); ++i) {
+      DeadLetter d;
+      d.msg_id = r.int8(i, 0);
+      if (!r.is_null(i, 1)) d.event_id = r.text(i, 1);
+      if (!r.is_null(i, 2)) d.partition_key = r.text(i, 2);
+      d.priority = priority_from_string(r.text(i, 3));
+      d.attempt = static_cast<int>(r.int8(i, 4));
+      d.error = r.is_null(i, 5) ? "" : r.text(i, 5);
+      d.error_class = r.is_null(i, 6) ? "" : r.text(i, 6);
+      d.dead_at = from_unix_usecs(r.int8(i, 7));
+      if (!r.is_null(i, 8)) d.payload = r.bytea(i, 8);
+      out.push_back(std::move(d));
+    }
+    return out;
+  });
+}
+
+int PgQueues::redrive(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids,
+                      int max_rows) {
+  return session_.instruments().measure("queue.redrive", [&] {
+    return static_cast<int>(
+        session_.run(redrive_sql, {str(tenant), str(queue), ids_param(msg_ids, true), std::to_string(max_rows)})
+            .int8(0, 0));
+  });
+}
+
+int PgQueues::purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) {
+  return session_.instruments().measure("queue.purge_dead", [&] {
+    return static_cast<int>(session_.run(purge_dead_sql, {str(tenant), str(queue), ids_param(msg_ids, true)}).int8(0, 0));
+  });
+}
+
+bool PgQueues::inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) {
+  return session_.instruments().measure("inbox.accept", [&] {
+    return session_.run(inbox_sql, {str(tenant), str(consumer), str(event_id)}).boolean(0, 0);
+  });
+}
+
+}  // namespace forgeyard::detail

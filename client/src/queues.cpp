@@ -1,0 +1,69 @@
+#include "forgeyard/queues.hpp"
+
+#include "error_map.hpp"
+#include "queue_options.hpp"
+
+namespace forgeyard {
+
+std::string_view to_string(Priority priority) noexcept {
+  return fy::core::priority_names[static_cast<int>(priority)];
+}
+
+Priority priority_from_string(std::string_view name) {
+  try {
+    return static_cast<Priority>(fy::core::priority_from_name("priority", name));
+  } catch (const fy::core::Error& e) {
+    throw detail::core_error(e);
+  }
+}
+
+namespace detail {
+
+fy::core::QueueOptions core_options(const QueueOptions& o) {
+  fy::core::QueueOptions c;
+  c.max_messages = o.max_messages;
+  c.max_bytes = o.max_bytes;
+  c.max_payload_bytes = o.max_payload_bytes;
+  c.visibility_usecs = o.visibility_timeout.count();
+  c.max_attempts = o.max_attempts;
+  c.backoff_base_usecs = o.backoff_base.count();
+  c.backoff_max_usecs = o.backoff_max.count();
+  c.partitioned = o.partition_ordered;
+  c.keep_dead_payload = o.keep_dead_letter_payload;
+  c.retain_acked_usecs = o.retain_acked.count();
+  c.max_dead = o.max_dead;
+  c.dead_retention_usecs = o.dead_letter_retention.count();
+  c.dedup_window_usecs = o.dedup_window.count();
+  for (int p = 0; p < fy::core::priority_classes; ++p) c.admit_percent[p] = o.admit_percent[p];
+  c.notify = o.notify;
+  return c;
+}
+
+std::string options_json(const QueueOptions& o) {
+  auto us = [](Duration d) { return "\"" + std::to_string(d.count()) + " microseconds\""; };
+  std::string json = "{\"max_messages\":" + std::to_string(o.max_messages) +
+                     ",\"max_bytes\":" + std::to_string(o.max_bytes) +
+                     ",\"max_payload_bytes\":" + std::to_string(o.max_payload_bytes) +
+                     ",\"visibility_timeout\":" + us(o.visibility_timeout) +
+                     ",\"max_attempts\":" + std::to_string(o.max_attempts) + ",\"backoff_base\":" + us(o.backoff_base) +
+                     ",\"backoff_max\":" + us(o.backoff_max) + ",\"ordering\":\"" +
+                     (o.partition_ordered ? "partition" : "none") + "\",\"dead_letter_payload\":\"" +
+                     (o.keep_dead_letter_payload ? "keep" : "drop") + "\",\"retain_acked\":" + us(o.retain_acked) +
+                     ",\"max_dead\":" + std::to_string(o.max_dead) +
+                     ",\"dead_letter_retention\":" + us(o.dead_letter_retention) +
+                     ",\"dedup_window\":" + us(o.dedup_window) + ",\"notify\":" + (o.notify ? "true" : "false");
+  for (int p = 0; p < fy::core::priority_classes; ++p)
+    json += std::string(",\"admit_") + fy::core::priority_names[p] + "\":" + std::to_string(o.admit_percent[p]);
+  return json + "}";
+}
+
+int priority_index(Priority p) { return static_cast<int>(p); }
+
+Priority priority_at(int index) {
+  if (index < 0 || index >= fy::core::priority_classes)
+    throw Error(ErrorKind::Corruption, "XX000", "invalid priority class read back: " + std::to_string(index));
+  return static_cast<Priority>(index);
+}
+
+}  // namespace detail
+}  // namespace forgeyard

@@ -1,0 +1,37 @@
+#pragma once
+
+#include "forgeyard/queues.hpp"
+#include "sqlite/session.hpp"
+
+namespace forgeyard::detail {
+
+// The extension's queue rules in the SQLite store, decided by the same core code.
+class SqliteQueues final : public Queues {
+ public:
+  explicit SqliteQueues(SqliteSession& session) : session_(session) {}
+  void create(std::string_view tenant, std::string_view queue, const QueueOptions& options) override;
+  bool drop(std::string_view tenant, std::string_view queue) override;
+  std::int64_t enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& message) override;
+  std::vector<Delivery> claim(std::string_view tenant, std::string_view queue, std::string_view consumer,
+                              int max_messages, std::optional<Duration> visibility) override;
+  void ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) override;
+  std::vector<Delivery> ack_and_claim(std::string_view tenant, std::string_view queue, std::string_view consumer,
+                                      const std::vector<Ack>& acks, int max_messages,
+                                      std::optional<Duration> visibility) override;
+  NackOutcome nack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token,
+                   std::string_view error, bool permanent) override;
+  TimePoint extend(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token,
+                   Duration visibility) override;
+  QueueStats stats(std::string_view tenant, std::string_view queue) override;
+  std::vector<DeadLetter> dead_letters(std::string_view tenant, std::string_view queue, std::int64_t after_msg_id,
+                                       int max_rows) override;
+  int redrive(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids,
+              int max_rows) override;
+  int purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) override;
+  bool inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) override;
+
+ private:
+  SqliteSession& session_;
+};
+
+}  // namespace forgeyard::detail

@@ -1,0 +1,431 @@
+// Durable queues and the inbox: SPEC 6.4, on every backend.
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "backend.hpp"
+#include "check.hpp"
+
+using namespace std::chrono_literals;
+using forgeyard::Delivery;
+using forgeyard::ErrorKind;
+using forgeyard::OutgoingMessage;
+using forgeyard::Priority;
+
+namespace {
+struct QueueFixture : conformance::Backend {
+  std::string queue = "jobs";
+  forgeyard::Queues& queues() { return store->queues(); }
+  void create(const forgeyard::QueueOptions& options = {}) { queues().create(tenant, queue, options); }
+  std::int64_t send(const std::string& payload, Priority p = Priority::Interactive) {
+    OutgoingMessage m;
+    m.payload = payload;
+    m.priority = p;
+    return queues().enqueue(tenant, queue, m);
+  }
+  std::vector<Delivery> take(int n = 1, std::optional<forgeyard::Duration> visibility = std::nullopt) {
+    return queues().claim(tenant, queue, "consumer-1", n, visibility);
+  }
+};
+
+forgeyard::QueueOptions small(std::int64_t max_messages) {
+  forgeyard::QueueOptions o;
+  o.max_messages = max_messages;
+  return o;
+}
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(queues, QueueFixture)
+
+BOOST_AUTO_TEST_CASE(an_enqueue_is_delivered_only_after_its_transaction_commits) {
+  create();
+  {
+    auto tx = store->begin();
+    tx->queues().enqueue(tenant, queue, {"rolled back"});
+    tx->rollback();
+  }
+  BOOST_TEST(take().empty());
+  BOOST_TEST(queues().stats(tenant, queue).bytes == 0);  // no room was kept either
+  auto tx = store->begin();
+  const std::int64_t id = tx->queues().enqueue(tenant, queue, {"committed"});
+  if (is_postgres()) {
+    // A claim neither sees nor waits for an open producer transaction.
+    auto other = open_another(1);
+    BOOST_TEST(other->queues().claim(tenant, queue, "c", 10).empty());
+  }
+  tx->commit();
+  auto got = take();
+  BOOST_REQUIRE(got.size() == 1u);
+  BOOST_TEST(got[0].msg_id == id);
+  BOOST_TEST(got[0].payload == "committed");
+  BOOST_TEST(got[0].attempt == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_repeated_event_id_returns_the_first_message_even_after_ack_and_when_full) {
+  create(small(2));
+  OutgoingMessage m{"payload", "a8098c1a-f86e-11da-bd1a-00112444be1e"};
+  const std::int64_t first = queues().enqueue(tenant, queue, m);
+  BOOST_TEST(queues().enqueue(tenant, queue, m) == first);
+  OutgoingMessage other = m;
+  other.payload = "another payload";
+  FY_CHECK_ERROR(queues().enqueue(tenant, queue, other), ErrorKind::IdempotencyMismatch, "FY011");
+  auto d = take();
+  BOOST_REQUIRE(d.size() == 1u);
+  queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);
+  BOOST_TEST(queues().enqueue(tenant, queue, m) == first);  // after the ack
+  send("fill");
+  send("fill", Priority::Emergency);
+  FY_CHECK_ERROR(send("one more", Priority::Emergency), ErrorKind::QueueFull, "FY020");
+  BOOST_TEST(queues().enqueue(tenant, queue, m) == first);  // even when full
+  for (const auto& x : take(2)) queues().ack(tenant, queue, x.msg_id, x.claim_token);
+  clock.advance(24h + 1s);  // past the dedup window: a new message
+  BOOST_TEST(queues().enqueue(tenant, queue, m) > first);
+}
+
+BOOST_AUTO_TEST_CASE(a_full_queue_refuses_lower_classes_first_and_never_grows_past_its_limit) {
+  create(small(10));
+  // Defaults: bulk up to 70%, background 80%, interactive 90%, realtime 95%, the top two 100%.
+  for (int i = 0; i < 7; ++i) send("b", Priority::Bulk);
+  FY_CHECK_ERROR(send("b", Priority::Bulk), ErrorKind::QueueFull, "FY020");
+  send("bg", Priority::Background);
+  FY_CHECK_ERROR(send("bg", Priority::Background), ErrorKind::QueueFull, "FY020");
+  send("i", Priority::Interactive);
+  FY_CHECK_ERROR(send("i", Priority::Interactive), ErrorKind::QueueFull, "FY020");
+  FY_CHECK_ERROR(send("r", Priority::Realtime), ErrorKind::QueueFull, "FY020");  // 95% of 10 is 9
+  send("s", Priority::SecurityControl);
+  FY_CHECK_ERROR(send("e", Priority::Emergency), ErrorKind::QueueFull, "FY020");
+  const auto e = conformance::expect_error([&] { send("e", Priority::Emergency); });
+  BOOST_TEST(e.retryable());
+  auto stats = queues().stats(tenant, queue);
+  BOOST_TEST(stats.ready == 10);
+  BOOST_TEST(stats.pressure == "saturated");
+  // In-flight and delayed messages count; acked ones give their room back.
+  auto d = take(1);
+  FY_CHECK_ERROR(send("e", Priority::Emergency), ErrorKind::QueueFull, "FY020");
+  queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);
+  send("e", Priority::Emergency);
+  FY_CHECK_ERROR(send("e", Priority::Emergency), ErrorKind::QueueFull, "FY020");
+}
+
+BOOST_AUTO_TEST_CASE(bytes_are_bounded_and_payloads_over_the_limit_refused) {
+  forgeyard::QueueOptions o;
+  o.max_bytes = 100;
+  o.max_payload_bytes = 60;
+  create(o);
+  FY_CHECK_ERROR(send(std::string(61, 'x')), ErrorKind::PayloadTooLarge, "FY021");
+  send(std::string(60, 'x'), Priority::Emergency);
+  FY_CHECK_ERROR(send(std::string(41, 'x'), Priority::Emergency), ErrorKind::QueueFull, "FY020");
+  send(std::string(40, 'x'), Priority::Emergency);
+  BOOST_TEST(queues().stats(tenant, queue).bytes == 100);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_queues_and_bad_input_are_refused) {
+  FY_CHECK_ERROR(send("x"), ErrorKind::NotFound, "42704");
+  create();
+  FY_CHECK_ERROR(create(), ErrorKind::InvalidArgument, "42710");
+  FY_CHECK_ERROR(queues().enqueue(unique("other-tenant"), queue, {"x"}), ErrorKind::NotFound, "42704");
+  FY_CHECK_ERROR(queues().claim(tenant, queue, "c", 0), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(queues().claim(tenant, queue, "", 1), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(queues().enqueue(tenant, queue, {"x", "not-a-uuid"}), ErrorKind::InvalidArgument, "22P02");
+  FY_CHECK_ERROR(forgeyard::priority_from_string("urgent"), ErrorKind::InvalidArgument, "22023");
+  forgeyard::QueueOptions bad;
+  bad.admit_percent[5] = 95;  // bulk above background
+  FY_CHECK_ERROR(queues().create(tenant, "bad", bad), ErrorKind::InvalidArgument, "22023");
+  bad = {};
+  bad.max_messages = 0;
+  FY_CHECK_ERROR(queues().create(tenant, "bad", bad), ErrorKind::InvalidArgument, "22023");
+  BOOST_TEST(queues().stats(tenant, queue).ready == 0);
+}
+
+BOOST_AUTO_TEST_CASE(claims_deliver_the_highest_class_first_then_the_oldest) {
+  create();
+  const auto b = send("bulk", Priority::Bulk);
+  const auto i1 = send("interactive 1");
+  const auto e = send("emergency", Priority::Emergency);
+  const auto i2 = send("interactive 2");
+  auto got = take(10);
+  BOOST_REQUIRE(got.size() == 4u);
+  BOOST_TEST(got[0].msg_id == e);
+  BOOST_TEST(got[1].msg_id == i1);
+  BOOST_TEST(got[2].msg_id == i2);
+  BOOST_TEST(got[3].msg_id == b);
+  BOOST_TEST(forgeyard::to_string(got[0].priority) == "emergency");
+  std::set<std::int64_t> tokens;
+  for (const auto& d : got) tokens.insert(d.claim_token);
+  BOOST_TEST(tokens.size() == 4u);
+  BOOST_TEST(take(10).empty());  // all in flight
+}
+
+BOOST_AUTO_TEST_CASE(a_lapsed_claim_is_delivered_again_and_the_old_token_is_fenced) {
+  create();
+  send("work");
+  auto first = take(1, 30s);
+  BOOST_REQUIRE(first.size() == 1u);
+  clock.advance(29s);
+  BOOST_TEST(take().empty());
+  clock.advance(1s);  // visibility ran out (visible_at <= now)
+  FY_CHECK_ERROR(queues().extend(tenant, queue, first[0].msg_id, first[0].claim_token, 30s), ErrorKind::StaleFence,
+                 "FY001");
+  auto second = take();
+  BOOST_REQUIRE(second.size() == 1u);
+  BOOST_TEST(second[0].msg_id == first[0].msg_id);
+  BOOST_TEST(second[0].attempt == 2);
+  BOOST_TEST(second[0].claim_token != first[0].claim_token);
+  FY_CHECK_ERROR(queues().ack(tenant, queue, first[0].msg_id, first[0].claim_token), ErrorKind::StaleFence, "FY001");
+  FY_CHECK_ERROR(queues().nack(tenant, queue, first[0].msg_id, first[0].claim_token, "late"), ErrorKind::StaleFence,
+                 "FY001");
+  queues().extend(tenant, queue, second[0].msg_id, second[0].claim_token, 60s);
+  clock.advance(45s);
+  BOOST_TEST(take().empty());  // the extension holds
+  queues().ack(tenant, queue, second[0].msg_id, second[0].claim_token);
+  queues().ack(tenant, queue, second[0].msg_id, second[0].claim_token);  // again: a no-op
+  BOOST_TEST(queues().stats(tenant, queue).ready == 0);
+}
+
+BOOST_AUTO_TEST_CASE(an_ack_after_the_visibility_ran_out_but_before_a_reclaim_is_accepted) {
+  create();
+  send("work");
+  auto d = take(1, 10s);
+  clock.advance(11s);
+  queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);
+  BOOST_TEST(take().empty());
+  BOOST_TEST(queues().stats(tenant, queue).bytes == 0);
+}
+
+BOOST_AUTO_TEST_CASE(nack_retries_with_capped_backoff_then_dead_letters) {
+  forgeyard::QueueOptions o;
+  o.max_attempts = 3;
+  o.backoff_base = 1s;
+  o.backoff_max = 4s;
+  create(o);
+  const auto id = send("flaky");
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    auto d = take();
+    BOOST_REQUIRE(d.size() == 1u);
+    BOOST_TEST(d[0].attempt == attempt);
+    BOOST_TEST((queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "boom") ==
+                forgeyard::NackOutcome::Retry));
+    clock.advance(4s);  // the cap: after it the retry is visible whatever the jitter drew
+  }
+  auto d = take();
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].attempt == 3);
+  BOOST_TEST((queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "still boom") ==
+              forgeyard::NackOutcome::Dead));
+  auto stats = queues().stats(tenant, queue);
+  BOOST_TEST(stats.dead == 1);
+  BOOST_TEST(stats.bytes == 0);  // dead letters do not count against the queue
+  auto dead = queues().dead_letters(tenant, queue);
+  BOOST_REQUIRE(dead.size() == 1u);
+  BOOST_TEST(dead[0].msg_id == id);
+  BOOST_TEST(dead[0].attempt == 3);
+  BOOST_TEST(dead[0].error == "still boom");
+  BOOST_TEST(dead[0].error_class == "max_attempts");
+  BOOST_TEST(!dead[0].payload.has_value());  // dropped by default
+  queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);  // acking a dead message: a no-op
+  FY_CHECK_ERROR(queues().redrive(tenant, queue, {id}), ErrorKind::InvalidArgument, "22023");
+  BOOST_TEST(queues().purge_dead(tenant, queue) == 1);
+  BOOST_TEST(queues().dead_letters(tenant, queue).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_nacked_message_stays_invisible_for_its_backoff) {
+  forgeyard::QueueOptions o;
+  o.backoff_base = 10s;
+  o.backoff_max = 10s;
+  create(o);
+  send("x");
+  auto d = take();
+  queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "later");
+  BOOST_TEST(queues().stats(tenant, queue).ready + queues().stats(tenant, queue).delayed == 1);
+  clock.advance(10s);
+  BOOST_TEST(take().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_permanent_failure_dead_letters_at_once_and_kept_payloads_can_be_redriven) {
+  forgeyard::QueueOptions o;
+  o.keep_dead_letter_payload = true;
+  create(o);
+  const auto id = send("poison");
+  auto d = take();
+  BOOST_TEST((queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "bad input", true) ==
+              forgeyard::NackOutcome::Dead));
+  auto dead = queues().dead_letters(tenant, queue);
+  BOOST_REQUIRE(dead.size() == 1u);
+  BOOST_TEST(dead[0].error_class == "permanent");
+  BOOST_TEST(dead[0].payload.value_or("") == "poison");
+  BOOST_TEST(queues().redrive(tenant, queue) == 1);
+  auto again = take();
+  BOOST_REQUIRE(again.size() == 1u);
+  BOOST_TEST(again[0].msg_id == id);
+  BOOST_TEST(again[0].attempt == 1);
+  BOOST_TEST(again[0].payload == "poison");
+}
+
+BOOST_AUTO_TEST_CASE(dead_letters_are_listed_with_keyset_pagination) {
+  create();
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(send("m" + std::to_string(i)));
+    auto d = take();
+    queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "no", true);
+  }
+  auto page1 = queues().dead_letters(tenant, queue, 0, 2);
+  BOOST_REQUIRE(page1.size() == 2u);
+  auto page2 = queues().dead_letters(tenant, queue, page1.back().msg_id, 2);
+  auto page3 = queues().dead_letters(tenant, queue, page2.back().msg_id, 2);
+  BOOST_REQUIRE(page2.size() == 2u);
+  BOOST_REQUIRE(page3.size() == 1u);
+  BOOST_TEST(page1[0].msg_id == ids[0]);
+  BOOST_TEST(page2[0].msg_id == ids[2]);
+  BOOST_TEST(page3[0].msg_id == ids[4]);
+}
+
+BOOST_AUTO_TEST_CASE(a_delayed_message_is_invisible_until_its_time) {
+  create();
+  OutgoingMessage m{"later"};
+  m.delay = 60s;
+  queues().enqueue(tenant, queue, m);
+  BOOST_TEST(take().empty());
+  BOOST_TEST(queues().stats(tenant, queue).delayed == 1);
+  clock.advance(60s);
+  BOOST_TEST(take().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(partition_keys_are_delivered_in_order_one_at_a_time) {
+  forgeyard::QueueOptions o;
+  o.partition_ordered = true;
+  create(o);
+  FY_CHECK_ERROR(send("no key"), ErrorKind::InvalidArgument, "22023");
+  auto keyed = [&](const std::string& key, const std::string& payload, Priority p = Priority::Interactive) {
+    OutgoingMessage m{payload};
+    m.partition_key = key;
+    m.priority = p;
+    return queues().enqueue(tenant, queue, m);
+  };
+  const auto a1 = keyed("a", "a1", Priority::Bulk);
+  const auto a2 = keyed("a", "a2", Priority::Emergency);  // enqueue order beats class within a key
+  const auto b1 = keyed("b", "b1", Priority::Realtime);
+  auto got = take(10);
+  BOOST_REQUIRE(got.size() == 2u);  // one per key
+  BOOST_TEST(got[0].msg_id == b1);  // class orders the heads of different keys
+  BOOST_TEST(got[1].msg_id == a1);
+  BOOST_TEST(take(10).empty());
+  queues().ack(tenant, queue, got[1].msg_id, got[1].claim_token);
+  auto next = take(10);
+  BOOST_REQUIRE(next.size() == 1u);
+  BOOST_TEST(next[0].msg_id == a2);
+  queues().nack(tenant, queue, next[0].msg_id, next[0].claim_token, "dead", true);
+  queues().ack(tenant, queue, got[0].msg_id, got[0].claim_token);
+  const auto a3 = keyed("a", "a3");
+  auto last = take(10);
+  BOOST_REQUIRE(last.size() == 1u);
+  BOOST_TEST(last[0].msg_id == a3);
+}
+
+BOOST_AUTO_TEST_CASE(ack_and_claim_is_one_call) {
+  create();
+  for (int i = 0; i < 4; ++i) send("m" + std::to_string(i));
+  auto batch = take(2);
+  std::vector<forgeyard::Ack> acks;
+  for (const auto& d : batch) acks.emplace_back(d.msg_id, d.claim_token);
+  auto next = queues().ack_and_claim(tenant, queue, "consumer-1", acks, 2);
+  BOOST_TEST(next.size() == 2u);
+  auto stats = queues().stats(tenant, queue);
+  BOOST_TEST(stats.in_flight == 2);
+  BOOST_TEST(stats.ready == 0);
+  acks.clear();
+  for (const auto& d : next) acks.emplace_back(d.msg_id, d.claim_token);
+  BOOST_TEST(queues().ack_and_claim(tenant, queue, "consumer-1", acks, 2).empty());
+  BOOST_TEST(queues().stats(tenant, queue).in_flight == 0);
+}
+
+BOOST_AUTO_TEST_CASE(the_inbox_accepts_an_event_once_per_consumer) {
+  const std::string event = "0f8fad5b-d9cb-469f-a165-70867728950e";
+  BOOST_TEST(queues().inbox_accept(tenant, "billing", event));
+  BOOST_TEST(!queues().inbox_accept(tenant, "billing", event));
+  BOOST_TEST(queues().inbox_accept(tenant, "audit", event));
+  {
+    auto tx = store->begin();
+    BOOST_TEST(tx->queues().inbox_accept(tenant, "mailer", event));
+    tx->rollback();  // not accepted after all
+  }
+  BOOST_TEST(queues().inbox_accept(tenant, "mailer", event));
+  FY_CHECK_ERROR(queues().inbox_accept(tenant, "billing", "nope"), ErrorKind::InvalidArgument, "22P02");
+}
+
+BOOST_AUTO_TEST_CASE(four_consumers_drain_twenty_thousand_messages_each_exactly_once) {
+  forgeyard::QueueOptions o;
+  o.max_messages = 50000;
+  create(o);
+  constexpr int total = 20000;
+  for (int batch = 0; batch < total / 1000; ++batch) {
+    auto tx = store->begin();
+    for (int i = 0; i < 1000; ++i) tx->queues().enqueue(tenant, queue, {std::to_string(batch * 1000 + i)});
+    tx->commit();
+  }
+  std::mutex m;
+  std::map<std::string, int> seen;
+  std::vector<std::thread> consumers;
+  for (int c = 0; c < 4; ++c)
+    consumers.emplace_back([&, c] {
+      auto s = open_another(1);
+      std::vector<forgeyard::Ack> acks;
+      for (;;) {
+        auto got = s->queues().ack_and_claim(tenant, queue, "consumer-" + std::to_string(c), acks, 50);
+        if (got.empty()) break;
+        acks.clear();
+        std::lock_guard lock(m);
+        for (const auto& d : got) {
+          ++seen[d.payload];
+          acks.emplace_back(d.msg_id, d.claim_token);
+        }
+      }
+    });
+  for (auto& t : consumers) t.join();
+  BOOST_TEST(seen.size() == static_cast<std::size_t>(total));  // none lost
+  int duplicates = 0;
+  for (const auto& [payload, n] : seen) duplicates += n - 1;
+  BOOST_TEST(duplicates == 0);  // none delivered twice
+  auto stats = queues().stats(tenant, queue);
+  BOOST_TEST(stats.ready + stats.in_flight + stats.delayed == 0);
+  BOOST_TEST(stats.bytes == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_consumer_killed_mid_batch_loses_nothing) {
+  create();
+  for (int i = 0; i < 5; ++i) send("m" + std::to_string(i));
+  pid_t child = fork();
+  if (child == 0) {
+    // The consumer: claims the batch (committed), then dies before acking any of it.
+    try {
+      auto s = open_another(1);
+      auto got = s->queues().claim(tenant, queue, "doomed", 5, 30s);
+      if (got.size() != 5u) _exit(3);
+    } catch (...) {
+      _exit(4);
+    }
+    raise(SIGKILL);
+    _exit(5);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  BOOST_REQUIRE(WIFSIGNALED(status));
+  BOOST_TEST(WTERMSIG(status) == SIGKILL);
+  BOOST_TEST(queues().stats(tenant, queue).in_flight == 5);
+  BOOST_TEST(take(10).empty());
+  clock.advance(30s);  // its visibility runs out
+  auto again = take(10);
+  BOOST_TEST(again.size() == 5u);
+  for (const auto& d : again) BOOST_TEST(d.attempt == 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
