@@ -222,7 +222,8 @@ FY_FUNCTION(fy_idem_abandon) {
 // idem_status(tenant, scope, key) -> (status, attempt, recovery_point, locked_until, expires_at); for operators.
 FY_FUNCTION(fy_idem_status) {
   static pg::Statement read(
-      "SELECT CASE WHEN i.expires_at OPERATOR(pg_catalog.<=) $4 THEN 'expired' ELSE i.status END,"
+      "SELECT CASE WHEN i.expires_at OPERATOR(pg_catalog.<=) $4 AND (i.status OPERATOR(pg_catalog.=) 'completed'"
+      "              OR i.locked_until OPERATOR(pg_catalog.<=) $4) THEN 'expired' ELSE i.status END,"
       "       i.attempt, i.recovery_point, i.locked_until, i.expires_at"
       "  FROM forgeyard.idempotency_keys i"
       " WHERE i.tenant_id OPERATOR(pg_catalog.=) $1 AND i.scope OPERATOR(pg_catalog.=) $2"

@@ -6,7 +6,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(189);
+SELECT plan(210);
 
 SET TIME ZONE 'UTC';
 
@@ -397,9 +397,9 @@ INSERT INTO bad (call, code, message) VALUES
     ($$forgeyard.cas_update('public.cas_acct', '{"id": 1}', 5, '{"name": "x", "entity_version": 9}')$$, '22023',
         'changes must not set entity_version: cas_update sets it to expected + 1'),
     ($$forgeyard.cas_update('public.cas_acct', '{"name": "psql"}', 5, '{"note": "x"}')$$,  '22023',
-        'key columns (name) are not the primary key or a unique index of public.cas_acct'),
-    ($$forgeyard.cas_update('public.cas_acct', '{"id": 1, "name": "psql"}', 5, '{"note": "x"}')$$, '22023',
-        'key columns (id,name) are not the primary key or a unique index of public.cas_acct'),
+        'key columns (name) do not contain the primary key or a unique index of public.cas_acct'),
+    ($$forgeyard.cas_update('public.cas_acct', '{"id": 1, "name": "psql"}', 5, '{"name": "x"}')$$, '22023',
+        'changes must not set key column "name"'),
     ($$forgeyard.cas_update('public.cas_acct', '{"id": 1}', 0, '{"name": "x"}')$$,         '22023', 'expected_version must be at least 1'),
     ($$forgeyard.cas_update('public.cas_acct', '{"id": 1}', -5, '{"name": "x"}')$$,        '22023', 'expected_version must be at least 1'),
     ($$forgeyard.cas_update('public.cas_plain', '{"id": 1}', 1, '{"name": "x"}')$$,        '22023', 'public.cas_plain is not under version control'),
@@ -407,7 +407,9 @@ INSERT INTO bad (call, code, message) VALUES
     ($$forgeyard.cas_update('public.cas_view', '{"id": 1}', 5, '{"name": "x"}')$$,         '22023', 'rel must be a table: public.cas_view'),
     ($$forgeyard.cas_update('public.cas_seq', '{"id": 1}', 5, '{"name": "x"}')$$,          '22023', 'rel must be a table: public.cas_seq'),
     ($$forgeyard.cas_update('public.cas_mk', '{"a": 2}', 2, '{"v": "x"}')$$,               '22023',
-        'key columns (a) are not the primary key or a unique index of public.cas_mk'),
+        'key columns (a) do not contain the primary key or a unique index of public.cas_mk'),
+    ($$forgeyard.cas_update('public.cas_mk', '{"a": 2, "v": "x2"}', 2, '{"v": "x"}')$$,    '22023',
+        'key columns (a,v) do not contain the primary key or a unique index of public.cas_mk'),
     -- tables with tenant_id
     ($$forgeyard.cas_update('public.cas_tk', '{"id": 1}', 3, '{"name": "x"}')$$,           '22023',
         'key must include tenant_id: public.cas_tk has a tenant_id column'),
@@ -420,9 +422,10 @@ INSERT INTO bad (call, code, message) VALUES
     ($$forgeyard.cas_update('public.cas_tk', '{"tenant_id": "t1", "code": "c1"}', 3, '{"code": "c9"}')$$, '22023',
         'changes must not set key column "code"'),
     ($$forgeyard.cas_update('public.cas_tk', '{"tenant_id": "t1"}', 3, '{"name": "x"}')$$, '22023',
-        'key columns (tenant_id) are not the primary key or a unique index of public.cas_tk'),
+        'key columns (tenant_id) do not contain the primary key or a unique index of public.cas_tk'),
+    -- a partial or an expression unique index is not a key: (tenant_id, name) is unique only where name IS NOT NULL
     ($$forgeyard.cas_update('public.cas_tk', '{"tenant_id": "t1", "name": "t1-b"}', 3, '{"code": "x"}')$$, '22023',
-        'key columns (name,tenant_id) are not the primary key or a unique index of public.cas_tk'),
+        'key columns (name,tenant_id) do not contain the primary key or a unique index of public.cas_tk'),
     -- cas_get(rel, key)
     ($$forgeyard.cas_get(NULL, '{"id": 1}')$$,                                             '22004', 'rel must not be NULL'),
     ($$forgeyard.cas_get('public.cas_acct', NULL)$$,                                       '22004', 'key must not be NULL'),
@@ -430,7 +433,7 @@ INSERT INTO bad (call, code, message) VALUES
     ($$forgeyard.cas_get('public.cas_acct', '{}')$$,                                       '22023', 'key must name at least one column'),
     ($$forgeyard.cas_get('public.cas_acct', '{"nope": 1}')$$,                              '22023', 'key names unknown column "nope" of public.cas_acct'),
     ($$forgeyard.cas_get('public.cas_acct', '{"name": "x"}')$$,                            '22023',
-        'key columns (name) are not the primary key or a unique index of public.cas_acct'),
+        'key columns (name) do not contain the primary key or a unique index of public.cas_acct'),
     ($$forgeyard.cas_get('public.cas_tk', '{"id": 1}')$$,                                  '22023',
         'key must include tenant_id: public.cas_tk has a tenant_id column'),
     ($$forgeyard.cas_get('public.cas_plain', '{"id": 1}')$$,                               '22023', 'public.cas_plain is not under version control'),
@@ -443,6 +446,64 @@ SELECT is(pg_temp.err($$SELECT forgeyard.cas_update('public.cas_plain', '{"id": 
                 $$call forgeyard.enable_versioning('public.cas_plain') first$$],
           'a table not under version control: the DETAIL says what to call');
 SELECT is(pg_temp.state(), (SELECT s FROM state_before), 'after every rejected call every table and trigger is exactly as before');
+
+-------------------------------------------------------------------------------------------------
+-- A key may carry more columns than a unique key: it must contain the primary key or a unique
+-- index, and every column it names must match
+-------------------------------------------------------------------------------------------------
+SELECT is(forgeyard.cas_update('public.cas_acct', '{"id": 1, "name": "psql"}', 5, '{"note": "extra"}'), 6::bigint,
+          'cas_update by (id, name): the key contains the primary key, the extra column is accepted');
+SELECT is(pg_temp.state(),
+          (SELECT jsonb_set(s, '{acct,0}', s #> '{acct,0}' || '{"note": "extra", "entity_version": 6}') FROM state_before),
+          'only row 1 of cas_acct changed (note and version); every other row and table is as before');
+SELECT results_eq($$SELECT "row" ->> 'note', entity_version FROM forgeyard.cas_get('public.cas_acct', '{"name": "psql", "id": 1}')$$,
+                  $$VALUES ('extra'::text, 6::bigint)$$, 'cas_get by (id, name)');
+CREATE TEMP TABLE acct_before3 AS SELECT * FROM public.cas_acct;
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_acct', '{"id": 1, "name": "one"}', 6, '{"note": "wrong"}')$$, 'P0002',
+                 'no row of public.cas_acct matches the key', 'an extra key column that does not match the row: P0002');
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_acct', '{"id": 2, "name": "psql"}', 4, '{"note": "wrong"}')$$, 'P0002',
+                 NULL, 'the id of one row and the name of another: P0002, neither row changes');
+SELECT is_empty($$SELECT * FROM forgeyard.cas_get('public.cas_acct', '{"id": 1, "name": "one"}')$$,
+                'cas_get with an extra key column that does not match: no row');
+SELECT results_eq('SELECT * FROM public.cas_acct ORDER BY id', 'SELECT * FROM acct_before3 ORDER BY id',
+                  'the misses changed nothing');
+SELECT is(forgeyard.cas_update('public.cas_tk', '{"tenant_id": "t2", "code": "c1", "g": 10}', 1, '{"name": "t2-a"}'),
+          2::bigint, 'cas_update by (tenant_id, code, g): contains the unique (tenant_id, code); g is a generated column');
+SELECT results_eq('SELECT tenant_id, name, entity_version FROM public.cas_tk ORDER BY tenant_id',
+                  $$VALUES ('t1'::text, 't1-b'::text, 3::bigint), ('t2', 't2-a', 2::bigint)$$,
+                  'only t2''s row changed');
+
+-- A globally unique primary key in a table with tenant_id: the key is (tenant_id, id).
+CREATE TABLE public.cas_tpk (id int PRIMARY KEY, tenant_id text NOT NULL, name text, entity_version bigint NOT NULL DEFAULT 1);
+DO $$ BEGIN PERFORM forgeyard.enable_versioning('public.cas_tpk'); END $$;
+INSERT INTO public.cas_tpk (id, tenant_id, name) VALUES (1, 't1', 'a'), (2, 't1', 'b'), (3, 't2', 'c');
+SELECT is(forgeyard.cas_update('public.cas_tpk', '{"tenant_id": "t1", "id": 1}', 1, '{"name": "a2"}'), 2::bigint,
+          'PRIMARY KEY (id) plus tenant_id: cas_update by (tenant_id, id) is accepted');
+SELECT results_eq('SELECT id, tenant_id, name, entity_version FROM public.cas_tpk ORDER BY id',
+                  $$VALUES (1, 't1'::text, 'a2'::text, 2::bigint), (2, 't1', 'b', 1::bigint), (3, 't2', 'c', 1::bigint)$$,
+                  '... and changed only that row');
+SELECT results_eq($$SELECT "row" ->> 'name', entity_version FROM forgeyard.cas_get('public.cas_tpk', '{"id": 3, "tenant_id": "t2"}')$$,
+                  $$VALUES ('c'::text, 1::bigint)$$, 'cas_get by (tenant_id, id)');
+CREATE TEMP TABLE tpk_before AS SELECT * FROM public.cas_tpk;
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_tpk', '{"tenant_id": "t2", "id": 1}', 2, '{"name": "x"}')$$, 'P0002',
+                 'no row of public.cas_tpk matches the key', 'another tenant with the row''s id: P0002');
+SELECT is_empty($$SELECT * FROM forgeyard.cas_get('public.cas_tpk', '{"tenant_id": "t2", "id": 1}')$$,
+                'cas_get by another tenant with the row''s id: no row');
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_tpk', '{"id": 1}', 2, '{"name": "x"}')$$, '22023',
+                 'key must include tenant_id: public.cas_tpk has a tenant_id column', 'the primary key alone, without the tenant: 22023');
+SELECT throws_ok($$SELECT * FROM forgeyard.cas_get('public.cas_tpk', '{"id": 1}')$$, '22023',
+                 'key must include tenant_id: public.cas_tpk has a tenant_id column', 'cas_get by the primary key without the tenant: 22023');
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_tpk', '{"tenant_id": "t1"}', 2, '{"name": "x"}')$$, '22023',
+                 'key columns (tenant_id) do not contain the primary key or a unique index of public.cas_tpk',
+                 'the tenant alone, no unique key inside: 22023');
+SELECT throws_ok($$SELECT * FROM forgeyard.cas_get('public.cas_tpk', '{"tenant_id": "t1"}')$$, '22023',
+                 'key columns (tenant_id) do not contain the primary key or a unique index of public.cas_tpk',
+                 'cas_get by the tenant alone: 22023');
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_tpk', '{"tenant_id": "t1", "name": "b"}', 1, '{"name": "x"}')$$, '22023',
+                 'key columns (name,tenant_id) do not contain the primary key or a unique index of public.cas_tpk',
+                 'the tenant and a non-unique column: 22023');
+SELECT results_eq('SELECT * FROM public.cas_tpk ORDER BY id', 'SELECT * FROM tpk_before ORDER BY id',
+                  'the refused calls and the miss changed nothing');
 
 -------------------------------------------------------------------------------------------------
 -- disable_versioning

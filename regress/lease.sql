@@ -1,11 +1,12 @@
--- Leases with fencing epochs (SPEC 6.1): grants, epochs, contention, renew, release, fence, reap,
--- lease_get, tenants, and every bad input of every lease function.
+-- Leases with fencing epochs (SPEC 6.1): grants, epochs, contention, renew, release, fence, reap
+-- (a reaped grant is never live again), lease_get, tenants, every bad input of every lease
+-- function, and a login's tenant binding that SET ROLE cannot leave.
 -- Time is moved with forgeyard.now_override; nothing sleeps.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(183);
+SELECT plan(203);
 
 SET TIME ZONE 'UTC';
 
@@ -83,7 +84,7 @@ SELECT results_eq($$SELECT owner, epoch, state FROM forgeyard.lease_get('t1', 'r
                   'lease_get under contention: the holder''s grant, not the contender');
 
 -------------------------------------------------------------------------------------------------
--- Same owner again: idempotent, same epoch, expiry moved to now + ttl
+-- Same owner again: idempotent, same epoch, expiry moved to now + ttl when that is later
 -------------------------------------------------------------------------------------------------
 SET forgeyard.now_override = '2030-01-01 00:00:20+00';
 CALL pg_temp.acq('i1', 't1', 'r1', 'alice', '1 minute');
@@ -102,8 +103,8 @@ SELECT results_eq($$SELECT acquired_at, expires_at FROM forgeyard.lease_get('t1'
 CALL pg_temp.acq('i2', 't1', 'r1', 'alice', '5 seconds');
 SELECT results_eq(
     $$SELECT acquired, epoch, expires_at FROM g WHERE k = 'i2'$$,
-    $$VALUES (true, 1893456000000000::bigint, '2030-01-01 00:00:25+00'::timestamptz)$$,
-    'same-owner re-acquire with a shorter ttl moves the expiry to now + ttl');
+    $$VALUES (true, 1893456000000000::bigint, '2030-01-01 00:01:20+00'::timestamptz)$$,
+    'same-owner re-acquire with a shorter ttl never shortens the lease (a keeper may hold it longer)');
 
 -------------------------------------------------------------------------------------------------
 -- Renew
@@ -414,6 +415,39 @@ SET forgeyard.now_override = '2030-02-02 00:00:10+00';
 SELECT results_eq($$SELECT resource, epoch FROM forgeyard.lease_reap(100, 'rp3')$$,
                   $$SELECT 'x'::text, pg_temp.ep('x')$$, 'reap at exactly expires_at: reported');
 SELECT is(forgeyard.lease_release('rp3', 'x', pg_temp.ep('x')), false, 'release after reap: false (it had expired)');
+SELECT throws_ok(format('SELECT forgeyard.lease_renew(%L, %L, %s, %L)', 'rp3', 'x', pg_temp.ep('x'), '1 minute'),
+                 'FY001', NULL, 'renew after reap: FY001');
+SELECT throws_ok(format('SELECT forgeyard.lease_fence(%L, %L, %s)', 'rp3', 'x', pg_temp.ep('x')),
+                 'FY001', NULL, 'fence after reap: FY001');
+
+-- A reaped grant is not live again when a caller's clock is behind: its reconciler was told it expired.
+SET forgeyard.now_override = '2030-02-02 00:00:05+00';   -- before the reaped grant's expires_at (00:00:10)
+CREATE TEMP TABLE reaped_before AS SELECT * FROM forgeyard.leases WHERE tenant_id = 'rp3';
+SELECT throws_ok(format('SELECT forgeyard.lease_fence(%L, %L, %s)', 'rp3', 'x', pg_temp.ep('x')), 'FY001',
+                 format('lease epoch %s is not the live grant of "x"', pg_temp.ep('x')),
+                 'clock moved back before expires_at of a reaped grant: fence -> FY001');
+SELECT throws_ok(format('SELECT forgeyard.lease_renew(%L, %L, %s, %L)', 'rp3', 'x', pg_temp.ep('x'), '1 minute'), 'FY001',
+                 format('lease epoch %s is not the live grant of "x"', pg_temp.ep('x')),
+                 'clock moved back before expires_at of a reaped grant: renew -> FY001');
+SELECT is(forgeyard.lease_release('rp3', 'x', pg_temp.ep('x')), false,
+          'clock moved back before expires_at of a reaped grant: release -> false');
+SELECT results_eq('SELECT * FROM forgeyard.leases WHERE tenant_id = ''rp3''', 'SELECT * FROM reaped_before',
+                  'the refused renew / fence / release changed nothing');
+SELECT results_eq($$SELECT (SELECT state FROM forgeyard.lease_get('rp3', 'x')), pg_temp.state_of('rp3', 'x')$$,
+                  $$VALUES ('reaped'::text, 'reaped'::text)$$,
+                  'lease_get and lease_status agree with fence: a reaped grant is reaped, not live, with the clock behind');
+SELECT is_empty($$SELECT * FROM forgeyard.lease_reap(100, 'rp3')$$, 'and it is not reported again');
+CALL pg_temp.acq('x2', 'rp3', 'x', 'alice', '10 seconds');
+SELECT results_eq($$SELECT acquired, epoch, holder, expires_at FROM g WHERE k = 'x2'$$,
+                  $$VALUES (true, pg_temp.us('2030-02-02 00:00:05+00'), 'alice'::text, '2030-02-02 00:00:15+00'::timestamptz)$$,
+                  'the same owner acquires the reaped resource: a new grant (epoch = clock), not the reaped one extended');
+SELECT cmp_ok(pg_temp.ep('x2'), '>', pg_temp.ep('x'), 'the new grant''s epoch is greater than the reaped one''s');
+SELECT results_eq($$SELECT owner, epoch, acquired_at, reaped_at FROM pg_temp.row_of('rp3', 'x')$$,
+                  $$SELECT 'alice'::text, pg_temp.ep('x2'), '2030-02-02 00:00:05+00'::timestamptz, NULL::timestamptz$$,
+                  'the new grant: acquired now, reaped_at cleared');
+SELECT throws_ok(format('SELECT forgeyard.lease_fence(%L, %L, %s)', 'rp3', 'x', pg_temp.ep('x')),
+                 'FY001', NULL, 'the reaped epoch is still refused');
+SELECT lives_ok(format('SELECT forgeyard.lease_fence(%L, %L, %s)', 'rp3', 'x', pg_temp.ep('x2')), 'the new epoch is live');
 
 -------------------------------------------------------------------------------------------------
 -- Tenants are independent
@@ -592,6 +626,42 @@ SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('tc', 'shared')$$, 'FY040',
 SELECT throws_ok('SELECT * FROM forgeyard.leases', '42501', NULL,
                  'application role: the table itself stays closed (lease_get is the way to read a lease)');
 RESET ROLE;
+
+-------------------------------------------------------------------------------------------------
+-- SET ROLE does not leave a binding: a login bound to t1 that SETs ROLE to an unbound group is
+-- still bound (both the role in effect and the session's login role are checked)
+-------------------------------------------------------------------------------------------------
+CREATE ROLE fy_lease_group NOLOGIN;
+CREATE ROLE fy_lease_login LOGIN IN ROLE fy_lease_group;
+DO $$ BEGIN
+    PERFORM forgeyard.grant_usage('fy_lease_group');
+    PERFORM forgeyard.bind_tenant('fy_lease_login', 't1');
+END $$;
+GRANT SELECT, INSERT ON g TO fy_lease_group;   -- pg_temp.acq records its answers there
+GRANT USAGE ON SEQUENCE g_n_seq TO fy_lease_group;
+SET ROLE fy_lease_group;
+CALL pg_temp.acq('grp', 't2', 'setrole', 'group', '1 minute');
+RESET ROLE;
+SELECT results_eq($$SELECT acquired, holder FROM g WHERE k = 'grp'$$, $$VALUES (true, 'group'::text)$$,
+                  'the group alone (from an unbound session) is not bound: it may act for t2');
+SET SESSION AUTHORIZATION fy_lease_login;
+SET ROLE fy_lease_group;
+SELECT results_eq('SELECT current_user::text COLLATE "default", session_user::text COLLATE "default"', $$VALUES ('fy_lease_group'::text, 'fy_lease_login'::text)$$,
+                  'logged in as fy_lease_login (bound to t1), SET ROLE to fy_lease_group (unbound)');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_acquire('t2', 'setrole-new', 'login', '1 minute')$$, 'FY040',
+                 'tenant "t2" is not allowed for this role', 'after SET ROLE to the unbound group: acquire for t2 -> FY040');
+SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t2', 'setrole')$$, 'FY040', NULL,
+                 'after SET ROLE to the unbound group: lease_get for t2 -> FY040');
+SELECT throws_ok(format('SELECT forgeyard.lease_release(%L, %L, %s)', 't2', 'setrole', pg_temp.ep('grp')), 'FY040', NULL,
+                 'after SET ROLE to the unbound group: release of t2''s grant -> FY040');
+CALL pg_temp.acq('login', 't1', 'setrole', 'login', '1 minute');
+SELECT results_eq($$SELECT acquired, holder FROM g WHERE k = 'login'$$, $$VALUES (true, 'login'::text)$$,
+                  'after SET ROLE to the unbound group: acquire for t1, the login''s tenant, works');
+RESET ROLE;
+RESET SESSION AUTHORIZATION;
+SELECT results_eq($$SELECT tenant_id, resource, owner, released_at FROM forgeyard.leases WHERE resource LIKE 'setrole%' ORDER BY 1$$,
+                  $$VALUES ('t1'::text, 'setrole'::text, 'login'::text, NULL::timestamptz), ('t2', 'setrole', 'group', NULL)$$,
+                  't2''s grant is untouched and the refused acquire created no row');
 
 SELECT * FROM finish();
 ROLLBACK;

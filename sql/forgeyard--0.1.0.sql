@@ -112,10 +112,11 @@ WITH RECURSIVE member_of(oid) AS (
 )
 SELECT l.tenant_id, l.resource, l.owner, l.epoch, l.acquired_at, l.expires_at, l.released_at, l.reaped_at,
        CASE WHEN l.released_at IS NOT NULL THEN 'released'
-            WHEN l.expires_at <= c.now AND l.reaped_at IS NOT NULL THEN 'reaped'
+            WHEN l.reaped_at IS NOT NULL THEN 'reaped'
             WHEN l.expires_at <= c.now THEN 'expired'
             ELSE 'live' END AS state,
-       CASE WHEN l.released_at IS NULL AND l.expires_at > c.now THEN l.expires_at - c.now END AS remaining
+       CASE WHEN l.released_at IS NULL AND l.reaped_at IS NULL AND l.expires_at > c.now
+            THEN l.expires_at - c.now END AS remaining
   FROM forgeyard.leases l
  CROSS JOIN (SELECT forgeyard.now() AS now) c
  WHERE NOT EXISTS (SELECT 1 FROM scope) OR l.tenant_id IN (SELECT scope.tenant_id FROM scope);

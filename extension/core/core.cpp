@@ -49,8 +49,8 @@ std::int64_t next_epoch(std::int64_t previous, std::int64_t now_unix_usecs) {
 
 const char* lease_state(const LeaseRow& row, std::int64_t now) {
   if (row.released) return "released";
-  if (!is_expired(row.expires_at, now)) return "live";
-  return row.reaped ? "reaped" : "expired";
+  if (row.reaped) return "reaped";
+  return is_expired(row.expires_at, now) ? "expired" : "live";
 }
 
 AcquireDecision decide_acquire(const LeaseRow* current, std::string_view owner, std::int64_t now_unix_usecs) {

@@ -183,7 +183,8 @@ std::optional<IdempotencyStatus> SqliteIdempotency::status(const IdempotencyKey&
       std::optional<IdempotencyStatus> out;
       session_.write([&](Db& db) {
         auto q = db.query(
-            "SELECT CASE WHEN expires_at <= ?4 THEN 'expired' ELSE status END, attempt, recovery_point,"
+            "SELECT CASE WHEN expires_at <= ?4 AND (status = 'completed' OR locked_until <= ?4) THEN 'expired'"
+            "       ELSE status END, attempt, recovery_point,"
             "       locked_until, expires_at FROM idempotency_keys WHERE tenant_id = ?1 AND scope = ?2 AND key = ?3");
         q.bind(1, key.tenant).bind(2, key.scope).bind(3, key.key).bind(4, session_.now_usecs());
         if (!q.step()) return;
