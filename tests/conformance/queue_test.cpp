@@ -428,4 +428,26 @@ BOOST_AUTO_TEST_CASE(a_consumer_killed_mid_batch_loses_nothing) {
   for (const auto& d : again) BOOST_TEST(d.attempt == 2);
 }
 
+BOOST_AUTO_TEST_CASE(a_consumer_whose_connection_dies_mid_claim_loses_nothing) {
+  create();
+  for (int i = 0; i < 3; ++i) send("m" + std::to_string(i));
+  {
+    forgeyard::StoreOptions options;
+    options.clock = [this] { return clock.now(); };
+    options.prepared_statements = !unnamed_statements;
+    auto victim = forgeyard::open(is_postgres() ? url + "&application_name=fy_victim" : url, options);
+    auto tx = victim->begin();
+    BOOST_TEST(tx->queues().claim(tenant, queue, "victim", 3).size() == 3u);
+    if (is_postgres()) {
+      // The server kills the consumer's connection while its claim is open.
+      exec_sql("SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity"
+               " WHERE application_name = 'fy_victim'");
+      FY_CHECK_ERROR(tx->commit(), ErrorKind::CommitUnknown, "08006");
+    }
+  }  // SQLite: the consumer goes away with its transaction open
+  auto again = take(10);
+  BOOST_TEST(again.size() == 3u);  // delivered once more, at once: the claim never committed
+  for (const auto& d : again) BOOST_TEST(d.attempt == 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
