@@ -1,11 +1,12 @@
 -- Access (SPEC 5): the three kinds of role, tenant binding, SECURITY DEFINER with a pinned
 -- search_path (SECURITY INVOKER for compare-and-set, SPEC 6.2), nothing for PUBLIC, comments on
--- everything, tables registered for pg_dump.
+-- everything, tables and sequences registered for pg_dump; for the lease, idempotency, cas and
+-- queue APIs, the queue maintenance calls and the queue views.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(246);
+SELECT plan(427);
 
 SET TIME ZONE 'UTC';
 
@@ -25,7 +26,29 @@ INSERT INTO api VALUES
     ('forgeyard.idem_complete(text, text, text, bytea, bigint)'),
     ('forgeyard.idem_abandon(text, text, text, bigint)'),
     ('forgeyard.idem_status(text, text, text)'),
-    ('forgeyard.idem_purge(integer, text)');
+    ('forgeyard.idem_purge(integer, text)'),
+    ('forgeyard.queue_create(text, text, jsonb)'),
+    ('forgeyard.queue_alter(text, text, jsonb)'),
+    ('forgeyard.queue_drop(text, text)'),
+    ('forgeyard.queue_list(text)'),
+    ('forgeyard.enqueue(text, text, bytea, uuid, text, text, interval)'),
+    ('forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval)'),
+    ('forgeyard.claim(text, text, text, integer, interval)'),
+    ('forgeyard.ack_and_claim(text, text, text, bigint[], bigint[], integer, interval)'),
+    ('forgeyard.ack(text, text, bigint, bigint)'),
+    ('forgeyard.ack_batch(text, text, bigint[], bigint[])'),
+    ('forgeyard.nack(text, text, bigint, bigint, text, boolean)'),
+    ('forgeyard.nack_batch(text, text, bigint[], bigint[], text, boolean)'),
+    ('forgeyard.extend(text, text, bigint, bigint, interval)'),
+    ('forgeyard.extend_batch(text, text, bigint[], bigint[], interval)'),
+    ('forgeyard.queue_stats(text, text)'),
+    ('forgeyard.dead_list(text, text, bigint, integer)'),
+    ('forgeyard.dead_redrive(text, text, bigint[], integer)'),
+    ('forgeyard.dead_purge(text, text, bigint[])'),
+    ('forgeyard.claim_plan(text, text)'),
+    ('forgeyard.inbox_accept(text, text, uuid)'),
+    ('forgeyard.inbox_purge(interval, integer, text)'),
+    ('forgeyard.maintain(integer, text)');
 
 SELECT ok((SELECT p.prosecdef FROM pg_catalog.pg_proc p WHERE p.oid = fn), fn || ' is SECURITY DEFINER')
   FROM api ORDER BY fn::text;
@@ -69,7 +92,7 @@ SELECT ok(obj_description(fn, 'pg_proc') IS NOT NULL AND NOT has_function_privil
 -------------------------------------------------------------------------------------------------
 -- Catalog: nothing for PUBLIC
 -------------------------------------------------------------------------------------------------
-SELECT cmp_ok((SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'forgeyard'::regnamespace), '>=', 28::bigint,
+SELECT cmp_ok((SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'forgeyard'::regnamespace), '>=', 50::bigint,
               'schema forgeyard has its functions (the checks below are not vacuous)');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
@@ -97,13 +120,25 @@ SELECT is_empty(
     'every function in schema forgeyard has a COMMENT');
 SELECT is_empty(
     $$SELECT c.oid::regclass FROM pg_catalog.pg_class c
-       WHERE c.relnamespace = 'forgeyard'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p')
+       WHERE c.relnamespace = 'forgeyard'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p', 'S')
          AND obj_description(c.oid, 'pg_class') IS NULL$$,
-    'every table and view in schema forgeyard has a COMMENT');
+    'every table, view and sequence in schema forgeyard has a COMMENT');
+SELECT set_eq(
+    $$SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
+       WHERE c.relnamespace = 'forgeyard'::regnamespace AND c.relkind IN ('r', 'v', 'S')$$,
+    ARRAY['forgeyard.leases', 'forgeyard.tenant_bindings', 'forgeyard.role_access', 'forgeyard.idempotency_keys',
+          'forgeyard.lease_status', 'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_releases',
+          'forgeyard.messages', 'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
+          'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.queue_depth', 'forgeyard.queue_overview',
+          'forgeyard.idempotency_attempts'],
+    'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
-    ARRAY['forgeyard.leases', 'forgeyard.tenant_bindings', 'forgeyard.role_access', 'forgeyard.idempotency_keys'],
-    'pg_extension.extconfig registers leases, tenant_bindings, role_access and idempotency_keys for pg_dump');
+    ARRAY['forgeyard.leases', 'forgeyard.tenant_bindings', 'forgeyard.role_access', 'forgeyard.idempotency_keys',
+          'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_releases', 'forgeyard.messages',
+          'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
+          'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.idempotency_attempts'],
+    'pg_extension.extconfig registers every table and sequence for pg_dump (the views are not data)');
 SELECT is((SELECT extrelocatable FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), false,
           'the extension is not relocatable');
 
@@ -154,21 +189,61 @@ INSERT INTO objects VALUES
     (23, 'function', 'forgeyard.enable_versioning(regclass)'),
     (24, 'function', 'forgeyard.disable_versioning(regclass)'),
     (25, 'function', 'forgeyard.versioning_trigger()'),
-    (26, 'table', 'forgeyard.idempotency_keys');
+    (26, 'table', 'forgeyard.idempotency_keys'),
+    (27, 'function', 'forgeyard.queue_create(text, text, jsonb)'),
+    (28, 'function', 'forgeyard.queue_alter(text, text, jsonb)'),
+    (29, 'function', 'forgeyard.queue_drop(text, text)'),
+    (30, 'function', 'forgeyard.queue_list(text)'),
+    (31, 'function', 'forgeyard.enqueue(text, text, bytea, uuid, text, text, interval)'),
+    (32, 'function', 'forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval)'),
+    (33, 'function', 'forgeyard.claim(text, text, text, integer, interval)'),
+    (34, 'function', 'forgeyard.ack_and_claim(text, text, text, bigint[], bigint[], integer, interval)'),
+    (35, 'function', 'forgeyard.ack(text, text, bigint, bigint)'),
+    (36, 'function', 'forgeyard.ack_batch(text, text, bigint[], bigint[])'),
+    (37, 'function', 'forgeyard.nack(text, text, bigint, bigint, text, boolean)'),
+    (38, 'function', 'forgeyard.nack_batch(text, text, bigint[], bigint[], text, boolean)'),
+    (39, 'function', 'forgeyard.extend(text, text, bigint, bigint, interval)'),
+    (40, 'function', 'forgeyard.extend_batch(text, text, bigint[], bigint[], interval)'),
+    (41, 'function', 'forgeyard.queue_stats(text, text)'),
+    (42, 'function', 'forgeyard.dead_list(text, text, bigint, integer)'),
+    (43, 'function', 'forgeyard.dead_redrive(text, text, bigint[], integer)'),
+    (44, 'function', 'forgeyard.dead_purge(text, text, bigint[])'),
+    (45, 'function', 'forgeyard.inbox_accept(text, text, uuid)'),
+    (46, 'function', 'forgeyard.inbox_purge(interval, integer, text)'),
+    (47, 'function', 'forgeyard.maintain(integer, text)'),
+    (48, 'function', 'forgeyard.claim_plan(text, text)'),
+    (49, 'table', 'forgeyard.queues'),
+    (50, 'table', 'forgeyard.queue_slots'),
+    (51, 'table', 'forgeyard.queue_releases'),
+    (52, 'table', 'forgeyard.messages'),
+    (53, 'table', 'forgeyard.queue_events'),
+    (54, 'table', 'forgeyard.queue_partitions'),
+    (55, 'table', 'forgeyard.inbox'),
+    (56, 'view', 'forgeyard.queue_depth'),
+    (57, 'view', 'forgeyard.queue_overview'),
+    (58, 'sequence', 'forgeyard.message_ids'),
+    (59, 'sequence', 'forgeyard.claim_tokens'),
+    (60, 'sequence', 'forgeyard.idempotency_attempts');
 SELECT results_eq(
     $$SELECT r, string_agg(CASE WHEN CASE kind WHEN 'function' THEN has_function_privilege(r, obj, 'EXECUTE')
+                                          WHEN 'sequence' THEN has_sequence_privilege(r, obj, 'USAGE, SELECT, UPDATE')
                                           ELSE has_table_privilege(r, obj, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
                                      END THEN 'Y' ELSE '-' END, '' ORDER BY n)
         FROM objects, unnest(ARRAY['fy_acc_app', 'fy_acc_maint', 'fy_acc_insp', 'fy_acc_none', 'fy_acc_schema_only']) r
        GROUP BY r ORDER BY r$$,
     --                acq ren rel fen get reap now grant bind probe leases bindings access status
     --                  idem: begin ckpt complete abandon status purge  cas: update get enable disable trigger  idempotency_keys
-    $$VALUES ('fy_acc_app'::text,         'YYYYY-Y-------' || 'YYYYY-' || 'YYYYY' || '-'),
-             ('fy_acc_insp',              '------Y------Y' || '------' || '-----' || '-'),
-             ('fy_acc_maint',             'YYYYYYY-------' || 'YYYYYY' || 'YYYYY' || '-'),
-             ('fy_acc_none',              '--------------' || '------' || '-----' || '-'),
-             ('fy_acc_schema_only',       '--------------' || '------' || '-----' || '-')$$,
-    'privilege matrix: usage = lease, idempotency and cas API + now(); maintenance adds lease_reap and idem_purge; inspect = now() + lease_status; no table privileges');
+    --                  queue usage: create alter drop list enqueue batch claim ack_and_claim ack ack_batch nack nack_batch
+    --                               extend extend_batch stats dead_list redrive purge inbox_accept
+    --                  queue maintenance: inbox_purge maintain claim_plan
+    --                  queue tables: queues slots releases messages events partitions inbox; views: depth overview;
+    --                  sequences: message_ids claim_tokens idempotency_attempts
+    $$VALUES ('fy_acc_app'::text,         'YYYYY-Y-------' || 'YYYYY-' || 'YYYYY' || '-' || 'YYYYYYYYYYYYYYYYYYY' || '---' || '-------' || '--' || '---'),
+             ('fy_acc_insp',              '------Y------Y' || '------' || '-----' || '-' || '-------------------' || '---' || '-------' || 'YY' || '---'),
+             ('fy_acc_maint',             'YYYYYYY-------' || 'YYYYYY' || 'YYYYY' || '-' || 'YYYYYYYYYYYYYYYYYYY' || 'YYY' || '-------' || '--' || '---'),
+             ('fy_acc_none',              '--------------' || '------' || '-----' || '-' || '-------------------' || '---' || '-------' || '--' || '---'),
+             ('fy_acc_schema_only',       '--------------' || '------' || '-----' || '-' || '-------------------' || '---' || '-------' || '--' || '---')$$,
+    'privilege matrix: usage = lease, idempotency, cas and queue API + now(); maintenance adds lease_reap, idem_purge, inbox_purge, maintain, claim_plan; inspect = now() + lease_status, queue_depth, queue_overview; no table or sequence privileges');
 
 -- Seed leases as the superuser (unbound: any tenant).
 SET forgeyard.now_override = '2030-01-01 00:00:00+00';
@@ -179,6 +254,13 @@ DO $$ BEGIN
 END $$;
 SET forgeyard.now_override = '2030-01-01 00:00:10+00';
 DO $$ BEGIN PERFORM forgeyard.lease_acquire('t1', 'seed', 'alice', '1 hour'); END $$;
+-- And a queue with one message in each of t1 and t2.
+DO $$ BEGIN
+    PERFORM forgeyard.queue_create('t1', 'acc-q');
+    PERFORM forgeyard.queue_create('t2', 'acc-q');
+    PERFORM forgeyard.enqueue('t1', 'acc-q', 'seed-1');
+    PERFORM forgeyard.enqueue('t2', 'acc-q', 'seed-2');
+END $$;
 
 -------------------------------------------------------------------------------------------------
 -- Application role: the lease API, no tables, no maintenance, no views
@@ -213,9 +295,9 @@ SELECT lives_ok($$SELECT forgeyard.idem_checkpoint('t1', 'acc', 'app-key', 'rp',
 SELECT lives_ok($$SELECT forgeyard.idem_complete('t1', 'acc', 'app-key', 'done', 1)$$, 'usage role: idem_complete');
 SELECT results_eq($$SELECT status, attempt FROM forgeyard.idem_status('t1', 'acc', 'app-key')$$,
                   $$VALUES ('completed'::text, 1::bigint)$$, 'usage role: idem_status');
-SELECT results_eq($$SELECT attempt FROM forgeyard.idem_begin('t1', 'acc', 'app-key2', '\x01')$$, $$VALUES (1::bigint)$$,
-                  'usage role: idem_begin of a second key');
-SELECT lives_ok($$SELECT forgeyard.idem_abandon('t1', 'acc', 'app-key2', 1)$$, 'usage role: idem_abandon');
+SELECT results_eq($$SELECT attempt FROM forgeyard.idem_begin('t1', 'acc', 'app-key2', '\x01')$$, $$VALUES (2::bigint)$$,
+                  'usage role: idem_begin of a second key (attempt numbers come from one counter: 2)');
+SELECT lives_ok($$SELECT forgeyard.idem_abandon('t1', 'acc', 'app-key2', 2)$$, 'usage role: idem_abandon');
 SELECT throws_ok('SELECT forgeyard.idem_purge(10, NULL)', '42501', 'permission denied for function idem_purge',
                  'usage role: idem_purge is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.idempotency_keys', '42501', 'permission denied for table idempotency_keys',
@@ -228,6 +310,48 @@ SELECT throws_ok('SELECT * FROM forgeyard.lease_status', '42501', NULL, 'usage r
 SELECT throws_ok($$SELECT forgeyard.grant_maintenance('fy_acc_app')$$, '42501', NULL, 'usage role: grant_maintenance is denied');
 SELECT throws_ok($$SELECT forgeyard.unbind_tenant('fy_acc_app', 't1')$$, '42501', NULL, 'usage role: unbind_tenant is denied');
 SELECT throws_ok($$SELECT forgeyard.boundary_pg_error('SELECT 1')$$, '42501', NULL, 'usage role: the boundary probes are denied');
+-- The queue API, but not the queue tables, sequences, views or maintenance calls.
+SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'app-q', '{"max_messages": 10}')$$, 'usage role: queue_create');
+SELECT lives_ok($$SELECT forgeyard.queue_alter('t1', 'app-q', '{"max_attempts": 2}')$$, 'usage role: queue_alter');
+SELECT results_eq($$SELECT queue FROM forgeyard.queue_list('t1')$$, $$VALUES ('acc-q'::text), ('app-q')$$, 'usage role: queue_list');
+SELECT lives_ok($$SELECT forgeyard.enqueue('t1', 'app-q', 'hello', '00000000-0000-0000-0000-0000000000a1')$$, 'usage role: enqueue');
+SELECT lives_ok($$SELECT * FROM forgeyard.enqueue_batch('t1', 'app-q', '{a,b}')$$, 'usage role: enqueue_batch');
+CREATE TEMP TABLE app_claims AS SELECT * FROM forgeyard.claim('t1', 'app-q', 'app-worker', 3);
+SELECT results_eq('SELECT payload FROM app_claims ORDER BY msg_id', $$VALUES ('hello'::bytea), ('a'), ('b')$$, 'usage role: claim');
+SELECT is(forgeyard.extend('t1', 'app-q', (SELECT min(msg_id) FROM app_claims), (SELECT claim_token FROM app_claims ORDER BY msg_id LIMIT 1),
+                           '1 minute'), '2030-01-01 00:01:10+00'::timestamptz, 'usage role: extend');
+SELECT lives_ok($$SELECT forgeyard.ack('t1', 'app-q', (SELECT min(msg_id) FROM app_claims), (SELECT claim_token FROM app_claims ORDER BY msg_id LIMIT 1))$$,
+                'usage role: ack');
+SELECT is(forgeyard.nack('t1', 'app-q', (SELECT max(msg_id) FROM app_claims), (SELECT claim_token FROM app_claims ORDER BY msg_id DESC LIMIT 1),
+                         'boom', true), 'dead', 'usage role: nack');
+SELECT lives_ok($$SELECT forgeyard.extend_batch('t1', 'app-q', ARRAY[(SELECT msg_id FROM app_claims ORDER BY msg_id OFFSET 1 LIMIT 1)],
+                                                ARRAY[(SELECT claim_token FROM app_claims ORDER BY msg_id OFFSET 1 LIMIT 1)], '1 minute')$$,
+                'usage role: extend_batch');
+SELECT results_eq($$SELECT outcome FROM forgeyard.nack_batch('t1', 'app-q', ARRAY[(SELECT msg_id FROM app_claims ORDER BY msg_id OFFSET 1 LIMIT 1)],
+                                                            ARRAY[(SELECT claim_token FROM app_claims ORDER BY msg_id OFFSET 1 LIMIT 1)], 'again')$$,
+                  $$VALUES ('retry'::text)$$, 'usage role: nack_batch');
+SELECT lives_ok($$SELECT forgeyard.ack_batch('t1', 'app-q', '{}', '{}')$$, 'usage role: ack_batch');
+SELECT lives_ok($$SELECT * FROM forgeyard.ack_and_claim('t1', 'app-q', 'app-worker', '{}', '{}', 1, '1 second')$$, 'usage role: ack_and_claim');
+SELECT results_eq($$SELECT ready + delayed + in_flight, dead FROM forgeyard.queue_stats('t1', 'app-q')$$, $$VALUES (1::bigint, 1::bigint)$$,
+                  'usage role: queue_stats');
+SELECT is((SELECT count(*) FROM forgeyard.dead_list('t1', 'app-q')), 1::bigint, 'usage role: dead_list');
+SELECT is(forgeyard.dead_redrive('t1', 'app-q'), 0, 'usage role: dead_redrive');
+SELECT is(forgeyard.dead_purge('t1', 'app-q'), 1, 'usage role: dead_purge');
+SELECT is(forgeyard.inbox_accept('t1', 'app-worker', '00000000-0000-0000-0000-0000000000a1'), true, 'usage role: inbox_accept');
+SELECT is(forgeyard.queue_drop('t1', 'app-q'), true, 'usage role: queue_drop');
+SELECT throws_ok('SELECT * FROM forgeyard.maintain()', '42501', 'permission denied for function maintain', 'usage role: maintain is denied');
+SELECT throws_ok('SELECT forgeyard.inbox_purge()', '42501', 'permission denied for function inbox_purge', 'usage role: inbox_purge is denied');
+SELECT throws_ok($$SELECT * FROM forgeyard.claim_plan('t1', 'acc-q')$$, '42501', 'permission denied for function claim_plan',
+                 'usage role: claim_plan is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.messages', '42501', 'permission denied for table messages',
+                 'usage role: SELECT forgeyard.messages is denied');
+SELECT throws_ok($$UPDATE forgeyard.messages SET state = 'acked'$$, '42501', NULL, 'usage role: UPDATE forgeyard.messages is denied');
+SELECT throws_ok('UPDATE forgeyard.queue_releases SET released_messages = released_messages + 1', '42501', NULL,
+                 'usage role: UPDATE forgeyard.queue_releases is denied (the bound cannot be bypassed)');
+SELECT throws_ok('DELETE FROM forgeyard.inbox', '42501', NULL, 'usage role: DELETE FROM forgeyard.inbox is denied');
+SELECT throws_ok($$SELECT nextval('forgeyard.claim_tokens')$$, '42501', NULL, 'usage role: nextval of claim_tokens is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.queue_depth', '42501', NULL, 'usage role: queue_depth is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.queue_overview', '42501', NULL, 'usage role: queue_overview is denied');
 RESET ROLE;
 
 -------------------------------------------------------------------------------------------------
@@ -246,6 +370,16 @@ SELECT results_eq($$SELECT status FROM forgeyard.idem_begin('t2', 'acc', 'maint-
 SELECT throws_ok('DELETE FROM forgeyard.idempotency_keys', '42501', NULL,
                  'maintenance role: DELETE FROM forgeyard.idempotency_keys is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.lease_status', '42501', NULL, 'maintenance role: lease_status is denied');
+SELECT results_eq($$SELECT task FROM forgeyard.maintain()$$,
+                  $$VALUES ('idempotency_keys'::text), ('queue_events'), ('acked_messages'), ('dead_letters'), ('inbox')$$,
+                  'maintenance role: maintain() across tenants');
+SELECT is(forgeyard.inbox_purge(), 0, 'maintenance role: inbox_purge across tenants');
+SELECT matches((SELECT string_agg(plan, E'\n') FROM forgeyard.claim_plan('t2', 'acc-q')), 'Index Scan using messages_claim',
+               'maintenance role: claim_plan');
+SELECT lives_ok($$SELECT forgeyard.enqueue('t2', 'acc-q', 'from maint')$$, 'maintenance role: the queue API too');
+SELECT throws_ok('SELECT * FROM forgeyard.messages', '42501', NULL, 'maintenance role: SELECT forgeyard.messages is denied');
+SELECT throws_ok('DELETE FROM forgeyard.queue_events', '42501', NULL, 'maintenance role: DELETE FROM forgeyard.queue_events is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.queue_overview', '42501', NULL, 'maintenance role: queue_overview is denied');
 RESET ROLE;
 
 -------------------------------------------------------------------------------------------------
@@ -278,6 +412,18 @@ SELECT throws_ok($$SELECT * FROM forgeyard.cas_get(NULL, '{}')$$, '42501', 'perm
 SELECT throws_ok($$SELECT forgeyard.cas_update(NULL, '{}', 1, '{}')$$, '42501', NULL, 'inspection role: cas_update is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.idempotency_keys', '42501', NULL,
                  'inspection role: SELECT forgeyard.idempotency_keys is denied');
+SELECT results_eq($$SELECT tenant_id, queue, admitted_messages FROM forgeyard.queue_overview WHERE queue = 'acc-q' ORDER BY 1$$,
+                  $$VALUES ('t1'::text, 'acc-q'::text, 1::numeric), ('t2', 'acc-q', 2)$$,
+                  'inspection role: queue_overview shows every tenant''s queues while unbound');
+SELECT results_eq($$SELECT tenant_id, state, messages FROM forgeyard.queue_depth WHERE queue = 'acc-q' ORDER BY 1$$,
+                  $$VALUES ('t1'::text, 'ready'::text, 1::bigint), ('t2', 'ready', 2)$$,
+                  'inspection role: queue_depth shows every tenant''s depth while unbound');
+SELECT throws_ok($$SELECT forgeyard.enqueue('t1', 'acc-q', 'x')$$, '42501', 'permission denied for function enqueue',
+                 'inspection role: enqueue is denied');
+SELECT throws_ok($$SELECT * FROM forgeyard.queue_stats('t1', 'acc-q')$$, '42501', NULL, 'inspection role: queue_stats is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.maintain()', '42501', NULL, 'inspection role: maintain is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.messages', '42501', NULL, 'inspection role: SELECT forgeyard.messages is denied');
+SELECT throws_ok('SELECT * FROM forgeyard.queues', '42501', NULL, 'inspection role: SELECT forgeyard.queues is denied');
 RESET ROLE;
 
 -------------------------------------------------------------------------------------------------
@@ -304,7 +450,33 @@ INSERT INTO calls VALUES
     (17, $$SELECT * FROM forgeyard.cas_get(NULL, '{}')$$),
     (18, $$SELECT forgeyard.enable_versioning(NULL)$$),
     (19, $$SELECT forgeyard.disable_versioning(NULL)$$),
-    (20, $$SELECT * FROM forgeyard.idempotency_keys$$);
+    (20, $$SELECT * FROM forgeyard.idempotency_keys$$),
+    (21, $$SELECT forgeyard.queue_create('t1', 'none-q')$$),
+    (22, $$SELECT forgeyard.queue_alter('t1', 'acc-q', '{"max_attempts": 1}')$$),
+    (23, $$SELECT forgeyard.queue_drop('t1', 'acc-q')$$),
+    (24, $$SELECT * FROM forgeyard.queue_list('t1')$$),
+    (25, $$SELECT forgeyard.enqueue('t1', 'acc-q', 'x')$$),
+    (26, $$SELECT * FROM forgeyard.enqueue_batch('t1', 'acc-q', '{x}')$$),
+    (27, $$SELECT * FROM forgeyard.claim('t1', 'acc-q', 'w')$$),
+    (28, $$SELECT * FROM forgeyard.ack_and_claim('t1', 'acc-q', 'w', '{}', '{}')$$),
+    (29, $$SELECT forgeyard.ack('t1', 'acc-q', 1, 1)$$),
+    (30, $$SELECT forgeyard.ack_batch('t1', 'acc-q', '{1}', '{1}')$$),
+    (31, $$SELECT forgeyard.nack('t1', 'acc-q', 1, 1, 'e')$$),
+    (32, $$SELECT * FROM forgeyard.nack_batch('t1', 'acc-q', '{1}', '{1}', 'e')$$),
+    (33, $$SELECT forgeyard.extend('t1', 'acc-q', 1, 1, '1 minute')$$),
+    (34, $$SELECT forgeyard.extend_batch('t1', 'acc-q', '{1}', '{1}', '1 minute')$$),
+    (35, $$SELECT * FROM forgeyard.queue_stats('t1', 'acc-q')$$),
+    (36, $$SELECT * FROM forgeyard.dead_list('t1', 'acc-q')$$),
+    (37, $$SELECT forgeyard.dead_redrive('t1', 'acc-q')$$),
+    (38, $$SELECT forgeyard.dead_purge('t1', 'acc-q')$$),
+    (39, $$SELECT * FROM forgeyard.claim_plan('t1', 'acc-q')$$),
+    (40, $$SELECT forgeyard.inbox_accept('t1', 'c', '00000000-0000-0000-0000-000000000001')$$),
+    (41, $$SELECT forgeyard.inbox_purge()$$),
+    (42, $$SELECT * FROM forgeyard.maintain()$$),
+    (43, $$SELECT * FROM forgeyard.queue_depth$$),
+    (44, $$SELECT * FROM forgeyard.queue_overview$$),
+    (45, $$SELECT * FROM forgeyard.messages$$),
+    (46, $$SELECT nextval('forgeyard.message_ids')$$);
 GRANT SELECT ON calls TO PUBLIC;
 SET ROLE fy_acc_none;
 SELECT throws_ok(call, '42501', 'permission denied for schema forgeyard', 'role with nothing: ' || call) FROM calls ORDER BY n;
@@ -318,6 +490,12 @@ SELECT results_eq($$SELECT owner, epoch, released_at FROM forgeyard.leases WHERE
 SELECT results_eq($$SELECT tenant_id, scope, key, status FROM forgeyard.idempotency_keys ORDER BY 1, 2, 3$$,
                   $$VALUES ('t1'::text, 'acc'::text, 'app-key'::text, 'completed'::text), ('t2', 'acc', 'maint-key', 'in_progress')$$,
                   'the refused idempotency calls created, changed and removed no key');
+SELECT results_eq($$SELECT tenant_id, queue, payload, state, claim_token FROM forgeyard.messages WHERE queue = 'acc-q' ORDER BY msg_id$$,
+                  $$VALUES ('t1'::text, 'acc-q'::text, 'seed-1'::bytea, 'pending'::text, NULL::bigint), ('t2', 'acc-q', 'seed-2', 'pending', NULL),
+                           ('t2', 'acc-q', 'from maint', 'pending', NULL)$$,
+                  'the refused queue calls enqueued, claimed and removed nothing');
+SELECT results_eq($$SELECT tenant_id, queue FROM forgeyard.queues ORDER BY 1, 2$$, $$VALUES ('t1'::text, 'acc-q'::text), ('t2', 'acc-q')$$,
+                  'the refused queue calls created and dropped no queue');
 
 -------------------------------------------------------------------------------------------------
 -- Tenant binding: FY040 for any other tenant, and for "all tenants"
@@ -350,6 +528,15 @@ SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t2', 'seed')$$, 'FY040', '
                  'bound role: lease_get for another tenant -> FY040, not that tenant''s lease');
 SELECT throws_ok($$SELECT * FROM forgeyard.lease_get('t2', 'never-leased')$$, 'FY040', NULL,
                  'bound role: lease_get of a never-leased resource in another tenant -> FY040, not an empty answer');
+SELECT results_eq($$SELECT ready FROM forgeyard.queue_stats('t1', 'acc-q')$$, $$VALUES (1::bigint)$$, 'bound role: queue_stats for its tenant');
+SELECT throws_ok($$SELECT forgeyard.enqueue('t2', 'acc-q', 'x')$$, 'FY040', 'tenant "t2" is not allowed for this role',
+                 'bound role: enqueue for another tenant -> FY040');
+SELECT throws_ok($$SELECT * FROM forgeyard.claim('t2', 'acc-q', 'w')$$, 'FY040', NULL, 'bound role: claim for another tenant -> FY040');
+SELECT throws_ok($$SELECT forgeyard.queue_create('t2', 'mine')$$, 'FY040', NULL, 'bound role: queue_create for another tenant -> FY040');
+SELECT throws_ok($$SELECT forgeyard.queue_drop('t2', 'acc-q')$$, 'FY040', NULL, 'bound role: queue_drop for another tenant -> FY040');
+SELECT throws_ok($$SELECT * FROM forgeyard.queue_list('t2')$$, 'FY040', NULL, 'bound role: queue_list for another tenant -> FY040');
+SELECT throws_ok($$SELECT forgeyard.inbox_accept('t2', 'c', '00000000-0000-0000-0000-000000000001')$$, 'FY040', NULL,
+                 'bound role: inbox_accept for another tenant -> FY040');
 RESET ROLE;
 SELECT results_eq($$SELECT tenant_id, owner, epoch, expires_at, released_at FROM forgeyard.leases WHERE tenant_id = 't2'$$,
                   $$VALUES ('t2'::text, 'bob'::text, 1893456000000000::bigint, '2030-01-01 01:00:00+00'::timestamptz, NULL::timestamptz)$$,
@@ -364,6 +551,13 @@ SELECT throws_ok('SELECT * FROM forgeyard.lease_reap()', 'FY040', NULL,
                  'bound maintenance role: lease_reap() with the default (all tenants) -> FY040');
 SELECT throws_ok($$SELECT * FROM forgeyard.lease_reap(10, 't2')$$, 'FY040', NULL,
                  'bound maintenance role: lease_reap for another tenant -> FY040');
+SELECT is((SELECT count(*) FROM forgeyard.maintain(10, 't1')), 5::bigint, 'bound maintenance role: maintain for its tenant');
+SELECT throws_ok('SELECT * FROM forgeyard.maintain()', 'FY040', 'a role bound to tenants must name its tenant',
+                 'bound maintenance role: maintain() for all tenants -> FY040');
+SELECT throws_ok($$SELECT * FROM forgeyard.maintain(10, 't2')$$, 'FY040', NULL, 'bound maintenance role: maintain for another tenant -> FY040');
+SELECT throws_ok('SELECT forgeyard.inbox_purge()', 'FY040', NULL, 'bound maintenance role: inbox_purge for all tenants -> FY040');
+SELECT is(forgeyard.inbox_purge('1 day', 10, 't1'), 0, 'bound maintenance role: inbox_purge for its tenant');
+SELECT throws_ok($$SELECT * FROM forgeyard.claim_plan('t2', 'acc-q')$$, 'FY040', NULL, 'bound maintenance role: claim_plan for another tenant -> FY040');
 RESET ROLE;
 
 -- lease_status shows a bound role only its tenants, even with a cheap function of its own in WHERE.
@@ -377,6 +571,14 @@ SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status', $$VAL
                   'bound inspection role: lease_status shows only its tenant');
 SELECT lives_ok('SELECT * FROM forgeyard.lease_status WHERE pg_temp.peek(tenant_id)',
                 'bound inspection role: a function in its WHERE clause never sees another tenant''s row (security_barrier)');
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.queue_depth', $$VALUES ('t1'::text)$$,
+                  'bound inspection role: queue_depth shows only its tenant');
+SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.queue_overview', $$VALUES ('t1'::text)$$,
+                  'bound inspection role: queue_overview shows only its tenant');
+SELECT lives_ok('SELECT * FROM forgeyard.queue_depth WHERE pg_temp.peek(tenant_id)',
+                'bound inspection role: queue_depth never shows a WHERE function another tenant''s row');
+SELECT lives_ok('SELECT * FROM forgeyard.queue_overview WHERE pg_temp.peek(tenant_id)',
+                'bound inspection role: queue_overview never shows a WHERE function another tenant''s row');
 RESET ROLE;
 SELECT results_eq('SELECT DISTINCT tenant_id FROM forgeyard.lease_status ORDER BY 1', $$VALUES ('t1'::text), ('t2')$$,
                   'an unbound role (the superuser) sees every tenant');

@@ -331,6 +331,16 @@ BOOST_AUTO_TEST_CASE(partition_keys_are_delivered_in_order_one_at_a_time) {
   BOOST_TEST(last[0].msg_id == a3);
 }
 
+BOOST_AUTO_TEST_CASE(partition_keys_do_not_order_an_unordered_queue) {
+  create();
+  OutgoingMessage m{"k1"};
+  m.partition_key = "same";
+  queues().enqueue(tenant, queue, m);
+  m.payload = "k2";
+  queues().enqueue(tenant, queue, m);
+  BOOST_TEST(take(10).size() == 2u);  // both at once: ordering is none
+}
+
 BOOST_AUTO_TEST_CASE(ack_and_claim_is_one_call) {
   create();
   for (int i = 0; i < 4; ++i) send("m" + std::to_string(i));

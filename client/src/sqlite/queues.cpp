@@ -76,8 +76,9 @@ void admit(Db& db, const Queue& queue, int priority, std::int64_t bytes) {
   change_usage(db, queue, 1, bytes);
 }
 
+// Only partition-ordered queues track keys; elsewhere a partition_key is just carried along.
 bool join_partition(Db& db, const Queue& queue, const std::optional<std::string>& key) {
-  if (!key) return true;
+  if (!key || !queue.options.partitioned) return true;
   auto q = db.query(
       "INSERT INTO queue_partitions (tenant_id, queue, partition_key, pending) VALUES (?1, ?2, ?3, 1)"
       " ON CONFLICT (tenant_id, queue, partition_key) DO UPDATE SET pending = pending + 1 RETURNING pending");
@@ -88,7 +89,7 @@ bool join_partition(Db& db, const Queue& queue, const std::optional<std::string>
 // A message leaves the live queue: room back, and the next of its partition becomes the head.
 void release(Db& db, const Queue& queue, std::int64_t bytes, const std::optional<std::string>& key) {
   change_usage(db, queue, -1, -bytes);
-  if (!key) return;
+  if (!key || !queue.options.partitioned) return;
   db.query("UPDATE queue_partitions SET pending = pending - 1 WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3")
       .bind(1, queue.tenant).bind(2, queue.name).bind(3, *key).run();
   db.query("DELETE FROM queue_partitions WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3 AND pending = 0")
