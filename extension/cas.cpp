@@ -71,8 +71,10 @@ Table read_table(pg::Spi& spi, Oid rel) {
     kind = *row.text(2);
   });
   if (t.name.empty()) throw core::Error(core::sqlstate::undefined_object, "relation does not exist");
-  if (kind != "r" && kind != "p")
-    throw core::Error(invalid_parameter, "rel must be a table: " + t.name);
+  if (kind == "p")  // an UPDATE moving a row between partitions re-inserts it (version != 1)
+    throw core::Error(invalid_parameter, "rel must be a plain table, not a partitioned one: " + t.name,
+                      "version its partitions one by one");
+  if (kind != "r") throw core::Error(invalid_parameter, "rel must be a table: " + t.name);
   spi.run(columns_of, {pg::oid_value(rel)},
           [&](const pg::Row& row) { t.columns[*row.text(1)] = Column{*row.boolean(2)}; });
   static pg::Statement unique_columns(

@@ -6,7 +6,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(210);
+SELECT plan(211);
 
 SET TIME ZONE 'UTC';
 
@@ -634,6 +634,12 @@ SELECT lives_ok($$SELECT forgeyard.enable_versioning('public.cas_sec2')$$, 'with
 RESET ROLE;
 SELECT results_eq($$SELECT pg_temp.triggers('public.cas_sec2'), pg_temp.triggers('public.cas_sec3')$$,
                   $$VALUES (1::bigint, 0::bigint)$$, 'cas_sec2 is versioned now, cas_sec3 is not');
+
+-- A partitioned table is refused: moving a row between partitions re-inserts it.
+CREATE TABLE public.cas_parted (id int PRIMARY KEY, entity_version bigint NOT NULL DEFAULT 1) PARTITION BY RANGE (id);
+SELECT throws_ok($$SELECT forgeyard.enable_versioning('public.cas_parted')$$, '22023',
+                 'rel must be a plain table, not a partitioned one: public.cas_parted',
+                 'enable_versioning refuses a partitioned table');
 
 SELECT * FROM finish();
 ROLLBACK;
