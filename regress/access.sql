@@ -130,7 +130,7 @@ SELECT set_eq(
           'forgeyard.lease_status', 'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_releases',
           'forgeyard.messages', 'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
           'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.queue_depth', 'forgeyard.queue_overview',
-          'forgeyard.idempotency_attempts'],
+          'forgeyard.idempotency_attempts', 'forgeyard.access_catalog'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,

@@ -130,36 +130,18 @@ COMMENT ON FUNCTION forgeyard.idem_purge(integer, text) IS
 -- Access kinds now include the new API; re-grant to every recorded role
 -------------------------------------------------------------------------------------------------
 
-CREATE OR REPLACE FUNCTION forgeyard.access_objects(access text)
-    RETURNS TABLE (privilege text, object text)
-    LANGUAGE sql IMMUTABLE
-    SET search_path = pg_catalog, pg_temp
-    AS $$
-    SELECT o.privilege, o.object
-      FROM (VALUES
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.now()'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_acquire(text, text, text, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_renew(text, text, bigint, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_release(text, text, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_fence(text, text, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_get(text, text)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.versioning_trigger()'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.enable_versioning(regclass)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.disable_versioning(regclass)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.cas_update(regclass, jsonb, bigint, jsonb)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.cas_get(regclass, jsonb)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_begin(text, text, text, bytea, interval, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_checkpoint(text, text, text, text, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_complete(text, text, text, bytea, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_abandon(text, text, text, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_status(text, text, text)'),
-        ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.lease_reap(integer, text)'),
-        ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.idem_purge(integer, text)'),
-        ('inspect',     'EXECUTE', 'FUNCTION forgeyard.now()'),
-        ('inspect',     'SELECT',  'TABLE forgeyard.lease_status')
-      ) AS o(access, privilege, object)
-     WHERE o.access OPERATOR(pg_catalog.=) $1
-    $$;
+INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.versioning_trigger()'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.enable_versioning(regclass)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.disable_versioning(regclass)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.cas_update(regclass, jsonb, bigint, jsonb)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.cas_get(regclass, jsonb)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.idem_begin(text, text, text, bytea, interval, interval)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.idem_checkpoint(text, text, text, text, bigint)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.idem_complete(text, text, text, bytea, bigint)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.idem_abandon(text, text, text, bigint)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.idem_status(text, text, text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.idem_purge(integer, text)');
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA forgeyard FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA forgeyard FROM PUBLIC;

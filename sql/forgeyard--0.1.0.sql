@@ -145,27 +145,37 @@ COMMENT ON FUNCTION forgeyard.boundary_pg_error(text) IS
 -- Access management (run by the extension owner or a superuser)
 -------------------------------------------------------------------------------------------------
 
+-- What each access kind grants. Each version's script adds the objects it creates, so an
+-- upgrade can re-grant them to every recorded role (apply_access).
+CREATE TABLE forgeyard.access_catalog (
+    access    text NOT NULL CHECK (access IN ('usage', 'maintenance', 'inspect')),
+    privilege text NOT NULL CHECK (privilege IN ('EXECUTE', 'SELECT')),
+    object    text NOT NULL,
+    PRIMARY KEY (access, object)
+);
+COMMENT ON TABLE forgeyard.access_catalog IS
+  'The privileges each access kind (usage, maintenance, inspect) grants; filled by the extension''s scripts.';
+INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.now()'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_acquire(text, text, text, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_renew(text, text, bigint, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_release(text, text, bigint)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_fence(text, text, bigint)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_get(text, text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.lease_reap(integer, text)'),
+    ('inspect',     'EXECUTE', 'FUNCTION forgeyard.now()'),
+    ('inspect',     'SELECT',  'TABLE forgeyard.lease_status');
+
 CREATE FUNCTION forgeyard.access_objects(access text)
     RETURNS TABLE (privilege text, object text)
-    LANGUAGE sql IMMUTABLE
+    LANGUAGE sql STABLE
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT o.privilege, o.object
-      FROM (VALUES
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.now()'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_acquire(text, text, text, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_renew(text, text, bigint, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_release(text, text, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_fence(text, text, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_get(text, text)'),
-        ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.lease_reap(integer, text)'),
-        ('inspect',     'EXECUTE', 'FUNCTION forgeyard.now()'),
-        ('inspect',     'SELECT',  'TABLE forgeyard.lease_status')
-      ) AS o(access, privilege, object)
-     WHERE o.access OPERATOR(pg_catalog.=) $1
+    SELECT c.privilege, c.object FROM forgeyard.access_catalog c
+     WHERE c.access OPERATOR(pg_catalog.=) $1 ORDER BY c.object
     $$;
 COMMENT ON FUNCTION forgeyard.access_objects(text) IS
-  'The privileges each access kind (usage, maintenance, inspect) grants. Each version''s script redefines it.';
+  'The privileges each access kind (usage, maintenance, inspect) grants, from forgeyard.access_catalog.';
 
 CREATE FUNCTION forgeyard.apply_access(role regrole)
     RETURNS void

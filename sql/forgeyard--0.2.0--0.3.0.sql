@@ -337,60 +337,31 @@ COMMENT ON VIEW forgeyard.queue_overview IS
 -- Access kinds now include the queue API; re-grant to every recorded role
 -------------------------------------------------------------------------------------------------
 
-CREATE OR REPLACE FUNCTION forgeyard.access_objects(access text)
-    RETURNS TABLE (privilege text, object text)
-    LANGUAGE sql IMMUTABLE
-    SET search_path = pg_catalog, pg_temp
-    AS $$
-    SELECT o.privilege, o.object
-      FROM (VALUES
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.now()'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_acquire(text, text, text, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_renew(text, text, bigint, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_release(text, text, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_fence(text, text, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_get(text, text)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.versioning_trigger()'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.enable_versioning(regclass)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.disable_versioning(regclass)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.cas_update(regclass, jsonb, bigint, jsonb)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.cas_get(regclass, jsonb)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_begin(text, text, text, bytea, interval, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_checkpoint(text, text, text, text, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_complete(text, text, text, bytea, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_abandon(text, text, text, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_status(text, text, text)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_create(text, text, jsonb)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_alter(text, text, jsonb)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_drop(text, text)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_list(text)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.enqueue(text, text, bytea, uuid, text, text, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.claim(text, text, text, integer, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.ack_and_claim(text, text, text, bigint[], bigint[], integer, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.ack(text, text, bigint, bigint)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.ack_batch(text, text, bigint[], bigint[])'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.nack(text, text, bigint, bigint, text, boolean)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.nack_batch(text, text, bigint[], bigint[], text, boolean)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.extend(text, text, bigint, bigint, interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.extend_batch(text, text, bigint[], bigint[], interval)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_stats(text, text)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.dead_list(text, text, bigint, integer)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.dead_redrive(text, text, bigint[], integer)'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.dead_purge(text, text, bigint[])'),
-        ('usage',       'EXECUTE', 'FUNCTION forgeyard.inbox_accept(text, text, uuid)'),
-        ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.lease_reap(integer, text)'),
-        ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.idem_purge(integer, text)'),
-        ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.inbox_purge(interval, integer, text)'),
-        ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.maintain(integer, text)'),
-        ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.claim_plan(text, text)'),
-        ('inspect',     'EXECUTE', 'FUNCTION forgeyard.now()'),
-        ('inspect',     'SELECT',  'TABLE forgeyard.lease_status'),
-        ('inspect',     'SELECT',  'TABLE forgeyard.queue_depth'),
-        ('inspect',     'SELECT',  'TABLE forgeyard.queue_overview')
-      ) AS o(access, privilege, object)
-     WHERE o.access OPERATOR(pg_catalog.=) $1
-    $$;
+INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.queue_create(text, text, jsonb)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.queue_alter(text, text, jsonb)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.queue_drop(text, text)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.queue_list(text)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.enqueue(text, text, bytea, uuid, text, text, interval)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.claim(text, text, text, integer, interval)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.ack_and_claim(text, text, text, bigint[], bigint[], integer, interval)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.ack(text, text, bigint, bigint)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.ack_batch(text, text, bigint[], bigint[])'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.nack(text, text, bigint, bigint, text, boolean)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.nack_batch(text, text, bigint[], bigint[], text, boolean)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.extend(text, text, bigint, bigint, interval)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.extend_batch(text, text, bigint[], bigint[], interval)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.queue_stats(text, text)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.dead_list(text, text, bigint, integer)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.dead_redrive(text, text, bigint[], integer)'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.dead_purge(text, text, bigint[])'),
+    ('usage', 'EXECUTE', 'FUNCTION forgeyard.inbox_accept(text, text, uuid)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.inbox_purge(interval, integer, text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.maintain(integer, text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.claim_plan(text, text)'),
+    ('inspect', 'SELECT', 'TABLE forgeyard.queue_depth'),
+    ('inspect', 'SELECT', 'TABLE forgeyard.queue_overview');
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA forgeyard FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA forgeyard FROM PUBLIC;
