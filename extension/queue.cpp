@@ -128,37 +128,47 @@ struct Message {
 // Unlocked slots are tried first, so that concurrent producers spread over the slots; only when
 // none of them admits does admit wait for the locked ones.
 int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes) {
-  static const char* select =
+  static const char* usage_sql =
       "SELECT a.slot, a.admitted_messages OPERATOR(pg_catalog.-) r.released_messages,"
       "       a.admitted_bytes OPERATOR(pg_catalog.-) r.released_bytes"
       "  FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r"
       "    ON r.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND r.queue OPERATOR(pg_catalog.=) a.queue"
       "   AND r.slot OPERATOR(pg_catalog.=) a.slot"
-      " WHERE a.tenant_id OPERATOR(pg_catalog.=) $1 AND a.queue OPERATOR(pg_catalog.=) $2"
-      " ORDER BY (a.slot OPERATOR(pg_catalog.+) $3) OPERATOR(pg_catalog.%) $4";
-  static pg::Statement unlocked(std::string(select) + " FOR UPDATE OF a SKIP LOCKED",
-                                {TEXTOID, TEXTOID, INT4OID, INT4OID});
-  static pg::Statement waiting(std::string(select) + " FOR UPDATE OF a", {TEXTOID, TEXTOID, INT4OID, INT4OID});
+      " WHERE a.tenant_id OPERATOR(pg_catalog.=) $1 AND a.queue OPERATOR(pg_catalog.=) $2";
+  // All slots, unlocked, starting at this backend's own slot; then one slot locked at a time.
+  static pg::Statement read(std::string(usage_sql) +
+                                " ORDER BY (a.slot OPERATOR(pg_catalog.+) $3) OPERATOR(pg_catalog.%) $4",
+                            {TEXTOID, TEXTOID, INT4OID, INT4OID});
+  static pg::Statement lock_free(std::string(usage_sql) + " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a SKIP LOCKED",
+                                 {TEXTOID, TEXTOID, INT4OID});
+  static pg::Statement lock_wait(std::string(usage_sql) + " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a",
+                                 {TEXTOID, TEXTOID, INT4OID});
   static pg::Statement take(
       "UPDATE forgeyard.queue_slots SET admitted_messages = admitted_messages OPERATOR(pg_catalog.+) 1,"
       "   admitted_bytes = admitted_bytes OPERATOR(pg_catalog.+) $4"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2 AND slot OPERATOR(pg_catalog.=) $3",
       {TEXTOID, TEXTOID, INT4OID, INT8OID});
   static const int start = static_cast<int>(MyProcPid);
+  auto fits = [&](int slot, const core::Usage& used) {
+    return core::admits(queue.options, priority, used, core::slot_budget(queue.options, queue.slots, slot), bytes);
+  };
+  // Candidates by the current counts (an undercount of releases only refuses early).
+  std::vector<int> candidates;
+  spi.run(read, {queue.t, queue.q, pg::int4_value(start % queue.slots), pg::int4_value(queue.slots)},
+          [&](const pg::Row& r) {
+            const int slot = static_cast<int>(*r.int8(1));
+            if (fits(slot, {*r.int8(2), *r.int8(3)})) candidates.push_back(slot);
+          });
+  // Lock one candidate, first one no other producer holds, then waiting; re-check under the lock.
   int chosen = -1;
-  core::Usage seen_used;
-  for (pg::Statement* statement : {&unlocked, &waiting}) {
-    std::vector<std::pair<int, core::Usage>> slots;
-    spi.run(*statement, {queue.t, queue.q, pg::int4_value(start % queue.slots), pg::int4_value(queue.slots)},
-            [&](const pg::Row& r) {
-              slots.emplace_back(static_cast<int>(*r.int8(1)), core::Usage{*r.int8(2), *r.int8(3)});
-            });
-    for (const auto& [slot, used] : slots)
-      if (core::admits(queue.options, priority, used, core::slot_budget(queue.options, queue.slots, slot), bytes)) {
-        chosen = slot;
-        break;
-      }
-    if (chosen >= 0 || static_cast<int>(slots.size()) == queue.slots) break;  // every slot was seen: full
+  for (pg::Statement* lock : {&lock_free, &lock_wait}) {
+    for (int slot : candidates) {
+      spi.run(*lock, {queue.t, queue.q, pg::int4_value(slot)}, [&](const pg::Row& r) {
+        if (chosen < 0 && fits(slot, {*r.int8(2), *r.int8(3)})) chosen = slot;
+      });
+      if (chosen >= 0) break;
+    }
+    if (chosen >= 0) break;
   }
   if (chosen < 0)
     throw core::Error(core::sqlstate::queue_full,

@@ -116,6 +116,27 @@ BOOST_AUTO_TEST_CASE(a_full_queue_refuses_lower_classes_first_and_never_grows_pa
   FY_CHECK_ERROR(send("e", Priority::Emergency), ErrorKind::QueueFull, "FY020");
 }
 
+BOOST_AUTO_TEST_CASE(producers_of_one_queue_do_not_wait_for_each_other) {
+  forgeyard::QueueOptions o;
+  o.max_messages = 100000;  // room for several capacity slots
+  create(o);
+  auto tx = store->begin();
+  tx->queues().enqueue(tenant, queue, {"held open"});
+  auto other = open_another(1);
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    other->queues().enqueue(tenant, queue, {"second producer"});
+    done = true;
+  });
+  for (int i = 0; i < 100 && !done; ++i) std::this_thread::sleep_for(50ms);
+  // PostgreSQL: the second producer takes another capacity slot and commits while the first
+  // transaction is open. SQLite has one writer at a time: it waits for the commit.
+  BOOST_TEST(done.load() == is_postgres());
+  tx->commit();
+  producer.join();
+  BOOST_TEST(take(10).size() == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(bytes_are_bounded_and_payloads_over_the_limit_refused) {
   forgeyard::QueueOptions o;
   o.max_bytes = 100;
