@@ -233,6 +233,10 @@ void run_sqlite(const Config& c, int depth) {
 
 int main(int argc, char** argv) {
   Config c = Config::parse(argc, argv, "queue-bench");
+  if (c.threads != 1) {
+    std::printf("queue_bench measures one thread (its baselines use one connection); --threads ignored\n");
+    c.threads = 1;
+  }
   int depth = 100000;
   for (int i = 1; i + 1 < argc; i += 2)
     if (std::string(argv[i]) == "--depth") depth = std::atoi(argv[i + 1]);

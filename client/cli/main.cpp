@@ -2,7 +2,7 @@
 // Exit codes (stable, for scripts):
 //   0 done   1 answered "no" (not acquired, not released, no such lease)   2 usage error
 //   3 stale fence or version conflict   4 refused (invalid input, denied, not found, ...)
-//   5 unavailable or timed out: try again later
+//   5 unavailable, timed out, or full: try again later
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +53,7 @@ Commands:
   queue stats TENANT QUEUE                       depth, bytes, oldest ready age, pressure
   queue dead TENANT QUEUE [--after MSG_ID] [--max N]
   queue redrive TENANT QUEUE [MSG_ID...]         dead letters back into the queue
+  maintain [--max N] [--tenant T]                one bounded clean-up pass (purges, retention)
   queue work TENANT QUEUE COMMAND [--batch N] [--visibility D] [--consumer C] [--until-empty true]
                                                  run COMMAND (sh -c) per message, payload on stdin
                                                  and FORGEYARD_MSG_ID etc. in its environment:
@@ -61,7 +62,7 @@ Commands:
 Durations: 500ms, 30s, 5m, 2h, 1d.  Values are text; the backend converts them to the
 column's type.  Output: key=value lines on stdout; errors on stderr.
 Exit codes: 0 done, 1 answered no, 2 usage, 3 stale fence or version conflict, 4 refused,
-5 unavailable (retry).
+5 unavailable or full: retry later.
 )";
 
 struct Usage : std::runtime_error {
@@ -475,7 +476,7 @@ int exit_code_for(const forgeyard::Error& e) {
     case ErrorKind::Timeout:
     case ErrorKind::SerializationFailure:
     case ErrorKind::CommitUnknown: return 5;
-    default: return 4;
+    default: return e.retryable() ? 5 : 4;  // QueueFull, InProgress: later
   }
 }
 
@@ -510,10 +511,13 @@ int main(int argc, char** argv) {
       }
       args.positional.push_back(arg);
     }
+    if (args.positional.empty()) throw Usage("missing command");
+    if (args.positional[0] == "maintain") args.positional.insert(args.positional.begin() + 1, "run");
     if (args.positional.size() < 2) throw Usage("missing command");
     const std::string group = args.positional[0], verb = args.positional[1];
     args.positional.erase(args.positional.begin(), args.positional.begin() + 2);
-    if (group != "storage" && group != "lease" && group != "cas" && group != "idem" && group != "queue")
+    if (group != "storage" && group != "lease" && group != "cas" && group != "idem" && group != "queue" &&
+        group != "maintain")
       throw Usage("unknown command: " + group);
     if (group == "storage" && verb != "status") throw Usage("unknown storage command: " + verb);
     auto store = forgeyard::open(url, options);
@@ -524,6 +528,15 @@ int main(int argc, char** argv) {
     if (group == "cas") return cas_command(*store, verb, args);
     if (group == "idem") return idem_command(*store, verb, args);
     if (group == "queue") return queue_command(*store, verb, args);
+    if (group == "maintain") {
+      const int max = static_cast<int>(parse_int(args.take_option("max", "1000"), "--max"));
+      const std::string tenant = args.take_option("tenant", "");
+      args.no_more_options();
+      for (const auto& [task, rows] :
+           store->maintain(max, tenant.empty() ? std::nullopt : std::optional<std::string>(tenant)))
+        std::cout << task << "=" << rows << "\n";
+      return 0;
+    }
     return lease_command(*store, verb, args);
   } catch (const Usage& e) {
     std::cerr << "forgeyard: " << e.what() << "\n\n" << usage_text;

@@ -71,11 +71,38 @@ WorkerStats run_worker(Queues& queues, const WorkerOptions& options, const Handl
   Duration idle = options.idle_min;
   std::mutex sleep_mutex;
   std::condition_variable_any woken;
-  while (!stop.stop_requested()) {
-    std::vector<Delivery> batch =
-        queues.ack_and_claim(options.tenant, options.queue, options.consumer, acks, options.batch, options.visibility);
-    stats.acked += acks.size();
+  auto ack_one_by_one = [&] {
+    for (const Ack& a : acks) {
+      try {
+        queues.ack(options.tenant, options.queue, a.first, a.second);
+        ++stats.acked;
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::StaleFence) throw;
+        ++stats.stale;  // that delivery lapsed and went to someone else
+      }
+    }
     acks.clear();
+  };
+  while (!stop.stop_requested()) {
+    std::vector<Delivery> batch;
+    try {
+      batch = queues.ack_and_claim(options.tenant, options.queue, options.consumer, acks, options.batch,
+                                   options.visibility);
+      stats.acked += acks.size();
+      acks.clear();
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::StaleFence) {
+        ack_one_by_one();  // one lapsed delivery must not undo the others' acks
+        continue;
+      }
+      if (!e.retryable()) throw;
+      // Transient (connection lost, busy): the acks stay pending; try again after a pause.
+      detail::log().warn("worker on {}: {}; retrying", options.queue, e.what());
+      std::unique_lock lock(sleep_mutex);
+      woken.wait_for(lock, stop, idle, [] { return false; });
+      idle = std::min(idle * 2, options.idle_max);
+      continue;
+    }
     if (batch.empty()) {
       ++stats.idle_polls;
       if (options.stop_when_idle) break;
@@ -109,15 +136,7 @@ WorkerStats run_worker(Queues& queues, const WorkerOptions& options, const Handl
     }
   }
   // Stopping: the handled messages are acked, nothing more is claimed.
-  for (const Ack& a : acks) {
-    try {
-      queues.ack(options.tenant, options.queue, a.first, a.second);
-      ++stats.acked;
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::StaleFence) throw;
-      ++stats.stale;
-    }
-  }
+  ack_one_by_one();
   return stats;
 }
 

@@ -393,6 +393,48 @@ BOOST_AUTO_TEST_CASE(the_inbox_accepts_an_event_once_per_consumer) {
   FY_CHECK_ERROR(queues().inbox_accept(tenant, "billing", "nope"), ErrorKind::InvalidArgument, "22P02");
 }
 
+BOOST_AUTO_TEST_CASE(maintain_purges_what_outlived_its_retention_in_bounded_steps) {
+  const std::string t = unique("maint");
+  forgeyard::QueueOptions o;
+  o.retain_acked = 1h;
+  o.max_dead = 1;
+  o.dead_letter_retention = 24h;
+  queues().create(t, "q", o);
+  auto add = [&](const std::string& p, std::optional<std::string> event = std::nullopt) {
+    OutgoingMessage m{p, event};
+    return queues().enqueue(t, "q", m);
+  };
+  add("acked", "3f1e9a62-0c1b-4c9c-9d3a-2f4d7c1b0a11");
+  auto d = queues().claim(t, "q", "c", 1);
+  queues().ack(t, "q", d[0].msg_id, d[0].claim_token);
+  for (int i = 0; i < 3; ++i) {
+    add("dead " + std::to_string(i));
+    auto x = queues().claim(t, "q", "c", 1);
+    queues().nack(t, "q", x[0].msg_id, x[0].claim_token, "no", true);
+  }
+  const forgeyard::IdempotencyKey key{t, "s", "k"};
+  store->idempotency().complete(key, std::string("r"),
+                                store->idempotency().begin(key, forgeyard::request_digest("x"), 1min, 1h).attempt);
+  queues().inbox_accept(t, "consumer", "3f1e9a62-0c1b-4c9c-9d3a-2f4d7c1b0a12");
+
+  auto now = store->maintain(1000, t);
+  BOOST_TEST(now["dead_letters"] == 2);  // over max_dead (1): the two oldest go
+  BOOST_TEST(now["acked_messages"] == 0);
+  BOOST_TEST(now["idempotency_keys"] == 0);
+  BOOST_TEST(queues().dead_letters(t, "q").size() == 1u);
+  clock.advance(25h);
+  auto later = store->maintain(1, t);  // bounded: at most one row per task
+  BOOST_TEST(later["acked_messages"] == 1);
+  BOOST_TEST(later["idempotency_keys"] == 1);
+  BOOST_TEST(later["queue_events"] == 1);
+  BOOST_TEST(later["dead_letters"] == 1);
+  BOOST_TEST(later["inbox"] == 0);  // kept for 7 days
+  clock.advance(24h * 7);
+  BOOST_TEST(store->maintain(1000, t)["inbox"] == 1);
+  BOOST_TEST(queues().inbox_accept(t, "consumer", "3f1e9a62-0c1b-4c9c-9d3a-2f4d7c1b0a12"));  // forgotten
+  FY_CHECK_ERROR(store->maintain(0), ErrorKind::InvalidArgument, "22023");
+}
+
 BOOST_AUTO_TEST_CASE(four_consumers_drain_twenty_thousand_messages_each_exactly_once) {
   forgeyard::QueueOptions o;
   o.max_messages = 50000;

@@ -72,6 +72,35 @@ BOOST_AUTO_TEST_CASE(the_worker_extends_a_delivery_while_its_handler_runs_long) 
   BOOST_TEST(stats.acked == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_lapsed_delivery_in_a_batch_does_not_stop_the_worker) {
+  store->queues().create(tenant, "lapse", {});
+  store->queues().enqueue(tenant, "lapse", {"m1"});
+  store->queues().enqueue(tenant, "lapse", {"m2"});
+  forgeyard::WorkerOptions options;
+  options.tenant = tenant;
+  options.queue = "lapse";
+  options.batch = 2;
+  options.visibility = 10s;
+  options.stop_when_idle = true;
+  auto other = open_another(1);
+  std::vector<forgeyard::Delivery> taken;
+  auto stats = forgeyard::run_worker(
+      store->queues(), options,
+      [&](const forgeyard::Delivery& d) {
+        if (d.payload == "m1") {
+          clock.advance(11s);  // both deliveries lapse, and another consumer takes them over
+          taken = other->queues().claim(tenant, "lapse", "other", 2);
+        }
+        return forgeyard::HandlerResult::ack();
+      },
+      {});
+  BOOST_TEST(taken.size() == 2u);
+  BOOST_TEST(stats.stale == 2u);  // its late acks were refused, one by one, and the loop went on
+  BOOST_TEST(stats.acked == 0u);
+  for (const auto& d : taken) other->queues().ack(tenant, "lapse", d.msg_id, d.claim_token);
+  BOOST_TEST(store->queues().stats(tenant, "lapse").in_flight == 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_stop_request_ends_the_loop_and_acks_what_was_handled) {
   store->queues().create(tenant, "stop", {});
   for (int i = 0; i < 3; ++i) store->queues().enqueue(tenant, "stop", {"m"});

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -100,6 +101,12 @@ class Store {
   virtual std::unique_ptr<Transaction> begin() = 0;
   virtual StorageStatus status() = 0;
   virtual Metrics metrics() const = 0;
+  // One bounded clean-up pass (at most max_rows per task; safe from several places at once):
+  // expired idempotency keys, dedup events past their window, acked messages past retention,
+  // dead letters past retention or over their cap, inbox entries older than 7 days. Returns
+  // rows removed per task. Leases are not reaped here (Leases::reap hands them to reconcilers).
+  virtual std::map<std::string, std::int64_t> maintain(int max_rows = 1000,
+                                                       std::optional<std::string> tenant = std::nullopt) = 0;
 };
 
 std::unique_ptr<Store> open(std::string_view url = {}, StoreOptions options = {});

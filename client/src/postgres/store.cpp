@@ -17,6 +17,7 @@ namespace {
 
 const PgStatement set_clock_sql{"fy_set_clock",
                                 "SELECT pg_catalog.set_config('forgeyard.now_override', $1, true)", 1};
+const PgStatement maintain_sql{"fy_maintain", "SELECT task, \"rows\" FROM forgeyard.maintain($1, $2)", 2};
 const PgStatement version_sql{
     "fy_extension_version", "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'", 0};
 
@@ -151,6 +152,14 @@ class PgStore final : public Store {
     return s;
   }
   Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats()}; }
+  std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
+    return shared_.instruments.measure("store.maintain", [&] {
+      PgResult r = session_.run(maintain_sql, {std::to_string(max_rows), tenant});
+      std::map<std::string, std::int64_t> done;
+      for (int i = 0; i < r.rows(); ++i) done[r.text(i, 0)] = r.int8(i, 1);
+      return done;
+    });
+  }
 
  private:
   Shared shared_;

@@ -7,6 +7,7 @@
 #include "transaction_state.hpp"
 #include "sqlite/file_lock.hpp"
 #include "sqlite/leases.hpp"
+#include "sqlite/maintenance.hpp"
 #include "sqlite/migrations.hpp"
 #include "sqlite/queues.hpp"
 #include "sqlite/versioned_rows.hpp"
@@ -162,6 +163,14 @@ class SqliteStore final : public Store {
     return s;
   }
   Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats()}; }
+  std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
+    return shared_.instruments.measure("store.maintain", [&] {
+      if (max_rows <= 0) throw Error("22023", "max_rows must be positive");
+      std::map<std::string, std::int64_t> done;
+      session_.write([&](Db& db) { done = purge_expired(db, shared_.now_usecs(), max_rows, tenant); });
+      return done;
+    });
+  }
 
  private:
   std::vector<Migration> migrations() const {
