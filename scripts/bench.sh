@@ -15,4 +15,5 @@ cluster_start || exit 1
 psql -q -c "CREATE EXTENSION IF NOT EXISTS forgeyard" || exit 1
 build/bench/lease_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
 build/bench/cas_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
-build/bench/queue_bench --pg "$FORGEYARD_TEST_PG_URL" "$@"
+build/bench/queue_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
+PG_BIN="$PG_BIN" bench/claim_depth.sh 1000000
