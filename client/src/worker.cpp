@@ -121,7 +121,7 @@ WorkerStats run_worker(Queues& queues, const WorkerOptions& options, const Handl
         result = HandlerResult::retry(e.what());
       }
       heartbeat.stop();
-      if (result.kind == HandlerResult::Kind::Ack) {
+      if (result.kind == HandlerResult::Kind::Success) {
         acks.emplace_back(d.msg_id, d.claim_token);
         continue;
       }

@@ -25,7 +25,7 @@ struct WorkerOptions {
 };
 
 struct HandlerResult {
-  enum class Kind { Ack, Retry, Fail } kind = Kind::Ack;
+  enum class Kind { Success, Retry, Fail } kind = Kind::Success;  // Success: ack it
   std::string error;
   static HandlerResult ack() { return {}; }
   static HandlerResult retry(std::string why) { return {Kind::Retry, std::move(why)}; }
