@@ -2,6 +2,7 @@
 // reserved capacity per priority class, retries with backoff and jitter, dead letters,
 // partition order, and the consumer inbox (docs/sql-api.md#queues).
 #include <algorithm>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -51,10 +52,16 @@ core::QueueOptions options_from(const pg::Row& r, int* slots) {
 
 }  // namespace
 
-Queue load(pg::Spi& spi, FunctionCallInfo fcinfo) {
+Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing) {
   static pg::Statement read("SELECT " FY_QUEUE_COLUMNS " FROM forgeyard.queues"
                             " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
                             {TEXTOID, TEXTOID});
+  // Producers keep the queue from being dropped under them until they commit (queue_drop
+  // deletes the queue row first, and waits for this lock).
+  static pg::Statement read_for_producer("SELECT " FY_QUEUE_COLUMNS " FROM forgeyard.queues"
+                                         " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
+                                         " FOR KEY SHARE",
+                                         {TEXTOID, TEXTOID});
   Queue queue;
   queue.tenant = tenant_arg(fcinfo);
   queue.name = queue_arg(fcinfo);
@@ -62,7 +69,7 @@ Queue load(pg::Spi& spi, FunctionCallInfo fcinfo) {
   queue.t = pg::text_value(queue.tenant);
   queue.q = pg::text_value(queue.name);
   bool found = false;
-  spi.run(read, {queue.t, queue.q}, [&](const pg::Row& r) {
+  spi.run(producing ? read_for_producer : read, {queue.t, queue.q}, [&](const pg::Row& r) {
     queue.options = options_from(r, &queue.slots);
     found = true;
   });
@@ -297,19 +304,32 @@ std::int64_t delay_arg(FunctionCallInfo fcinfo, int n) {
 
 // ---- finishing a delivery ----------------------------------------------------------------
 
-// A message leaves the live queue (acked or dead): its capacity goes back to its slot, and in a
-// partition queue the next message of its key becomes the head.
-void release(pg::Spi& spi, const Queue& queue, int slot, std::int64_t bytes, const std::optional<std::string>& key) {
+// Messages that left the live queue (acked or dead) in one call: their capacity goes back to
+// their slots, and in a partition queue the next message of each key becomes its head. Applied
+// once per slot and per key, in ascending order, so that concurrent batch acks lock the shared
+// counter rows in one order and cannot deadlock.
+struct Releases {
+  std::map<int, core::Usage> slots;
+  std::map<std::string, std::int64_t> keys;
+  void add(const Queue& queue, int slot, std::int64_t bytes, const std::optional<std::string>& key) {
+    core::Usage& u = slots[slot];
+    u.messages += 1;
+    u.bytes += bytes;
+    if (key && queue.options.partitioned) keys[*key] += 1;
+  }
+};
+
+void apply(pg::Spi& spi, const Queue& queue, const Releases& releases) {
   static pg::Statement give_back(
-      "UPDATE forgeyard.queue_releases SET released_messages = released_messages OPERATOR(pg_catalog.+) 1,"
-      "   released_bytes = released_bytes OPERATOR(pg_catalog.+) $4"
+      "UPDATE forgeyard.queue_releases SET released_messages = released_messages OPERATOR(pg_catalog.+) $4,"
+      "   released_bytes = released_bytes OPERATOR(pg_catalog.+) $5"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2 AND slot OPERATOR(pg_catalog.=) $3",
-      {TEXTOID, TEXTOID, INT4OID, INT8OID});
+      {TEXTOID, TEXTOID, INT4OID, INT8OID, INT8OID});
   static pg::Statement leave_partition(
-      "UPDATE forgeyard.queue_partitions SET pending = pending OPERATOR(pg_catalog.-) 1"
+      "UPDATE forgeyard.queue_partitions SET pending = pending OPERATOR(pg_catalog.-) $4"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
       "   AND partition_key OPERATOR(pg_catalog.=) $3 RETURNING pending",
-      {TEXTOID, TEXTOID, TEXTOID});
+      {TEXTOID, TEXTOID, TEXTOID, INT8OID});
   static pg::Statement drop_partition(
       "DELETE FROM forgeyard.queue_partitions WHERE tenant_id OPERATOR(pg_catalog.=) $1"
       "   AND queue OPERATOR(pg_catalog.=) $2 AND partition_key OPERATOR(pg_catalog.=) $3"
@@ -321,15 +341,19 @@ void release(pg::Spi& spi, const Queue& queue, int slot, std::int64_t bytes, con
       "     AND n.queue OPERATOR(pg_catalog.=) $2 AND n.partition_key OPERATOR(pg_catalog.=) $3"
       "     AND n.state OPERATOR(pg_catalog.=) 'pending' ORDER BY n.msg_id LIMIT 1)",
       {TEXTOID, TEXTOID, TEXTOID});
-  spi.run(give_back, {queue.t, queue.q, pg::int4_value(slot), pg::int8_value(bytes)});
-  if (!key || !queue.options.partitioned) return;
-  const pg::Value k = pg::text_value(*key);
-  std::int64_t pending = 0;
-  spi.run(leave_partition, {queue.t, queue.q, k}, [&](const pg::Row& r) { pending = *r.int8(1); });
-  if (pending > 0)
-    spi.run(next_head, {queue.t, queue.q, k});
-  else
-    spi.run(drop_partition, {queue.t, queue.q, k});
+  for (const auto& [slot, used] : releases.slots)
+    spi.run(give_back, {queue.t, queue.q, pg::int4_value(slot), pg::int8_value(used.messages),
+                        pg::int8_value(used.bytes)});
+  for (const auto& [key, count] : releases.keys) {
+    const pg::Value k = pg::text_value(key);
+    std::int64_t pending = 0;
+    spi.run(leave_partition, {queue.t, queue.q, k, pg::int8_value(count)},
+            [&](const pg::Row& r) { pending = *r.int8(1); });
+    if (pending > 0)
+      spi.run(next_head, {queue.t, queue.q, k});
+    else
+      spi.run(drop_partition, {queue.t, queue.q, k});
+  }
 }
 
 // The current delivery of a message, locked; nullopt if the message is gone (acked, purged).
@@ -368,7 +392,8 @@ enum class Finish { done, already_finished };
 
 // ack: delete (or keep as acked for retain_acked) and give the room back. An ack of a message
 // that is already acked, dead or gone is a no-op; a token that is not the current claim is FY001.
-Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token, TimestampTz now) {
+Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token, TimestampTz now,
+               Releases& releases) {
   static pg::Statement remove("DELETE FROM forgeyard.messages WHERE msg_id OPERATOR(pg_catalog.=) $1", {INT8OID});
   static pg::Statement keep(
       "UPDATE forgeyard.messages SET state = 'acked', finished_at = $2, payload = NULL"
@@ -381,13 +406,13 @@ Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64
     spi.run(keep, {pg::int8_value(msg_id), pg::timestamptz_value(now)});
   else
     spi.run(remove, {pg::int8_value(msg_id)});
-  release(spi, queue, d->slot, d->bytes, d->partition_key);
+  releases.add(queue, d->slot, d->bytes, d->partition_key);
   return Finish::done;
 }
 
 // nack: retry after backoff with full jitter, or dead-letter (max attempts, or permanent).
 std::string nack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token,
-                     const std::string& error, bool permanent, TimestampTz now) {
+                     const std::string& error, bool permanent, TimestampTz now, Releases& releases) {
   static pg::Statement retry(
       "UPDATE forgeyard.messages SET claim_token = NULL, claimed_by = NULL, visible_at = $2, last_error = $3"
       " WHERE msg_id OPERATOR(pg_catalog.=) $1",
@@ -403,7 +428,7 @@ std::string nack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std:
     spi.run(dead, {pg::int8_value(msg_id), pg::timestamptz_value(now), pg::text_value(error),
                    pg::text_value(permanent ? "permanent" : "max_attempts"),
                    pg::bool_value(queue.options.keep_dead_payload)});
-    release(spi, queue, d->slot, d->bytes, d->partition_key);
+    releases.add(queue, d->slot, d->bytes, d->partition_key);
     return "dead";
   }
   const std::int64_t delay = core::retry_delay_usecs(queue.options, d->attempt, unit_random());
@@ -446,7 +471,8 @@ const char claim_class_sql[] =
     "           AND c.visible_at OPERATOR(pg_catalog.<=) $7"
     "         ORDER BY c.visible_at, c.msg_id LIMIT $4 FOR UPDATE SKIP LOCKED) picked"
     " WHERE m.msg_id OPERATOR(pg_catalog.=) picked.msg_id"
-    " RETURNING m.msg_id, m.event_id, m.partition_key, m.priority, m.attempt, m.claim_token, m.payload, m.enqueued_at";
+    " RETURNING m.msg_id, m.event_id, m.partition_key, m.priority, m.attempt, m.claim_token, m.payload, m.enqueued_at,"
+    "   m.slot, m.bytes";
 
 namespace {
 
@@ -454,7 +480,17 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
                            std::int64_t visibility, TimestampTz now) {
   static pg::Statement claim_class(claim_class_sql, {TEXTOID, TEXTOID, INT2OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
                                                      TIMESTAMPTZOID});
+  // A delivery that lapsed once too often (its consumer died or hung every time) is not handed
+  // out again: it is dead-lettered like a nack after max_attempts.
+  static pg::Statement dead(
+      "UPDATE forgeyard.messages SET state = 'dead', claim_token = NULL, finished_at = $2, is_head = false,"
+      "   last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',"
+      "   payload = CASE WHEN $3 THEN payload END"
+      " WHERE msg_id OPERATOR(pg_catalog.=) $1",
+      {INT8OID, TIMESTAMPTZOID, BOOLOID});
   std::vector<Claimed> out;
+  std::vector<std::int64_t> doomed;
+  Releases lapsed;
   const pg::Value c = pg::text_value(consumer);
   for (int p = 0; p < core::priority_classes && static_cast<int>(out.size()) < max_messages; ++p) {
     const std::size_t before = out.size();
@@ -462,6 +498,11 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
             {queue.t, queue.q, {Int16GetDatum(p), false}, pg::int4_value(max_messages - static_cast<int>(out.size())),
              pg::timestamptz_value(now + visibility), c, pg::timestamptz_value(now)},
             [&](const pg::Row& r) {
+              if (*r.int8(5) > queue.options.max_attempts) {  // (no SPI call while these rows are read)
+                lapsed.add(queue, static_cast<int>(*r.int8(9)), *r.int8(10), r.text(3));
+                doomed.push_back(*r.int8(1));
+                return;
+              }
               out.push_back({*r.int8(1), r.uuid(2), r.text(3), static_cast<int>(*r.int8(4)), *r.int8(5), *r.int8(6),
                              r.bytea(7), *r.timestamptz(8)});
             });
@@ -469,6 +510,9 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     std::sort(out.begin() + static_cast<std::ptrdiff_t>(before), out.end(),
               [](const Claimed& a, const Claimed& b) { return a.msg_id < b.msg_id; });
   }
+  for (std::int64_t msg_id : doomed)
+    spi.run(dead, {pg::int8_value(msg_id), pg::timestamptz_value(now), pg::bool_value(queue.options.keep_dead_payload)});
+  apply(spi, queue, lapsed);
   return out;
 }
 
@@ -575,19 +619,25 @@ FY_FUNCTION(fy_queue_alter) {
 
 // queue_drop(tenant, queue) -> whether it existed; its messages, events and counters go too.
 FY_FUNCTION(fy_queue_drop) {
-  static pg::Statement drop(
+  // The queue row goes first: that waits for producers that loaded the queue (FOR KEY SHARE) to
+  // commit, and the deletes after it then see their messages.
+  static pg::Statement drop_queue(
+      "DELETE FROM forgeyard.queues WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
+  static pg::Statement drop_rest(
       "WITH m AS (DELETE FROM forgeyard.messages WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2),"
       " e AS (DELETE FROM forgeyard.queue_events WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2),"
       " p AS (DELETE FROM forgeyard.queue_partitions WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2),"
-      " s AS (DELETE FROM forgeyard.queue_slots WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2),"
-      " r AS (DELETE FROM forgeyard.queue_releases WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2)"
-      " DELETE FROM forgeyard.queues WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      " s AS (DELETE FROM forgeyard.queue_slots WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2)"
+      " DELETE FROM forgeyard.queue_releases WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
       {TEXTOID, TEXTOID});
   const std::string tenant = tenant_arg(fcinfo);
   const std::string name = queue_arg(fcinfo);
   pg::Spi spi;
   check_tenant(spi, tenant);
-  const bool dropped = spi.run(drop, {pg::text_value(tenant), pg::text_value(name)}) > 0;
+  const pg::Value t = pg::text_value(tenant), q = pg::text_value(name);
+  const bool dropped = spi.run(drop_queue, {t, q}) > 0;
+  spi.run(drop_rest, {t, q});
   spi.finish();
   return BoolGetDatum(dropped);
 }
@@ -595,7 +645,7 @@ FY_FUNCTION(fy_queue_drop) {
 // enqueue(tenant, queue, payload, event_id, partition_key, priority, delay) -> msg_id
 FY_FUNCTION(fy_enqueue) {
   pg::Spi spi;
-  const Queue queue = load(spi, fcinfo);
+  const Queue queue = load(spi, fcinfo, true);
   Message m;
   m.payload = *pg::bytea_arg(fcinfo, 2, "payload", std::size_t{1} << 30);
   m.event_id = pg::optional_uuid_arg(fcinfo, 3);
@@ -612,7 +662,7 @@ FY_FUNCTION(fy_enqueue) {
 // enqueue_batch(tenant, queue, payloads, event_ids, partition_keys, priority, delay) -> msg_ids, in order
 FY_FUNCTION(fy_enqueue_batch) {
   pg::Spi spi;
-  const Queue queue = load(spi, fcinfo);
+  const Queue queue = load(spi, fcinfo, true);
   const auto payloads = pg::bytea_array_arg(fcinfo, 2);
   const auto event_ids = pg::uuid_array_arg(fcinfo, 3);
   const auto keys = pg::text_array_arg(fcinfo, 4);
@@ -657,7 +707,9 @@ FY_FUNCTION(fy_ack_and_claim) {
   const int max_messages = max_messages_arg(fcinfo, 5);
   const std::int64_t visibility = visibility_arg(fcinfo, 6, queue);
   const TimestampTz now = pg::now();
-  for (const auto& [msg_id, token] : deliveries) ack_one(spi, queue, msg_id, token, now);
+  Releases releases;
+  for (const auto& [msg_id, token] : deliveries) ack_one(spi, queue, msg_id, token, now, releases);
+  apply(spi, queue, releases);
   const std::vector<Claimed> claimed = claim(spi, queue, consumer, max_messages, visibility, now);
   spi.finish();
   return_claimed(fcinfo, claimed);
@@ -670,7 +722,9 @@ FY_FUNCTION(fy_ack) {
   const Queue queue = load(spi, fcinfo);
   const std::int64_t msg_id = pg::int8_arg(fcinfo, 2, "msg_id");
   const std::int64_t token = pg::int8_arg(fcinfo, 3, "claim_token");
-  ack_one(spi, queue, msg_id, token, pg::now());
+  Releases releases;
+  ack_one(spi, queue, msg_id, token, pg::now(), releases);
+  apply(spi, queue, releases);
   spi.finish();
   return (Datum)0;
 }
@@ -681,7 +735,9 @@ FY_FUNCTION(fy_ack_batch) {
   const Queue queue = load(spi, fcinfo);
   const auto deliveries = deliveries_arg(fcinfo, 2, 3);
   const TimestampTz now = pg::now();
-  for (const auto& [msg_id, token] : deliveries) ack_one(spi, queue, msg_id, token, now);
+  Releases releases;
+  for (const auto& [msg_id, token] : deliveries) ack_one(spi, queue, msg_id, token, now, releases);
+  apply(spi, queue, releases);
   spi.finish();
   return (Datum)0;
 }
@@ -694,7 +750,9 @@ FY_FUNCTION(fy_nack) {
   const std::int64_t token = pg::int8_arg(fcinfo, 3, "claim_token");
   const std::string error = pg::text_arg(fcinfo, 4, "error", core::max_error_bytes, true).value_or("");
   const bool permanent = pg::bool_arg(fcinfo, 5, false);
-  const std::string outcome = nack_one(spi, queue, msg_id, token, error, permanent, pg::now());
+  Releases releases;
+  const std::string outcome = nack_one(spi, queue, msg_id, token, error, permanent, pg::now(), releases);
+  apply(spi, queue, releases);
   spi.finish();
   return pg::text_value(outcome).datum;
 }
@@ -708,8 +766,10 @@ FY_FUNCTION(fy_nack_batch) {
   const bool permanent = pg::bool_arg(fcinfo, 5, false);
   const TimestampTz now = pg::now();
   std::vector<std::pair<std::int64_t, std::string>> outcomes;
+  Releases releases;
   for (const auto& [msg_id, token] : deliveries)
-    outcomes.emplace_back(msg_id, nack_one(spi, queue, msg_id, token, error, permanent, now));
+    outcomes.emplace_back(msg_id, nack_one(spi, queue, msg_id, token, error, permanent, now, releases));
+  apply(spi, queue, releases);
   spi.finish();
   pg::TableResult out(fcinfo);
   for (const auto& [msg_id, outcome] : outcomes) out.add_row({pg::int8_value(msg_id), pg::text_value(outcome)});

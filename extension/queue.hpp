@@ -16,7 +16,8 @@ struct Queue {
 };
 
 // The queue named by the first two arguments, after the tenant check; 42704 if it does not exist.
-Queue load(pg::Spi& spi, FunctionCallInfo fcinfo);
+// `producing`: the call adds messages, and keeps the queue from being dropped until it commits.
+Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing = false);
 // Takes room for one message of `bytes` in a capacity slot (FY020 when no slot admits the
 // class) and returns the slot.
 int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes);

@@ -93,7 +93,7 @@ FY_FUNCTION(fy_dead_redrive) {
       " WHERE msg_id OPERATOR(pg_catalog.=) $1",
       {INT8OID, TIMESTAMPTZOID, INT2OID, BOOLOID});
   pg::Spi spi;
-  const queue::Queue q = queue::load(spi, fcinfo);
+  const queue::Queue q = queue::load(spi, fcinfo, true);
   const auto ids = pg::int8_array_arg(fcinfo, 2);
   const std::int32_t max_rows = queue::positive_int_arg(fcinfo, 3, "max_rows", 10000);
   const TimestampTz now = pg::now();

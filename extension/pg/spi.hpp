@@ -79,6 +79,7 @@ class Spi {
   Spi& operator=(const Spi&) = delete;
 
   // Runs the statement; calls on_row(const Row&) for each returned row; returns rows processed.
+  // on_row must not run SPI itself: that would replace the rows being read.
   template <class OnRow>
   std::uint64_t run(Statement& statement, std::initializer_list<Value> args, OnRow&& on_row) {
     std::uint64_t n = execute(statement, args);

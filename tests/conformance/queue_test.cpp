@@ -157,6 +157,10 @@ BOOST_AUTO_TEST_CASE(unknown_queues_and_bad_input_are_refused) {
   FY_CHECK_ERROR(queues().claim(tenant, queue, "c", 0), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(queues().claim(tenant, queue, "", 1), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(queues().enqueue(tenant, queue, {"x", "not-a-uuid"}), ErrorKind::InvalidArgument, "22P02");
+  // The other spellings PostgreSQL accepts name the same event.
+  const auto first = queues().enqueue(tenant, queue, {"same", "A8098C1A-F86E-11DA-BD1A-00112444BE1E"});
+  BOOST_TEST(queues().enqueue(tenant, queue, {"same", "{a8098c1a-f86e-11da-bd1a-00112444be1e}"}) == first);
+  BOOST_TEST(queues().enqueue(tenant, queue, {"same", "a8098c1af86e11dabd1a00112444be1e"}) == first);
   FY_CHECK_ERROR(forgeyard::priority_from_string("urgent"), ErrorKind::InvalidArgument, "22023");
   forgeyard::QueueOptions bad;
   bad.admit_percent[5] = 95;  // bulk above background
@@ -164,7 +168,7 @@ BOOST_AUTO_TEST_CASE(unknown_queues_and_bad_input_are_refused) {
   bad = {};
   bad.max_messages = 0;
   FY_CHECK_ERROR(queues().create(tenant, "bad", bad), ErrorKind::InvalidArgument, "22023");
-  BOOST_TEST(queues().stats(tenant, queue).ready == 0);
+  BOOST_TEST(queues().stats(tenant, queue).ready == 1);  // only the deduplicated one
 }
 
 BOOST_AUTO_TEST_CASE(claims_deliver_the_highest_class_first_then_the_oldest) {
@@ -210,6 +214,37 @@ BOOST_AUTO_TEST_CASE(a_lapsed_claim_is_delivered_again_and_the_old_token_is_fenc
   queues().ack(tenant, queue, second[0].msg_id, second[0].claim_token);
   queues().ack(tenant, queue, second[0].msg_id, second[0].claim_token);  // again: a no-op
   BOOST_TEST(queues().stats(tenant, queue).ready == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_message_whose_visibility_runs_out_on_every_attempt_is_dead_lettered) {
+  forgeyard::QueueOptions o;
+  o.max_attempts = 2;
+  create(o);
+  const auto id = send("kills its consumer");
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    auto d = take(1, 10s);
+    BOOST_REQUIRE(d.size() == 1u);
+    BOOST_TEST(d[0].attempt == attempt);
+    clock.advance(10s);  // the consumer died: no ack, no nack
+  }
+  BOOST_TEST(take(1, 10s).empty());  // not handed out a third time
+  auto dead = queues().dead_letters(tenant, queue);
+  BOOST_REQUIRE(dead.size() == 1u);
+  BOOST_TEST(dead[0].msg_id == id);
+  BOOST_TEST(dead[0].error_class == "max_attempts");
+  BOOST_TEST(queues().stats(tenant, queue).bytes == 0);
+}
+
+BOOST_AUTO_TEST_CASE(redriving_one_dead_letter_twice_in_a_call_redrives_it_once) {
+  forgeyard::QueueOptions o;
+  o.keep_dead_letter_payload = true;
+  create(o);
+  const auto id = send("x");
+  auto d = take();
+  queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "no", true);
+  BOOST_TEST(queues().redrive(tenant, queue, {id, id}) == 1);
+  BOOST_TEST(queues().stats(tenant, queue).bytes == 1);
+  BOOST_TEST(take(10).size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(an_ack_after_the_visibility_ran_out_but_before_a_reclaim_is_accepted) {

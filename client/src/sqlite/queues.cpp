@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include "core/core.hpp"
 #include "error_map.hpp"
@@ -108,11 +109,18 @@ bool is_uuid(std::string_view s) {
   return true;
 }
 
+// The forms PostgreSQL's uuid input accepts (optional braces, dashes optional), canonicalized.
 std::string canonical_uuid(std::string_view s) {
-  if (!is_uuid(s)) throw Error("22P02", "invalid input syntax for type uuid: \"" + std::string(s) + "\"");
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), ::tolower);
-  return out;
+  std::string_view body = s;
+  if (body.size() >= 2 && body.front() == '{' && body.back() == '}') body = body.substr(1, body.size() - 2);
+  std::string hex;
+  for (char c : body)
+    if (c != '-') hex.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  const std::string canonical = hex.size() == 32 ? hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) +
+                                                       "-" + hex.substr(16, 4) + "-" + hex.substr(20)
+                                                 : std::string(body);
+  if (!is_uuid(canonical)) throw Error("22P02", "invalid input syntax for type uuid: \"" + std::string(s) + "\"");
+  return canonical;
 }
 
 double unit_random() {
@@ -200,7 +208,7 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
       auto q = db.query(
           "UPDATE messages SET claim_token = ?2, attempt = attempt + 1, visible_at = ?3, claimed_by = ?4"
           " WHERE msg_id = ?1 RETURNING msg_id, event_id, partition_key, priority, attempt, claim_token, payload,"
-          " enqueued_at");
+          " enqueued_at, bytes");
       q.bind(1, id).bind(2, claim_token).bind(3, now + visibility).bind(4, consumer);
       if (!q.step()) continue;
       Delivery d;
@@ -212,7 +220,18 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
       d.claim_token = q.int64(5);
       d.payload = q.is_null(6) ? Bytes{} : q.blob(6);
       d.enqueued_at = from_unix_usecs(q.int64(7));
+      const std::int64_t bytes = q.int64(8);
       while (q.step()) {
+      }
+      if (d.attempt > queue.options.max_attempts) {
+        // Its visibility ran out on every attempt (the consumer died or hung): dead-letter it.
+        db.query("UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, is_head = 0,"
+                 " last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',"
+                 " payload = CASE WHEN ?3 THEN payload END WHERE msg_id = ?1")
+            .bind(1, d.msg_id).bind(2, now).bind(3, static_cast<std::int64_t>(queue.options.keep_dead_payload ? 1 : 0))
+            .run();
+        release(db, queue, bytes, d.partition_key);
+        continue;
       }
       out.push_back(std::move(d));
     }
@@ -488,7 +507,7 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
         };
         Queue q = load(db, tenant, queue);
         if (msg_ids.empty()) pick(std::nullopt);
-        for (std::int64_t id : msg_ids) pick(id);
+        for (std::int64_t id : std::set<std::int64_t>(msg_ids.begin(), msg_ids.end())) pick(id);
         for (const Dead& d : dead) {
           if (!d.has_payload)
             throw Error("22023", "dead letter " + std::to_string(d.msg_id) + " cannot be redriven: its payload was dropped",
@@ -497,7 +516,8 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
           q.used.messages += 1, q.used.bytes += d.bytes;
           const bool is_head = join_partition(db, q, d.key);
           db.query("UPDATE messages SET state = 'pending', attempt = 0, claim_token = NULL, claimed_by = NULL,"
-                   " visible_at = ?2, finished_at = NULL, error_class = NULL, is_head = ?3 WHERE msg_id = ?1")
+                   " visible_at = ?2, finished_at = NULL, error_class = NULL, is_head = ?3"
+                   " WHERE msg_id = ?1 AND state = 'dead'")
               .bind(1, d.msg_id).bind(2, session_.now_usecs()).bind(3, static_cast<std::int64_t>(is_head ? 1 : 0)).run();
           ++redriven;
         }
