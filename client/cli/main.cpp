@@ -21,6 +21,8 @@
 
 #include "forgeyard/forgeyard.hpp"
 
+extern char** environ;
+
 namespace {
 
 constexpr const char* usage_text = R"(usage: forgeyard [--store URL] [--unnamed-statements] COMMAND ...
@@ -297,9 +299,24 @@ void print_delivery(const forgeyard::Delivery& d) {
             << " event_id=" << d.event_id.value_or("") << " payload=" << d.payload << "\n";
 }
 
-// Runs `command` with sh -c, the payload on its stdin and the delivery in its environment.
+// Runs `command` with sh -c, the payload on its stdin and the delivery in its environment. The
+// environment is built before fork (the child of a threaded process only calls exec).
 int run_command(const std::string& command, const forgeyard::Delivery& d, const std::string& tenant,
                 const std::string& queue) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "FORGEYARD_", 10) != 0) env.emplace_back(*e);
+  env.push_back("FORGEYARD_TENANT=" + tenant);
+  env.push_back("FORGEYARD_QUEUE=" + queue);
+  env.push_back("FORGEYARD_MSG_ID=" + std::to_string(d.msg_id));
+  env.push_back("FORGEYARD_ATTEMPT=" + std::to_string(d.attempt));
+  env.push_back("FORGEYARD_PRIORITY=" + std::string(forgeyard::to_string(d.priority)));
+  env.push_back("FORGEYARD_PARTITION_KEY=" + d.partition_key.value_or(""));
+  env.push_back("FORGEYARD_EVENT_ID=" + d.event_id.value_or(""));
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const char* argv[] = {"sh", "-c", command.c_str(), nullptr};
   int in[2];
   if (pipe(in) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = fork();
@@ -308,21 +325,14 @@ int run_command(const std::string& command, const forgeyard::Delivery& d, const 
     dup2(in[0], 0);
     close(in[0]);
     close(in[1]);
-    setenv("FORGEYARD_TENANT", tenant.c_str(), 1);
-    setenv("FORGEYARD_QUEUE", queue.c_str(), 1);
-    setenv("FORGEYARD_MSG_ID", std::to_string(d.msg_id).c_str(), 1);
-    setenv("FORGEYARD_ATTEMPT", std::to_string(d.attempt).c_str(), 1);
-    setenv("FORGEYARD_PRIORITY", std::string(forgeyard::to_string(d.priority)).c_str(), 1);
-    setenv("FORGEYARD_PARTITION_KEY", d.partition_key.value_or("").c_str(), 1);
-    setenv("FORGEYARD_EVENT_ID", d.event_id.value_or("").c_str(), 1);
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
     _exit(127);
   }
   close(in[0]);
   std::size_t written = 0;
   while (written < d.payload.size()) {
     const ssize_t n = write(in[1], d.payload.data() + written, d.payload.size() - written);
-    if (n <= 0) break;  // the command does not read its input: fine
+    if (n <= 0) break;  // the command does not read its input (EPIPE; SIGPIPE is ignored): fine
     written += static_cast<std::size_t>(n);
   }
   close(in[1]);
@@ -445,6 +455,7 @@ int queue_command(forgeyard::Store& store, const std::string& verb, Args& a) {
     const std::string command = a.positional[2];
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
+    std::signal(SIGPIPE, SIG_IGN);  // a command that does not read its payload must not kill the runner
     std::stop_source stop;
     std::jthread watcher([&](std::stop_token done) {
       while (!done.stop_requested() && !stop_signal) std::this_thread::sleep_for(std::chrono::milliseconds(50));

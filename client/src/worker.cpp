@@ -1,7 +1,10 @@
 #include "forgeyard/worker.hpp"
 
 #include <condition_variable>
+#include <atomic>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -12,42 +15,57 @@ namespace forgeyard {
 
 namespace {
 
-// Keeps the delivery whose handler is running invisible: extends it every third of the
-// visibility until the handler returns.
+// Keeps every delivery of the current batch invisible until its ack has gone out: the one being
+// handled, the ones waiting their turn, and the handled ones whose acks ride on the next claim.
+// Extends them every third of the visibility; one that can no longer be extended (it lapsed and
+// went to someone else) is marked so that the worker skips it.
 class Heartbeat {
  public:
-  Heartbeat(Queues& queues, const WorkerOptions& options, WorkerStats& stats)
-      : queues_(queues), options_(options), stats_(stats), thread_([this](std::stop_token s) { run(s); }) {}
+  Heartbeat(Queues& queues, const WorkerOptions& options)
+      : queues_(queues), options_(options), thread_([this](std::stop_token s) { run(s); }) {}
   ~Heartbeat() {
     thread_.request_stop();
     changed_.notify_all();
   }
-  void start(const Delivery& d) {
+  void watch(const std::vector<Delivery>& batch) {
     std::lock_guard lock(mutex_);
-    current_ = Ack{d.msg_id, d.claim_token};
+    watched_.clear();
+    for (const Delivery& d : batch) watched_.emplace(d.msg_id, d.claim_token);
     changed_.notify_all();
   }
-  void stop() {
+  void forget(std::int64_t msg_id) {
     std::lock_guard lock(mutex_);
-    current_.reset();
+    watched_.erase(msg_id);
   }
+  bool lapsed(std::int64_t msg_id) {
+    std::lock_guard lock(mutex_);
+    return lapsed_.contains(msg_id);
+  }
+  std::uint64_t extended() const { return extended_.load(); }
 
  private:
   void run(std::stop_token stop) {
     std::unique_lock lock(mutex_);
-    const auto every = options_.visibility / 3;
     while (!stop.stop_requested()) {
-      changed_.wait(lock, stop, [&] { return current_.has_value(); });
+      changed_.wait_for(lock, stop, options_.visibility / 3, [] { return false; });
       if (stop.stop_requested()) return;
-      const Ack watched = *current_;
-      if (changed_.wait_for(lock, stop, every, [&] { return current_ != watched; })) continue;
-      if (stop.stop_requested()) return;
+      const std::map<std::int64_t, std::int64_t> now_watched = watched_;
       lock.unlock();
-      try {
-        queues_.extend(options_.tenant, options_.queue, watched.first, watched.second, options_.visibility);
-        ++stats_.extended;
-      } catch (const Error& e) {
-        detail::log().warn("worker could not extend message {}: {}", watched.first, e.what());
+      for (const auto& [msg_id, token] : now_watched) {
+        try {
+          queues_.extend(options_.tenant, options_.queue, msg_id, token, options_.visibility);
+          ++extended_;
+        } catch (const Error& e) {
+          if (e.kind() == ErrorKind::StaleFence) {
+            std::lock_guard relock(mutex_);
+            lapsed_.insert(msg_id);
+            watched_.erase(msg_id);
+          } else {
+            detail::log().warn("worker could not extend message {}: {}", msg_id, e.what());
+          }
+        } catch (const std::exception& e) {
+          detail::log().warn("worker could not extend message {}: {}", msg_id, e.what());
+        }
       }
       lock.lock();
     }
@@ -55,10 +73,11 @@ class Heartbeat {
 
   Queues& queues_;
   const WorkerOptions& options_;
-  WorkerStats& stats_;
   std::mutex mutex_;
   std::condition_variable_any changed_;
-  std::optional<Ack> current_;
+  std::map<std::int64_t, std::int64_t> watched_;  // msg_id -> claim_token
+  std::set<std::int64_t> lapsed_;
+  std::atomic<std::uint64_t> extended_{0};
   std::jthread thread_;
 };
 
@@ -66,7 +85,7 @@ class Heartbeat {
 
 WorkerStats run_worker(Queues& queues, const WorkerOptions& options, const Handler& handler, std::stop_token stop) {
   WorkerStats stats;
-  Heartbeat heartbeat(queues, options, stats);
+  Heartbeat heartbeat(queues, options);
   std::vector<Ack> acks;
   Duration idle = options.idle_min;
   std::mutex sleep_mutex;
@@ -112,19 +131,23 @@ WorkerStats run_worker(Queues& queues, const WorkerOptions& options, const Handl
       continue;
     }
     idle = options.idle_min;
+    heartbeat.watch(batch);
     for (const Delivery& d : batch) {
+      if (heartbeat.lapsed(d.msg_id)) {  // went to another consumer while it waited its turn
+        ++stats.stale;
+        continue;
+      }
       HandlerResult result;
-      heartbeat.start(d);
       try {
         result = handler(d);
       } catch (const std::exception& e) {
         result = HandlerResult::retry(e.what());
       }
-      heartbeat.stop();
       if (result.kind == HandlerResult::Kind::Success) {
-        acks.emplace_back(d.msg_id, d.claim_token);
+        acks.emplace_back(d.msg_id, d.claim_token);  // stays watched until the ack goes out
         continue;
       }
+      heartbeat.forget(d.msg_id);
       try {
         const NackOutcome outcome = queues.nack(options.tenant, options.queue, d.msg_id, d.claim_token, result.error,
                                                 result.kind == HandlerResult::Kind::Fail);
@@ -137,6 +160,7 @@ WorkerStats run_worker(Queues& queues, const WorkerOptions& options, const Handl
   }
   // Stopping: the handled messages are acked, nothing more is claimed.
   ack_one_by_one();
+  stats.extended = heartbeat.extended();
   return stats;
 }
 

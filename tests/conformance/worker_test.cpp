@@ -46,12 +46,14 @@ BOOST_AUTO_TEST_CASE(the_worker_acks_retries_and_dead_letters_by_the_handlers_re
   BOOST_TEST(store->queues().dead_letters(tenant, "jobs")[0].error == "cannot parse");
 }
 
-BOOST_AUTO_TEST_CASE(the_worker_extends_a_delivery_while_its_handler_runs_long) {
+BOOST_AUTO_TEST_CASE(the_worker_keeps_its_whole_batch_alive_while_handlers_run_long) {
   store->queues().create(tenant, "slow", {});
-  store->queues().enqueue(tenant, "slow", {"long job"});
+  store->queues().enqueue(tenant, "slow", {"long job 1"});
+  store->queues().enqueue(tenant, "slow", {"long job 2"});  // waits its turn in the batch
   forgeyard::WorkerOptions options;
   options.tenant = tenant;
   options.queue = "slow";
+  options.batch = 2;
   options.visibility = 900ms;
   options.stop_when_idle = true;
   auto other = open_another(1);
@@ -67,9 +69,10 @@ BOOST_AUTO_TEST_CASE(the_worker_extends_a_delivery_while_its_handler_runs_long) 
         return forgeyard::HandlerResult::ack();
       },
       {});
-  BOOST_TEST(stats.extended >= 1u);
-  BOOST_TEST(!stolen);  // 1.6 s of work on a 0.9 s visibility: nobody else got it
-  BOOST_TEST(stats.acked == 1u);
+  BOOST_TEST(stats.extended >= 2u);
+  BOOST_TEST(!stolen);  // 3.2 s of work on a 0.9 s visibility: nobody else got either message
+  BOOST_TEST(stats.acked == 2u);
+  BOOST_TEST(stats.stale == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_lapsed_delivery_in_a_batch_does_not_stop_the_worker) {
@@ -163,6 +166,32 @@ BOOST_AUTO_TEST_CASE(the_cli_sends_while_its_worker_runs) {
   auto s = store->queues().stats(tenant, "cli");
   BOOST_TEST(s.ready + s.in_flight == 0);
   std::filesystem::remove(out);
+}
+
+BOOST_AUTO_TEST_CASE(the_cli_runner_survives_a_command_that_ignores_its_payload) {
+  forgeyard::QueueOptions o;
+  o.max_payload_bytes = 1 << 20;
+  store->queues().create(tenant, "big", o);
+  store->queues().enqueue(tenant, "big", {std::string(300000, 'x')});  // more than a pipe holds
+  std::vector<std::string> all{"forgeyard", "--store", url};
+  if (unnamed_statements) all.push_back("--unnamed-statements");
+  for (const char* a : {"queue", "work", "", "big", "exit 0", "--until-empty", "true"}) all.emplace_back(a);
+  all[all.size() - 5] = tenant;
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    execv(FORGEYARD_CLI, argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));  // not killed by SIGPIPE
+  auto s = store->queues().stats(tenant, "big");
+  BOOST_TEST(s.ready + s.in_flight == 0);  // and the message was acked
 }
 
 BOOST_AUTO_TEST_SUITE_END()
