@@ -137,6 +137,27 @@ BOOST_AUTO_TEST_CASE(producers_of_one_queue_do_not_wait_for_each_other) {
   BOOST_TEST(take(10).size() == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(a_drop_waits_for_an_open_producer_and_leaves_nothing_behind) {
+  create();
+  auto tx = store->begin();
+  tx->queues().enqueue(tenant, queue, {"in flight to a dropped queue"});
+  auto other = open_another(1);
+  std::atomic<bool> dropped{false};
+  std::thread dropper([&] {
+    other->queues().drop(tenant, queue);
+    dropped = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  BOOST_TEST(!dropped.load());  // waits for the producer
+  tx->commit();
+  dropper.join();
+  create(small(1));  // the same name again: empty, and bounded from zero
+  BOOST_TEST(queues().stats(tenant, queue).bytes == 0);
+  BOOST_TEST(take(10).empty());
+  send("one", Priority::Emergency);
+  FY_CHECK_ERROR(send("two", Priority::Emergency), ErrorKind::QueueFull, "FY020");
+}
+
 BOOST_AUTO_TEST_CASE(bytes_are_bounded_and_payloads_over_the_limit_refused) {
   forgeyard::QueueOptions o;
   o.max_bytes = 100;
@@ -475,11 +496,20 @@ BOOST_AUTO_TEST_CASE(four_consumers_drain_twenty_thousand_messages_each_exactly_
   o.max_messages = 50000;
   create(o);
   constexpr int total = 20000;
-  for (int batch = 0; batch < total / 1000; ++batch) {
-    auto tx = store->begin();
-    for (int i = 0; i < 1000; ++i) tx->queues().enqueue(tenant, queue, {std::to_string(batch * 1000 + i)});
-    tx->commit();
-  }
+  // Four producers on four connections at once: their messages interleave over several capacity
+  // slots, so every consumer batch acks across slots (in msg_id order, which differs per batch).
+  std::vector<std::thread> producers;
+  for (int p = 0; p < 4; ++p)
+    producers.emplace_back([&, p] {
+      auto s = open_another(1);
+      for (int batch = 0; batch < total / 4 / 100; ++batch) {
+        auto tx = s->begin();
+        for (int i = 0; i < 100; ++i)
+          tx->queues().enqueue(tenant, queue, {std::to_string(p) + "/" + std::to_string(batch * 100 + i)});
+        tx->commit();
+      }
+    });
+  for (auto& t : producers) t.join();
   std::mutex m;
   std::map<std::string, int> seen;
   std::vector<std::thread> consumers;
