@@ -35,8 +35,8 @@ Backend::Backend() {
     unnamed_statements = true;
     url = required_env("FORGEYARD_TEST_PGBOUNCER_URL");
   } else if (backend == "sqlite") {
-    char pattern[] = "/tmp/forgeyard-conformance.XXXXXX";
-    if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+    std::string pattern = (std::filesystem::temp_directory_path() / "forgeyard-conformance.XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     temp_dir = pattern;
     url = "sqlite://" + temp_dir + "/store.db";
   } else {

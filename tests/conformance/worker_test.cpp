@@ -128,7 +128,7 @@ BOOST_AUTO_TEST_CASE(the_cli_sends_while_its_worker_runs) {
   // `queue work` is a local job runner: `queue send` from other processes must get through
   // while it runs, and SIGTERM stops it cleanly.
   store->queues().create(tenant, "cli", {});
-  const std::string out = "/tmp/forgeyard-worker-" + unique("out");
+  const std::string out = (std::filesystem::temp_directory_path() / ("forgeyard-worker-" + unique("out"))).string();
   auto cli = [&](std::vector<std::string> args) {
     std::vector<std::string> all{"forgeyard", "--store", url};
     if (unnamed_statements) all.push_back("--unnamed-statements");

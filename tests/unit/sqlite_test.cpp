@@ -23,8 +23,8 @@ namespace {
 struct TempDir {
   fs::path path;
   TempDir() {
-    char pattern[] = "/tmp/forgeyard-unit.XXXXXX";
-    BOOST_REQUIRE(mkdtemp(pattern) != nullptr);
+    std::string pattern = (fs::temp_directory_path() / "forgeyard-unit.XXXXXX").string();
+    BOOST_REQUIRE(mkdtemp(pattern.data()) != nullptr);
     path = pattern;
   }
   ~TempDir() { fs::remove_all(path); }
