@@ -21,6 +21,7 @@ constexpr char trigger_name[] = "forgeyard_versioning";
 
 struct Column {
   bool generated = false;
+  std::string type;  // format_type: qualified where not on the pinned search path
 };
 
 // What the functions need to know of a table, read from the catalog once and kept until
@@ -59,7 +60,8 @@ Table read_table(pg::Spi& spi, Oid rel) {
                                "  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
                                {OIDOID});
   static pg::Statement columns_of(
-      "SELECT a.attname::pg_catalog.text, a.attgenerated OPERATOR(pg_catalog.<>) ''"
+      "SELECT a.attname::pg_catalog.text, a.attgenerated OPERATOR(pg_catalog.<>) '',"
+      "       pg_catalog.format_type(a.atttypid, a.atttypmod)"
       "  FROM pg_catalog.pg_attribute a"
       " WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped",
       {OIDOID});
@@ -76,7 +78,7 @@ Table read_table(pg::Spi& spi, Oid rel) {
                       "version its partitions one by one");
   if (kind != "r") throw core::Error(invalid_parameter, "rel must be a table: " + t.name);
   spi.run(columns_of, {pg::oid_value(rel)},
-          [&](const pg::Row& row) { t.columns[*row.text(1)] = Column{*row.boolean(2)}; });
+          [&](const pg::Row& row) { t.columns[*row.text(1)] = Column{*row.boolean(2), *row.text(3)}; });
   static pg::Statement unique_columns(
       "SELECT i.indexrelid, a.attname::pg_catalog.text"
       "  FROM pg_catalog.pg_index i"
@@ -140,9 +142,13 @@ void check_changes(const Table& t, const std::vector<std::string>& key, const st
   }
 }
 
-// "k": the key as a record of the table, from jsonb parameter $param; and the match on it.
-std::string key_record(const Table& t, int param) {
-  return "pg_catalog.jsonb_populate_record(NULL::" + t.name + ", $" + std::to_string(param) + ") k";
+// The named columns of jsonb parameter $param as a record `alias`, typed as the table's columns.
+// Only those columns: the table's other columns (NOT NULL domains, say) play no part.
+std::string record_of(const Table& t, const std::vector<std::string>& columns, int param, const char* alias) {
+  std::string list;
+  for (const std::string& c : columns)
+    list += (list.empty() ? "" : ", ") + pg::quote_identifier(c) + " " + t.columns.at(c).type;
+  return "pg_catalog.jsonb_to_record($" + std::to_string(param) + ") AS " + alias + "(" + list + ")";
 }
 std::string key_condition(const std::vector<std::string>& key) {
   std::string sql;
@@ -156,7 +162,7 @@ std::string key_condition(const std::vector<std::string>& key) {
 std::int64_t current_version(pg::Spi& spi, const Table& t, const std::vector<std::string>& key, const pg::Value& key_json,
                              bool* found) {
   pg::Statement& read = pg::Statement::cached(
-      "SELECT t.entity_version FROM " + t.name + " t, " + key_record(t, 1) + " WHERE " + key_condition(key),
+      "SELECT t.entity_version FROM " + t.name + " t, " + record_of(t, key, 1, "k") + " WHERE " + key_condition(key),
       {JSONBOID});
   std::int64_t version = 0;
   *found = spi.run(read, {key_json}, [&](const pg::Row& row) { version = row.int8(1).value_or(0); }) > 0;
@@ -264,7 +270,7 @@ FY_FUNCTION(fy_cas_update) {
   check_changes(t, key, changes);
 
   // Identifiers come from the catalog and are quoted; values travel as jsonb parameters and are
-  // typed by jsonb_populate_record. One kept plan per table and column set.
+  // typed by jsonb_to_record with the columns' own types. One kept plan per table and column set.
   std::string set_list, value_list;
   for (const std::string& c : changes) {
     const std::string q = pg::quote_identifier(c);
@@ -273,8 +279,8 @@ FY_FUNCTION(fy_cas_update) {
   }
   pg::Statement& update = pg::Statement::cached(
       "UPDATE " + t.name + " t SET (" + set_list + "entity_version) = (SELECT " + value_list +
-          "$3 OPERATOR(pg_catalog.+) 1 FROM pg_catalog.jsonb_populate_record(NULL::" + t.name + ", $2) c)" +
-          " FROM " + key_record(t, 1) + " WHERE " + key_condition(key) +
+          "$3 OPERATOR(pg_catalog.+) 1 FROM " + record_of(t, changes, 2, "c") + ")" +
+          " FROM " + record_of(t, key, 1, "k") + " WHERE " + key_condition(key) +
           " AND t.entity_version OPERATOR(pg_catalog.=) $3 RETURNING t.entity_version",
       {JSONBOID, JSONBOID, INT8OID});
   std::int64_t version = 0;
@@ -303,7 +309,7 @@ FY_FUNCTION(fy_cas_get) {
   // t.*, not t: a column named "t" would make the bare alias ambiguous (42702).
   pg::Statement& read = pg::Statement::cached(
       "SELECT pg_catalog.to_jsonb(t.*)::pg_catalog.text, t.entity_version FROM " + t.name + " t, " +
-          key_record(t, 1) + " WHERE " + key_condition(key),
+          record_of(t, key, 1, "k") + " WHERE " + key_condition(key),
       {JSONBOID});
   std::optional<std::string> row_json;
   std::int64_t version = 0;

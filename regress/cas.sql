@@ -6,7 +6,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(211);
+SELECT plan(214);
 
 SET TIME ZONE 'UTC';
 
@@ -640,6 +640,19 @@ CREATE TABLE public.cas_parted (id int PRIMARY KEY, entity_version bigint NOT NU
 SELECT throws_ok($$SELECT forgeyard.enable_versioning('public.cas_parted')$$, '22023',
                  'rel must be a plain table, not a partitioned one: public.cas_parted',
                  'enable_versioning refuses a partitioned table');
+
+-- Values are typed per column: a NOT NULL domain column the call does not name is no obstacle.
+CREATE DOMAIN public.cas_nonempty AS text NOT NULL CHECK (VALUE <> '');
+CREATE TABLE public.cas_dom (id int PRIMARY KEY, label public.cas_nonempty DEFAULT 'x', n int,
+                             entity_version bigint NOT NULL DEFAULT 1);
+SELECT forgeyard.enable_versioning('public.cas_dom');
+INSERT INTO public.cas_dom (id, n) VALUES (1, 0);
+SELECT is(forgeyard.cas_update('public.cas_dom', '{"id": 1}', 1, '{"n": 5}'), 2::bigint,
+          'cas_update of a table with a NOT NULL domain column it does not touch');
+SELECT is((SELECT entity_version FROM forgeyard.cas_get('public.cas_dom', '{"id": 1}')), 2::bigint,
+          'cas_get of a table with a NOT NULL domain column');
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_dom', '{"id": 1}', 2, '{"label": ""}')$$, '23514', NULL,
+                 'the domain still checks a value it is given');
 
 SELECT * FROM finish();
 ROLLBACK;
