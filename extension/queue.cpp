@@ -290,7 +290,9 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
                    pg::optional_text_value(m.partition_key), pg::bool_value(is_head),
                    pg::optional_uuid_value(m.event_id), pg::bytea_value(m.payload), pg::int8_value(bytes),
                    {Int16GetDatum(slot), false}, pg::timestamptz_value(now), pg::timestamptz_value(now + delay)});
-  if (o.notify) spi.run(notify, {pg::text_value(queue.tenant + "/" + queue.name)});
+  // Any role may LISTEN, so the payload names the queue without showing tenant or queue names:
+  // the first 32 hex digits of SHA-256 of "<tenant>/<queue>" (listeners compute the same).
+  if (o.notify) spi.run(notify, {pg::text_value(core::sha256_hex(queue.tenant + "/" + queue.name).substr(0, 32))});
   return msg_id;
 }
 
