@@ -159,6 +159,15 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes) {
   auto fits = [&](int slot, const core::Usage& used) {
     return core::admits(queue.options, priority, used, core::slot_budget(queue.options, queue.slots, slot), bytes);
   };
+  // The common case first: this backend's own slot, free of other producers' locks and with room.
+  const int home = start % queue.slots;
+  bool home_fits = false;
+  spi.run(lock_free, {queue.t, queue.q, pg::int4_value(home)},
+          [&](const pg::Row& r) { home_fits = fits(home, {*r.int8(2), *r.int8(3)}); });
+  if (home_fits) {
+    spi.run(take, {queue.t, queue.q, pg::int4_value(home), pg::int8_value(bytes)});
+    return home;
+  }
   // Candidates by the current counts (an undercount of releases only refuses early).
   std::vector<int> candidates;
   spi.run(read, {queue.t, queue.q, pg::int4_value(start % queue.slots), pg::int4_value(queue.slots)},
