@@ -21,7 +21,7 @@ enum class ErrorKind {
   NotFound,              // 42704, P0002
   PermissionDenied,      // 42501
   SerializationFailure,  // 40001, 40P01: retry, bounded
-  Unavailable,           // 08xxx, 57P0x, SQLite busy/cannot open: retry if idempotent
+  Unavailable,           // 08xxx, 57P0x, SQLite cannot open / I/O error: retry if idempotent
   Timeout,               // 57014, pool acquire timeout
   CommitUnknown,         // connection lost while a commit was in flight: reconcile, never retry blindly
   Corruption,            // XX001, XX002, SQLite corrupt, an invalid value read back
