@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -421,6 +422,39 @@ Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64
   return Finish::done;
 }
 
+// ack for many deliveries at once: one set-based statement finishes every (msg_id, token) pair
+// that is the current delivery; only the pairs it did not finish are looked at one by one (a
+// stale token is FY001, a message already finished or gone a no-op).
+void ack_many(pg::Spi& spi, const Queue& queue, const pg::Value& msg_ids, const pg::Value& tokens,
+              const std::vector<std::pair<std::int64_t, std::int64_t>>& deliveries, TimestampTz now,
+              Releases& releases) {
+  // msg_id = ANY(...) keeps it a primary-key lookup per pair; the token is the one at the same
+  // position in the other array.
+  static const char* match =
+      " WHERE m.msg_id OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.int8[])"
+      "   AND m.claim_token OPERATOR(pg_catalog.=)"
+      "       ($4::pg_catalog.int8[])[pg_catalog.array_position($3::pg_catalog.int8[], m.msg_id)]"
+      "   AND m.tenant_id OPERATOR(pg_catalog.=) $1 AND m.queue OPERATOR(pg_catalog.=) $2"
+      "   AND m.state OPERATOR(pg_catalog.=) 'pending'"
+      " RETURNING m.msg_id, m.slot, m.bytes, m.partition_key";
+  static pg::Statement remove(std::string("DELETE FROM forgeyard.messages m") + match,
+                              {TEXTOID, TEXTOID, INT8ARRAYOID, INT8ARRAYOID});
+  static pg::Statement keep(std::string("UPDATE forgeyard.messages m SET state = 'acked', finished_at = $5,"
+                                        " payload = NULL") + match,
+                            {TEXTOID, TEXTOID, INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID});
+  std::set<std::int64_t> done;
+  auto collect = [&](const pg::Row& r) {
+    done.insert(*r.int8(1));
+    releases.add(queue, static_cast<int>(*r.int8(2)), *r.int8(3), r.text(4));
+  };
+  if (queue.options.retain_acked_usecs > 0)
+    spi.run(keep, {queue.t, queue.q, msg_ids, tokens, pg::timestamptz_value(now)}, collect);
+  else
+    spi.run(remove, {queue.t, queue.q, msg_ids, tokens}, collect);
+  for (const auto& [msg_id, token] : deliveries)
+    if (!done.contains(msg_id)) ack_one(spi, queue, msg_id, token, now, releases);
+}
+
 // nack: retry after backoff with full jitter, or dead-letter (max attempts, or permanent).
 std::string nack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token,
                      const std::string& error, bool permanent, TimestampTz now, Releases& releases) {
@@ -719,7 +753,8 @@ FY_FUNCTION(fy_ack_and_claim) {
   const std::int64_t visibility = visibility_arg(fcinfo, 6, queue);
   const TimestampTz now = pg::now();
   Releases releases;
-  for (const auto& [msg_id, token] : deliveries) ack_one(spi, queue, msg_id, token, now, releases);
+  if (!deliveries.empty())
+    ack_many(spi, queue, pg::raw_arg(fcinfo, 3), pg::raw_arg(fcinfo, 4), deliveries, now, releases);
   apply(spi, queue, releases);
   const std::vector<Claimed> claimed = claim(spi, queue, consumer, max_messages, visibility, now);
   spi.finish();
@@ -747,7 +782,8 @@ FY_FUNCTION(fy_ack_batch) {
   const auto deliveries = deliveries_arg(fcinfo, 2, 3);
   const TimestampTz now = pg::now();
   Releases releases;
-  for (const auto& [msg_id, token] : deliveries) ack_one(spi, queue, msg_id, token, now, releases);
+  if (!deliveries.empty())
+    ack_many(spi, queue, pg::raw_arg(fcinfo, 2), pg::raw_arg(fcinfo, 3), deliveries, now, releases);
   apply(spi, queue, releases);
   spi.finish();
   return (Datum)0;

@@ -361,8 +361,8 @@ std::vector<Delivery> SqliteQueues::ack_and_claim(std::string_view tenant, std::
       std::vector<Delivery> out;
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
-        for (const auto& [msg_id, token] : acks) ack_in(db, load(db, tenant, queue), msg_id, token, now);
         const Queue q = load(db, tenant, queue);
+        for (const auto& [msg_id, token] : acks) ack_in(db, q, msg_id, token, now);
         out = claim_in(db, q, consumer, max_messages, visibility_usecs(q, visibility), now);
       });
       return out;
