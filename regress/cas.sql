@@ -10,16 +10,7 @@ SELECT plan(214);
 
 SET TIME ZONE 'UTC';
 
--- {sqlstate, message, detail} of the error sql raises (NULL if none).
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text[] LANGUAGE plpgsql AS $$
-DECLARE st text; msg text; det text;
-BEGIN
-    EXECUTE sql;
-    RETURN NULL;
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-    RETURN ARRAY[st, msg, det];
-END $$;
+\ir lib/err.sql
 -- The versioning triggers of a table (enable_versioning installs exactly one).
 CREATE FUNCTION pg_temp.triggers(rel regclass) RETURNS bigint LANGUAGE sql AS $$
     SELECT count(*) FROM pg_catalog.pg_trigger g

@@ -12,16 +12,7 @@ SELECT plan(251);
 
 SET TIME ZONE 'UTC';
 
--- {sqlstate, message, detail} of the error sql raises (NULL if none).
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text[] LANGUAGE plpgsql AS $$
-DECLARE st text; msg text; det text;
-BEGIN
-    EXECUTE sql;
-    RETURN NULL;
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-    RETURN ARRAY[st, msg, det];
-END $$;
+\ir lib/err.sql
 -- The stored key.
 CREATE FUNCTION pg_temp.row_of(t text, s text, k text)
     RETURNS TABLE (status text, attempt bigint, recovery_point text, response bytea, request_digest bytea,

@@ -11,41 +11,9 @@ SELECT plan(192);
 
 SET TIME ZONE 'UTC';
 
--- {sqlstate, message, detail} of the error sql raises (NULL if none).
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text[] LANGUAGE plpgsql AS $$
-DECLARE st text; msg text; det text;
-BEGIN
-    EXECUTE sql;
-    RETURN NULL;
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-    RETURN ARRAY[st, msg, det];
-END $$;
+\ir lib/err.sql
+\ir lib/queue.sql
 
--- Named messages (see regress/queue.sql): enqueue with a name, claim with a name.
-CREATE TEMP TABLE m (k text PRIMARY KEY, msg_id bigint NOT NULL);
-CREATE PROCEDURE pg_temp.enq(k text, t text, q text, payload bytea, event_id uuid DEFAULT NULL,
-                             partition_key text DEFAULT NULL, priority text DEFAULT 'interactive',
-                             delay interval DEFAULT '0')
-    LANGUAGE sql AS $$ INSERT INTO m VALUES ($1, forgeyard.enqueue($2, $3, $4, $5, $6, $7, $8)) $$;
-CREATE FUNCTION pg_temp.id(k text) RETURNS bigint LANGUAGE sql AS $$ SELECT m.msg_id FROM m WHERE m.k = $1 $$;
-CREATE FUNCTION pg_temp.ids(VARIADIC ks text[]) RETURNS bigint[] LANGUAGE sql AS $$
-    SELECT coalesce(array_agg(m.msg_id ORDER BY u.o), '{}') FROM unnest($1) WITH ORDINALITY u(k, o) JOIN m ON m.k = u.k
-$$;
-CREATE TEMP TABLE cl (k text, ord bigint, msg_id bigint, attempt integer, claim_token bigint, payload bytea);
-CREATE FUNCTION pg_temp.claim(k text, t text, q text, consumer text, n integer DEFAULT 1, vis interval DEFAULT NULL)
-    RETURNS bigint[] LANGUAGE sql AS $$
-    WITH c AS (
-        INSERT INTO cl
-        SELECT $1, c.ord, c.msg_id, c.attempt, c.claim_token, c.payload
-          FROM forgeyard.claim($2, $3, $4, $5, $6)
-               WITH ORDINALITY AS c(msg_id, event_id, partition_key, priority, attempt, claim_token, payload, enqueued_at, ord)
-        RETURNING cl.ord, cl.msg_id)
-    SELECT coalesce(array_agg(c.msg_id ORDER BY c.ord), '{}') FROM c
-$$;
-CREATE FUNCTION pg_temp.tok(claim_k text, msg_k text) RETURNS bigint LANGUAGE sql AS $$
-    SELECT cl.claim_token FROM cl WHERE cl.k = $1 AND cl.msg_id = pg_temp.id($2)
-$$;
 -- Claim the named message alone (it must be the next one) and fail it for good.
 CREATE PROCEDURE pg_temp.kill(k text, t text, q text, error text DEFAULT 'poison') LANGUAGE plpgsql AS $$
 DECLARE d record;
@@ -56,48 +24,11 @@ BEGIN
     END IF;
     PERFORM forgeyard.nack(t, q, d.msg_id, d.claim_token, error, true);
 END $$;
-CREATE FUNCTION pg_temp.fill(t text, q text, class text, n integer, payload bytea DEFAULT 'x') RETURNS integer
-    LANGUAGE plpgsql AS $$
-DECLARE i integer := 0;
-BEGIN
-    WHILE i < n LOOP
-        BEGIN
-            PERFORM forgeyard.enqueue(t, q, payload, NULL, NULL, class);
-        EXCEPTION WHEN SQLSTATE 'FY020' THEN
-            RETURN i;
-        END;
-        i := i + 1;
-    END LOOP;
-    RETURN i;
-END $$;
-CREATE FUNCTION pg_temp.msg(k text)
-    RETURNS TABLE (state text, attempt integer, claim_token bigint, visible_at timestamptz, last_error text,
-                   error_class text, payload bytea, finished_at timestamptz, is_head boolean)
-    LANGUAGE sql AS $$
-    SELECT x.state, x.attempt, x.claim_token, x.visible_at, x.last_error, x.error_class, x.payload, x.finished_at, x.is_head
-      FROM forgeyard.messages x WHERE x.msg_id = pg_temp.id($1)
-$$;
+-- The dead letters of a queue.
 CREATE FUNCTION pg_temp.dead(t text, q text) RETURNS bigint[] LANGUAGE sql AS $$
     SELECT coalesce(array_agg(x.msg_id ORDER BY x.msg_id), '{}') FROM forgeyard.messages x
      WHERE x.tenant_id = $1 AND x.queue = $2 AND x.state = 'dead'
 $$;
--- Everything the queue tables (and the inbox) hold, for "nothing changed" checks.
-CREATE FUNCTION pg_temp.snap() RETURNS jsonb LANGUAGE sql AS $$
-    SELECT jsonb_build_object(
-        'queues', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.queue), '[]') FROM forgeyard.queues x),
-        'slots', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.queue, x.slot), '[]') FROM forgeyard.queue_slots x),
-        'releases', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.queue, x.slot), '[]')
-                       FROM forgeyard.queue_releases x),
-        'messages', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.msg_id), '[]') FROM forgeyard.messages x),
-        'events', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.queue, x.event_id), '[]')
-                     FROM forgeyard.queue_events x),
-        'partitions', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.queue, x.partition_key), '[]')
-                         FROM forgeyard.queue_partitions x),
-        'inbox', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.consumer, x.event_id), '[]') FROM forgeyard.inbox x),
-        'idempotency', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.scope, x.key), '[]')
-                          FROM forgeyard.idempotency_keys x))
-$$;
-CREATE TEMP TABLE snaps (k text PRIMARY KEY, s jsonb);
 
 -------------------------------------------------------------------------------------------------
 -- Dead letters: minimal metadata, payload only if the queue keeps it; keyset-paginated list
