@@ -10,11 +10,8 @@ std::string_view to_string(Priority priority) noexcept {
 }
 
 Priority priority_from_string(std::string_view name) {
-  try {
-    return static_cast<Priority>(fy::core::priority_from_name("priority", name));
-  } catch (const fy::core::Error& e) {
-    throw detail::core_error(e);
-  }
+  return detail::core_guarded(
+      [&] { return static_cast<Priority>(fy::core::priority_from_name("priority", name)); });
 }
 
 namespace detail {

@@ -43,21 +43,12 @@ Stored require_key(Db& db, const IdempotencyKey& key) {
   return *stored;
 }
 
-template <class F>
-auto guarded(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const fy::core::Error& e) {
-    throw core_error(e);
-  }
-}
-
 }  // namespace
 
 IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes& request_digest, Duration lock_ttl,
                                           Duration retain) {
   return session_.instruments().measure("idem.begin", [&] {
-    return guarded([&] {
+    return core_guarded([&] {
       check_key(key);
       if (request_digest.empty()) throw Error("22023", "request_digest must not be empty");
       if (request_digest.size() > fy::core::max_request_digest_bytes)
@@ -124,7 +115,7 @@ IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes
 
 void SqliteIdempotency::checkpoint(const IdempotencyKey& key, std::string_view recovery_point, std::int64_t attempt) {
   session_.instruments().measure("idem.checkpoint", [&] {
-    guarded([&] {
+    core_guarded([&] {
       check_key(key);
       if (recovery_point.size() > fy::core::max_recovery_point_bytes)
         throw Error("22001", "recovery_point is longer than " +
@@ -144,7 +135,7 @@ void SqliteIdempotency::checkpoint(const IdempotencyKey& key, std::string_view r
 void SqliteIdempotency::complete(const IdempotencyKey& key, const std::optional<Bytes>& response,
                                  std::int64_t attempt) {
   session_.instruments().measure("idem.complete", [&] {
-    guarded([&] {
+    core_guarded([&] {
       check_key(key);
       if (response && response->size() > fy::core::max_response_bytes)
         throw Error("22001", "response is longer than " + std::to_string(fy::core::max_response_bytes) + " bytes");
@@ -164,7 +155,7 @@ void SqliteIdempotency::complete(const IdempotencyKey& key, const std::optional<
 
 void SqliteIdempotency::abandon(const IdempotencyKey& key, std::int64_t attempt) {
   session_.instruments().measure("idem.abandon", [&] {
-    guarded([&] {
+    core_guarded([&] {
       check_key(key);
       session_.write([&](Db& db) {
         const Stored stored = require_key(db, key);
@@ -178,7 +169,7 @@ void SqliteIdempotency::abandon(const IdempotencyKey& key, std::int64_t attempt)
 
 std::optional<IdempotencyStatus> SqliteIdempotency::status(const IdempotencyKey& key) {
   return session_.instruments().measure("idem.status", [&] {
-    return guarded([&] {
+    return core_guarded([&] {
       check_key(key);
       std::optional<IdempotencyStatus> out;
       session_.write([&](Db& db) {
@@ -199,7 +190,7 @@ std::optional<IdempotencyStatus> SqliteIdempotency::status(const IdempotencyKey&
 
 int SqliteIdempotency::purge(int max_keys, std::optional<std::string> tenant) {
   return session_.instruments().measure("idem.purge", [&] {
-    return guarded([&] {
+    return core_guarded([&] {
       if (max_keys <= 0) throw Error("22023", "max_keys must be positive");
       if (tenant) fy::core::check_name("tenant", true, *tenant, fy::core::max_tenant_bytes);
       int purged = 0;

@@ -29,16 +29,6 @@ std::int64_t check_ttl(Duration ttl) {
               "the lease expired, was released, or was taken over; stop work");
 }
 
-// Runs a lease operation: input errors from the core logic become forgeyard::Error.
-template <class F>
-auto guarded(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const fy::core::Error& e) {
-    throw core_error(e);
-  }
-}
-
 // "Live" in SQL, with ?1 = now.
 #define FY_LIVE "released_at IS NULL AND reaped_at IS NULL AND expires_at > ?1"
 
@@ -47,7 +37,7 @@ auto guarded(F&& f) -> decltype(f()) {
 LeaseGrant SqliteLeases::acquire(std::string_view tenant, std::string_view resource, std::string_view owner,
                                  Duration ttl) {
   return session_.instruments().measure("lease.acquire", [&] {
-    return guarded([&] {
+    return core_guarded([&] {
       check_key(tenant, resource);
       fy::core::check_name("owner", true, owner, max_owner_bytes);
       const std::int64_t ttl_us = check_ttl(ttl);
@@ -97,7 +87,7 @@ LeaseGrant SqliteLeases::acquire(std::string_view tenant, std::string_view resou
 TimePoint SqliteLeases::renew(std::string_view tenant, std::string_view resource, std::int64_t epoch,
                               Duration ttl) {
   return session_.instruments().measure("lease.renew", [&] {
-    return guarded([&] {
+    return core_guarded([&] {
       check_key(tenant, resource);
       const std::int64_t ttl_us = check_ttl(ttl);
       std::int64_t expires_at = 0;
@@ -117,7 +107,7 @@ TimePoint SqliteLeases::renew(std::string_view tenant, std::string_view resource
 
 bool SqliteLeases::release(std::string_view tenant, std::string_view resource, std::int64_t epoch) {
   return session_.instruments().measure("lease.release", [&] {
-    return guarded([&] {
+    return core_guarded([&] {
       check_key(tenant, resource);
       bool released = false;
       session_.write([&](Db& db) {
@@ -135,7 +125,7 @@ void SqliteLeases::fence(std::string_view tenant, std::string_view resource, std
   // The write transaction (BEGIN IMMEDIATE) holds SQLite's write lock until it ends, so the
   // grant cannot change hands before the caller's transaction commits or rolls back.
   session_.instruments().measure("lease.fence", [&] {
-    guarded([&] {
+    core_guarded([&] {
       check_key(tenant, resource);
       session_.write([&](Db& db) {
         auto q = db.query("SELECT 1 FROM leases WHERE tenant_id = ?2 AND resource = ?3 AND epoch = ?4 AND " FY_LIVE);
@@ -148,7 +138,7 @@ void SqliteLeases::fence(std::string_view tenant, std::string_view resource, std
 
 std::optional<LeaseInfo> SqliteLeases::get(std::string_view tenant, std::string_view resource) {
   return session_.instruments().measure("lease.get", [&] {
-    return guarded([&] {
+    return core_guarded([&] {
       check_key(tenant, resource);
       std::optional<LeaseInfo> info;
       session_.write([&](Db& db) {
@@ -171,7 +161,7 @@ std::optional<LeaseInfo> SqliteLeases::get(std::string_view tenant, std::string_
 
 std::vector<ReapedLease> SqliteLeases::reap(int max_leases, std::optional<std::string> tenant) {
   return session_.instruments().measure("lease.reap", [&] {
-    return guarded([&] {
+    return core_guarded([&] {
       if (max_leases <= 0) throw Error("22023", "max_leases must be positive");
       if (tenant) fy::core::check_name("tenant", true, *tenant, max_tenant_bytes);
       std::vector<ReapedLease> out;

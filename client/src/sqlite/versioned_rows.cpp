@@ -219,11 +219,7 @@ std::int64_t SqliteVersionedRows::update(std::string_view table, const Fields& k
       i = 1;
       for (const auto& [c, v] : key) bind_value(read, i++, v);
       if (!read.step()) throw Error("P0002", "no row of " + t.name + " matches the key");
-      try {
-        fy::core::throw_version_conflict(t.name, expected, read.int64(0));
-      } catch (const fy::core::Error& e) {
-        throw core_error(e);
-      }
+      core_guarded([&] { fy::core::throw_version_conflict(t.name, expected, read.int64(0)); });
     });
     return version;
   });
