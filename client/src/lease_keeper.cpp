@@ -31,12 +31,7 @@ LeaseKeeper::LeaseKeeper(Leases& leases, std::string tenant, std::string resourc
 }
 
 LeaseKeeper::~LeaseKeeper() {
-  thread_.request_stop();
-  watchdog_.request_stop();
-  wake_.notify_all();
-  validity_changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  if (watchdog_.joinable()) watchdog_.join();
+  stop_threads();
   if (options_.release_on_destroy && !released_.exchange(true) && !should_stop()) {
     try {
       leases_.release(tenant_, resource_, epoch_);
@@ -44,6 +39,15 @@ LeaseKeeper::~LeaseKeeper() {
       detail::log().warn("lease keeper could not release {}: {}", resource_, e.what());
     }
   }
+}
+
+void LeaseKeeper::stop_threads() {
+  thread_.request_stop();
+  watchdog_.request_stop();
+  wake_.notify_all();
+  validity_changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 bool LeaseKeeper::should_stop() const noexcept {
@@ -60,12 +64,7 @@ Duration LeaseKeeper::remaining() const {
 }
 
 bool LeaseKeeper::release() {
-  thread_.request_stop();
-  watchdog_.request_stop();
-  wake_.notify_all();
-  validity_changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  if (watchdog_.joinable()) watchdog_.join();
+  stop_threads();
   if (released_.exchange(true)) return false;
   mark_lost();
   return leases_.release(tenant_, resource_, epoch_);

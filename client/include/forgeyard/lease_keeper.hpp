@@ -54,6 +54,7 @@ class LeaseKeeper {
   void run(std::stop_token stop);
   void watch(std::stop_token stop);
   void mark_lost();
+  void stop_threads();  // stops and joins the renewer and the watchdog
 
   Leases& leases_;
   const std::string tenant_;
