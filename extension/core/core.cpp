@@ -289,7 +289,7 @@ void sha256_block(std::uint32_t h[8], const unsigned char* p) {
 
 }  // namespace
 
-std::string sha256_hex(std::string_view data) {
+std::string sha256(std::string_view data) {
   std::uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   const auto* p = reinterpret_cast<const unsigned char*>(data.data());
@@ -304,11 +304,41 @@ std::string sha256_hex(std::string_view data) {
   std::uint64_t bits = static_cast<std::uint64_t>(n) * 8;
   for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
   for (std::size_t i = 0; i < tail_len; i += 64) sha256_block(h, tail + i);
-  static const char* hex = "0123456789abcdef";
   std::string out;
-  out.reserve(64);
+  out.reserve(32);
   for (std::uint32_t v : h)
-    for (int s = 28; s >= 0; s -= 4) out.push_back(hex[(v >> s) & 0xf]);
+    for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>((v >> s) & 0xff));
+  return out;
+}
+
+std::string sha256_hex(std::string_view data) { return to_hex(sha256(data)); }
+
+std::string to_hex(std::string_view bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 0xf]);
+  }
+  return out;
+}
+
+std::optional<std::string> from_hex(std::string_view text) {
+  if (text.size() % 2 != 0) return std::nullopt;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(text.size() / 2);
+  for (std::size_t i = 0; i < text.size(); i += 2) {
+    int hi = nibble(text[i]), lo = nibble(text[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+  }
   return out;
 }
 

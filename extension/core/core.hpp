@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -219,8 +220,11 @@ std::int64_t retry_delay_usecs(const QueueOptions& options, std::int64_t attempt
 // `unit_random` is in [0, 1); attempt counts from 1.
 std::int64_t backoff_full_jitter(int attempt, std::int64_t base_usecs, std::int64_t cap_usecs, double unit_random);
 
-// ---- SHA-256 (migration checksums; the audit chain later) -------------------------------
+// ---- SHA-256 (migration checksums, the audit chain) and hex -------------------------------
 
+std::string sha256(std::string_view data);  // 32 bytes
 std::string sha256_hex(std::string_view data);
+std::string to_hex(std::string_view bytes);  // lower case
+std::optional<std::string> from_hex(std::string_view text);  // nullopt unless pairs of hex digits
 
 }  // namespace fy::core

@@ -1,5 +1,9 @@
 #include "pg/args.hpp"
 
+extern "C" {
+#include "utils/jsonb.h"
+}
+
 namespace fy::pg {
 
 bool arg_is_null(FunctionCallInfo fcinfo, int n) { return PG_ARGISNULL(n); }
@@ -130,6 +134,34 @@ std::optional<std::vector<std::optional<std::string>>> uuid_array_arg(FunctionCa
 
 std::optional<std::vector<std::optional<std::int64_t>>> int8_array_arg(FunctionCallInfo fcinfo, int n) {
   return array_arg<std::int64_t>(fcinfo, n, INT8OID, [](Datum d) { return DatumGetInt64(d); });
+}
+
+std::optional<TimestampTz> optional_timestamptz_arg(FunctionCallInfo fcinfo, int n) {
+  if (PG_ARGISNULL(n)) return std::nullopt;
+  return PG_GETARG_TIMESTAMPTZ(n);
+}
+
+std::optional<std::vector<std::optional<TimestampTz>>> timestamptz_array_arg(FunctionCallInfo fcinfo, int n) {
+  return array_arg<TimestampTz>(fcinfo, n, TIMESTAMPTZOID, [](Datum d) { return DatumGetTimestampTz(d); });
+}
+
+namespace {
+std::string jsonb_text(Datum d) {
+  char* s = guard([&] {
+    Jsonb* jb = DatumGetJsonbP(d);
+    return JsonbToCString(nullptr, &jb->root, VARSIZE(jb));
+  });
+  return s;
+}
+}  // namespace
+
+std::optional<std::string> optional_jsonb_text_arg(FunctionCallInfo fcinfo, int n) {
+  if (PG_ARGISNULL(n)) return std::nullopt;
+  return jsonb_text(PG_GETARG_DATUM(n));
+}
+
+std::optional<std::vector<std::optional<std::string>>> jsonb_text_array_arg(FunctionCallInfo fcinfo, int n) {
+  return array_arg<std::string>(fcinfo, n, JSONBOID, jsonb_text);
 }
 
 Oid regclass_arg(FunctionCallInfo fcinfo, int n, const char* argument) {

@@ -37,6 +37,12 @@ std::optional<std::vector<std::optional<std::string>>> bytea_array_arg(FunctionC
 std::optional<std::vector<std::optional<std::string>>> text_array_arg(FunctionCallInfo fcinfo, int n);
 std::optional<std::vector<std::optional<std::string>>> uuid_array_arg(FunctionCallInfo fcinfo, int n);
 std::optional<std::vector<std::optional<std::int64_t>>> int8_array_arg(FunctionCallInfo fcinfo, int n);
+// timestamptz arguments (NULL: nullopt).
+std::optional<TimestampTz> optional_timestamptz_arg(FunctionCallInfo fcinfo, int n);
+std::optional<std::vector<std::optional<TimestampTz>>> timestamptz_array_arg(FunctionCallInfo fcinfo, int n);
+// jsonb arguments as their text (jsonb's output form); NULL: nullopt.
+std::optional<std::string> optional_jsonb_text_arg(FunctionCallInfo fcinfo, int n);
+std::optional<std::vector<std::optional<std::string>>> jsonb_text_array_arg(FunctionCallInfo fcinfo, int n);
 // A relation (regclass): 22004 when NULL.
 Oid regclass_arg(FunctionCallInfo fcinfo, int n, const char* argument);
 // A boolean argument; NULL gives `if_null`.

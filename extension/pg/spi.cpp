@@ -31,6 +31,15 @@ Value uuid_value(std::string_view bytes16) {
   return {UUIDPGetDatum(u), false};
 }
 
+std::string random_uuid() {
+  unsigned char b[UUID_LEN];
+  if (!pg_strong_random(b, UUID_LEN))
+    throw core::Error(core::sqlstate::internal_error, "could not generate random bytes for a UUID");
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
+  return std::string(reinterpret_cast<const char*>(b), UUID_LEN);
+}
+
 Value optional_uuid_value(const std::optional<std::string>& bytes16) {
   return bytes16 ? uuid_value(*bytes16) : null_value();
 }

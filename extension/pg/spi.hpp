@@ -29,6 +29,8 @@ Value bytea_value(std::string_view bytes);
 // A uuid from its 16 bytes.
 Value uuid_value(std::string_view bytes16);
 Value optional_uuid_value(const std::optional<std::string>& bytes16);
+// 16 bytes of a new random (version 4) UUID, from pg_strong_random.
+std::string random_uuid();
 Value interval_value(std::int64_t usecs);
 Value optional_bytea_value(const std::optional<std::string>& bytes);
 

@@ -21,6 +21,15 @@ TriggerCall::TriggerCall(FunctionCallInfo fcinfo) {
     throw core::Error(core::sqlstate::internal_error, "the versioning trigger must fire BEFORE, FOR EACH ROW");
 }
 
+const char* trigger_operation(FunctionCallInfo fcinfo) {
+  if (!CALLED_AS_TRIGGER(fcinfo)) throw core::Error(core::sqlstate::internal_error, "must be called as a trigger");
+  const TriggerEvent event = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_event;
+  if (TRIGGER_FIRED_BY_UPDATE(event)) return "UPDATE";
+  if (TRIGGER_FIRED_BY_DELETE(event)) return "DELETE";
+  if (TRIGGER_FIRED_BY_TRUNCATE(event)) return "TRUNCATE";
+  return "INSERT";
+}
+
 bool TriggerCall::is_insert() const { return TRIGGER_FIRED_BY_INSERT(data_->tg_event); }
 bool TriggerCall::is_update() const { return TRIGGER_FIRED_BY_UPDATE(data_->tg_event); }
 

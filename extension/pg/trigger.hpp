@@ -29,6 +29,10 @@ class TriggerCall {
   TriggerData* data_;
 };
 
+// "INSERT", "UPDATE", "DELETE" or "TRUNCATE": the event a trigger function was called for
+// (internal error when not called as a trigger).
+const char* trigger_operation(FunctionCallInfo fcinfo);
+
 // An identifier quoted for SQL when it needs it (quote_identifier).
 std::string quote_identifier(const std::string& name);
 // A jsonb datum from its text (after Spi::finish, in the function's memory context).
