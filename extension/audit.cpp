@@ -94,24 +94,27 @@ std::optional<Head> replayed(pg::Spi& spi, const pg::Value& tenant, const Input&
       "  FROM forgeyard.audit_events e"
       " WHERE e.tenant_id OPERATOR(pg_catalog.=) $1 AND e.event_id OPERATOR(pg_catalog.=) $2",
       {TEXTOID, UUIDOID});
-  std::optional<Head> found;
-  bool same = false;
-  std::optional<std::string> stored_details;
+  std::optional<core::AuditEvent> stored;
   spi.run(find, {tenant, pg::uuid_value(in.event.event_id)}, [&](const pg::Row& r) {
-    found = Head{*r.int8(1), *r.bytea(2)};
-    same = (!in.occurred_at || *r.timestamptz(3) == *in.occurred_at) && *r.text(4) == in.event.actor &&
-           *r.text(5) == in.event.action && *r.text(6) == in.event.resource &&
-           r.bytea(8) == in.event.payload_digest && r.text(9) == in.event.payload_ref;
-    stored_details = r.text(7);
+    core::AuditEvent e;
+    e.seq = *r.int8(1);
+    e.hash = *r.bytea(2);
+    e.occurred_at = pg::unix_usecs(*r.timestamptz(3));
+    e.actor = *r.text(4);
+    e.action = *r.text(5);
+    e.resource = *r.text(6);
+    e.details = r.text(7);
+    e.payload_digest = r.bytea(8);
+    e.payload_ref = r.text(9);
+    e.event_id = in.event.event_id;
+    stored = std::move(e);
   });
-  if (!found) return std::nullopt;
-  if (same) same = (stored_details ? std::optional(core::canonical_details(*stored_details)) : std::nullopt) ==
-                   in.event.details;
-  if (!same)
-    throw core::Error(core::sqlstate::idempotency_mismatch,
-                      "event_id " + core::format_uuid(in.event.event_id) + " is already in the chain with other contents",
-                      "it is event " + std::to_string(found->seq));
-  return found;
+  if (!stored) return std::nullopt;
+  if (stored->details) stored->details = core::canonical_details(*stored->details);
+  core::AuditEvent retry = in.event;
+  if (in.occurred_at) retry.occurred_at = pg::unix_usecs(*in.occurred_at);
+  if (!core::same_contents(*stored, retry, in.occurred_at.has_value())) core::throw_event_id_reused(*stored);
+  return Head{stored->seq, stored->hash};
 }
 
 // Appends the events in order under one lock of the head; returns (seq, hash) of each.

@@ -504,6 +504,18 @@ std::string audit_encoding(const AuditEvent& e) {
 
 std::string audit_hash(const AuditEvent& e) { return sha256(audit_encoding(e) + e.prev_hash); }
 
+bool same_contents(const AuditEvent& stored, const AuditEvent& retry, bool retry_has_occurred_at) {
+  return (!retry_has_occurred_at || stored.occurred_at == retry.occurred_at) && stored.actor == retry.actor &&
+         stored.action == retry.action && stored.resource == retry.resource && stored.details == retry.details &&
+         stored.payload_digest == retry.payload_digest && stored.payload_ref == retry.payload_ref;
+}
+
+void throw_event_id_reused(const AuditEvent& stored) {
+  throw Error(sqlstate::idempotency_mismatch,
+              "event_id " + format_uuid(stored.event_id) + " is already in the chain with other contents",
+              "it is event " + std::to_string(stored.seq));
+}
+
 // ---- Verification --------------------------------------------------------------------------
 
 ChainVerifier::ChainVerifier(std::int64_t from_seq, std::string prev_hash, std::optional<Anchor> anchor)

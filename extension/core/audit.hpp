@@ -85,6 +85,12 @@ std::string audit_encoding(const AuditEvent& event);
 // SHA-256(audit_encoding(event) || event.prev_hash).
 std::string audit_hash(const AuditEvent& event);
 
+// A retried append (same event_id): whether it carries the stored event's contents. occurred_at
+// is compared only when the retry gave one.
+bool same_contents(const AuditEvent& stored, const AuditEvent& retry, bool retry_has_occurred_at);
+// FY011: the event_id is in the chain with other contents.
+[[noreturn]] void throw_event_id_reused(const AuditEvent& stored);
+
 // ---- Verification --------------------------------------------------------------------------
 
 struct Anchor {

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "forgeyard/audit.hpp"
 #include "forgeyard/idempotency.hpp"
 #include "forgeyard/leases.hpp"
 #include "forgeyard/queues.hpp"
@@ -86,6 +87,7 @@ class Transaction {
   virtual VersionedRows& versioned_rows() = 0;
   virtual Idempotency& idempotency() = 0;
   virtual Queues& queues() = 0;
+  virtual Audit& audit() = 0;
   virtual void commit() = 0;
   virtual void rollback() = 0;
 };
@@ -98,6 +100,7 @@ class Store {
   virtual VersionedRows& versioned_rows() = 0;
   virtual Idempotency& idempotency() = 0;
   virtual Queues& queues() = 0;
+  virtual Audit& audit() = 0;
   virtual std::unique_ptr<Transaction> begin() = 0;
   virtual StorageStatus status() = 0;
   virtual Metrics metrics() const = 0;

@@ -5,6 +5,7 @@
 #include "backends.hpp"
 #include "pool.hpp"
 #include "transaction_state.hpp"
+#include "postgres/audit.hpp"
 #include "postgres/leases.hpp"
 #include "postgres/queues.hpp"
 #include "postgres/versioned_rows.hpp"
@@ -80,7 +81,8 @@ class PgTransaction final : public Transaction, private PgSession {
         leases_(*this),
         rows_(*this),
         idempotency_(*this),
-        queues_(*this) {
+        queues_(*this),
+        audit_(*this) {
     state_.begin([&] { conn_->command("BEGIN"); });
   }
   ~PgTransaction() override {
@@ -90,6 +92,7 @@ class PgTransaction final : public Transaction, private PgSession {
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Audit& audit() override { return audit_; }
   void commit() override {
     state_.end("tx.commit", [&] { conn_->commit(); });
   }
@@ -112,6 +115,7 @@ class PgTransaction final : public Transaction, private PgSession {
   PgVersionedRows rows_;
   PgIdempotency idempotency_;
   PgQueues queues_;
+  PgAudit audit_;
 };
 
 class PgStore final : public Store {
@@ -122,13 +126,15 @@ class PgStore final : public Store {
         leases_(session_),
         rows_(session_),
         idempotency_(session_),
-        queues_(session_) {
+        queues_(session_),
+        audit_(session_) {
     log().info("opened PostgreSQL store {}", redact(url));
   }
   Leases& leases() override { return leases_; }
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Audit& audit() override { return audit_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<PgTransaction>(shared_); }
   StorageStatus status() override {
     StorageStatus s;
@@ -168,6 +174,7 @@ class PgStore final : public Store {
   PgVersionedRows rows_;
   PgIdempotency idempotency_;
   PgQueues queues_;
+  PgAudit audit_;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "backends.hpp"
 #include "pool.hpp"
 #include "transaction_state.hpp"
+#include "sqlite/audit.hpp"
 #include "sqlite/file_lock.hpp"
 #include "sqlite/leases.hpp"
 #include "sqlite/maintenance.hpp"
@@ -69,7 +70,8 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
         leases_(*this),
         rows_(*this),
         idempotency_(*this),
-        queues_(*this) {
+        queues_(*this),
+        audit_(*this) {
     state_.begin([&] { db_->exec("BEGIN IMMEDIATE"); });
   }
   ~SqliteTransaction() override {
@@ -79,6 +81,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Audit& audit() override { return audit_; }
   void commit() override {
     state_.end("tx.commit", [&] {
       if (failed_) {
@@ -115,6 +118,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   SqliteVersionedRows rows_;
   SqliteIdempotency idempotency_;
   SqliteQueues queues_;
+  SqliteAudit audit_;
   bool failed_ = false;  // like PostgreSQL, an error aborts the transaction
 };
 
@@ -126,7 +130,8 @@ class SqliteStore final : public Store {
         leases_(session_),
         rows_(session_),
         idempotency_(session_),
-        queues_(session_) {
+        queues_(session_),
+        audit_(session_) {
     const auto dir = std::filesystem::path(path).parent_path();
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -142,6 +147,7 @@ class SqliteStore final : public Store {
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Audit& audit() override { return audit_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<SqliteTransaction>(shared_); }
   StorageStatus status() override {
     StorageStatus s;
@@ -183,6 +189,7 @@ class SqliteStore final : public Store {
   SqliteVersionedRows rows_;
   SqliteIdempotency idempotency_;
   SqliteQueues queues_;
+  SqliteAudit audit_;
 };
 
 }  // namespace

@@ -1,0 +1,46 @@
+// A state transition, its audit event and its outbox message in one transaction (SPEC §6,
+// atomicity): they commit together or not at all. Long work (uploads, network calls) belongs
+// before it, never inside.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "forgeyard/audit.hpp"
+#include "forgeyard/queues.hpp"
+#include "forgeyard/store.hpp"
+#include "forgeyard/versioned_rows.hpp"
+
+namespace forgeyard {
+
+struct StateTransition {
+  std::string tenant;  // of the audit event and the message
+  // The compare-and-set: the row of `table` named by `key` moves from expected_version.
+  std::string table;
+  Fields key;
+  std::int64_t expected_version = 0;
+  Fields changes;
+  AuditEvent audit;
+  // The event for other services, enqueued on `queue` (none when not set).
+  struct Outbox {
+    std::string queue;
+    OutgoingMessage message;
+  };
+  std::optional<Outbox> outbox;
+};
+
+struct TransitionResult {
+  std::int64_t version = 0;  // of the row after the update
+  AuditHead audit;
+  std::optional<std::int64_t> msg_id;
+};
+
+// Runs the three steps in `tx` (compare-and-set, audit append, enqueue) without committing.
+TransitionResult transition(Transaction& tx, const StateTransition& t);
+// Begins a transaction, runs the three steps and commits. Any failure (Conflict, QueueFull,
+// InvalidArgument, a lost connection) leaves no state change, no audit event and no message.
+// Not retried here: wrap it in forgeyard::retry for SerializationFailure.
+TransitionResult transition(Store& store, const StateTransition& t);
+
+}  // namespace forgeyard

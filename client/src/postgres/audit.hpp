@@ -1,0 +1,22 @@
+#pragma once
+
+#include "forgeyard/audit.hpp"
+#include "postgres/session.hpp"
+
+namespace forgeyard::detail {
+
+class PgAudit final : public Audit {
+ public:
+  explicit PgAudit(PgSession& session) : session_(session) {}
+  AuditHead append(std::string_view tenant, const AuditEvent& event) override;
+  std::vector<AuditHead> append_batch(std::string_view tenant, const std::vector<AuditEvent>& events) override;
+  AuditHead head(std::string_view tenant) override;
+  AuditVerification verify(std::string_view tenant, std::int64_t from_seq, std::optional<std::int64_t> to_seq,
+                           std::optional<AuditHead> anchor) override;
+  std::vector<AuditRecord> read(std::string_view tenant, std::int64_t from_seq, int max_events) override;
+
+ private:
+  PgSession& session_;
+};
+
+}  // namespace forgeyard::detail
