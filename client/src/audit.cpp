@@ -75,6 +75,10 @@ std::optional<fy::core::Anchor> to_anchor(const std::optional<AuditHead>& anchor
 
 std::string audit_export_line(const AuditRecord& record) { return fy::core::audit_json_line(detail::from_record(record)); }
 
+AuditRecord parse_audit_export_line(std::string_view line) {
+  return detail::core_guarded([&] { return detail::to_record(fy::core::parse_audit_json_line(line)); });
+}
+
 AuditVerification verify_audit_export(std::istream& in, std::optional<AuditHead> anchor) {
   return detail::core_guarded([&] {
     if (anchor && (anchor->seq < 1 || anchor->hash.size() != fy::core::hash_bytes))

@@ -87,6 +87,28 @@ void Backend::exec_sql(const std::string& sql) const {
   if (rc != SQLITE_OK) throw std::runtime_error("setup SQL failed: " + message);
 }
 
+std::string Backend::exec_sql_error(const std::string& sql) const {
+  if (postgres) {
+    PGconn* conn = PQconnectdb(url.c_str());
+    PGresult* r = PQexec(conn, sql.c_str());
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    std::string error = ok ? "" : (state != nullptr ? state : "?????");
+    PQclear(r);
+    PQfinish(conn);
+    return error;
+  }
+  sqlite3* db = nullptr;
+  sqlite3_open(url.substr(9).c_str(), &db);
+  sqlite3_busy_timeout(db, 10000);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+  std::string message = rc == SQLITE_OK ? "" : (error != nullptr ? error : "error");
+  sqlite3_free(error);
+  sqlite3_close(db);
+  return message;
+}
+
 void Backend::create_versioned_table(const std::string& name) const {
   const std::string version = postgres ? "bigint NOT NULL DEFAULT 1" : "INTEGER NOT NULL DEFAULT 1";
   const std::string integer = postgres ? "bigint" : "INTEGER";

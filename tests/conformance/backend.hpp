@@ -35,6 +35,9 @@ struct Backend {
   // Test setup outside the API under test: runs SQL on the backend's own database (libpq or
   // sqlite3), e.g. to create the application's tables.
   void exec_sql(const std::string& sql) const;
+  // The same, for SQL that should fail: "" when it succeeds, else PostgreSQL's SQLSTATE or
+  // SQLite's error message.
+  std::string exec_sql_error(const std::string& sql) const;
   // Creates a table `name` (tenant_id, id, value, note, entity_version) and versions it through
   // the API. The DDL is the backend's; everything after it is the public API.
   void create_versioned_table(const std::string& name) const;

@@ -80,6 +80,8 @@ class Audit {
 
 // One event as a line of JSON (without the newline): the format `forgeyard audit export` writes.
 std::string audit_export_line(const AuditRecord& record);
+// The inverse (details canonicalized); InvalidArgument on a malformed line.
+AuditRecord parse_audit_export_line(std::string_view line);
 // Checks an exported chain (JSON lines of one tenant in seq order; an export that starts after
 // seq 1 trusts its first prev_hash) with the same encoding the stores use.
 AuditVerification verify_audit_export(std::istream& lines, std::optional<AuditHead> anchor = std::nullopt);
