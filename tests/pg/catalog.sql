@@ -43,6 +43,10 @@ SELECT line FROM (
   SELECT 'view ' || c.relname || ' ' || pg_get_viewdef(c.oid)
     FROM pg_class c JOIN ns ON c.relnamespace = ns.oid WHERE c.relkind = 'v'
   UNION ALL
+  SELECT 'trigger ' || pg_get_triggerdef(t.oid) || ' enabled=' || t.tgenabled::text
+    FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN ns ON c.relnamespace = ns.oid
+   WHERE NOT t.tgisinternal
+  UNION ALL
   SELECT 'config-dump ' || cfg::regclass
     FROM pg_extension x, unnest(x.extconfig) cfg WHERE x.extname = 'forgeyard'
   UNION ALL

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The upgrade chain: a database created at 0.1.0, with leases and access grants in it, is
-# updated with ALTER EXTENSION forgeyard UPDATE. Its old state must survive, the new API must
+# The upgrade chain: a database created at 0.1.0, with leases and access grants in it, and one
+# created at the previous version (0.3.0) with a queue holding a message, are each updated with
+# ALTER EXTENSION forgeyard UPDATE. Its old state must survive, the new API must
 # work (also for roles granted before the update), and its catalog (functions, tables, columns,
 # indexes, constraints, views, grants, comments, config-dump and membership) must equal a fresh
 # install of the new version. Runs against the cluster of scripts/test.sh.
@@ -9,13 +10,14 @@ cd "$(dirname "$0")/../.."
 : "${CLUSTER_DIR:?run through scripts/test.sh}"
 
 old=fy_upgrade_old
+prev=fy_upgrade_prev
 new=fy_upgrade_new
 q() { psql -X -q -v ON_ERROR_STOP=1 -At -d "$1" -c "$2"; }
 check() {  # check DB DESCRIPTION CONDITION
   if [ "$(q "$1" "SELECT ($3)::text")" != "true" ]; then echo "FAIL: $2"; exit 1; fi
   echo "ok - $2"
 }
-cleanup() { dropdb --if-exists "$old"; dropdb --if-exists "$new"; q postgres "DROP ROLE IF EXISTS fy_upgrade_app" >/dev/null; }
+cleanup() { dropdb --if-exists "$old"; dropdb --if-exists "$prev"; dropdb --if-exists "$new"; q postgres "DROP ROLE IF EXISTS fy_upgrade_app" >/dev/null; }
 cleanup
 
 q postgres "CREATE ROLE fy_upgrade_app"
@@ -35,16 +37,35 @@ check "$old" "a role granted before the update can call the new API" \
 check "$old" "the new API works" \
   "(SELECT status = 'started' FROM forgeyard.idem_begin('t', 'scope', 'k', '\\x01'))"
 
+# From the previous version: a queue's message survives, the audit log arrives append-only.
+createdb "$prev"
+q "$prev" "CREATE EXTENSION forgeyard VERSION '0.3.0'"
+q "$prev" "SELECT forgeyard.grant_usage('fy_upgrade_app')" >/dev/null
+q "$prev" "SELECT forgeyard.queue_create('t', 'q')" >/dev/null
+q "$prev" "SELECT forgeyard.enqueue('t', 'q', 'kept')" >/dev/null
+q "$prev" "ALTER EXTENSION forgeyard UPDATE"
+check "$prev" "0.3.0 updated to $latest" "(SELECT extversion = '$latest' FROM pg_extension WHERE extname = 'forgeyard')"
+check "$prev" "the message enqueued before the update is delivered after it" \
+  "(SELECT payload = 'kept' FROM forgeyard.claim('t', 'q', 'c'))"
+check "$prev" "a role granted before the update can append audit events" \
+  "has_function_privilege('fy_upgrade_app', 'forgeyard.audit_append(text,text,text,text,jsonb,bytea,text,timestamptz,uuid)', 'EXECUTE')"
+check "$prev" "the audit chain starts at seq 1 and verifies" \
+  "(SELECT seq = 1 FROM forgeyard.audit_append('t', 'a', 'upgrade', 'r')) AND (SELECT ok FROM forgeyard.audit_verify('t'))"
+check "$prev" "the audit log is append-only after the update" \
+  "(SELECT count(*) = 2 FROM pg_trigger WHERE tgrelid = 'forgeyard.audit_events'::regclass AND tgenabled = 'A')"
+
 createdb "$new"
 q "$new" "CREATE EXTENSION forgeyard"
 q "$new" "SELECT forgeyard.grant_usage('fy_upgrade_app')" >/dev/null
-psql -X -q -At -v ON_ERROR_STOP=1 -d "$old" -f tests/pg/catalog.sql >"$CLUSTER_DIR/catalog-upgraded.txt"
 psql -X -q -At -v ON_ERROR_STOP=1 -d "$new" -f tests/pg/catalog.sql >"$CLUSTER_DIR/catalog-fresh.txt"
-if ! diff -u "$CLUSTER_DIR/catalog-fresh.txt" "$CLUSTER_DIR/catalog-upgraded.txt"; then
-  echo "FAIL: the upgraded catalog differs from a fresh install (diff above: - fresh, + upgraded)"
-  exit 1
-fi
 lines=$(wc -l <"$CLUSTER_DIR/catalog-fresh.txt")
 [ "$lines" -gt 50 ] || { echo "FAIL: the catalog snapshot is suspiciously small ($lines lines)"; exit 1; }
-echo "ok - the upgraded catalog equals a fresh install ($lines catalog lines compared)"
+for db in "$old" "$prev"; do
+  psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -f tests/pg/catalog.sql >"$CLUSTER_DIR/catalog-upgraded.txt"
+  if ! diff -u "$CLUSTER_DIR/catalog-fresh.txt" "$CLUSTER_DIR/catalog-upgraded.txt"; then
+    echo "FAIL: the catalog of $db after the update differs from a fresh install (diff above: - fresh, + upgraded)"
+    exit 1
+  fi
+  echo "ok - $db: the upgraded catalog equals a fresh install ($lines catalog lines compared)"
+done
 cleanup
