@@ -24,6 +24,8 @@ q "$src" "SELECT forgeyard.grant_usage('fy_restore_app'); SELECT forgeyard.bind_
 
 e1=$(q "$src" "SELECT epoch FROM forgeyard.lease_acquire('t', 'r', 'a', '1 hour')")
 q "$src" "SELECT forgeyard.lease_release('t', 'r', $e1)" >/dev/null
+q "$src" "SELECT forgeyard.audit_append('t', 'a', 'deploy', 'svc', '{\"v\": 1.50}'); SELECT forgeyard.audit_append('t', 'a', 'rollback', 'svc')" >/dev/null
+head=$(q "$src" "SELECT seq || ':' || encode(hash, 'hex') FROM forgeyard.audit_head('t')")
 pg_dump -Fc -d "$src" -f "$dump"          # the backup is taken here: it knows e1 only
 e2=$(q "$src" "SELECT epoch FROM forgeyard.lease_acquire('t', 'r', 'b', '1 hour')")
 DB=$src check "a later grant has a greater epoch ($e2 > $e1)" "$e2 > $e1"
@@ -39,6 +41,10 @@ DB=$dst check "the dump kept the lease row" "(SELECT epoch = $e1 AND released_at
 DB=$dst check "the dump kept tenant bindings" "EXISTS (SELECT FROM forgeyard.tenant_bindings WHERE role_id = 'fy_restore_app'::regrole AND tenant_id = 't')"
 DB=$dst check "the dump kept recorded access" "EXISTS (SELECT FROM forgeyard.role_access WHERE role_id = 'fy_restore_app'::regrole AND access = 'usage')"
 DB=$dst check "the dump kept the grants" "has_function_privilege('fy_restore_app', 'forgeyard.lease_acquire(text,text,text,interval)', 'EXECUTE')"
+DB=$dst check "the dump kept the audit chain: it verifies against the head taken before ($head)" \
+  "(SELECT ok AND checked = 2 FROM forgeyard.audit_verify('t', 1, NULL, split_part('$head', ':', 1)::bigint, decode(split_part('$head', ':', 2), 'hex')))"
+DB=$dst check "the restored audit log is still append-only" \
+  "(SELECT count(*) = 2 FROM pg_trigger WHERE tgrelid = 'forgeyard.audit_events'::regclass AND tgenabled = 'A')"
 e4=$(q "$dst" "SELECT epoch FROM forgeyard.lease_acquire('t', 'r', 'd', '1 hour')")
 DB=$dst check "after restoring an older backup the epoch passes every epoch handed out before ($e4 > $e3)" "$e4 > $e3"
 
