@@ -9,7 +9,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(1);
+SELECT plan(340);
 
 SET TIME ZONE 'UTC';
 SET client_encoding = 'UTF8';
@@ -48,6 +48,25 @@ CREATE FUNCTION pg_temp.rowhash(e forgeyard.audit_events) RETURNS bytea LANGUAGE
     SELECT forgeyard.audit_hash(e.tenant_id, e.seq, e.event_id, e.occurred_at, e.recorded_at, e.actor, e.action, e.resource,
                                 e.details, e.payload_digest, e.payload_ref, e.prev_hash)
 $$;
+-- An independent SQL rendering of canonical(event) (as tests/vectors/make_vectors.py writes it):
+-- SHA-256("forgeyard.audit.v1" NUL, tenant, seq, event_id, occurred_at, recorded_at, actor, action,
+-- resource, details?, payload_digest?, payload_ref?, then prev_hash); fields are u32-length-prefixed,
+-- integers and times (microseconds since 1970) are big-endian int64, optional fields 0 or 1 + field.
+CREATE FUNCTION pg_temp.field(b bytea) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$ SELECT int4send(length(b)) || b $$;
+CREATE FUNCTION pg_temp.opt(b bytea) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN b IS NULL THEN '\x00'::bytea ELSE '\x01'::bytea || pg_temp.field(b) END
+$$;
+CREATE FUNCTION pg_temp.usecs(t timestamptz) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
+    SELECT int8send((extract(epoch FROM t) * 1000000)::bigint)
+$$;
+CREATE FUNCTION pg_temp.refhash(e forgeyard.audit_events) RETURNS bytea LANGUAGE sql AS $$
+    SELECT sha256(convert_to('forgeyard.audit.v1', 'UTF8') || '\x00'::bytea || pg_temp.field(convert_to(e.tenant_id, 'UTF8'))
+                  || int8send(e.seq) || pg_temp.field(uuid_send(e.event_id)) || pg_temp.usecs(e.occurred_at)
+                  || pg_temp.usecs(e.recorded_at) || pg_temp.field(convert_to(e.actor, 'UTF8'))
+                  || pg_temp.field(convert_to(e.action, 'UTF8')) || pg_temp.field(convert_to(e.resource, 'UTF8'))
+                  || pg_temp.opt(CASE WHEN e.details IS NOT NULL THEN convert_to(forgeyard.audit_canonical_details(e.details), 'UTF8') END)
+                  || pg_temp.opt(e.payload_digest) || pg_temp.opt(convert_to(e.payload_ref, 'UTF8')) || e.prev_hash)
+$$;
 -- Per stored event of tenant t: seq, prev_hash links to the hash before it (genesis for seq 1), hash is its contents'.
 CREATE FUNCTION pg_temp.chain(t text) RETURNS TABLE (seq bigint, linked boolean, hashed boolean) LANGUAGE sql AS $$
     SELECT e.seq,
@@ -71,6 +90,31 @@ SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.audit_verify(text, big
           'audit_verify(tenant, from_seq = 1, to_seq = NULL, anchor_seq = NULL, anchor_hash = NULL)');
 SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.audit_read(text, bigint, integer)'::regprocedure),
           'tenant text, from_seq bigint DEFAULT 1, max_events integer DEFAULT 1000', 'audit_read(tenant, from_seq = 1, max_events = 1000)');
+CREATE TEMP TABLE audit_api (fn regprocedure PRIMARY KEY, volatility "char");
+INSERT INTO audit_api VALUES
+    ('forgeyard.audit_append(text, text, text, text, jsonb, bytea, text, timestamptz, uuid)', 'v'),
+    ('forgeyard.audit_append_batch(text, text[], text[], text[], jsonb[], bytea[], text[], timestamptz[], uuid[])', 'v'),
+    ('forgeyard.audit_head(text)', 's'),
+    ('forgeyard.audit_verify(text, bigint, bigint, bigint, bytea)', 's'),
+    ('forgeyard.audit_read(text, bigint, integer)', 's'),
+    ('forgeyard.audit_hash(text, bigint, uuid, timestamptz, timestamptz, text, text, text, jsonb, bytea, text, bytea)', 'i'),
+    ('forgeyard.audit_canonical_details(jsonb)', 'i');
+SELECT ok((SELECT p.prosecdef AND p.proconfig = '{"search_path=pg_catalog, pg_temp"}' AND p.provolatile = volatility
+                  AND obj_description(p.oid, 'pg_proc') IS NOT NULL AND NOT has_function_privilege('public', p.oid, 'EXECUTE')
+             FROM pg_catalog.pg_proc p WHERE p.oid = fn),
+          fn || ': SECURITY DEFINER, search_path pinned, '
+             || CASE volatility WHEN 'v' THEN 'VOLATILE' WHEN 's' THEN 'STABLE' ELSE 'IMMUTABLE' END
+             || ', commented, not executable by PUBLIC')
+  FROM audit_api ORDER BY fn::text;
+SELECT ok((SELECT NOT has_function_privilege('public', p.oid, 'EXECUTE') AND obj_description(p.oid, 'pg_proc') IS NOT NULL
+             FROM pg_catalog.pg_proc p WHERE p.oid = 'forgeyard.audit_append_only()'::regprocedure),
+          'the trigger function audit_append_only() is commented and not executable by PUBLIC');
+SELECT ok(NOT has_table_privilege('public', c, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+          AND obj_description(c, 'pg_class') IS NOT NULL, c || ': commented, nothing granted to PUBLIC')
+  FROM unnest(ARRAY['forgeyard.audit_events', 'forgeyard.audit_heads', 'forgeyard.audit_status']::regclass[]) c;
+SELECT ok((SELECT ARRAY['forgeyard.audit_events', 'forgeyard.audit_heads']::regclass[] <@ e.extconfig::regclass[]
+             FROM pg_catalog.pg_extension e WHERE e.extname = 'forgeyard'),
+          'audit_events and audit_heads are registered for pg_dump (extconfig); the view is not data');
 
 -------------------------------------------------------------------------------------------------
 -- Appends: per tenant a gap-free seq from 1 and a hash chain
@@ -145,6 +189,19 @@ SELECT results_eq($$SELECT * FROM forgeyard.audit_head('tb')$$, $$SELECT 3::bigi
 SELECT results_eq($$SELECT tenant_id, seq, hash FROM forgeyard.audit_heads WHERE tenant_id IN ('ta', 'tb') ORDER BY 1$$,
                   $$VALUES ('ta'::text, 5::bigint, pg_temp.hash_of('ta5')), ('tb', 3, pg_temp.hash_of('tb3'))$$,
                   'forgeyard.audit_heads holds each tenant''s head');
+
+-- Times before 1970 (negative microseconds) and non-ASCII text.
+SET forgeyard.now_override = '1969-07-20 20:17:40.123456+00';
+SELECT is(pg_temp.ap('old1', 'told', 'ärger ☃', 'mond.landung', 'apollo/11', '{"ü": "☃", "a": 1e-3, "z": [-0, 2.50]}', NULL, NULL,
+                     '1900-01-01 00:00:00.000001+00'), 1::bigint, 'an event recorded in 1969 that occurred in 1900 (told): seq 1');
+SELECT is(pg_temp.ap('old2', 'told', 'b', 'c', 'd'), 2::bigint, 'told: seq 2');
+SELECT results_eq($$SELECT e.tenant_id, e.seq, e.hash = pg_temp.refhash(e) FROM forgeyard.audit_events e
+                     WHERE e.tenant_id IN ('ta', 'tb', 'told') ORDER BY 1, 2$$,
+                  $$VALUES ('ta'::text, 1::bigint, true), ('ta', 2, true), ('ta', 3, true), ('ta', 4, true), ('ta', 5, true),
+                           ('tb', 1, true), ('tb', 2, true), ('tb', 3, true), ('told', 1, true), ('told', 2, true)$$,
+                  'every stored hash is SHA-256 of the documented encoding and prev_hash, recomputed independently in SQL (also before 1970)');
+SELECT results_eq($$SELECT * FROM forgeyard.audit_verify('told')$$, $$VALUES (true, 2::bigint, NULL::bigint, NULL::text)$$,
+                  'audit_verify(told): ok');
 
 -- audit_hash: every field takes part; names are length-prefixed; details are hashed in canonical form.
 CREATE TEMP TABLE hv (n serial, what text, h bytea);
@@ -221,6 +278,9 @@ SELECT results_eq($$SELECT seq, event_id, occurred_at, recorded_at, actor, actio
                            j->>'actor', j->>'action', j->>'resource', pg_temp.vdetails(j), decode(j->>'payload_digest', 'hex'),
                            j->>'payload_ref', decode(j->>'prev_hash', 'hex'), decode(j->>'hash', 'hex') FROM vec ORDER BY n$$,
                   'audit_read(vector-tenant) gives back every field of the vector lines');
+SELECT results_eq($$SELECT e.seq, pg_temp.refhash(e) FROM forgeyard.audit_events e WHERE e.tenant_id = 'vector-tenant' ORDER BY e.seq$$,
+                  $$SELECT (j->>'seq')::bigint, decode(j->>'hash', 'hex') FROM vec ORDER BY n$$,
+                  'the SQL rendering of the encoding reproduces the vector hashes too (it checks itself)');
 SELECT results_eq($$SELECT * FROM forgeyard.audit_verify('vector-tenant')$$, $$VALUES (true, 5::bigint, NULL::bigint, NULL::text)$$,
                   'audit_verify(vector-tenant): ok, 5 checked');
 SELECT results_eq($$SELECT * FROM forgeyard.audit_head('vector-tenant')$$,
@@ -329,6 +389,9 @@ INSERT INTO bad_batches (call, state, message, what) VALUES
      'details must be a JSON object', 'the 3rd event''s details are not an object'),
     ($$SELECT * FROM forgeyard.audit_append_batch('tbatch', '{a,b,c}', '{x,y,z}', '{r,r,r}', NULL, ARRAY[NULL, NULL, '']::bytea[])$$, '22023',
      'payload_digests must not contain an empty digest', 'the 3rd event''s payload_digest is empty'),
+    ($$SELECT * FROM forgeyard.audit_append_batch('tbatch', '{a,b,c}', '{x,y,z}', '{r,r,r}', NULL,
+                                                  ARRAY[NULL, NULL, decode(repeat('ab', 65), 'hex')])$$, '22001',
+     NULL, 'the 3rd event''s payload_digest is over 64 bytes'),
     ($$SELECT * FROM forgeyard.audit_append_batch('tbatch', '{a,b,c}', '{x,y,z}', '{r,r,r}', NULL, NULL, ARRAY[NULL, NULL, ''])$$, '22023',
      'payload_ref must not be empty', 'the 3rd event''s payload_ref is empty'),
     ($$SELECT * FROM forgeyard.audit_append_batch('tbatch', '{a,b,c}', '{x,y,z}', '{r,r,r}', NULL, NULL, NULL,
@@ -705,7 +768,7 @@ INSERT INTO bad_calls (call, state, message) VALUES
                                    decode(repeat('00', 32), 'hex'))$$, '22023', 'details must be a JSON object'),
     ($$SELECT forgeyard.audit_canonical_details(NULL)$$, '22004', 'details must not be NULL'),
     ($$SELECT forgeyard.audit_canonical_details('[]')$$, '22023', 'details must be a JSON object');
-SELECT throws_ok(call, state, message, format('%s: %s %s', call, state, message)) FROM bad_calls ORDER BY n;
+SELECT throws_ok(call, state, message, format('%s: %s %s', regexp_replace(call, '\s+', ' ', 'g'), state, message)) FROM bad_calls ORDER BY n;
 SELECT is(pg_temp.err($$SELECT * FROM forgeyard.audit_append('tbad', repeat('a', 257), 'b', 'c')$$),
           ARRAY['22001', 'actor is longer than 256 bytes', 'length is 257 bytes'], 'an over-long name: its length in DETAIL');
 SELECT matches(array_to_string(pg_temp.err(format('SELECT * FROM forgeyard.audit_append(%L, %L, %L, %L, %L)', 'tbad', 'a', 'b', 'c',
@@ -839,6 +902,39 @@ SELECT results_eq($$SELECT count(*), min(seq), max(seq) FROM forgeyard.audit_rea
 SELECT results_eq($$SELECT count(*), min(seq), max(seq) FROM forgeyard.audit_read('tbig', 1, 10000)$$,
                   $$VALUES (1500::bigint, 1::bigint, 1500::bigint)$$, 'audit_read(tbig, 1, 10000): all 1500');
 SELECT results_eq($$SELECT count(*) FROM forgeyard.audit_read('tbig')$$, $$VALUES (1000::bigint)$$, 'audit_read by default: at most 1000');
+
+
+-------------------------------------------------------------------------------------------------
+-- Upgrade 0.3.0 -> 0.4.0: the audit API is granted to roles given access before the upgrade
+-------------------------------------------------------------------------------------------------
+DROP FUNCTION pg_temp.rowhash(forgeyard.audit_events), pg_temp.refhash(forgeyard.audit_events);
+DROP EXTENSION forgeyard;
+CREATE EXTENSION forgeyard VERSION '0.3.0';
+CREATE ROLE fy_aud_up_app;
+CREATE ROLE fy_aud_up_insp;
+DO $$ BEGIN
+    PERFORM forgeyard.grant_usage('fy_aud_up_app');
+    PERFORM forgeyard.grant_inspect('fy_aud_up_insp');
+END $$;
+ALTER EXTENSION forgeyard UPDATE TO '0.4.0';
+SELECT is((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), '0.4.0', 'updated from 0.3.0 to 0.4.0');
+SELECT results_eq($$SELECT tgname::text COLLATE "default", tgenabled::text FROM pg_catalog.pg_trigger
+                     WHERE tgrelid = 'forgeyard.audit_events'::regclass AND NOT tgisinternal ORDER BY 1$$,
+                  $$VALUES ('audit_events_no_change'::text, 'A'::text), ('audit_events_no_truncate', 'A')$$,
+                  'after the update both triggers are ENABLE ALWAYS');
+SET forgeyard.now_override = '2030-02-01 00:00:00+00';
+SET ROLE fy_aud_up_app;
+SELECT results_eq($$SELECT seq FROM forgeyard.audit_append('up', 'a', 'b', 'c')$$, $$VALUES (1::bigint)$$,
+                  'a usage role granted before the update may call audit_append');
+SELECT results_eq($$SELECT * FROM forgeyard.audit_verify('up')$$, $$VALUES (true, 1::bigint, NULL::bigint, NULL::text)$$,
+                  'and audit_verify');
+SELECT throws_ok($$SELECT * FROM forgeyard.audit_events$$, '42501', NULL, 'but still cannot read audit_events');
+RESET ROLE;
+SET ROLE fy_aud_up_insp;
+SELECT results_eq($$SELECT tenant_id, head_seq FROM forgeyard.audit_status$$, $$VALUES ('up'::text, 1::bigint)$$,
+                  'an inspect role granted before the update may read audit_status');
+RESET ROLE;
+SELECT throws_ok($$DELETE FROM forgeyard.audit_events$$, 'FY030', NULL, 'after the update DELETE is FY030');
 
 SELECT * FROM finish();
 ROLLBACK;

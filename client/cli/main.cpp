@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -56,6 +57,15 @@ Commands:
   queue dead TENANT QUEUE [--after MSG_ID] [--max N]
   queue redrive TENANT QUEUE [MSG_ID...]         dead letters back into the queue
   maintain [--max N] [--tenant T]                one bounded clean-up pass (purges, retention)
+  audit append TENANT ACTOR ACTION RESOURCE [--details JSON] [--payload-digest HEX]
+               [--payload-ref REF] [--occurred-at RFC3339] [--event-id UUID]
+                                                 append an event; prints its seq and hash
+  audit head TENANT                              the chain's last seq and hash (keep it elsewhere)
+  audit tail TENANT [--n N]                      the last N events (default 10) as JSON lines
+  audit export TENANT [--from SEQ]               the chain as JSON lines (for audit verify --file)
+  audit verify TENANT [--from SEQ] [--to SEQ] [--anchor SEQ:HASH]
+                                                 recompute the chain in the store
+  audit verify --file PATH|- [--anchor SEQ:HASH] check an exported chain without any store
   queue work TENANT QUEUE COMMAND [--batch N] [--visibility D] [--consumer C] [--until-empty true]
                                                  run COMMAND (sh -c) per message, payload on stdin
                                                  and FORGEYARD_MSG_ID etc. in its environment:
@@ -63,7 +73,7 @@ Commands:
 
 Durations: 500ms, 30s, 5m, 2h, 1d.  Values are text; the backend converts them to the
 column's type.  Output: key=value lines on stdout; errors on stderr.
-Exit codes: 0 done, 1 answered no, 2 usage, 3 stale fence or version conflict, 4 refused,
+Exit codes: 0 done, 1 answered no (also: a chain that does not verify), 2 usage, 3 stale fence or version conflict, 4 refused,
 5 unavailable or full: retry later.
 )";
 
@@ -491,6 +501,106 @@ int exit_code_for(const forgeyard::Error& e) {
   }
 }
 
+// SEQ:HEX, as `audit head` prints it.
+std::optional<forgeyard::AuditHead> parse_anchor(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) throw Usage("--anchor takes SEQ:HASH");
+  std::optional<forgeyard::Bytes> hash = forgeyard::from_hex(text.substr(colon + 1));
+  if (!hash) throw Usage("--anchor: the hash must be hex");
+  return forgeyard::AuditHead{parse_int(text.substr(0, colon), "--anchor seq"), *hash};
+}
+
+int print_verification(const forgeyard::AuditVerification& v) {
+  std::cout << "ok=" << (v.ok ? "true" : "false") << "\nchecked=" << v.checked << "\n";
+  if (v.first_bad_seq) std::cout << "first_bad_seq=" << *v.first_bad_seq << "\n";
+  if (v.reason) std::cout << "reason=" << *v.reason << "\n";
+  return v.ok ? 0 : 1;
+}
+
+// audit verify --file: needs no store at all.
+int audit_verify_file(Args& a) {
+  const std::string path = a.take_option("file", "");
+  const auto anchor = parse_anchor(a.take_option("anchor", ""));
+  a.expect(0, "audit verify --file PATH|- [--anchor SEQ:HASH]");
+  a.no_more_options();
+  if (path == "-") return print_verification(forgeyard::verify_audit_export(std::cin, anchor));
+  std::ifstream in(path);
+  if (!in) throw Usage("cannot read " + path);
+  return print_verification(forgeyard::verify_audit_export(in, anchor));
+}
+
+int audit_command(forgeyard::Store& store, const std::string& verb, Args& a) {
+  auto& audit = store.audit();
+  if (verb == "append") {
+    forgeyard::AuditEvent e;
+    const std::string details = a.take_option("details", ""), digest = a.take_option("payload-digest", "");
+    const std::string ref = a.take_option("payload-ref", ""), occurred = a.take_option("occurred-at", "");
+    const std::string event_id = a.take_option("event-id", "");
+    a.expect(4, "audit append TENANT ACTOR ACTION RESOURCE [--details JSON] ...");
+    a.no_more_options();
+    e.actor = a.positional[1];
+    e.action = a.positional[2];
+    e.resource = a.positional[3];
+    if (!details.empty()) e.details = details;
+    if (!digest.empty()) {
+      e.payload_digest = forgeyard::from_hex(digest);
+      if (!e.payload_digest) throw Usage("--payload-digest must be hex");
+    }
+    if (!ref.empty()) e.payload_ref = ref;
+    if (!occurred.empty()) {
+      e.occurred_at = forgeyard::parse_time(occurred);
+      if (!e.occurred_at) throw Usage("--occurred-at must be an RFC 3339 timestamp");
+    }
+    if (!event_id.empty()) e.event_id = event_id;
+    const forgeyard::AuditHead h = audit.append(a.positional[0], e);
+    std::cout << "seq=" << h.seq << "\nhash=" << forgeyard::to_hex(h.hash) << "\n";
+    return 0;
+  }
+  if (verb == "head") {
+    a.expect(1, "audit head TENANT");
+    a.no_more_options();
+    const forgeyard::AuditHead h = audit.head(a.positional[0]);
+    std::cout << "seq=" << h.seq << "\nhash=" << forgeyard::to_hex(h.hash) << "\nanchor=" << h.seq << ":"
+              << forgeyard::to_hex(h.hash) << "\n";
+    return 0;
+  }
+  if (verb == "tail") {
+    const std::int64_t n = parse_int(a.take_option("n", "10"), "--n");
+    a.expect(1, "audit tail TENANT [--n N]");
+    a.no_more_options();
+    if (n < 1 || n > 10000) throw Usage("--n must be between 1 and 10000");
+    const std::int64_t last = audit.head(a.positional[0]).seq;
+    if (last == 0) return 0;
+    for (const auto& r : audit.read(a.positional[0], std::max<std::int64_t>(1, last - n + 1), static_cast<int>(n)))
+      std::cout << forgeyard::audit_export_line(r) << "\n";
+    return 0;
+  }
+  if (verb == "export") {
+    std::int64_t from = parse_int(a.take_option("from", "1"), "--from");
+    a.expect(1, "audit export TENANT [--from SEQ]");
+    a.no_more_options();
+    for (;;) {
+      const auto page = audit.read(a.positional[0], from, 10000);
+      for (const auto& r : page) std::cout << forgeyard::audit_export_line(r) << "\n";
+      if (page.size() < 10000) break;
+      from = page.back().seq + 1;
+    }
+    std::cout.flush();
+    return std::cout ? 0 : 4;
+  }
+  if (verb == "verify") {
+    const std::int64_t from = parse_int(a.take_option("from", "1"), "--from");
+    const std::string to = a.take_option("to", "");
+    const auto anchor = parse_anchor(a.take_option("anchor", ""));
+    a.expect(1, "audit verify TENANT [--from SEQ] [--to SEQ] [--anchor SEQ:HASH]");
+    a.no_more_options();
+    return print_verification(audit.verify(a.positional[0], from,
+                                           to.empty() ? std::nullopt : std::optional(parse_int(to, "--to")), anchor));
+  }
+  throw Usage("unknown audit command: " + verb);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -528,9 +638,10 @@ int main(int argc, char** argv) {
     const std::string group = args.positional[0], verb = args.positional[1];
     args.positional.erase(args.positional.begin(), args.positional.begin() + 2);
     if (group != "storage" && group != "lease" && group != "cas" && group != "idem" && group != "queue" &&
-        group != "maintain")
+        group != "maintain" && group != "audit")
       throw Usage("unknown command: " + group);
     if (group == "storage" && verb != "status") throw Usage("unknown storage command: " + verb);
+    if (group == "audit" && verb == "verify" && args.options.count("file") > 0) return audit_verify_file(args);
     auto store = forgeyard::open(url, options);
     if (group == "storage") {
       args.no_more_options();
@@ -539,6 +650,7 @@ int main(int argc, char** argv) {
     if (group == "cas") return cas_command(*store, verb, args);
     if (group == "idem") return idem_command(*store, verb, args);
     if (group == "queue") return queue_command(*store, verb, args);
+    if (group == "audit") return audit_command(*store, verb, args);
     if (group == "maintain") {
       const int max = static_cast<int>(parse_int(args.take_option("max", "1000"), "--max"));
       const std::string tenant = args.take_option("tenant", "");

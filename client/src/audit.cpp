@@ -89,6 +89,13 @@ AuditVerification verify_audit_export(std::istream& in, std::optional<AuditHead>
   });
 }
 
+std::string format_time(TimePoint t) { return fy::core::format_timestamp(unix_usecs(t)); }
+std::optional<TimePoint> parse_time(std::string_view text) {
+  std::optional<std::int64_t> us = fy::core::parse_timestamp(text);
+  if (!us) return std::nullopt;
+  return from_unix_usecs(*us);
+}
+
 std::string to_hex(std::string_view bytes) { return fy::core::to_hex(bytes); }
 std::optional<Bytes> from_hex(std::string_view text) { return fy::core::from_hex(text); }
 

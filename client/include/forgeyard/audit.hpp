@@ -86,6 +86,11 @@ AuditRecord parse_audit_export_line(std::string_view line);
 // seq 1 trusts its first prev_hash) with the same encoding the stores use.
 AuditVerification verify_audit_export(std::istream& lines, std::optional<AuditHead> anchor = std::nullopt);
 
+// RFC 3339 timestamps as the export writes them ("2026-11-29T12:00:00.000001Z"); parse also
+// takes an offset ("+01:00") and 0..6 fractional digits.
+std::string format_time(TimePoint t);
+std::optional<TimePoint> parse_time(std::string_view text);
+
 std::string to_hex(std::string_view bytes);
 // nullopt unless `text` is pairs of hex digits.
 std::optional<Bytes> from_hex(std::string_view text);
