@@ -21,8 +21,13 @@ constexpr int max_read_events = 10000;
 
 [[noreturn]] void invalid(const std::string& message) { throw core::Error(core::sqlstate::invalid_parameter, message); }
 
+// A timestamp argument in microseconds since 1970, within the years 1..9999 (checked before
+// converting, so the conversion cannot overflow).
 std::int64_t finite_usecs(TimestampTz t, const char* argument) {
   if (TIMESTAMP_NOT_FINITE(t)) invalid(std::string(argument) + " must be a finite timestamp");
+  const std::int64_t offset = pg::unix_usecs(0);
+  if (t < core::min_audit_time_usecs - offset || t > core::max_audit_time_usecs - offset)
+    core::check_audit_time(argument, t < 0 ? core::min_audit_time_usecs - 1 : core::max_audit_time_usecs + 1);
   return pg::unix_usecs(t);
 }
 
@@ -127,8 +132,10 @@ std::vector<Head> append(pg::Spi& spi, const std::string& tenant, std::vector<In
       {TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, BYTEAOID,
        TEXTOID, BYTEAOID, BYTEAOID});
   check_tenant(spi, tenant);
+  if (inputs.empty()) return {};
   const pg::Value t = pg::text_value(tenant);
   const TimestampTz now = pg::now();
+  finite_usecs(now, "the clock (forgeyard.now())");
   Head head = lock_head(spi, t);
   std::vector<Head> out;
   out.reserve(inputs.size());
@@ -323,7 +330,9 @@ FY_FUNCTION(fy_audit_verify) {
     spi.run(hash_at, {t, pg::int8_value(from_seq - 1)}, [&](const pg::Row& r) { prev = *r.bytea(1); });
   }
   core::ChainVerifier verifier(from_seq, prev.value_or(std::string()), anchor);
-  if (!prev) verifier.fail(from_seq - 1, "event " + std::to_string(from_seq - 1) + " is missing");
+  // The event before the range is missing only if the chain reaches it; a range past the head
+  // is empty (and an anchor beyond the head still reports the tail cut).
+  if (!prev && from_seq - 1 <= head) verifier.fail(from_seq - 1, "event " + std::to_string(from_seq - 1) + " is missing");
   const std::int64_t last = to_seq.value_or(std::numeric_limits<std::int64_t>::max());
   std::int64_t next = from_seq;
   std::vector<core::AuditEvent> events;

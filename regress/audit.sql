@@ -9,7 +9,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(340);
+SELECT plan(346);
 
 SET TIME ZONE 'UTC';
 SET client_encoding = 'UTF8';
@@ -407,6 +407,8 @@ SELECT results_eq($$SELECT * FROM forgeyard.audit_head('tbatch')$$, $$SELECT seq
                   'the head of tbatch is unchanged');
 SELECT is_empty($$SELECT * FROM forgeyard.audit_append_batch('tbatch', '{}', '{}', '{}')$$, 'an empty batch returns no row');
 SELECT is(pg_temp.snap(), (SELECT s FROM snaps WHERE k = 'batch'), 'an empty batch appended nothing');
+SELECT is_empty($$SELECT * FROM forgeyard.audit_append_batch('tbatch-new', '{}', '{}', '{}')$$, 'an empty batch for a new tenant returns no row');
+SELECT is(pg_temp.snap(), (SELECT s FROM snaps WHERE k = 'batch'), 'and creates no head for it either');
 
 -- 1000 events (the most) in one batch, then 500 more: verify pages through all of them.
 SET forgeyard.now_override = '2030-01-02 00:01:00+00';
@@ -729,6 +731,12 @@ INSERT INTO bad_calls (call, state, message) VALUES
      'occurred_at must be a finite timestamp'),
     ($$SELECT * FROM forgeyard.audit_append('tbad', 'a', 'b', 'c', occurred_at => '-infinity')$$, '22023',
      'occurred_at must be a finite timestamp'),
+    ($$SELECT * FROM forgeyard.audit_append('tbad', 'a', 'b', 'c', occurred_at => '10000-01-01 00:00:00+00')$$, '22023',
+     'occurred_at must lie in the years 1 to 9999'),
+    ($$SELECT * FROM forgeyard.audit_append('tbad', 'a', 'b', 'c', occurred_at => '294276-12-31 23:59:59.999999+00')$$, '22023',
+     'occurred_at must lie in the years 1 to 9999'),
+    ($$SELECT * FROM forgeyard.audit_append('tbad', 'a', 'b', 'c', occurred_at => '0001-12-31 23:59:59+00 BC')$$, '22023',
+     'occurred_at must lie in the years 1 to 9999'),
     ($$SELECT * FROM forgeyard.audit_head(NULL)$$, '22004', 'tenant must not be NULL'),
     ($$SELECT * FROM forgeyard.audit_head('')$$, '22023', 'tenant must not be empty'),
     ($$SELECT * FROM forgeyard.audit_head(repeat('t', 129))$$, '22001', 'tenant is longer than 128 bytes'),
@@ -784,6 +792,8 @@ SET forgeyard.now_override = '2030-01-07 00:00:00+00';
 SELECT is(pg_temp.fill('a', 2), 2::bigint, 'tenant a: 2 events');
 SET forgeyard.now_override = '2030-01-07 00:00:05+00';
 SELECT is(pg_temp.fill('b', 3), 3::bigint, 'tenant b: 3 events');
+SELECT results_eq($$SELECT * FROM forgeyard.audit_verify('b', 6)$$, $$VALUES (true, 0::bigint, NULL::bigint, NULL::text)$$,
+                  'a range that starts past the head is empty, not broken');
 CREATE ROLE fy_aud_bound;
 CREATE ROLE fy_aud_insp;
 CREATE ROLE fy_aud_insp_all;

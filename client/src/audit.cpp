@@ -19,6 +19,7 @@ fy::core::AuditEvent audit_input(std::string_view tenant, const AuditEvent& even
     e.payload_digest = event.payload_digest;
     e.payload_ref = event.payload_ref;
     fy::core::check_audit_input(e);
+    if (event.occurred_at) fy::core::check_audit_time("occurred_at", unix_usecs(*event.occurred_at));
     if (event.event_id) {
       std::optional<std::string> id = fy::core::parse_uuid(*event.event_id);
       if (!id) throw fy::core::Error(fy::core::sqlstate::invalid_parameter, "event_id is not a UUID");

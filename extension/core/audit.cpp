@@ -470,6 +470,11 @@ const std::string& genesis_hash() {
   return zero;
 }
 
+void check_audit_time(const char* argument, std::int64_t unix_usecs) {
+  if (unix_usecs < min_audit_time_usecs || unix_usecs > max_audit_time_usecs)
+    invalid(std::string(argument) + " must lie in the years 1 to 9999");
+}
+
 void check_audit_input(const AuditEvent& e) {
   check_name("tenant", true, e.tenant, max_tenant_bytes);
   check_name("actor", true, e.actor, max_actor_bytes);
@@ -479,7 +484,7 @@ void check_audit_input(const AuditEvent& e) {
     if (e.payload_digest->empty()) invalid("payload_digest must not be empty");
     if (e.payload_digest->size() > max_payload_digest_bytes)
       throw Error(sqlstate::string_too_long,
-                  "payload_digest is over " + std::to_string(max_payload_digest_bytes) + " bytes");
+                  "payload_digest is longer than " + std::to_string(max_payload_digest_bytes) + " bytes");
   }
   if (e.payload_ref) check_name("payload_ref", true, *e.payload_ref, max_payload_ref_bytes);
   if (e.details && e.details->size() > max_details_bytes) over_limit("details", max_details_bytes);

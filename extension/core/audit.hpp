@@ -25,6 +25,13 @@ inline constexpr std::size_t max_payload_ref_bytes = 2048;
 inline constexpr int max_details_depth = 64;
 inline constexpr int max_audit_batch = 1000;
 inline constexpr std::size_t hash_bytes = 32;
+// occurred_at and recorded_at lie in the years 1..9999 (the export's RFC 3339 form), in
+// microseconds since 1970.
+inline constexpr std::int64_t min_audit_time_usecs = -62135596800000000;  // 0001-01-01T00:00:00Z
+inline constexpr std::int64_t max_audit_time_usecs = 253402300799999999;  // 9999-12-31T23:59:59.999999Z
+
+// 22023 naming `argument` outside those years.
+void check_audit_time(const char* argument, std::int64_t unix_usecs);
 
 // ---- JSON ----------------------------------------------------------------------------------
 

@@ -115,6 +115,8 @@ BOOST_AUTO_TEST_CASE(each_tenant_has_a_gap_free_chain_from_1) {
   BOOST_TEST(v.checked == 3);
   BOOST_TEST(!v.first_bad_seq.has_value());
   BOOST_TEST(audit().verify(tenant, 2, 2).checked == 1);
+  BOOST_TEST(audit().verify(tenant, 6).ok);  // a range past the head is empty, not broken
+  BOOST_TEST(audit().verify(tenant, 6).checked == 0);
   BOOST_TEST(audit().verify(tenant, 1, std::nullopt, head).ok);
 }
 
@@ -247,6 +249,8 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_and_changes_nothing) {
                  ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.event_id = "not-a-uuid"; })), ErrorKind::InvalidArgument,
                  "22023");
+  FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.occurred_at = *forgeyard::parse_time("9999-12-31T23:59:59Z") + 1s; })),
+                 ErrorKind::InvalidArgument, "22023");
   // A batch with one bad event appends none of them.
   FY_CHECK_ERROR(audit().append_batch(tenant, {event("ok"), event("ok"), with([](auto& e) { e.action = ""; })}),
                  ErrorKind::InvalidArgument, "22023");

@@ -80,6 +80,7 @@ std::optional<AuditHead> replayed(Db& db, const Input& in) {
 }
 
 std::vector<AuditHead> append_events(Db& db, std::int64_t now, const std::string& tenant, std::vector<Input>& inputs) {
+  core::check_audit_time("the clock", now);
   AuditHead head{0, core::genesis_hash()};
   {
     auto q = db.query("SELECT seq, hash FROM audit_heads WHERE tenant_id = ?1");
@@ -223,7 +224,9 @@ AuditVerification SqliteAudit::verify(std::string_view tenant_view, std::int64_t
         if (q.step()) prev = q.blob(0);
       }
       core::ChainVerifier verifier(from_seq, prev.value_or(std::string()), core_anchor);
-      if (!prev) verifier.fail(from_seq - 1, "event " + std::to_string(from_seq - 1) + " is missing");
+      // As in the extension: a range past the head is empty, not broken.
+      if (!prev && from_seq - 1 <= head)
+        verifier.fail(from_seq - 1, "event " + std::to_string(from_seq - 1) + " is missing");
       const std::int64_t last = to_seq.value_or(std::numeric_limits<std::int64_t>::max());
       if (!verifier.bad())
         read_events(db, tenant, from_seq, last, std::numeric_limits<std::int64_t>::max(),
