@@ -122,21 +122,35 @@ std::optional<Head> replayed(pg::Spi& spi, const pg::Value& tenant, const Input&
   return Head{stored->seq, stored->hash};
 }
 
-// Appends the events in order under one lock of the head; returns (seq, hash) of each.
+// Appends the events in order under one lock of the head; returns (seq, hash) of each. A single
+// event is inserted and the head moved in one statement; a batch inserts its events and moves
+// the head once at the end (a row updated per event would leave a version per event to skip).
 std::vector<Head> append(pg::Spi& spi, const std::string& tenant, std::vector<Input>& inputs) {
-  static pg::Statement insert(
-      "WITH e AS (INSERT INTO forgeyard.audit_events (tenant_id, seq, event_id, occurred_at, recorded_at, actor, action,"
-      "              resource, details, payload_digest, payload_ref, prev_hash, hash)"
-      "           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::pg_catalog.jsonb, $10, $11, $12, $13))"
+#define FY_INSERT_EVENT                                                                                     \
+  "INSERT INTO forgeyard.audit_events (tenant_id, seq, event_id, occurred_at, recorded_at, actor, action," \
+  "   resource, details, payload_digest, payload_ref, prev_hash, hash)"                                    \
+  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::pg_catalog.jsonb, $10, $11, $12, $13)"
+#define FY_EVENT_TYPES                                                                                     \
+  TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, BYTEAOID, \
+      TEXTOID, BYTEAOID, BYTEAOID
+  static pg::Statement insert_and_move_head(
+      "WITH e AS (" FY_INSERT_EVENT ")"
       " UPDATE forgeyard.audit_heads SET seq = $2, hash = $13 WHERE tenant_id OPERATOR(pg_catalog.=) $1",
-      {TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, BYTEAOID,
-       TEXTOID, BYTEAOID, BYTEAOID});
+      {FY_EVENT_TYPES});
+  static pg::Statement insert(FY_INSERT_EVENT, {FY_EVENT_TYPES});
+#undef FY_INSERT_EVENT
+#undef FY_EVENT_TYPES
+  static pg::Statement move_head(
+      "UPDATE forgeyard.audit_heads SET seq = $2, hash = $3 WHERE tenant_id OPERATOR(pg_catalog.=) $1",
+      {TEXTOID, INT8OID, BYTEAOID});
   check_tenant(spi, tenant);
   if (inputs.empty()) return {};
   const pg::Value t = pg::text_value(tenant);
   const TimestampTz now = pg::now();
   finite_usecs(now, "the clock (forgeyard.now())");
   Head head = lock_head(spi, t);
+  const std::int64_t first_seq = head.seq + 1;
+  const bool single = inputs.size() == 1;
   std::vector<Head> out;
   out.reserve(inputs.size());
   for (Input& in : inputs) {
@@ -153,14 +167,16 @@ std::vector<Head> append(pg::Spi& spi, const std::string& tenant, std::vector<In
     e.recorded_at = pg::unix_usecs(now);
     e.prev_hash = head.hash;
     e.hash = core::audit_hash(e);
-    spi.run(insert, {t, pg::int8_value(e.seq), pg::uuid_value(e.event_id), pg::timestamptz_value(occurred),
-                     pg::timestamptz_value(now), pg::text_value(e.actor), pg::text_value(e.action),
-                     pg::text_value(e.resource), pg::optional_text_value(e.details),
-                     pg::optional_bytea_value(e.payload_digest), pg::optional_text_value(e.payload_ref),
-                     pg::bytea_value(e.prev_hash), pg::bytea_value(e.hash)});
+    spi.run(single ? insert_and_move_head : insert,
+            {t, pg::int8_value(e.seq), pg::uuid_value(e.event_id), pg::timestamptz_value(occurred),
+             pg::timestamptz_value(now), pg::text_value(e.actor), pg::text_value(e.action), pg::text_value(e.resource),
+             pg::optional_text_value(e.details), pg::optional_bytea_value(e.payload_digest),
+             pg::optional_text_value(e.payload_ref), pg::bytea_value(e.prev_hash), pg::bytea_value(e.hash)});
     head = Head{e.seq, e.hash};
     out.push_back(head);
   }
+  if (!single && head.seq >= first_seq)
+    spi.run(move_head, {t, pg::int8_value(head.seq), pg::bytea_value(head.hash)});
   return out;
 }
 
