@@ -130,14 +130,16 @@ SELECT set_eq(
           'forgeyard.lease_status', 'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_releases',
           'forgeyard.messages', 'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
           'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.queue_depth', 'forgeyard.queue_overview',
-          'forgeyard.idempotency_attempts', 'forgeyard.access_catalog'],
+          'forgeyard.idempotency_attempts', 'forgeyard.access_catalog', 'forgeyard.audit_events',
+          'forgeyard.audit_heads', 'forgeyard.audit_status'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
     ARRAY['forgeyard.leases', 'forgeyard.tenant_bindings', 'forgeyard.role_access', 'forgeyard.idempotency_keys',
           'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_releases', 'forgeyard.messages',
           'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
-          'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.idempotency_attempts'],
+          'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.idempotency_attempts',
+          'forgeyard.audit_events', 'forgeyard.audit_heads'],
     'pg_extension.extconfig registers every table and sequence for pg_dump (the views are not data)');
 SELECT is((SELECT extrelocatable FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), false,
           'the extension is not relocatable');
