@@ -185,6 +185,15 @@ void return_heads(FunctionCallInfo fcinfo, const std::vector<Head>& heads) {
   for (const Head& h : heads) result.add_row({pg::int8_value(h.seq), pg::bytea_value(h.hash)});
 }
 
+// audit_append and audit_append_batch after their arguments: append, then return (seq, hash) rows.
+Datum append_and_return(FunctionCallInfo fcinfo, const std::string& tenant, std::vector<Input>& inputs) {
+  pg::Spi spi;
+  const std::vector<Head> heads = append(spi, tenant, inputs);
+  spi.finish();
+  return_heads(fcinfo, heads);
+  return (Datum)0;
+}
+
 // An array argument's element i, or nullopt when the array is NULL.
 template <class T>
 std::optional<T> element(const std::optional<std::vector<std::optional<T>>>& array, std::size_t i) {
@@ -207,11 +216,7 @@ FY_FUNCTION(fy_audit_append) {
                               pg::bytea_arg(fcinfo, 5, "payload_digest", core::max_payload_digest_bytes, true, 1),
                               text(6, "payload_ref"), pg::optional_timestamptz_arg(fcinfo, 7),
                               pg::optional_uuid_arg(fcinfo, 8), nullptr));
-  pg::Spi spi;
-  const std::vector<Head> heads = append(spi, tenant, inputs);
-  spi.finish();
-  return_heads(fcinfo, heads);
-  return (Datum)0;
+  return append_and_return(fcinfo, tenant, inputs);
 }
 
 // audit_append_batch(tenant, actors, actions, resources, details, payload_digests, payload_refs,
@@ -251,11 +256,7 @@ FY_FUNCTION(fy_audit_append_batch) {
                                 std::move(digest), element(refs, i), element(occurred, i), element(event_ids, i),
                                 "s"));
   }
-  pg::Spi spi;
-  const std::vector<Head> heads = append(spi, tenant, inputs);
-  spi.finish();
-  return_heads(fcinfo, heads);
-  return (Datum)0;
+  return append_and_return(fcinfo, tenant, inputs);
 }
 
 // audit_head(tenant) -> (seq, hash); (0, genesis) for an empty chain
@@ -339,16 +340,10 @@ FY_FUNCTION(fy_audit_verify) {
   const pg::Value t = pg::text_value(tenant);
   std::int64_t head = 0;
   spi.run(head_seq, {t}, [&](const pg::Row& r) { head = *r.int8(1); });
-  std::optional<std::string> prev;
-  if (from_seq == 1) {
-    prev = core::genesis_hash();
-  } else {
-    spi.run(hash_at, {t, pg::int8_value(from_seq - 1)}, [&](const pg::Row& r) { prev = *r.bytea(1); });
-  }
-  core::ChainVerifier verifier(from_seq, prev.value_or(std::string()), anchor);
-  // The event before the range is missing only if the chain reaches it; a range past the head
-  // is empty (and an anchor beyond the head still reports the tail cut).
-  if (!prev && from_seq - 1 <= head) verifier.fail(from_seq - 1, "event " + std::to_string(from_seq - 1) + " is missing");
+  std::optional<std::string> hash_before;
+  if (from_seq > 1)
+    spi.run(hash_at, {t, pg::int8_value(from_seq - 1)}, [&](const pg::Row& r) { hash_before = *r.bytea(1); });
+  core::ChainVerifier verifier = core::ChainVerifier::for_range(from_seq, hash_before, head, anchor);
   const std::int64_t last = to_seq.value_or(std::numeric_limits<std::int64_t>::max());
   std::int64_t next = from_seq;
   std::vector<core::AuditEvent> events;
@@ -362,7 +357,7 @@ FY_FUNCTION(fy_audit_verify) {
     if (n < static_cast<std::uint64_t>(verify_page)) break;
     next = events.back().seq + 1;
   }
-  const core::Verification result = verifier.finish(to_seq ? std::min(*to_seq, head) : head);
+  const core::Verification result = verifier.finish_range(to_seq, head);
   spi.finish();
   pg::TableResult out(fcinfo);
   out.add_row({pg::bool_value(result.ok), pg::int8_value(result.checked),

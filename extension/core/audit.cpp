@@ -526,6 +526,15 @@ void throw_event_id_reused(const AuditEvent& stored) {
 ChainVerifier::ChainVerifier(std::int64_t from_seq, std::string prev_hash, std::optional<Anchor> anchor)
     : next_(from_seq), prev_(std::move(prev_hash)), anchor_(std::move(anchor)) {}
 
+ChainVerifier ChainVerifier::for_range(std::int64_t from_seq, const std::optional<std::string>& hash_before,
+                                       std::int64_t head_seq, std::optional<Anchor> anchor) {
+  if (from_seq == 1) return ChainVerifier(1, genesis_hash(), std::move(anchor));
+  ChainVerifier v(from_seq, hash_before.value_or(std::string()), std::move(anchor));
+  if (!hash_before && from_seq - 1 <= head_seq)
+    v.fail(from_seq - 1, "event " + std::to_string(from_seq - 1) + " is missing");
+  return v;
+}
+
 void ChainVerifier::fail(std::int64_t seq, std::string reason) {
   if (!result_.ok) return;
   result_.ok = false;

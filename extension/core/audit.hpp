@@ -118,6 +118,15 @@ struct Verification {
 class ChainVerifier {
  public:
   ChainVerifier(std::int64_t from_seq, std::string prev_hash, std::optional<Anchor> anchor = std::nullopt);
+  // The verifier of a stored range: from seq 1 it links to the genesis hash, from a later seq to
+  // `hash_before`, the stored hash of event from_seq - 1, which must be there if the chain
+  // (whose head is `head_seq`) reaches it. A range past the head is empty, not broken.
+  static ChainVerifier for_range(std::int64_t from_seq, const std::optional<std::string>& hash_before,
+                                 std::int64_t head_seq, std::optional<Anchor> anchor);
+  // finish() for a stored range: the chain must reach to_seq, or the head when to_seq is open.
+  Verification finish_range(std::optional<std::int64_t> to_seq, std::int64_t head_seq) {
+    return finish(to_seq && *to_seq < head_seq ? *to_seq : head_seq);
+  }
   // False once the chain is bad.
   bool add(const AuditEvent& event);
   // The chain must reach `expected_last` (the head the store records, or the anchor's seq).

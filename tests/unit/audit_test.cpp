@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/audit.hpp"
+#include "core_errors.hpp"
 
 namespace core = fy::core;
 
@@ -23,23 +24,8 @@ std::vector<std::string> read_lines(const std::string& name) {
   return lines;
 }
 
-std::string code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const core::Error& e) {
-    return e.sqlstate();
-  }
-  return "none";
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const core::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using unit::code_of;
+using unit::message_of;
 
 }  // namespace
 

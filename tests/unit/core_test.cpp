@@ -2,19 +2,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/core.hpp"
+#include "core_errors.hpp"
 
 namespace core = fy::core;
 
-namespace {
-std::string code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const core::Error& e) {
-    return e.sqlstate();
-  }
-  return "none";
-}
-}  // namespace
+using unit::code_of;
 
 BOOST_AUTO_TEST_SUITE(core_logic)
 

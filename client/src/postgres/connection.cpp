@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "core/core.hpp"
 #include "instruments.hpp"
 
 namespace forgeyard::detail {
@@ -38,35 +39,13 @@ bool PgResult::boolean(int row, int col) const {
 }
 
 std::string PgResult::bytea(int row, int col) const {
-  const char* s = value(row, col);
-  const std::size_t n = std::strlen(s);
-  if (n < 2 || s[0] != '\\' || s[1] != 'x' || n % 2 != 0) corrupt("not a hex bytea");
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  std::string out;
-  out.reserve((n - 2) / 2);
-  for (std::size_t i = 2; i < n; i += 2) {
-    const int hi = nibble(s[i]), lo = nibble(s[i + 1]);
-    if (hi < 0 || lo < 0) corrupt("not a hex bytea");
-    out.push_back(static_cast<char>(hi * 16 + lo));
-  }
-  return out;
+  const std::string_view s = value(row, col);
+  std::optional<std::string> bytes = s.starts_with("\\x") ? fy::core::from_hex(s.substr(2)) : std::nullopt;
+  if (!bytes) corrupt("not a hex bytea");
+  return *bytes;
 }
 
-std::string bytea_param(std::string_view bytes) {
-  static const char* hex = "0123456789abcdef";
-  std::string out = "\\x";
-  out.reserve(2 + bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(hex[c >> 4]);
-    out.push_back(hex[c & 15]);
-  }
-  return out;
-}
+std::string bytea_param(std::string_view bytes) { return "\\x" + fy::core::to_hex(bytes); }
 
 PgConnection::PgConnection(const std::string& url, bool prepared_statements)
     : prepared_statements_(prepared_statements) {

@@ -215,23 +215,18 @@ AuditVerification SqliteAudit::verify(std::string_view tenant_view, std::int64_t
         q.bind(1, tenant);
         if (q.step()) head = q.int64(0);
       }
-      std::optional<std::string> prev;
-      if (from_seq == 1) {
-        prev = core::genesis_hash();
-      } else {
+      std::optional<std::string> hash_before;
+      if (from_seq > 1) {
         auto q = db.query("SELECT hash FROM audit_events WHERE tenant_id = ?1 AND seq = ?2");
         q.bind(1, tenant).bind(2, from_seq - 1);
-        if (q.step()) prev = q.blob(0);
+        if (q.step()) hash_before = q.blob(0);
       }
-      core::ChainVerifier verifier(from_seq, prev.value_or(std::string()), core_anchor);
-      // As in the extension: a range past the head is empty, not broken.
-      if (!prev && from_seq - 1 <= head)
-        verifier.fail(from_seq - 1, "event " + std::to_string(from_seq - 1) + " is missing");
+      core::ChainVerifier verifier = core::ChainVerifier::for_range(from_seq, hash_before, head, core_anchor);
       const std::int64_t last = to_seq.value_or(std::numeric_limits<std::int64_t>::max());
       if (!verifier.bad())
         read_events(db, tenant, from_seq, last, std::numeric_limits<std::int64_t>::max(),
                     [&](const core::AuditEvent& e) { return verifier.add(e); });
-      result = verifier.finish(to_seq ? std::min(*to_seq, head) : head);
+      result = verifier.finish_range(to_seq, head);
     });
     return to_verification(result);
   });
