@@ -571,6 +571,20 @@ BOOST_AUTO_TEST_CASE(bad_audit_input_leaves_nothing) {
   BOOST_TEST(forgeyard::transition(*store, transition(1, "paid")).version == 2);  // the row was not held
 }
 
+BOOST_AUTO_TEST_CASE(a_refused_step_aborts_a_composed_transaction) {
+  // The Transaction& form, with the caller catching the error: the event is refused by the
+  // client before it reaches the database, yet the transaction is aborted as if the server had
+  // refused it, so the compare-and-set before it cannot commit alone.
+  const Snapshot before = snapshot();
+  auto tx = store->begin();
+  auto t = transition(1, "paid");
+  t.audit.details = "not json";
+  FY_CHECK_ERROR(forgeyard::transition(*tx, t), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(tx->audit().append(tenant, event("after")), ErrorKind::Internal, "25P02");
+  FY_CHECK_ERROR(tx->commit(), ErrorKind::Internal, "25P02");
+  check_unchanged(before);
+}
+
 BOOST_AUTO_TEST_CASE(a_connection_killed_before_commit_leaves_nothing) {
   const Snapshot before = snapshot();
   if (is_postgres()) {

@@ -73,7 +73,7 @@ AuditHead head_of(const PgResult& r, int row) { return AuditHead{r.int8(row, 0),
 }  // namespace
 
 AuditHead PgAudit::append(std::string_view tenant, const AuditEvent& event) {
-  return session_.instruments().measure("audit.append", [&] {
+  return session_.measure("audit.append", [&] {
     const fy::core::AuditEvent e = audit_input(tenant, event);
     PgResult r = session_.run(append_sql, {e.tenant, e.actor, e.action, e.resource, e.details,
                                            optional_bytea(e.payload_digest), e.payload_ref,
@@ -83,7 +83,7 @@ AuditHead PgAudit::append(std::string_view tenant, const AuditEvent& event) {
 }
 
 std::vector<AuditHead> PgAudit::append_batch(std::string_view tenant, const std::vector<AuditEvent>& events) {
-  return session_.instruments().measure("audit.append_batch", [&] {
+  return session_.measure("audit.append_batch", [&] {
     if (events.size() > static_cast<std::size_t>(fy::core::max_audit_batch))
       throw Error("22023", "a batch holds at most " + std::to_string(fy::core::max_audit_batch) + " events");
     std::vector<std::optional<std::string>> actors, actions, resources, details, digests, refs, occurred, ids;
@@ -109,12 +109,12 @@ std::vector<AuditHead> PgAudit::append_batch(std::string_view tenant, const std:
 }
 
 AuditHead PgAudit::head(std::string_view tenant) {
-  return session_.instruments().measure("audit.head", [&] { return head_of(session_.run(head_sql, {std::string(tenant)}), 0); });
+  return session_.measure("audit.head", [&] { return head_of(session_.run(head_sql, {std::string(tenant)}), 0); });
 }
 
 AuditVerification PgAudit::verify(std::string_view tenant, std::int64_t from_seq, std::optional<std::int64_t> to_seq,
                                   std::optional<AuditHead> anchor) {
-  return session_.instruments().measure("audit.verify", [&] {
+  return session_.measure("audit.verify", [&] {
     PgResult r = session_.run(
         verify_sql, {std::string(tenant), std::to_string(from_seq),
                      to_seq ? std::optional(std::to_string(*to_seq)) : std::nullopt,
@@ -130,7 +130,7 @@ AuditVerification PgAudit::verify(std::string_view tenant, std::int64_t from_seq
 }
 
 std::vector<AuditRecord> PgAudit::read(std::string_view tenant, std::int64_t from_seq, int max_events) {
-  return session_.instruments().measure("audit.read", [&] {
+  return session_.measure("audit.read", [&] {
     PgResult r = session_.run(read_sql, {std::string(tenant), std::to_string(from_seq), std::to_string(max_events)});
     std::vector<AuditRecord> out;
     for (int i = 0; i < r.rows(); ++i) {

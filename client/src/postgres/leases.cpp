@@ -33,33 +33,33 @@ std::string str(std::string_view s) { return std::string(s); }
 
 LeaseGrant PgLeases::acquire(std::string_view tenant, std::string_view resource, std::string_view owner,
                              Duration ttl) {
-  return session_.instruments().measure("lease.acquire", [&] {
+  return session_.measure("lease.acquire", [&] {
     PgResult r = session_.run(acquire_sql, {str(tenant), str(resource), str(owner), interval_param(ttl)});
     return LeaseGrant{r.boolean(0, 0), r.int8(0, 1), r.text(0, 2), from_unix_usecs(r.int8(0, 3))};
   });
 }
 
 TimePoint PgLeases::renew(std::string_view tenant, std::string_view resource, std::int64_t epoch, Duration ttl) {
-  return session_.instruments().measure("lease.renew", [&] {
+  return session_.measure("lease.renew", [&] {
     PgResult r = session_.run(renew_sql, {str(tenant), str(resource), std::to_string(epoch), interval_param(ttl)});
     return from_unix_usecs(r.int8(0, 0));
   });
 }
 
 bool PgLeases::release(std::string_view tenant, std::string_view resource, std::int64_t epoch) {
-  return session_.instruments().measure("lease.release", [&] {
+  return session_.measure("lease.release", [&] {
     return session_.run(release_sql, {str(tenant), str(resource), std::to_string(epoch)}).boolean(0, 0);
   });
 }
 
 void PgLeases::fence(std::string_view tenant, std::string_view resource, std::int64_t epoch) {
-  session_.instruments().measure("lease.fence", [&] {
+  session_.measure("lease.fence", [&] {
     session_.run(fence_sql, {str(tenant), str(resource), std::to_string(epoch)});
   });
 }
 
 std::optional<LeaseInfo> PgLeases::get(std::string_view tenant, std::string_view resource) {
-  return session_.instruments().measure("lease.get", [&]() -> std::optional<LeaseInfo> {
+  return session_.measure("lease.get", [&]() -> std::optional<LeaseInfo> {
     PgResult r = session_.run(get_sql, {str(tenant), str(resource)});
     if (r.rows() == 0) return std::nullopt;
     return LeaseInfo{r.text(0, 0), r.int8(0, 1), from_unix_usecs(r.int8(0, 2)), from_unix_usecs(r.int8(0, 3)),
@@ -68,7 +68,7 @@ std::optional<LeaseInfo> PgLeases::get(std::string_view tenant, std::string_view
 }
 
 std::vector<ReapedLease> PgLeases::reap(int max_leases, std::optional<std::string> tenant) {
-  return session_.instruments().measure("lease.reap", [&] {
+  return session_.measure("lease.reap", [&] {
     PgResult r = session_.run(reap_sql, {std::to_string(max_leases), tenant});
     std::vector<ReapedLease> out;
     for (int i = 0; i < r.rows(); ++i)

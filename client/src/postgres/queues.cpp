@@ -79,17 +79,17 @@ std::vector<Delivery> deliveries(const PgResult& r) {
 }  // namespace
 
 void PgQueues::create(std::string_view tenant, std::string_view queue, const QueueOptions& options) {
-  session_.instruments().measure("queue.create",
+  session_.measure("queue.create",
                                  [&] { session_.run(create_sql, {str(tenant), str(queue), options_json(options)}); });
 }
 
 bool PgQueues::drop(std::string_view tenant, std::string_view queue) {
-  return session_.instruments().measure(
+  return session_.measure(
       "queue.drop", [&] { return session_.run(drop_sql, {str(tenant), str(queue)}).boolean(0, 0); });
 }
 
 std::int64_t PgQueues::enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& m) {
-  return session_.instruments().measure("queue.enqueue", [&] {
+  return session_.measure("queue.enqueue", [&] {
     return session_
         .run(enqueue_sql, {str(tenant), str(queue), bytea_param(m.payload), m.event_id, m.partition_key,
                            str(to_string(m.priority)), interval_param(m.delay)})
@@ -99,14 +99,14 @@ std::int64_t PgQueues::enqueue(std::string_view tenant, std::string_view queue, 
 
 std::vector<Delivery> PgQueues::claim(std::string_view tenant, std::string_view queue, std::string_view consumer,
                                       int max_messages, std::optional<Duration> visibility) {
-  return session_.instruments().measure("queue.claim", [&] {
+  return session_.measure("queue.claim", [&] {
     return deliveries(session_.run(claim_sql, {str(tenant), str(queue), str(consumer), std::to_string(max_messages),
                                                visibility_param(visibility)}));
   });
 }
 
 void PgQueues::ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) {
-  session_.instruments().measure("queue.ack", [&] {
+  session_.measure("queue.ack", [&] {
     session_.run(ack_sql, {str(tenant), str(queue), std::to_string(msg_id), std::to_string(claim_token)});
   });
 }
@@ -114,7 +114,7 @@ void PgQueues::ack(std::string_view tenant, std::string_view queue, std::int64_t
 std::vector<Delivery> PgQueues::ack_and_claim(std::string_view tenant, std::string_view queue,
                                               std::string_view consumer, const std::vector<Ack>& acks,
                                               int max_messages, std::optional<Duration> visibility) {
-  return session_.instruments().measure("queue.ack_and_claim", [&] {
+  return session_.measure("queue.ack_and_claim", [&] {
     std::vector<std::int64_t> ids, tokens;
     for (const auto& [id, token] : acks) ids.push_back(id), tokens.push_back(token);
     return deliveries(session_.run(ack_and_claim_sql,
@@ -126,7 +126,7 @@ std::vector<Delivery> PgQueues::ack_and_claim(std::string_view tenant, std::stri
 
 NackOutcome PgQueues::nack(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
                            std::int64_t claim_token, std::string_view error, bool permanent) {
-  return session_.instruments().measure("queue.nack", [&] {
+  return session_.measure("queue.nack", [&] {
     const std::string outcome = session_
                                     .run(nack_sql, {str(tenant), str(queue), std::to_string(msg_id),
                                                     std::to_string(claim_token), str(error),
@@ -140,7 +140,7 @@ NackOutcome PgQueues::nack(std::string_view tenant, std::string_view queue, std:
 
 TimePoint PgQueues::extend(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
                            std::int64_t claim_token, Duration visibility) {
-  return session_.instruments().measure("queue.extend", [&] {
+  return session_.measure("queue.extend", [&] {
     return from_unix_usecs(session_
                                .run(extend_sql, {str(tenant), str(queue), std::to_string(msg_id),
                                                  std::to_string(claim_token), interval_param(visibility)})
@@ -149,7 +149,7 @@ TimePoint PgQueues::extend(std::string_view tenant, std::string_view queue, std:
 }
 
 QueueStats PgQueues::stats(std::string_view tenant, std::string_view queue) {
-  return session_.instruments().measure("queue.stats", [&] {
+  return session_.measure("queue.stats", [&] {
     PgResult r = session_.run(stats_sql, {str(tenant), str(queue)});
     QueueStats s{r.int8(0, 0), r.int8(0, 1), r.int8(0, 2), r.int8(0, 3), r.int8(0, 4), std::nullopt, r.text(0, 6)};
     if (!r.is_null(0, 5)) s.oldest_ready_age = Duration(r.int8(0, 5));
@@ -159,7 +159,7 @@ QueueStats PgQueues::stats(std::string_view tenant, std::string_view queue) {
 
 std::vector<DeadLetter> PgQueues::dead_letters(std::string_view tenant, std::string_view queue,
                                                std::int64_t after_msg_id, int max_rows) {
-  return session_.instruments().measure("queue.dead_letters", [&] {
+  return session_.measure("queue.dead_letters", [&] {
     PgResult r = session_.run(dead_list_sql, {str(tenant), str(queue), std::to_string(after_msg_id),
                                               std::to_string(max_rows)});
     std::vector<DeadLetter> out;
@@ -182,7 +182,7 @@ std::vector<DeadLetter> PgQueues::dead_letters(std::string_view tenant, std::str
 
 int PgQueues::redrive(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids,
                       int max_rows) {
-  return session_.instruments().measure("queue.redrive", [&] {
+  return session_.measure("queue.redrive", [&] {
     return static_cast<int>(
         session_.run(redrive_sql, {str(tenant), str(queue), ids_param(msg_ids, true), std::to_string(max_rows)})
             .int8(0, 0));
@@ -190,13 +190,13 @@ int PgQueues::redrive(std::string_view tenant, std::string_view queue, const std
 }
 
 int PgQueues::purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) {
-  return session_.instruments().measure("queue.purge_dead", [&] {
+  return session_.measure("queue.purge_dead", [&] {
     return static_cast<int>(session_.run(purge_dead_sql, {str(tenant), str(queue), ids_param(msg_ids, true)}).int8(0, 0));
   });
 }
 
 bool PgQueues::inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) {
-  return session_.instruments().measure("inbox.accept", [&] {
+  return session_.measure("inbox.accept", [&] {
     return session_.run(inbox_sql, {str(tenant), str(consumer), str(event_id)}).boolean(0, 0);
   });
 }

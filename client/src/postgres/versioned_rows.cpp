@@ -39,18 +39,18 @@ std::string str(std::string_view s) { return std::string(s); }
 }  // namespace
 
 void PgVersionedRows::enable(std::string_view table) {
-  session_.instruments().measure("cas.enable", [&] { session_.run(enable_sql, {str(table)}); });
+  session_.measure("cas.enable", [&] { session_.run(enable_sql, {str(table)}); });
 }
 
 std::int64_t PgVersionedRows::update(std::string_view table, const Fields& key, std::int64_t expected,
                                      const Fields& changes) {
-  return session_.instruments().measure("cas.update", [&] {
+  return session_.measure("cas.update", [&] {
     return session_.run(update_sql, {str(table), to_json(key), std::to_string(expected), to_json(changes)}).int8(0, 0);
   });
 }
 
 std::optional<VersionedRow> PgVersionedRows::get(std::string_view table, const Fields& key) {
-  return session_.instruments().measure("cas.get", [&]() -> std::optional<VersionedRow> {
+  return session_.measure("cas.get", [&]() -> std::optional<VersionedRow> {
     PgResult r = session_.run(get_sql, {str(table), to_json(key)});
     if (r.rows() == 0) return std::nullopt;
     VersionedRow row;
@@ -65,7 +65,7 @@ std::optional<VersionedRow> PgVersionedRows::get(std::string_view table, const F
 
 IdempotencyBegin PgIdempotency::begin(const IdempotencyKey& key, const Bytes& request_digest, Duration lock_ttl,
                                       Duration retain) {
-  return session_.instruments().measure("idem.begin", [&] {
+  return session_.measure("idem.begin", [&] {
     PgResult r = session_.run(begin_sql, {key.tenant, key.scope, key.key, bytea_param(request_digest),
                                           interval_param(lock_ttl), interval_param(retain)});
     IdempotencyBegin b;
@@ -80,13 +80,13 @@ IdempotencyBegin PgIdempotency::begin(const IdempotencyKey& key, const Bytes& re
 }
 
 void PgIdempotency::checkpoint(const IdempotencyKey& key, std::string_view recovery_point, std::int64_t attempt) {
-  session_.instruments().measure("idem.checkpoint", [&] {
+  session_.measure("idem.checkpoint", [&] {
     session_.run(checkpoint_sql, {key.tenant, key.scope, key.key, str(recovery_point), std::to_string(attempt)});
   });
 }
 
 void PgIdempotency::complete(const IdempotencyKey& key, const std::optional<Bytes>& response, std::int64_t attempt) {
-  session_.instruments().measure("idem.complete", [&] {
+  session_.measure("idem.complete", [&] {
     session_.run(complete_sql, {key.tenant, key.scope, key.key,
                                 response ? std::optional<std::string>(bytea_param(*response)) : std::nullopt,
                                 std::to_string(attempt)});
@@ -94,13 +94,13 @@ void PgIdempotency::complete(const IdempotencyKey& key, const std::optional<Byte
 }
 
 void PgIdempotency::abandon(const IdempotencyKey& key, std::int64_t attempt) {
-  session_.instruments().measure("idem.abandon", [&] {
+  session_.measure("idem.abandon", [&] {
     session_.run(abandon_sql, {key.tenant, key.scope, key.key, std::to_string(attempt)});
   });
 }
 
 std::optional<IdempotencyStatus> PgIdempotency::status(const IdempotencyKey& key) {
-  return session_.instruments().measure("idem.status", [&]() -> std::optional<IdempotencyStatus> {
+  return session_.measure("idem.status", [&]() -> std::optional<IdempotencyStatus> {
     PgResult r = session_.run(status_sql, {key.tenant, key.scope, key.key});
     if (r.rows() == 0) return std::nullopt;
     IdempotencyStatus s;
@@ -114,7 +114,7 @@ std::optional<IdempotencyStatus> PgIdempotency::status(const IdempotencyKey& key
 }
 
 int PgIdempotency::purge(int max_keys, std::optional<std::string> tenant) {
-  return session_.instruments().measure("idem.purge", [&] {
+  return session_.measure("idem.purge", [&] {
     return static_cast<int>(session_.run(purge_sql, {std::to_string(max_keys), tenant}).int8(0, 0));
   });
 }

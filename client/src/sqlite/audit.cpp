@@ -130,7 +130,7 @@ void check_tenant_name(std::string_view tenant) { core::check_name("tenant", tru
 }  // namespace
 
 AuditHead SqliteAudit::append(std::string_view tenant, const AuditEvent& event) {
-  return session_.instruments().measure("audit.append", [&] {
+  return session_.measure("audit.append", [&] {
     std::vector<Input> inputs{make_input(tenant, event)};
     std::vector<AuditHead> heads;
     session_.write([&](Db& db) { heads = core_guarded([&] { return append_events(db, session_.now_usecs(), std::string(tenant), inputs); }); });
@@ -139,7 +139,7 @@ AuditHead SqliteAudit::append(std::string_view tenant, const AuditEvent& event) 
 }
 
 std::vector<AuditHead> SqliteAudit::append_batch(std::string_view tenant, const std::vector<AuditEvent>& events) {
-  return session_.instruments().measure("audit.append_batch", [&] {
+  return session_.measure("audit.append_batch", [&] {
     core_guarded([&] { check_tenant_name(tenant); });
     if (events.size() > static_cast<std::size_t>(core::max_audit_batch))
       throw Error("22023", "a batch holds at most " + std::to_string(core::max_audit_batch) + " events");
@@ -153,7 +153,7 @@ std::vector<AuditHead> SqliteAudit::append_batch(std::string_view tenant, const 
 }
 
 AuditHead SqliteAudit::head(std::string_view tenant) {
-  return session_.instruments().measure("audit.head", [&] {
+  return session_.measure("audit.head", [&] {
     core_guarded([&] { check_tenant_name(tenant); });
     AuditHead head{0, core::genesis_hash()};
     session_.write([&](Db& db) {
@@ -200,7 +200,7 @@ void read_events(Db& db, const std::string& tenant, std::int64_t from_seq, std::
 
 AuditVerification SqliteAudit::verify(std::string_view tenant_view, std::int64_t from_seq,
                                       std::optional<std::int64_t> to_seq, std::optional<AuditHead> anchor) {
-  return session_.instruments().measure("audit.verify", [&] {
+  return session_.measure("audit.verify", [&] {
     const std::string tenant(tenant_view);
     const std::optional<core::Anchor> core_anchor = to_anchor(anchor);
     core_guarded([&] {
@@ -233,7 +233,7 @@ AuditVerification SqliteAudit::verify(std::string_view tenant_view, std::int64_t
 }
 
 std::vector<AuditRecord> SqliteAudit::read(std::string_view tenant, std::int64_t from_seq, int max_events) {
-  return session_.instruments().measure("audit.read", [&] {
+  return session_.measure("audit.read", [&] {
     core_guarded([&] { check_tenant_name(tenant); });
     if (from_seq < 1) throw Error("22023", "from_seq must be at least 1");
     if (max_events < 1 || max_events > 10000) throw Error("22023", "max_events must be between 1 and 10000");

@@ -47,7 +47,7 @@ Stored require_key(Db& db, const IdempotencyKey& key) {
 
 IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes& request_digest, Duration lock_ttl,
                                           Duration retain) {
-  return session_.instruments().measure("idem.begin", [&] {
+  return session_.measure("idem.begin", [&] {
     return core_guarded([&] {
       check_key(key);
       if (request_digest.empty()) throw Error("22023", "request_digest must not be empty");
@@ -114,7 +114,7 @@ IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes
 }
 
 void SqliteIdempotency::checkpoint(const IdempotencyKey& key, std::string_view recovery_point, std::int64_t attempt) {
-  session_.instruments().measure("idem.checkpoint", [&] {
+  session_.measure("idem.checkpoint", [&] {
     core_guarded([&] {
       check_key(key);
       if (recovery_point.size() > fy::core::max_recovery_point_bytes)
@@ -134,7 +134,7 @@ void SqliteIdempotency::checkpoint(const IdempotencyKey& key, std::string_view r
 
 void SqliteIdempotency::complete(const IdempotencyKey& key, const std::optional<Bytes>& response,
                                  std::int64_t attempt) {
-  session_.instruments().measure("idem.complete", [&] {
+  session_.measure("idem.complete", [&] {
     core_guarded([&] {
       check_key(key);
       if (response && response->size() > fy::core::max_response_bytes)
@@ -154,7 +154,7 @@ void SqliteIdempotency::complete(const IdempotencyKey& key, const std::optional<
 }
 
 void SqliteIdempotency::abandon(const IdempotencyKey& key, std::int64_t attempt) {
-  session_.instruments().measure("idem.abandon", [&] {
+  session_.measure("idem.abandon", [&] {
     core_guarded([&] {
       check_key(key);
       session_.write([&](Db& db) {
@@ -168,7 +168,7 @@ void SqliteIdempotency::abandon(const IdempotencyKey& key, std::int64_t attempt)
 }
 
 std::optional<IdempotencyStatus> SqliteIdempotency::status(const IdempotencyKey& key) {
-  return session_.instruments().measure("idem.status", [&] {
+  return session_.measure("idem.status", [&] {
     return core_guarded([&] {
       check_key(key);
       std::optional<IdempotencyStatus> out;
@@ -189,7 +189,7 @@ std::optional<IdempotencyStatus> SqliteIdempotency::status(const IdempotencyKey&
 }
 
 int SqliteIdempotency::purge(int max_keys, std::optional<std::string> tenant) {
-  return session_.instruments().measure("idem.purge", [&] {
+  return session_.measure("idem.purge", [&] {
     return core_guarded([&] {
       if (max_keys <= 0) throw Error("22023", "max_keys must be positive");
       if (tenant) fy::core::check_name("tenant", true, *tenant, fy::core::max_tenant_bytes);

@@ -36,7 +36,7 @@ std::int64_t check_ttl(Duration ttl) {
 
 LeaseGrant SqliteLeases::acquire(std::string_view tenant, std::string_view resource, std::string_view owner,
                                  Duration ttl) {
-  return session_.instruments().measure("lease.acquire", [&] {
+  return session_.measure("lease.acquire", [&] {
     return core_guarded([&] {
       check_key(tenant, resource);
       fy::core::check_name("owner", true, owner, max_owner_bytes);
@@ -86,7 +86,7 @@ LeaseGrant SqliteLeases::acquire(std::string_view tenant, std::string_view resou
 
 TimePoint SqliteLeases::renew(std::string_view tenant, std::string_view resource, std::int64_t epoch,
                               Duration ttl) {
-  return session_.instruments().measure("lease.renew", [&] {
+  return session_.measure("lease.renew", [&] {
     return core_guarded([&] {
       check_key(tenant, resource);
       const std::int64_t ttl_us = check_ttl(ttl);
@@ -106,7 +106,7 @@ TimePoint SqliteLeases::renew(std::string_view tenant, std::string_view resource
 }
 
 bool SqliteLeases::release(std::string_view tenant, std::string_view resource, std::int64_t epoch) {
-  return session_.instruments().measure("lease.release", [&] {
+  return session_.measure("lease.release", [&] {
     return core_guarded([&] {
       check_key(tenant, resource);
       bool released = false;
@@ -124,7 +124,7 @@ bool SqliteLeases::release(std::string_view tenant, std::string_view resource, s
 void SqliteLeases::fence(std::string_view tenant, std::string_view resource, std::int64_t epoch) {
   // The write transaction (BEGIN IMMEDIATE) holds SQLite's write lock until it ends, so the
   // grant cannot change hands before the caller's transaction commits or rolls back.
-  session_.instruments().measure("lease.fence", [&] {
+  session_.measure("lease.fence", [&] {
     core_guarded([&] {
       check_key(tenant, resource);
       session_.write([&](Db& db) {
@@ -137,7 +137,7 @@ void SqliteLeases::fence(std::string_view tenant, std::string_view resource, std
 }
 
 std::optional<LeaseInfo> SqliteLeases::get(std::string_view tenant, std::string_view resource) {
-  return session_.instruments().measure("lease.get", [&] {
+  return session_.measure("lease.get", [&] {
     return core_guarded([&] {
       check_key(tenant, resource);
       std::optional<LeaseInfo> info;
@@ -160,7 +160,7 @@ std::optional<LeaseInfo> SqliteLeases::get(std::string_view tenant, std::string_
 }
 
 std::vector<ReapedLease> SqliteLeases::reap(int max_leases, std::optional<std::string> tenant) {
-  return session_.instruments().measure("lease.reap", [&] {
+  return session_.measure("lease.reap", [&] {
     return core_guarded([&] {
       if (max_leases <= 0) throw Error("22023", "max_leases must be positive");
       if (tenant) fy::core::check_name("tenant", true, *tenant, max_tenant_bytes);

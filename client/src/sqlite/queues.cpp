@@ -267,7 +267,7 @@ void ack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t token,
 }  // namespace
 
 void SqliteQueues::create(std::string_view tenant, std::string_view queue, const QueueOptions& options) {
-  session_.instruments().measure("queue.create", [&] {
+  session_.measure("queue.create", [&] {
     core_guarded([&] {
       check_queue_name(tenant, queue);
       const fy::core::QueueOptions o = core_options(options);
@@ -296,7 +296,7 @@ void SqliteQueues::create(std::string_view tenant, std::string_view queue, const
 }
 
 bool SqliteQueues::drop(std::string_view tenant, std::string_view queue) {
-  return session_.instruments().measure("queue.drop", [&] {
+  return session_.measure("queue.drop", [&] {
     return core_guarded([&] {
       check_queue_name(tenant, queue);
       bool dropped = false;
@@ -313,7 +313,7 @@ bool SqliteQueues::drop(std::string_view tenant, std::string_view queue) {
 }
 
 std::int64_t SqliteQueues::enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& message) {
-  return session_.instruments().measure("queue.enqueue", [&] {
+  return session_.measure("queue.enqueue", [&] {
     return core_guarded([&] {
       std::int64_t msg_id = 0;
       session_.write([&](Db& db) { msg_id = enqueue_one(db, load(db, tenant, queue), message, session_.now_usecs()); });
@@ -324,7 +324,7 @@ std::int64_t SqliteQueues::enqueue(std::string_view tenant, std::string_view que
 
 std::vector<Delivery> SqliteQueues::claim(std::string_view tenant, std::string_view queue, std::string_view consumer,
                                           int max_messages, std::optional<Duration> visibility) {
-  return session_.instruments().measure("queue.claim", [&] {
+  return session_.measure("queue.claim", [&] {
     return core_guarded([&] {
       std::vector<Delivery> out;
       session_.write([&](Db& db) {
@@ -337,7 +337,7 @@ std::vector<Delivery> SqliteQueues::claim(std::string_view tenant, std::string_v
 }
 
 void SqliteQueues::ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) {
-  session_.instruments().measure("queue.ack", [&] {
+  session_.measure("queue.ack", [&] {
     core_guarded([&] {
       session_.write([&](Db& db) { ack_in(db, load(db, tenant, queue), msg_id, claim_token, session_.now_usecs()); });
     });
@@ -347,7 +347,7 @@ void SqliteQueues::ack(std::string_view tenant, std::string_view queue, std::int
 std::vector<Delivery> SqliteQueues::ack_and_claim(std::string_view tenant, std::string_view queue,
                                                   std::string_view consumer, const std::vector<Ack>& acks,
                                                   int max_messages, std::optional<Duration> visibility) {
-  return session_.instruments().measure("queue.ack_and_claim", [&] {
+  return session_.measure("queue.ack_and_claim", [&] {
     return core_guarded([&] {
       std::vector<Delivery> out;
       session_.write([&](Db& db) {
@@ -363,7 +363,7 @@ std::vector<Delivery> SqliteQueues::ack_and_claim(std::string_view tenant, std::
 
 NackOutcome SqliteQueues::nack(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
                                std::int64_t claim_token, std::string_view error, bool permanent) {
-  return session_.instruments().measure("queue.nack", [&] {
+  return session_.measure("queue.nack", [&] {
     return core_guarded([&] {
       if (error.size() > fy::core::max_error_bytes)
         throw Error("22001", "error is longer than " + std::to_string(fy::core::max_error_bytes) + " bytes");
@@ -394,7 +394,7 @@ NackOutcome SqliteQueues::nack(std::string_view tenant, std::string_view queue, 
 
 TimePoint SqliteQueues::extend(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
                                std::int64_t claim_token, Duration visibility) {
-  return session_.instruments().measure("queue.extend", [&] {
+  return session_.measure("queue.extend", [&] {
     return core_guarded([&] {
       const std::int64_t v =
           fy::core::check_duration("visibility", {0, 0, visibility.count()}, fy::core::max_queue_duration_usecs);
@@ -414,7 +414,7 @@ TimePoint SqliteQueues::extend(std::string_view tenant, std::string_view queue, 
 }
 
 QueueStats SqliteQueues::stats(std::string_view tenant, std::string_view queue) {
-  return session_.instruments().measure("queue.stats", [&] {
+  return session_.measure("queue.stats", [&] {
     return core_guarded([&] {
       QueueStats s;
       session_.write([&](Db& db) {
@@ -440,7 +440,7 @@ QueueStats SqliteQueues::stats(std::string_view tenant, std::string_view queue) 
 
 std::vector<DeadLetter> SqliteQueues::dead_letters(std::string_view tenant, std::string_view queue,
                                                    std::int64_t after_msg_id, int max_rows) {
-  return session_.instruments().measure("queue.dead_letters", [&] {
+  return session_.measure("queue.dead_letters", [&] {
     return core_guarded([&] {
       if (max_rows < 1 || max_rows > 10000) throw Error("22023", "max_rows must be between 1 and 10000");
       std::vector<DeadLetter> out;
@@ -472,7 +472,7 @@ std::vector<DeadLetter> SqliteQueues::dead_letters(std::string_view tenant, std:
 
 int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids,
                           int max_rows) {
-  return session_.instruments().measure("queue.redrive", [&] {
+  return session_.measure("queue.redrive", [&] {
     return core_guarded([&] {
       if (max_rows < 1 || max_rows > 10000) throw Error("22023", "max_rows must be between 1 and 10000");
       int redriven = 0;
@@ -519,7 +519,7 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
 }
 
 int SqliteQueues::purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) {
-  return session_.instruments().measure("queue.purge_dead", [&] {
+  return session_.measure("queue.purge_dead", [&] {
     return core_guarded([&] {
       int purged = 0;
       session_.write([&](Db& db) {
@@ -540,7 +540,7 @@ int SqliteQueues::purge_dead(std::string_view tenant, std::string_view queue, co
 }
 
 bool SqliteQueues::inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) {
-  return session_.instruments().measure("inbox.accept", [&] {
+  return session_.measure("inbox.accept", [&] {
     return core_guarded([&] {
       fy::core::check_name("tenant", true, tenant, fy::core::max_tenant_bytes);
       fy::core::check_name("consumer", true, consumer, fy::core::max_consumer_bytes);

@@ -110,6 +110,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   }
   std::int64_t now_usecs() override { return shared_.now_usecs(); }
   Instruments& instruments() override { return shared_.instruments; }
+  void failed() override { failed_ = true; }
 
   Shared& shared_;
   TransactionState state_;

@@ -168,7 +168,7 @@ std::string key_condition(const Fields& key) {
 }  // namespace
 
 void SqliteVersionedRows::enable(std::string_view table) {
-  session_.instruments().measure("cas.enable", [&] {
+  session_.measure("cas.enable", [&] {
     session_.write([&](Db& db) {
       const Table t = describe(db, table);
       auto column = t.columns.find(fy::core::version_column);
@@ -193,7 +193,7 @@ void SqliteVersionedRows::enable(std::string_view table) {
 
 std::int64_t SqliteVersionedRows::update(std::string_view table, const Fields& key, std::int64_t expected,
                                          const Fields& changes) {
-  return session_.instruments().measure("cas.update", [&] {
+  return session_.measure("cas.update", [&] {
     std::int64_t version = 0;
     session_.write([&](Db& db) {
       const Table t = versioned_table(db, table);
@@ -226,7 +226,7 @@ std::int64_t SqliteVersionedRows::update(std::string_view table, const Fields& k
 }
 
 std::optional<VersionedRow> SqliteVersionedRows::get(std::string_view table, const Fields& key) {
-  return session_.instruments().measure("cas.get", [&] {
+  return session_.measure("cas.get", [&] {
     std::optional<VersionedRow> row;
     session_.write([&](Db& db) {
       const Table t = versioned_table(db, table);
