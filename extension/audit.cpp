@@ -21,6 +21,14 @@ constexpr int max_read_events = 10000;
 
 [[noreturn]] void invalid(const std::string& message) { throw core::Error(core::sqlstate::invalid_parameter, message); }
 
+// The chain hashes text as UTF-8 bytes (the encoding the SQLite shim, the offline verifier and
+// the test vectors use); in a database of another encoding the same event would hash otherwise.
+void require_utf8() {
+  if (!pg::database_is_utf8())
+    throw core::Error("0A000", "the audit log needs a database with UTF8 encoding",
+                      "its hashes are over UTF-8 text, so that every store and the offline verifier agree");
+}
+
 // A timestamp argument in microseconds since 1970, within the years 1..9999 (checked before
 // converting, so the conversion cannot overflow).
 std::int64_t finite_usecs(TimestampTz t, const char* argument) {
@@ -126,6 +134,7 @@ std::optional<Head> replayed(pg::Spi& spi, const pg::Value& tenant, const Input&
 // event is inserted and the head moved in one statement; a batch inserts its events and moves
 // the head once at the end (a row updated per event would leave a version per event to skip).
 std::vector<Head> append(pg::Spi& spi, const std::string& tenant, std::vector<Input>& inputs) {
+  require_utf8();
 #define FY_INSERT_EVENT                                                                                     \
   "INSERT INTO forgeyard.audit_events (tenant_id, seq, event_id, occurred_at, recorded_at, actor, action," \
   "   resource, details, payload_digest, payload_ref, prev_hash, hash)"                                    \
@@ -209,12 +218,14 @@ using namespace fy;
 //   -> (seq, hash)
 FY_FUNCTION(fy_audit_append) {
   const std::string tenant = pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes);
-  auto text = [&](int n, const char* name) { return pg::text_arg(fcinfo, n, name, 1 << 20, true); };
+  auto text = [&](int n, const char* name, std::size_t max_bytes) {
+    return pg::text_arg(fcinfo, n, name, max_bytes, true);
+  };
   std::vector<Input> inputs;
-  inputs.push_back(make_input(tenant, text(1, "actor"), text(2, "action"), text(3, "resource"),
-                              pg::optional_jsonb_text_arg(fcinfo, 4),
+  inputs.push_back(make_input(tenant, text(1, "actor", core::max_actor_bytes), text(2, "action", core::max_action_bytes),
+                              text(3, "resource", core::max_resource_bytes), pg::optional_jsonb_text_arg(fcinfo, 4),
                               pg::bytea_arg(fcinfo, 5, "payload_digest", core::max_payload_digest_bytes, true, 1),
-                              text(6, "payload_ref"), pg::optional_timestamptz_arg(fcinfo, 7),
+                              text(6, "payload_ref", core::max_payload_ref_bytes), pg::optional_timestamptz_arg(fcinfo, 7),
                               pg::optional_uuid_arg(fcinfo, 8), nullptr));
   return append_and_return(fcinfo, tenant, inputs);
 }
@@ -319,6 +330,7 @@ std::uint64_t read_events(pg::Spi& spi, const std::string& tenant, std::int64_t 
 
 // audit_verify(tenant, from_seq, to_seq, anchor_seq, anchor_hash) -> (ok, checked, first_bad_seq, reason)
 FY_FUNCTION(fy_audit_verify) {
+  require_utf8();
   static pg::Statement head_seq(
       "SELECT h.seq FROM forgeyard.audit_heads h WHERE h.tenant_id OPERATOR(pg_catalog.=) $1", {TEXTOID});
   static pg::Statement hash_at(
@@ -400,6 +412,7 @@ FY_FUNCTION(fy_audit_read) {
 // audit_hash(tenant, seq, event_id, occurred_at, recorded_at, actor, action, resource, details,
 //            payload_digest, payload_ref, prev_hash) -> bytea
 FY_FUNCTION(fy_audit_hash) {
+  require_utf8();
   core::AuditEvent e;
   e.tenant = pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes);
   e.seq = pg::int8_arg(fcinfo, 1, "seq");
@@ -418,7 +431,7 @@ FY_FUNCTION(fy_audit_hash) {
   e.resource = pg::name_arg(fcinfo, 7, "resource", core::max_resource_bytes);
   if (std::optional<std::string> d = pg::optional_jsonb_text_arg(fcinfo, 8)) e.details = core::canonical_details(*d);
   e.payload_digest = pg::bytea_arg(fcinfo, 9, "payload_digest", core::max_payload_digest_bytes, true, 1);
-  e.payload_ref = pg::text_arg(fcinfo, 10, "payload_ref", 1 << 20, true);
+  e.payload_ref = pg::text_arg(fcinfo, 10, "payload_ref", core::max_payload_ref_bytes, true);
   const std::optional<std::string> prev = pg::bytea_arg(fcinfo, 11, "prev_hash", 1 << 10, false);
   if (prev->size() != core::hash_bytes) invalid("prev_hash must be 32 bytes");
   e.prev_hash = *prev;
@@ -429,6 +442,7 @@ FY_FUNCTION(fy_audit_hash) {
 
 // audit_canonical_details(details jsonb) -> text
 FY_FUNCTION(fy_audit_canonical_details) {
+  require_utf8();
   const std::optional<std::string> d = pg::optional_jsonb_text_arg(fcinfo, 0);
   if (!d) throw core::Error(core::sqlstate::null_value, "details must not be NULL");
   return pg::text_value(core::canonical_details(*d)).datum;

@@ -4,6 +4,12 @@
 #include <cstdio>
 #include <cstring>
 
+// Compiled on its own into the extension and the client: nothing core includes may bring in
+// PostgreSQL, libpq or SQLite.
+#if defined(PG_VERSION_NUM) || defined(POSTGRES_H) || defined(LIBPQ_FE_H) || defined(SQLITE_VERSION_NUMBER)
+#error "extension/core is pure logic: it must not include PostgreSQL, libpq or SQLite headers"
+#endif
+
 namespace fy::core {
 namespace {
 
@@ -46,9 +52,11 @@ class Parser {
     i_ += word.size();
   }
 
+  // `depth` counts the objects and arrays around the value, this one included when it is one.
   Json value(int depth) {
-    if (depth > max_depth_) fail("nested deeper than " + std::to_string(max_depth_) + " levels");
     if (i_ >= s_.size()) fail("unexpected end");
+    if ((s_[i_] == '{' || s_[i_] == '[') && depth > max_depth_)
+      fail("nested deeper than " + std::to_string(max_depth_) + " levels");
     Json v;
     switch (s_[i_]) {
       case '{': {
@@ -646,6 +654,9 @@ Verification verify_exported_chain(const std::vector<std::string>& lines, const 
     }
     if (!verifier) {
       tenant = e.tenant;
+      if (anchor && anchor->seq < e.seq)
+        invalid("the anchor (seq " + std::to_string(anchor->seq) + ") is before the first exported event (seq " +
+                std::to_string(e.seq) + ")");
       verifier.emplace(e.seq, e.seq == 1 ? genesis_hash() : e.prev_hash, anchor);
     } else if (e.tenant != tenant) {
       verifier->fail(verifier->next_seq(), "line " + std::to_string(number) + " belongs to another tenant");

@@ -47,7 +47,8 @@ struct Json {
   const Json* find(std::string_view key) const;
 };
 
-// Strict RFC 8259 JSON (UTF-8, no \u0000, no lone surrogates, nesting up to max_depth);
+// Strict RFC 8259 JSON (UTF-8, no \u0000, no lone surrogates, at most max_depth objects and
+// arrays inside each other);
 // anything else is 22023 naming `argument`.
 Json parse_json(std::string_view text, const char* argument, int max_depth = max_details_depth);
 
@@ -156,7 +157,8 @@ std::string audit_json_line(const AuditEvent& event);
 AuditEvent parse_audit_json_line(std::string_view line);
 
 // Verifies an exported chain (lines of one tenant in seq order, possibly starting after seq 1:
-// the first line's prev_hash is then trusted). Blank lines are skipped.
+// the first line's prev_hash is then trusted). Blank lines are skipped. An anchor before the
+// first line cannot be checked: 22023.
 Verification verify_exported_chain(const std::vector<std::string>& lines, const std::optional<Anchor>& anchor);
 
 // ---- Text forms ----------------------------------------------------------------------------

@@ -1,5 +1,9 @@
 #include "pg/spi.hpp"
 
+extern "C" {
+#include "mb/pg_wchar.h"
+}
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -39,6 +43,8 @@ std::string random_uuid() {
   b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
   return std::string(reinterpret_cast<const char*>(b), UUID_LEN);
 }
+
+bool database_is_utf8() { return GetDatabaseEncoding() == PG_UTF8; }
 
 Value optional_uuid_value(const std::optional<std::string>& bytes16) {
   return bytes16 ? uuid_value(*bytes16) : null_value();

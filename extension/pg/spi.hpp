@@ -31,6 +31,8 @@ Value uuid_value(std::string_view bytes16);
 Value optional_uuid_value(const std::optional<std::string>& bytes16);
 // 16 bytes of a new random (version 4) UUID, from pg_strong_random.
 std::string random_uuid();
+// Whether the current database stores text as UTF-8.
+bool database_is_utf8();
 Value interval_value(std::int64_t usecs);
 Value optional_bytea_value(const std::optional<std::string>& bytes);
 

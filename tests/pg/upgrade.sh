@@ -4,7 +4,8 @@
 # ALTER EXTENSION forgeyard UPDATE. Its old state must survive, the new API must
 # work (also for roles granted before the update), and its catalog (functions, tables, columns,
 # indexes, constraints, views, grants, comments, config-dump and membership) must equal a fresh
-# install of the new version. Runs against the cluster of scripts/test.sh.
+# install of the new version. Last, the audit log refuses a database that is not UTF8.
+# Runs against the cluster of scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${CLUSTER_DIR:?run through scripts/test.sh}"
@@ -17,7 +18,7 @@ check() {  # check DB DESCRIPTION CONDITION
   if [ "$(q "$1" "SELECT ($3)::text")" != "true" ]; then echo "FAIL: $2"; exit 1; fi
   echo "ok - $2"
 }
-cleanup() { dropdb --if-exists "$old"; dropdb --if-exists "$prev"; dropdb --if-exists "$new"; q postgres "DROP ROLE IF EXISTS fy_upgrade_app" >/dev/null; }
+cleanup() { dropdb --if-exists "$old"; dropdb --if-exists "$prev"; dropdb --if-exists "$new"; dropdb --if-exists fy_latin1; q postgres "DROP ROLE IF EXISTS fy_upgrade_app" >/dev/null; }
 cleanup
 
 q postgres "CREATE ROLE fy_upgrade_app"
@@ -68,4 +69,14 @@ for db in "$old" "$prev"; do
   fi
   echo "ok - $db: the upgraded catalog equals a fresh install ($lines catalog lines compared)"
 done
+# A database that is not UTF8 installs the extension, but its audit log refuses to work: the chain
+# hashes UTF-8 text, and another encoding would hash the same event otherwise.
+createdb -E LATIN1 --locale=C -T template0 fy_latin1
+q fy_latin1 "CREATE EXTENSION forgeyard"
+check fy_latin1 "leases work in a LATIN1 database" "(SELECT acquired FROM forgeyard.lease_acquire('t', 'r', 'a', '1 min'))"
+state=$(psql -X -q -At -d fy_latin1 -c "SELECT forgeyard.audit_append('t', 'a', 'b', 'c')" 2>&1 | grep -c "needs a database with UTF8 encoding" || true)
+[ "$state" = 1 ] || { echo "FAIL: audit_append in a LATIN1 database must refuse with 'needs a database with UTF8 encoding'"; exit 1; }
+echo "ok - the audit log refuses a LATIN1 database (0A000) and appends nothing"
+check fy_latin1 "nothing was appended there" "NOT EXISTS (SELECT FROM forgeyard.audit_events) AND NOT EXISTS (SELECT FROM forgeyard.audit_heads)"
+
 cleanup

@@ -121,6 +121,9 @@ BOOST_AUTO_TEST_CASE(the_verifier_names_the_first_bad_seq) {
   v = core::verify_exported_chain(partial, core::Anchor{5, head});
   BOOST_TEST(v.ok);
   BOOST_TEST(v.checked == 3);
+  // An anchor it does not reach back to cannot be checked: refused, not passed.
+  const std::string two = core::parse_audit_json_line(good[1]).hash;
+  BOOST_TEST(code_of([&] { core::verify_exported_chain(partial, core::Anchor{2, two}); }) == "22023");
 }
 
 BOOST_AUTO_TEST_CASE(details_must_be_a_small_json_object) {
@@ -145,6 +148,12 @@ BOOST_AUTO_TEST_CASE(details_must_be_a_small_json_object) {
   for (int i = 0; i < core::max_details_depth - 2; ++i) ok_depth += "]";
   ok_depth += "}";
   BOOST_TEST(code_of([&] { core::canonical_details(ok_depth); }) == "none");
+  // Depth counts objects and arrays, not the scalar inside: 64 objects around a number fit.
+  std::string objects;
+  for (int i = 0; i < core::max_details_depth; ++i) objects += "{\"a\":";
+  objects += "1" + std::string(core::max_details_depth, '}');
+  BOOST_TEST(code_of([&] { core::canonical_details(objects); }) == "none");
+  BOOST_TEST(code_of([&] { core::canonical_details("{\"b\":" + objects + "}"); }) == "22023");
   // Size is measured in canonical form: whitespace does not count, a huge exponent does.
   const std::string fits = "{\"a\":\"" + std::string(core::max_details_bytes - 8, 'x') + "\"}";
   BOOST_TEST(code_of([&] { core::canonical_details(fits); }) == "none");
