@@ -16,8 +16,12 @@
 namespace fy {
 namespace {
 
-constexpr int verify_page = 1000;
+// Rows are read in small pages so that a backend holds little at once (details may be 64 KiB).
+constexpr int verify_page = 200;
+constexpr int read_page = 100;
 constexpr int max_read_events = 10000;
+// audit_read stops adding rows past this many bytes of details (at least one row is returned).
+constexpr std::size_t max_read_bytes = 8 * 1024 * 1024;
 
 [[noreturn]] void invalid(const std::string& message) { throw core::Error(core::sqlstate::invalid_parameter, message); }
 
@@ -155,9 +159,10 @@ std::vector<Head> append(pg::Spi& spi, const std::string& tenant, std::vector<In
   check_tenant(spi, tenant);
   if (inputs.empty()) return {};
   const pg::Value t = pg::text_value(tenant);
+  Head head = lock_head(spi, t);
+  // The clock is read under the head lock, so recorded_at never goes backwards along a chain.
   const TimestampTz now = pg::now();
   finite_usecs(now, "the clock (forgeyard.now())");
-  Head head = lock_head(spi, t);
   const std::int64_t first_seq = head.seq + 1;
   const bool single = inputs.size() == 1;
   std::vector<Head> out;
@@ -272,6 +277,7 @@ FY_FUNCTION(fy_audit_append_batch) {
 
 // audit_head(tenant) -> (seq, hash); (0, genesis) for an empty chain
 FY_FUNCTION(fy_audit_head) {
+  require_utf8();
   static pg::Statement select(
       "SELECT h.seq, h.hash FROM forgeyard.audit_heads h WHERE h.tenant_id OPERATOR(pg_catalog.=) $1", {TEXTOID});
   const std::string tenant = pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes);
@@ -380,6 +386,7 @@ FY_FUNCTION(fy_audit_verify) {
 
 // audit_read(tenant, from_seq, max_events) -> events in seq order
 FY_FUNCTION(fy_audit_read) {
+  require_utf8();
   const std::string tenant = pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes);
   const std::int64_t from_seq = pg::int8_arg(fcinfo, 1, "from_seq");
   const std::int32_t max_events = pg::int4_arg(fcinfo, 2, "max_events");
@@ -391,12 +398,20 @@ FY_FUNCTION(fy_audit_read) {
     TimestampTz occurred, recorded;
   };
   std::vector<Read> rows;
+  std::size_t bytes = 0;
   pg::Spi spi;
   check_tenant(spi, tenant);
-  read_events(spi, tenant, from_seq, std::numeric_limits<std::int64_t>::max(), max_events,
-              [&](core::AuditEvent&& e, TimestampTz occurred, TimestampTz recorded) {
-                rows.push_back({std::move(e), occurred, recorded});
-              });
+  for (std::int64_t next = from_seq; static_cast<int>(rows.size()) < max_events && bytes < max_read_bytes;) {
+    const int want = std::min(read_page, max_events - static_cast<int>(rows.size()));
+    const std::uint64_t n = read_events(spi, tenant, next, std::numeric_limits<std::int64_t>::max(), want,
+                                        [&](core::AuditEvent&& e, TimestampTz occurred, TimestampTz recorded) {
+                                          if (bytes >= max_read_bytes) return;
+                                          bytes += e.details ? e.details->size() : 0;
+                                          rows.push_back({std::move(e), occurred, recorded});
+                                        });
+    if (n < static_cast<std::uint64_t>(want) || rows.empty()) break;
+    next = rows.back().e.seq + 1;
+  }
   spi.finish();
   pg::TableResult out(fcinfo);
   for (const Read& r : rows) {

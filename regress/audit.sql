@@ -9,7 +9,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(346);
+SELECT plan(350);
 
 SET TIME ZONE 'UTC';
 SET client_encoding = 'UTF8';
@@ -424,6 +424,20 @@ SELECT results_eq($$SELECT count(*), min(b.seq), max(b.seq)
                   $$VALUES (500::bigint, 1001::bigint, 1500::bigint)$$, 'a batch of 500 more: seq 1001 .. 1500');
 SELECT results_eq($$SELECT * FROM forgeyard.audit_verify('tbig')$$, $$VALUES (true, 1500::bigint, NULL::bigint, NULL::text)$$,
                   'audit_verify(tbig): 1500 events checked (more than one page)');
+SELECT is((SELECT count(*) FROM forgeyard.audit_read('tbig', 1, 10000)), 1500::bigint,
+          'audit_read pages through small events up to max_events');
+
+-- Large events: audit_read stops after 8 MiB of details and the caller pages on from the last seq.
+SELECT is((SELECT count(*) FROM forgeyard.audit_append_batch('tlarge', array_fill('bot'::text, ARRAY[200]),
+                                                             array_fill('big'::text, ARRAY[200]),
+                                                             array_fill('r'::text, ARRAY[200]),
+                                                             array_fill(jsonb_build_object('blob', repeat('x', 60000)), ARRAY[200]))),
+          200::bigint, '200 events with 60 KB of details each');
+SELECT ok((SELECT count(*) FROM forgeyard.audit_read('tlarge', 1, 10000)) BETWEEN 1 AND 199,
+          'audit_read returns fewer than asked once the rows hold 8 MiB of details');
+SELECT is((WITH first AS (SELECT max(seq) AS last FROM forgeyard.audit_read('tlarge', 1, 10000))
+           SELECT (SELECT last FROM first) + (SELECT count(*) FROM forgeyard.audit_read('tlarge', (SELECT last FROM first) + 1, 10000))),
+          200::bigint, 'the next page from the last seq + 1 returns the rest');
 
 -------------------------------------------------------------------------------------------------
 -- event_id replay: the same contents return the first (seq, hash); other contents are FY011

@@ -93,7 +93,7 @@ CREATE FUNCTION forgeyard.audit_read(tenant text, from_seq bigint DEFAULT 1, max
     LANGUAGE c STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_audit_read';
 COMMENT ON FUNCTION forgeyard.audit_read(text, bigint, integer) IS
-  'Up to max_events (at most 10000) events of the tenant''s chain from from_seq on, in seq order (keyset pagination for tail and export).';
+  'Up to max_events (at most 10000) events of the tenant''s chain from from_seq on, in seq order (keyset pagination for tail and export). Returns fewer once the rows hold 8 MiB of details: continue from the last seq + 1 until a call returns no row.';
 
 CREATE FUNCTION forgeyard.audit_hash(tenant text, seq bigint, event_id uuid, occurred_at timestamptz,
                                      recorded_at timestamptz, actor text, action text, resource text, details jsonb,

@@ -572,18 +572,22 @@ int audit_command(forgeyard::Store& store, const std::string& verb, Args& a) {
     if (n < 1 || n > 10000) throw Usage("--n must be between 1 and 10000");
     const std::int64_t last = audit.head(a.positional[0]).seq;
     if (last == 0) return 0;
-    for (const auto& r : audit.read(a.positional[0], std::max<std::int64_t>(1, last - n + 1), static_cast<int>(n)))
-      std::cout << forgeyard::audit_export_line(r) << "\n";
+    for (std::int64_t from = std::max<std::int64_t>(1, last - n + 1); from <= last;) {
+      const auto page = audit.read(a.positional[0], from, static_cast<int>(last - from + 1));
+      if (page.empty()) break;
+      for (const auto& r : page) std::cout << forgeyard::audit_export_line(r) << "\n";
+      from = page.back().seq + 1;
+    }
     return 0;
   }
   if (verb == "export") {
     std::int64_t from = parse_int(a.take_option("from", "1"), "--from");
     a.expect(1, "audit export TENANT [--from SEQ]");
     a.no_more_options();
-    for (;;) {
+    for (;;) {  // a page may come back short when its events are large: stop at an empty one
       const auto page = audit.read(a.positional[0], from, 10000);
+      if (page.empty()) break;
       for (const auto& r : page) std::cout << forgeyard::audit_export_line(r) << "\n";
-      if (page.size() < 10000) break;
       from = page.back().seq + 1;
     }
     std::cout.flush();

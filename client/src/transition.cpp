@@ -1,9 +1,19 @@
 // State + audit + outbox in one transaction (SPEC §6, atomicity).
 #include "forgeyard/transition.hpp"
 
+#include <variant>
+
+#include "forgeyard/error.hpp"
+
 namespace forgeyard {
 
 TransitionResult transition(Transaction& tx, const StateTransition& t) {
+  // The event and the message belong to the tenant whose row moves.
+  if (auto it = t.key.find("tenant_id"); it != t.key.end()) {
+    const auto* row_tenant = std::get_if<std::string>(&it->second);
+    if (row_tenant == nullptr || *row_tenant != t.tenant)
+      throw Error("22023", "the key's tenant_id must be the transition's tenant \"" + t.tenant + "\"");
+  }
   TransitionResult result;
   result.version = tx.versioned_rows().update(t.table, t.key, t.expected_version, t.changes);
   result.audit = tx.audit().append(t.tenant, t.audit);

@@ -291,6 +291,12 @@ std::string canonical_number(std::string_view lexeme, const char* argument, std:
   exponent += static_cast<long long>(digits.size() - 1 - last);
   digits.resize(last + 1);
   const long long n = static_cast<long long>(digits.size());
+  // PostgreSQL's numeric (what jsonb stores) holds at most 131072 digits before the decimal
+  // point and 16383 after it; refuse what it cannot, so both stores accept the same numbers.
+  const long long int_digits = exponent >= 0 ? n + exponent : std::max(0LL, n + exponent);
+  const long long frac_digits = exponent >= 0 ? 0 : -exponent;
+  if (int_digits > 131072 || frac_digits > 16383)
+    invalid(std::string(argument) + " holds a number out of the range of PostgreSQL's numeric");
   long long length = exponent >= 0 ? n + exponent : (n > -exponent ? n + 1 : 2 - exponent);
   if (length + (negative ? 1 : 0) > static_cast<long long>(limit)) over_limit(argument, limit);
   std::string out = negative ? "-" : "";
@@ -483,11 +489,54 @@ void check_audit_time(const char* argument, std::int64_t unix_usecs) {
     invalid(std::string(argument) + " must lie in the years 1 to 9999");
 }
 
+namespace {
+// 22021 unless `value` is UTF-8 without NUL: text the chain hashes must read back, export and
+// parse alike in every store (PostgreSQL text cannot hold NUL; libpq would cut it off).
+void check_text(const char* argument, std::string_view value) {
+  const auto* p = reinterpret_cast<const unsigned char*>(value.data());
+  const std::size_t size = value.size();
+  for (std::size_t i = 0; i < size;) {
+    const unsigned b0 = p[i];
+    std::size_t n = 1;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (b0 == 0) {
+      throw Error("22021", std::string(argument) + " must not contain a NUL character");
+    } else if (b0 < 0x80) {
+      n = 1;
+    } else if (b0 >= 0xc2 && b0 <= 0xdf) {
+      n = 2;
+    } else if (b0 >= 0xe0 && b0 <= 0xef) {
+      n = 3;
+      if (b0 == 0xe0) lo = 0xa0;
+      if (b0 == 0xed) hi = 0x9f;
+    } else if (b0 >= 0xf0 && b0 <= 0xf4) {
+      n = 4;
+      if (b0 == 0xf0) lo = 0x90;
+      if (b0 == 0xf4) hi = 0x8f;
+    } else {
+      throw Error("22021", std::string(argument) + " is not valid UTF-8");
+    }
+    if (i + n > size) throw Error("22021", std::string(argument) + " is not valid UTF-8");
+    for (std::size_t k = 1; k < n; ++k) {
+      const unsigned b = p[i + k];
+      if (b < (k == 1 ? lo : 0x80u) || b > (k == 1 ? hi : 0xbfu))
+        throw Error("22021", std::string(argument) + " is not valid UTF-8");
+    }
+    i += n;
+  }
+}
+}  // namespace
+
 void check_audit_input(const AuditEvent& e) {
   check_name("tenant", true, e.tenant, max_tenant_bytes);
   check_name("actor", true, e.actor, max_actor_bytes);
   check_name("action", true, e.action, max_action_bytes);
   check_name("resource", true, e.resource, max_resource_bytes);
+  check_text("tenant", e.tenant);
+  check_text("actor", e.actor);
+  check_text("action", e.action);
+  check_text("resource", e.resource);
+  if (e.payload_ref) check_text("payload_ref", *e.payload_ref);
   if (e.payload_digest) {
     if (e.payload_digest->empty()) invalid("payload_digest must not be empty");
     if (e.payload_digest->size() > max_payload_digest_bytes)
@@ -679,11 +728,14 @@ std::string format_uuid(std::string_view b) {
 }
 
 std::optional<std::string> parse_uuid(std::string_view text) {
-  if (text.size() != 36 || text[8] != '-' || text[13] != '-' || text[18] != '-' || text[23] != '-') return std::nullopt;
+  if (text.size() != 36) return std::nullopt;
   std::string hex;
-  for (char c : text)
-    if (c != '-') hex.push_back(c);
-  return from_hex(hex);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash != (text[i] == '-')) return std::nullopt;
+    if (!dash) hex.push_back(text[i]);
+  }
+  return from_hex(hex);  // 32 characters: nullopt unless all are hex digits
 }
 
 std::string format_timestamp(std::int64_t unix_usecs) {
@@ -719,7 +771,10 @@ std::optional<std::int64_t> parse_timestamp(std::string_view t) {
   if (!(num(4, y) && sep('-') && num(2, mo) && sep('-') && num(2, d) && sep('T') && num(2, h) && sep(':') &&
         num(2, mi) && sep(':') && num(2, s)))
     return std::nullopt;
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 59) return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return std::nullopt;
+  static constexpr int month_days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if (d > month_days[mo - 1] + (mo == 2 && leap ? 1 : 0)) return std::nullopt;
   if (p < t.size() && t[p] == '.') {
     ++p;
     std::size_t digits = 0;

@@ -85,7 +85,8 @@ struct AuditEvent {
 const std::string& genesis_hash();
 
 // Checks an append's arguments (tenant, actor, action, resource as names; digest 1..64 bytes;
-// ref 1..2048 bytes) with the SQLSTATEs of docs/errors.md. `details` is checked by canonical_details.
+// ref 1..2048 bytes; text must be UTF-8 without NUL: 22021) with the SQLSTATEs of
+// docs/errors.md. `details` is checked by canonical_details.
 void check_audit_input(const AuditEvent& event);
 
 // canonical(event): the byte string hashed with prev_hash (docs/architecture.md documents it).

@@ -155,6 +155,13 @@ Spi::Spi() {
   open_ = true;
 }
 
+void Spi::release_rows() {
+  SPITupleTable* rows = SPI_tuptable;
+  if (rows == nullptr) return;
+  guard([&] { SPI_freetuptable(rows); });
+  SPI_tuptable = nullptr;
+}
+
 std::uint64_t Spi::execute(Statement& statement, std::initializer_list<Value> args) {
   const int n = statement.arg_count();
   if (static_cast<int>(args.size()) != n)

@@ -89,10 +89,13 @@ class Spi {
     std::uint64_t n = execute(statement, args);
     for (std::uint64_t i = 0; i < n && SPI_tuptable != nullptr; ++i)
       on_row(Row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc));
+    release_rows();
     return n;
   }
   std::uint64_t run(Statement& statement, std::initializer_list<Value> args) {
-    return execute(statement, args);
+    const std::uint64_t n = execute(statement, args);
+    release_rows();
+    return n;
   }
   // Runs SQL text once, unprepared (for statements that are not worth a kept plan).
   std::uint64_t run_once(const std::string& sql);
@@ -100,6 +103,8 @@ class Spi {
 
  private:
   std::uint64_t execute(Statement& statement, std::initializer_list<Value> args);
+  // Frees the rows just read (they were copied out), so a loop of statements holds one result.
+  void release_rows();
   bool open_ = false;
 };
 

@@ -249,6 +249,15 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_and_changes_nothing) {
                  ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.event_id = "not-a-uuid"; })), ErrorKind::InvalidArgument,
                  "22023");
+  FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.event_id = "--234567-89ab-cdef-0123-456789abcdef"; })),
+                 ErrorKind::InvalidArgument, "22023");
+  // Text that a store could not hold, read back or export alike: NUL, invalid UTF-8.
+  FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.actor = std::string("al\0ice", 6); })),
+                 ErrorKind::InvalidArgument, "22021");
+  FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.actor = "bad\xff"; })), ErrorKind::InvalidArgument,
+                 "22021");
+  FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.details = R"({"n":1e-17000})"; })),
+                 ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.occurred_at = *forgeyard::parse_time("9999-12-31T23:59:59Z") + 1s; })),
                  ErrorKind::InvalidArgument, "22023");
   // A batch with one bad event appends none of them.
@@ -316,6 +325,11 @@ BOOST_AUTO_TEST_CASE(audit_rows_cannot_be_updated_or_deleted) {
     BOOST_TEST(exec_sql_error("UPDATE audit_events SET actor = 'x'" + where).find("FY030") != std::string::npos);
     BOOST_TEST(exec_sql_error("DELETE FROM audit_events" + where).find("FY030") != std::string::npos);
     BOOST_TEST(exec_sql_error("DELETE FROM audit_events").find("FY030") != std::string::npos);
+    // INSERT OR REPLACE would delete the old row without the DELETE trigger: refused too.
+    BOOST_TEST(exec_sql_error("INSERT OR REPLACE INTO audit_events SELECT tenant_id, seq, event_id, occurred_at,"
+                              " recorded_at, 'mallory', action, resource, details, payload_digest, payload_ref,"
+                              " prev_hash, hash FROM audit_events" + where)
+                   .find("FY030") != std::string::npos);
   }
   const auto r = audit().read(tenant);
   BOOST_REQUIRE_EQUAL(r.size(), 1u);
@@ -571,6 +585,14 @@ BOOST_AUTO_TEST_CASE(bad_audit_input_leaves_nothing) {
   FY_CHECK_ERROR(forgeyard::transition(*store, t), ErrorKind::InvalidArgument, "22023");
   check_unchanged(before);
   BOOST_TEST(forgeyard::transition(*store, transition(1, "paid")).version == 2);  // the row was not held
+}
+
+BOOST_AUTO_TEST_CASE(the_row_must_belong_to_the_transitions_tenant) {
+  const Snapshot before = snapshot();
+  auto t = transition(1, "paid");
+  t.key["tenant_id"] = std::string("someone-else");
+  FY_CHECK_ERROR(forgeyard::transition(*store, t), ErrorKind::InvalidArgument, "22023");
+  check_unchanged(before);
 }
 
 BOOST_AUTO_TEST_CASE(a_refused_step_aborts_a_composed_transaction) {

@@ -74,8 +74,9 @@ done
 createdb -E LATIN1 --locale=C -T template0 fy_latin1
 q fy_latin1 "CREATE EXTENSION forgeyard"
 check fy_latin1 "leases work in a LATIN1 database" "(SELECT acquired FROM forgeyard.lease_acquire('t', 'r', 'a', '1 min'))"
-state=$(psql -X -q -At -d fy_latin1 -c "SELECT forgeyard.audit_append('t', 'a', 'b', 'c')" 2>&1 | grep -c "needs a database with UTF8 encoding" || true)
-[ "$state" = 1 ] || { echo "FAIL: audit_append in a LATIN1 database must refuse with 'needs a database with UTF8 encoding'"; exit 1; }
+state=$(psql -X -q -At -v VERBOSITY=verbose -d fy_latin1 -c "SELECT forgeyard.audit_append('t', 'a', 'b', 'c')" 2>&1 |
+        grep -c "0A000: the audit log needs a database with UTF8 encoding" || true)
+[ "$state" = 1 ] || { echo "FAIL: audit_append in a LATIN1 database must refuse with 0A000 'the audit log needs a database with UTF8 encoding'"; exit 1; }
 echo "ok - the audit log refuses a LATIN1 database (0A000) and appends nothing"
 check fy_latin1 "nothing was appended there" "NOT EXISTS (SELECT FROM forgeyard.audit_events) AND NOT EXISTS (SELECT FROM forgeyard.audit_heads)"
 

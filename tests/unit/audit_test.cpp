@@ -161,6 +161,10 @@ BOOST_AUTO_TEST_CASE(details_must_be_a_small_json_object) {
   BOOST_TEST(message_of([&] { core::canonical_details(over); }).find("over 65536 bytes") != std::string::npos);
   BOOST_TEST(code_of([] { core::canonical_details("{\"a\":1e999999999999}"); }) == "22023");
   BOOST_TEST(code_of([] { core::canonical_details("{\"a\":1e-999999999999}"); }) == "22023");
+  // Numbers PostgreSQL's numeric cannot hold are refused on every store, even when short enough.
+  BOOST_TEST(code_of([] { core::canonical_details("{\"a\":1e-17000}"); }) == "22023");
+  BOOST_TEST(code_of([] { core::canonical_details("{\"a\":1e-16383}"); }) == "none");
+  BOOST_TEST(code_of([] { core::canonical_details("{\"a\":1e16000}"); }) == "none");
 }
 
 BOOST_AUTO_TEST_CASE(append_input_is_checked) {
@@ -182,6 +186,13 @@ BOOST_AUTO_TEST_CASE(append_input_is_checked) {
   BOOST_TEST(with([](auto& c) { c.payload_digest = std::string(65, 'x'); }) == "22001");
   BOOST_TEST(with([](auto& c) { c.payload_ref = std::string(); }) == "22023");
   BOOST_TEST(with([](auto& c) { c.payload_ref = std::string(core::max_payload_ref_bytes + 1, 'x'); }) == "22001");
+  // Text is UTF-8 without NUL, as every store can hold, read back and export it.
+  BOOST_TEST(with([](auto& c) { c.actor = std::string("al\0ice", 6); }) == "22021");
+  BOOST_TEST(with([](auto& c) { c.resource = "bad\xff"; }) == "22021");
+  BOOST_TEST(with([](auto& c) { c.action = "cut\xc3"; }) == "22021");
+  BOOST_TEST(with([](auto& c) { c.tenant = "t\xed\xa0\x80"; }) == "22021");  // an encoded surrogate
+  BOOST_TEST(with([](auto& c) { c.payload_ref = std::string("r\0", 2); }) == "22021");
+  BOOST_TEST(with([](auto& c) { c.actor = "j\xc3\xbcrgen \xe2\x98\x83 \xf0\x9f\x98\x80"; }) == "none");
 }
 
 BOOST_AUTO_TEST_CASE(timestamps_and_uuids_have_one_text_form) {
@@ -198,6 +209,12 @@ BOOST_AUTO_TEST_CASE(timestamps_and_uuids_have_one_text_form) {
   BOOST_TEST(core::format_uuid(bytes) == "01234567-89ab-cdef-0123-456789abcdef");
   BOOST_TEST(*core::parse_uuid("01234567-89AB-cdef-0123-456789abcdef") == bytes);
   BOOST_TEST(!core::parse_uuid("0123456789abcdef0123456789abcdef"));
+  BOOST_TEST(!core::parse_uuid("--234567-89ab-cdef-0123-456789abcdef"));
+  BOOST_TEST(!core::parse_uuid("01234567-89ab-cdef-0123-456789abcdeg"));
+  BOOST_TEST(!core::parse_timestamp("2026-02-31T00:00:00Z"));
+  BOOST_TEST(!core::parse_timestamp("2023-02-29T00:00:00Z"));
+  BOOST_TEST(core::parse_timestamp("2024-02-29T00:00:00Z").has_value());
+  BOOST_TEST(!core::parse_timestamp("2026-04-31T00:00:00Z"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

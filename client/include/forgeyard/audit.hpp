@@ -72,7 +72,8 @@ class Audit {
   virtual AuditVerification verify(std::string_view tenant, std::int64_t from_seq = 1,
                                    std::optional<std::int64_t> to_seq = std::nullopt,
                                    std::optional<AuditHead> anchor = std::nullopt) = 0;
-  // Up to max_events (1..10000) events from from_seq on, in seq order.
+  // Up to max_events (1..10000) events from from_seq on, in seq order; fewer once they hold
+  // 8 MiB of details, so page on from the last seq + 1 until a call returns none.
   virtual std::vector<AuditRecord> read(std::string_view tenant, std::int64_t from_seq = 1, int max_events = 1000) = 0;
 };
 

@@ -37,6 +37,7 @@ struct TransitionResult {
 };
 
 // Runs the three steps in `tx` (compare-and-set, audit append, enqueue) without committing.
+// A key with a tenant_id other than t.tenant is refused (InvalidArgument) before any step.
 TransitionResult transition(Transaction& tx, const StateTransition& t);
 // Begins a transaction, runs the three steps and commits. Any failure (Conflict, QueueFull,
 // InvalidArgument, a lost connection) leaves no state change, no audit event and no message.
