@@ -30,8 +30,9 @@ CREATE TABLE audit_heads (
 -- INSERT onto an existing event is refused as well: INSERT OR REPLACE deletes the old row
 -- without firing the DELETE trigger (recursive_triggers is off).
 CREATE TRIGGER audit_events_no_replace BEFORE INSERT ON audit_events
-WHEN EXISTS (SELECT 1 FROM audit_events e
-              WHERE e.tenant_id = NEW.tenant_id AND (e.seq = NEW.seq OR e.event_id = NEW.event_id))
+-- (two lookups, one per key index: an OR of both would scan the tenant's events)
+WHEN EXISTS (SELECT 1 FROM audit_events e WHERE e.tenant_id = NEW.tenant_id AND e.seq = NEW.seq)
+  OR EXISTS (SELECT 1 FROM audit_events e WHERE e.tenant_id = NEW.tenant_id AND e.event_id = NEW.event_id)
 BEGIN
     SELECT RAISE(ABORT, 'forgeyard:FY030:forgeyard.audit_events is append-only: an existing event cannot be replaced');
 END;
