@@ -337,8 +337,8 @@ std::uint64_t read_events(pg::Spi& spi, const std::string& tenant, std::int64_t 
 // audit_verify(tenant, from_seq, to_seq, anchor_seq, anchor_hash) -> (ok, checked, first_bad_seq, reason)
 FY_FUNCTION(fy_audit_verify) {
   require_utf8();
-  static pg::Statement head_seq(
-      "SELECT h.seq FROM forgeyard.audit_heads h WHERE h.tenant_id OPERATOR(pg_catalog.=) $1", {TEXTOID});
+  static pg::Statement head_of(
+      "SELECT h.seq, h.hash FROM forgeyard.audit_heads h WHERE h.tenant_id OPERATOR(pg_catalog.=) $1", {TEXTOID});
   static pg::Statement hash_at(
       "SELECT e.hash FROM forgeyard.audit_events e"
       " WHERE e.tenant_id OPERATOR(pg_catalog.=) $1 AND e.seq OPERATOR(pg_catalog.=) $2",
@@ -356,8 +356,8 @@ FY_FUNCTION(fy_audit_verify) {
   pg::Spi spi;
   check_tenant(spi, tenant);
   const pg::Value t = pg::text_value(tenant);
-  std::int64_t head = 0;
-  spi.run(head_seq, {t}, [&](const pg::Row& r) { head = *r.int8(1); });
+  core::Anchor head{0, core::genesis_hash()};
+  spi.run(head_of, {t}, [&](const pg::Row& r) { head = core::Anchor{*r.int8(1), *r.bytea(2)}; });
   std::optional<std::string> hash_before;
   if (from_seq > 1)
     spi.run(hash_at, {t, pg::int8_value(from_seq - 1)}, [&](const pg::Row& r) { hash_before = *r.bytea(1); });
@@ -375,7 +375,7 @@ FY_FUNCTION(fy_audit_verify) {
     if (n < static_cast<std::uint64_t>(verify_page)) break;
     next = events.back().seq + 1;
   }
-  const core::Verification result = verifier.finish_range(to_seq, head);
+  const core::Verification result = verifier.finish_range(to_seq, head.seq);
   spi.finish();
   pg::TableResult out(fcinfo);
   out.add_row({pg::bool_value(result.ok), pg::int8_value(result.checked),

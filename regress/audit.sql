@@ -9,7 +9,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(350);
+SELECT plan(352);
 
 SET TIME ZONE 'UTC';
 SET client_encoding = 'UTF8';
@@ -555,10 +555,10 @@ SELECT results_eq($$SELECT * FROM pg_temp.chain('tapp')$$, $$VALUES (1::bigint, 
 SET forgeyard.now_override = '2030-01-05 00:00:00+00';
 CREATE TEMP TABLE vt (t text PRIMARY KEY, n integer);
 INSERT INTO vt VALUES ('v-ok', 6), ('v-edit', 5), ('v-details', 5), ('v-time', 5), ('v-link', 5), ('v-first', 3), ('v-del', 5),
-                      ('v-cut', 5), ('v-cut2', 5), ('v-rewrite', 5), ('v-empty', 3);
+                      ('v-cut', 5), ('v-cut2', 5), ('v-rewrite', 5), ('v-empty', 3), ('v-headrow', 5);
 SELECT is(pg_temp.fill(t, n), n::bigint, format('%s: %s events appended', t, n)) FROM vt ORDER BY t;
-SELECT is((SELECT count(*) FROM vt, forgeyard.audit_verify(vt.t) v WHERE v.ok AND v.checked = vt.n), 11::bigint,
-          'each of the 11 verify tenants verifies ok with all its events checked before anything is tampered with');
+SELECT is((SELECT count(*) FROM vt, forgeyard.audit_verify(vt.t) v WHERE v.ok AND v.checked = vt.n), 12::bigint,
+          'each of the 12 verify tenants verifies ok with all its events checked before anything is tampered with');
 -- Anchors, taken from audit_head (and one from an earlier event) and kept aside.
 INSERT INTO anchors SELECT vt.t, h.* FROM vt, forgeyard.audit_head(vt.t) h;
 INSERT INTO anchors SELECT e.tenant_id || '@' || e.seq, e.seq, e.hash FROM forgeyard.audit_events e
@@ -617,11 +617,17 @@ DO $$ BEGIN
        SET hash = (SELECT e.hash FROM forgeyard.audit_events e WHERE e.tenant_id = 'v-rewrite' AND e.seq = 5)
      WHERE tenant_id = 'v-rewrite';
 END $$;
+-- The last event rewritten with a recomputed hash, the head row left alone: the head row tells.
+UPDATE forgeyard.audit_events SET actor = 'rewritten' WHERE tenant_id = 'v-headrow' AND seq = 5;
+UPDATE forgeyard.audit_events e SET hash = pg_temp.rowhash(e) WHERE tenant_id = 'v-headrow' AND seq = 5;
 DELETE FROM forgeyard.audit_events WHERE tenant_id = 'v-empty';
 DELETE FROM forgeyard.audit_heads WHERE tenant_id = 'v-empty';
 UPDATE forgeyard.audit_events SET actor = 'mallory' WHERE tenant_id = 'tbig' AND seq = 1200;
 ALTER TABLE forgeyard.audit_events ENABLE ALWAYS TRIGGER audit_events_no_change;
 
+SELECT results_eq($$SELECT * FROM forgeyard.audit_verify('v-headrow')$$,
+                  $$VALUES (false, 4::bigint, 5::bigint, 'hash of event 5 does not match the chain''s head row'::text)$$,
+                  'v-headrow (event 5 rewritten with its hash recomputed, head row not moved): not ok at 5');
 SELECT results_eq($$SELECT * FROM forgeyard.audit_verify('v-edit')$$,
                   $$VALUES (false, 2::bigint, 3::bigint, 'hash of event 3 does not match its contents'::text)$$,
                   'v-edit (actor of event 3 changed): first_bad_seq 3, 2 checked before it');

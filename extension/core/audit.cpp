@@ -584,10 +584,10 @@ ChainVerifier::ChainVerifier(std::int64_t from_seq, std::string prev_hash, std::
     : next_(from_seq), prev_(std::move(prev_hash)), anchor_(std::move(anchor)) {}
 
 ChainVerifier ChainVerifier::for_range(std::int64_t from_seq, const std::optional<std::string>& hash_before,
-                                       std::int64_t head_seq, std::optional<Anchor> anchor) {
-  if (from_seq == 1) return ChainVerifier(1, genesis_hash(), std::move(anchor));
-  ChainVerifier v(from_seq, hash_before.value_or(std::string()), std::move(anchor));
-  if (!hash_before && from_seq - 1 <= head_seq)
+                                       const Anchor& head, std::optional<Anchor> anchor) {
+  ChainVerifier v(from_seq, from_seq == 1 ? genesis_hash() : hash_before.value_or(std::string()), std::move(anchor));
+  if (head.seq > 0) v.head_ = head;
+  if (from_seq > 1 && !hash_before && from_seq - 1 <= head.seq)
     v.fail(from_seq - 1, "event " + std::to_string(from_seq - 1) + " is missing");
   return v;
 }
@@ -612,6 +612,8 @@ bool ChainVerifier::add(const AuditEvent& e) {
     fail(next_, "hash of event " + n + " does not match its contents");
   } else if (anchor_ && anchor_->seq == next_ && anchor_->hash != e.hash) {
     fail(next_, "hash of event " + n + " does not match the anchor");
+  } else if (head_ && head_->seq == next_ && head_->hash != e.hash) {
+    fail(next_, "hash of event " + n + " does not match the chain's head row");
   }
   if (!result_.ok) return false;
   ++result_.checked;

@@ -122,9 +122,10 @@ class ChainVerifier {
   ChainVerifier(std::int64_t from_seq, std::string prev_hash, std::optional<Anchor> anchor = std::nullopt);
   // The verifier of a stored range: from seq 1 it links to the genesis hash, from a later seq to
   // `hash_before`, the stored hash of event from_seq - 1, which must be there if the chain
-  // (whose head is `head_seq`) reaches it. A range past the head is empty, not broken.
+  // reaches it. `head` is the store's head row (seq 0 when there is none): a second witness, the
+  // event at its seq must have its hash. A range past the head is empty, not broken.
   static ChainVerifier for_range(std::int64_t from_seq, const std::optional<std::string>& hash_before,
-                                 std::int64_t head_seq, std::optional<Anchor> anchor);
+                                 const Anchor& head, std::optional<Anchor> anchor);
   // finish() for a stored range: the chain must reach to_seq, or the head when to_seq is open.
   Verification finish_range(std::optional<std::int64_t> to_seq, std::int64_t head_seq) {
     return finish(to_seq && *to_seq < head_seq ? *to_seq : head_seq);
@@ -142,6 +143,7 @@ class ChainVerifier {
   std::int64_t next_;
   std::string prev_;
   std::optional<Anchor> anchor_;
+  std::optional<Anchor> head_;
   Verification result_;
 };
 

@@ -383,6 +383,21 @@ BOOST_AUTO_TEST_CASE(verify_names_the_first_bad_seq_after_tampering) {
   BOOST_TEST(*v.first_bad_seq == 5);
   BOOST_TEST(v.reason->find("anchor") != std::string::npos);
   BOOST_TEST(audit().verify(rewritten, 1, std::nullopt, AuditHead{5, audit().head(rewritten).hash}).ok);
+
+  // The head row is a second witness: its hash must be the hash of the event at its seq.
+  tamper("UPDATE audit_heads SET hash = (SELECT hash FROM audit_events WHERE tenant_id = " + quoted(edited) +
+         " AND seq = 1) WHERE tenant_id = " + quoted(deleted));
+  v = audit().verify(deleted, 3);
+  BOOST_TEST(!v.ok);
+  BOOST_TEST(*v.first_bad_seq == 2);  // still the deleted event first
+  const std::string head_row = unique("head-row");
+  for (int i = 0; i < 3; ++i) audit().append(head_row, event("e" + std::to_string(i)));
+  tamper("UPDATE audit_heads SET hash = (SELECT hash FROM audit_events WHERE tenant_id = " + quoted(head_row) +
+         " AND seq = 2) WHERE tenant_id = " + quoted(head_row));
+  v = audit().verify(head_row);
+  BOOST_TEST(!v.ok);
+  BOOST_TEST(*v.first_bad_seq == 3);
+  BOOST_TEST(v.reason->find("head row") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(four_connections_append_1000_each_without_a_gap) {

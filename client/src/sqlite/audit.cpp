@@ -209,11 +209,11 @@ AuditVerification SqliteAudit::verify(std::string_view tenant_view, std::int64_t
     });
     core::Verification result;
     session_.write([&](Db& db) {
-      std::int64_t head = 0;
+      core::Anchor head{0, core::genesis_hash()};
       {
-        auto q = db.query("SELECT seq FROM audit_heads WHERE tenant_id = ?1");
+        auto q = db.query("SELECT seq, hash FROM audit_heads WHERE tenant_id = ?1");
         q.bind(1, tenant);
-        if (q.step()) head = q.int64(0);
+        if (q.step()) head = core::Anchor{q.int64(0), q.blob(1)};
       }
       std::optional<std::string> hash_before;
       if (from_seq > 1) {
@@ -226,7 +226,7 @@ AuditVerification SqliteAudit::verify(std::string_view tenant_view, std::int64_t
       if (!verifier.bad())
         read_events(db, tenant, from_seq, last, std::numeric_limits<std::int64_t>::max(),
                     [&](const core::AuditEvent& e) { return verifier.add(e); });
-      result = verifier.finish_range(to_seq, head);
+      result = verifier.finish_range(to_seq, head.seq);
     });
     return to_verification(result);
   });
