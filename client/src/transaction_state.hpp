@@ -21,6 +21,26 @@ class TransactionState {
   void check_open() const {
     if (!open_) throw Error(ErrorKind::InvalidArgument, "25000", "the transaction is already committed or rolled back");
   }
+  // Like PostgreSQL, an error aborts the transaction: from then on every call is 25P02 and
+  // commit rolls back, on both backends alike.
+  void fail() noexcept { failed_ = true; }
+  // Before a call: 25000 once ended, 25P02 once a call failed.
+  void check_usable() const {
+    check_open();
+    if (failed_)
+      throw Error(ErrorKind::Internal, "25P02",
+                  "current transaction is aborted, commands ignored until end of transaction block");
+  }
+  // Ends with `commit`, or, after a failed call, with `rollback` and 25P02.
+  void commit(const std::function<void()>& commit, const std::function<void()>& rollback) {
+    end("tx.commit", [&] {
+      if (failed_) {
+        rollback();
+        throw Error(ErrorKind::Internal, "25P02", "the transaction had failed and was rolled back, not committed");
+      }
+      commit();
+    });
+  }
   // Ends the transaction with `finish` (COMMIT or ROLLBACK), once.
   void end(std::string_view operation, const std::function<void()>& finish) {
     check_open();
@@ -41,6 +61,7 @@ class TransactionState {
  private:
   Instruments& instruments_;
   bool open_ = false;
+  bool failed_ = false;
 };
 
 }  // namespace forgeyard::detail

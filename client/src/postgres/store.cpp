@@ -94,13 +94,7 @@ class PgTransaction final : public Transaction, private PgSession {
   Queues& queues() override { return queues_; }
   Audit& audit() override { return audit_; }
   void commit() override {
-    state_.end("tx.commit", [&] {
-      if (failed_) {
-        conn_->command("ROLLBACK");
-        throw Error(ErrorKind::Internal, "25P02", "the transaction had failed and was rolled back, not committed");
-      }
-      conn_->commit();
-    });
+    state_.commit([&] { conn_->commit(); }, [&] { conn_->command("ROLLBACK"); });
   }
   void rollback() override {
     state_.end("tx.rollback", [&] { conn_->command("ROLLBACK"); });
@@ -108,15 +102,12 @@ class PgTransaction final : public Transaction, private PgSession {
 
  private:
   PgResult run(const PgStatement& statement, const PgParams& params) override {
-    state_.check_open();
-    if (failed_)
-      throw Error(ErrorKind::Internal, "25P02",
-                  "current transaction is aborted, commands ignored until end of transaction block");
+    state_.check_usable();
     shared_.apply_clock(*conn_);
     return conn_->exec(statement, params);
   }
   Instruments& instruments() override { return shared_.instruments; }
-  void failed() override { failed_ = true; }
+  void failed() override { state_.fail(); }
 
   Shared& shared_;
   TransactionState state_;
@@ -126,7 +117,6 @@ class PgTransaction final : public Transaction, private PgSession {
   PgIdempotency idempotency_;
   PgQueues queues_;
   PgAudit audit_;
-  bool failed_ = false;  // a call failed: like the server, the transaction is aborted
 };
 
 class PgStore final : public Store {

@@ -83,13 +83,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   Queues& queues() override { return queues_; }
   Audit& audit() override { return audit_; }
   void commit() override {
-    state_.end("tx.commit", [&] {
-      if (failed_) {
-        db_->exec("ROLLBACK");
-        throw Error(ErrorKind::Internal, "25P02", "the transaction had failed and was rolled back, not committed");
-      }
-      db_->exec("COMMIT");
-    });
+    state_.commit([&] { db_->exec("COMMIT"); }, [&] { db_->exec("ROLLBACK"); });
   }
   void rollback() override {
     state_.end("tx.rollback", [&] { db_->exec("ROLLBACK"); });
@@ -97,20 +91,12 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
 
  private:
   void write(const std::function<void(Db&)>& work) override {
-    state_.check_open();
-    if (failed_)
-      throw Error(ErrorKind::Internal, "25P02",
-                  "current transaction is aborted, commands ignored until end of transaction block");
-    try {
-      work(*db_);
-    } catch (...) {
-      failed_ = true;
-      throw;
-    }
+    state_.check_usable();
+    work(*db_);  // a failure reaches measure(), which aborts the transaction (failed())
   }
   std::int64_t now_usecs() override { return shared_.now_usecs(); }
   Instruments& instruments() override { return shared_.instruments; }
-  void failed() override { failed_ = true; }
+  void failed() override { state_.fail(); }
 
   Shared& shared_;
   TransactionState state_;
@@ -120,7 +106,6 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   SqliteIdempotency idempotency_;
   SqliteQueues queues_;
   SqliteAudit audit_;
-  bool failed_ = false;  // like PostgreSQL, an error aborts the transaction
 };
 
 class SqliteStore final : public Store {
