@@ -2,41 +2,17 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 
+#include "core/audit.hpp"
 #include "forgeyard/error.hpp"
 
 namespace forgeyard::detail {
-
-namespace {
-void append_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
-}  // namespace
 
 std::string to_json(const Fields& fields) {
   std::string out = "{";
   for (const auto& [name, value] : fields) {
     if (out.size() > 1) out += ',';
-    append_string(out, name);
+    out += fy::core::json_quote(name);
     out += ':';
     std::visit(
         [&](const auto& v) {
@@ -49,7 +25,7 @@ std::string to_json(const Fields& fields) {
             char buf[32];
             auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
             out.append(buf, p);
-          } else append_string(out, v);
+          } else out += fy::core::json_quote(v);
         },
         value);
   }

@@ -15,6 +15,33 @@ namespace {
 
 [[noreturn]] void invalid(const std::string& message) { throw Error(sqlstate::invalid_parameter, message); }
 
+// The length of the UTF-8 sequence at s[i] (1 to 4), or 0 when it is not valid UTF-8: no
+// overlong forms, no surrogates, nothing past U+10FFFF, not cut short.
+std::size_t utf8_length(std::string_view s, std::size_t i) {
+  auto byte = [&](std::size_t k) -> unsigned { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+  const unsigned b0 = byte(i);
+  std::size_t n = 0;
+  unsigned lo = 0x80, hi = 0xbf;  // the range of the second byte
+  if (i < s.size() && b0 < 0x80) return 1;
+  if (b0 >= 0xc2 && b0 <= 0xdf) {
+    n = 2;
+  } else if (b0 >= 0xe0 && b0 <= 0xef) {
+    n = 3;
+    if (b0 == 0xe0) lo = 0xa0;
+    if (b0 == 0xed) hi = 0x9f;
+  } else if (b0 >= 0xf0 && b0 <= 0xf4) {
+    n = 4;
+    if (b0 == 0xf0) lo = 0x90;
+    if (b0 == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
+  return n;
+}
+
 // ---- JSON parser ---------------------------------------------------------------------------
 
 class Parser {
@@ -173,28 +200,10 @@ class Parser {
     }
   }
 
-  // One raw UTF-8 sequence, validated (no overlongs, no surrogates, at most U+10FFFF).
+  // One raw UTF-8 sequence, validated.
   void raw_utf8(std::string& out) {
-    auto byte = [&](std::size_t k) -> unsigned { return k < s_.size() ? (unsigned char)s_[k] : 0u; };
-    unsigned b0 = byte(i_);
-    std::size_t n = 0;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (b0 >= 0xc2 && b0 <= 0xdf) n = 2;
-    else if (b0 >= 0xe0 && b0 <= 0xef) {
-      n = 3;
-      if (b0 == 0xe0) lo = 0xa0;
-      if (b0 == 0xed) hi = 0x9f;
-    } else if (b0 >= 0xf0 && b0 <= 0xf4) {
-      n = 4;
-      if (b0 == 0xf0) lo = 0x90;
-      if (b0 == 0xf4) hi = 0x8f;
-    } else {
-      fail("invalid UTF-8");
-    }
-    unsigned b1 = byte(i_ + 1);
-    if (b1 < lo || b1 > hi) fail("invalid UTF-8");
-    for (std::size_t k = 2; k < n; ++k)
-      if (byte(i_ + k) < 0x80 || byte(i_ + k) > 0xbf) fail("invalid UTF-8");
+    const std::size_t n = utf8_length(s_, i_);
+    if (n == 0) fail("invalid UTF-8");
     out.append(s_.substr(i_, n));
     i_ += n;
   }
@@ -493,35 +502,10 @@ namespace {
 // 22021 unless `value` is UTF-8 without NUL: text the chain hashes must read back, export and
 // parse alike in every store (PostgreSQL text cannot hold NUL; libpq would cut it off).
 void check_text(const char* argument, std::string_view value) {
-  const auto* p = reinterpret_cast<const unsigned char*>(value.data());
-  const std::size_t size = value.size();
-  for (std::size_t i = 0; i < size;) {
-    const unsigned b0 = p[i];
-    std::size_t n = 1;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (b0 == 0) {
-      throw Error("22021", std::string(argument) + " must not contain a NUL character");
-    } else if (b0 < 0x80) {
-      n = 1;
-    } else if (b0 >= 0xc2 && b0 <= 0xdf) {
-      n = 2;
-    } else if (b0 >= 0xe0 && b0 <= 0xef) {
-      n = 3;
-      if (b0 == 0xe0) lo = 0xa0;
-      if (b0 == 0xed) hi = 0x9f;
-    } else if (b0 >= 0xf0 && b0 <= 0xf4) {
-      n = 4;
-      if (b0 == 0xf0) lo = 0x90;
-      if (b0 == 0xf4) hi = 0x8f;
-    } else {
-      throw Error("22021", std::string(argument) + " is not valid UTF-8");
-    }
-    if (i + n > size) throw Error("22021", std::string(argument) + " is not valid UTF-8");
-    for (std::size_t k = 1; k < n; ++k) {
-      const unsigned b = p[i + k];
-      if (b < (k == 1 ? lo : 0x80u) || b > (k == 1 ? hi : 0xbfu))
-        throw Error("22021", std::string(argument) + " is not valid UTF-8");
-    }
+  for (std::size_t i = 0; i < value.size();) {
+    if (value[i] == '\0') throw Error("22021", std::string(argument) + " must not contain a NUL character");
+    const std::size_t n = utf8_length(value, i);
+    if (n == 0) throw Error("22021", std::string(argument) + " is not valid UTF-8");
     i += n;
   }
 }
