@@ -9,8 +9,6 @@ namespace forgeyard::detail {
 
 namespace {
 
-#define FY_USECS(expr) "(EXTRACT(epoch FROM " expr ") * 1000000)::pg_catalog.int8"
-
 const PgStatement append_sql{"fy_audit_append",
                              "SELECT seq, hash FROM forgeyard.audit_append($1, $2, $3, $4, $5::pg_catalog.jsonb,"
                              " $6::pg_catalog.bytea, $7, $8::pg_catalog.timestamptz, $9::pg_catalog.uuid)",
@@ -31,7 +29,6 @@ const PgStatement read_sql{"fy_audit_read",
                            ", actor, action, resource, details::pg_catalog.text, payload_digest, payload_ref,"
                            " prev_hash, hash FROM forgeyard.audit_read($1, $2, $3)",
                            3};
-#undef FY_USECS
 
 std::optional<std::string> timestamp_param(const std::optional<TimePoint>& t) {
   if (!t) return std::nullopt;

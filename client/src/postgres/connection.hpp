@@ -24,6 +24,10 @@ struct PgStatement {
 
 using PgParams = std::vector<std::optional<std::string>>;
 
+// A timestamptz column read back as microseconds since 1970 (an int8), so that nothing depends
+// on DateStyle or TimeZone: "SELECT " FY_USECS("expires_at") " FROM ...".
+#define FY_USECS(expr) "(EXTRACT(epoch FROM " expr ") * 1000000)::pg_catalog.int8"
+
 // A bytea parameter in text format: "\x" and two hex digits per byte.
 std::string bytea_param(std::string_view bytes);
 

@@ -6,8 +6,6 @@
 namespace forgeyard::detail {
 
 namespace {
-// Timestamps come back as microseconds since 1970 so nothing depends on DateStyle or TimeZone.
-#define FY_USECS(expr) "(EXTRACT(epoch FROM " expr ") * 1000000)::pg_catalog.int8"
 
 const PgStatement acquire_sql{"fy_lease_acquire",
                               "SELECT acquired, epoch, holder, " FY_USECS("expires_at")
@@ -25,7 +23,6 @@ const PgStatement reap_sql{"fy_lease_reap",
                            "SELECT tenant, resource, epoch, holder, " FY_USECS("expired_at")
                            " FROM forgeyard.lease_reap($1, $2)",
                            2};
-#undef FY_USECS
 
 std::string str(std::string_view s) { return std::string(s); }
 

@@ -7,7 +7,6 @@ namespace forgeyard::detail {
 
 namespace {
 
-#define FY_USECS(expr) "(EXTRACT(epoch FROM " expr ") * 1000000)::pg_catalog.int8"
 #define FY_DELIVERY_COLUMNS \
   "msg_id, event_id, partition_key, priority, attempt, claim_token, payload, " FY_USECS("enqueued_at")
 
@@ -43,7 +42,6 @@ const PgStatement redrive_sql{"fy_dead_redrive",
 const PgStatement purge_dead_sql{"fy_dead_purge", "SELECT forgeyard.dead_purge($1, $2, $3::pg_catalog.int8[])", 3};
 const PgStatement inbox_sql{"fy_inbox_accept", "SELECT forgeyard.inbox_accept($1, $2, $3::pg_catalog.uuid)", 3};
 #undef FY_DELIVERY_COLUMNS
-#undef FY_USECS
 
 std::string str(std::string_view s) { return std::string(s); }
 

@@ -7,8 +7,6 @@ namespace forgeyard::detail {
 
 namespace {
 
-#define FY_USECS(expr) "(EXTRACT(epoch FROM " expr ") * 1000000)::pg_catalog.int8"
-
 const PgStatement enable_sql{"fy_enable_versioning", "SELECT forgeyard.enable_versioning($1::pg_catalog.regclass)", 1};
 const PgStatement update_sql{
     "fy_cas_update",
@@ -32,7 +30,6 @@ const PgStatement status_sql{"fy_idem_status",
                              FY_USECS("expires_at") " FROM forgeyard.idem_status($1, $2, $3)",
                              3};
 const PgStatement purge_sql{"fy_idem_purge", "SELECT forgeyard.idem_purge($1, $2)", 2};
-#undef FY_USECS
 
 std::string str(std::string_view s) { return std::string(s); }
 
