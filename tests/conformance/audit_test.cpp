@@ -2,7 +2,6 @@
 // on every backend.
 #include <boost/test/unit_test.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -435,63 +434,44 @@ BOOST_AUTO_TEST_CASE(four_connections_append_1000_each_without_a_gap) {
 BOOST_AUTO_TEST_CASE(the_cli_exports_a_chain_that_verifies_offline) {
   const std::string dir = (std::filesystem::temp_directory_path() / unique("forgeyard-audit-cli")).string();
   std::filesystem::create_directories(dir);
-  // Runs the CLI with stdout into `out`; returns its exit code.
-  auto cli = [&](std::vector<std::string> args, const std::string& out) {
-    std::vector<std::string> all{"forgeyard", "--store", url};
-    if (unnamed_statements) all.push_back("--unnamed-statements");
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = fork();
-    if (pid == 0) {
-      const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      dup2(fd, 1);
-      execv(FORGEYARD_CLI, argv.data());
-      _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  };
   auto slurp = [](const std::string& path) {
     std::ifstream in(path);
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
   const std::string out = dir + "/out.txt", chain = dir + "/chain.jsonl";
-  BOOST_TEST(cli({"audit", "append", tenant, "alice", "deploy", "svc/api", "--details", R"({"b":2,"a":1.50})",
+  BOOST_TEST(run_cli({"audit", "append", tenant, "alice", "deploy", "svc/api", "--details", R"({"b":2,"a":1.50})",
                   "--payload-digest", "00ff", "--payload-ref", "cas://x"},
                  out) == 0);
   BOOST_TEST(slurp(out).find("seq=1\n") != std::string::npos);
-  BOOST_TEST(cli({"audit", "append", tenant, "bob", "rollback", "svc/api", "--occurred-at", "2026-01-01T00:00:00Z"},
+  BOOST_TEST(run_cli({"audit", "append", tenant, "bob", "rollback", "svc/api", "--occurred-at", "2026-01-01T00:00:00Z"},
                  out) == 0);
-  BOOST_TEST(cli({"audit", "append", tenant, "", "x", "y"}, out) == 4);  // refused: empty actor
-  BOOST_TEST(cli({"audit", "head", tenant}, out) == 0);
+  BOOST_TEST(run_cli({"audit", "append", tenant, "", "x", "y"}, out) == 4);  // refused: empty actor
+  BOOST_TEST(run_cli({"audit", "head", tenant}, out) == 0);
   const std::string head = slurp(out);
   const auto at = head.find("anchor=");
   BOOST_REQUIRE(at != std::string::npos);
   const std::string anchor = head.substr(at + 7, head.find('\n', at) - at - 7);
   BOOST_TEST(anchor.rfind("2:", 0) == 0);
 
-  BOOST_TEST(cli({"audit", "export", tenant}, chain) == 0);
+  BOOST_TEST(run_cli({"audit", "export", tenant}, chain) == 0);
   const std::string exported = slurp(chain);
   BOOST_TEST(exported.find(R"("details":{"a":1.5,"b":2})") != std::string::npos);
   BOOST_TEST(exported.find(R"("occurred_at":"2026-01-01T00:00:00.000000Z")") != std::string::npos);
-  BOOST_TEST(cli({"audit", "verify", "--file", chain, "--anchor", anchor}, out) == 0);
+  BOOST_TEST(run_cli({"audit", "verify", "--file", chain, "--anchor", anchor}, out) == 0);
   BOOST_TEST(slurp(out).find("ok=true\nchecked=2") != std::string::npos);
-  BOOST_TEST(cli({"audit", "verify", tenant, "--anchor", anchor}, out) == 0);
-  BOOST_TEST(cli({"audit", "tail", tenant, "--n", "1"}, out) == 0);
+  BOOST_TEST(run_cli({"audit", "verify", tenant, "--anchor", anchor}, out) == 0);
+  BOOST_TEST(run_cli({"audit", "tail", tenant, "--n", "1"}, out) == 0);
   BOOST_TEST(slurp(out).find("\"seq\":2,") != std::string::npos);
   BOOST_TEST(slurp(out).find("\"seq\":1,") == std::string::npos);
 
   std::string edited = exported;
   edited.replace(edited.find("\"actor\":\"bob\""), 13, "\"actor\":\"eve\"");
   { std::ofstream(chain) << edited; }
-  BOOST_TEST(cli({"audit", "verify", "--file", chain}, out) == 1);
+  BOOST_TEST(run_cli({"audit", "verify", "--file", chain}, out) == 1);
   BOOST_TEST(slurp(out).find("first_bad_seq=2") != std::string::npos);
   { std::ofstream(chain) << exported.substr(0, exported.find('\n') + 1); }  // the tail cut
-  BOOST_TEST(cli({"audit", "verify", "--file", chain}, out) == 0);       // fine on its own ...
-  BOOST_TEST(cli({"audit", "verify", "--file", chain, "--anchor", anchor}, out) == 1);  // ... not against the anchor
+  BOOST_TEST(run_cli({"audit", "verify", "--file", chain}, out) == 0);       // fine on its own ...
+  BOOST_TEST(run_cli({"audit", "verify", "--file", chain, "--anchor", anchor}, out) == 1);  // ... not against the anchor
   std::filesystem::remove_all(dir);
 }
 

@@ -2,6 +2,8 @@
 
 #include <libpq-fe.h>
 #include <sqlite3.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -115,6 +117,29 @@ void Backend::create_versioned_table(const std::string& name) const {
   exec_sql("CREATE TABLE " + name + " (tenant_id text NOT NULL, id " + integer + " NOT NULL, value " + integer +
            " NOT NULL DEFAULT 0, note text, entity_version " + version + ", PRIMARY KEY (tenant_id, id))");
   store->versioned_rows().enable(name);
+}
+
+pid_t Backend::spawn_cli(const std::vector<std::string>& args, const std::string& stdout_path) const {
+  std::vector<std::string> all{"forgeyard", "--store", url};
+  if (unnamed_statements) all.push_back("--unnamed-statements");
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    execv(FORGEYARD_CLI, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int Backend::run_cli(const std::vector<std::string>& args, const std::string& stdout_path) const {
+  int status = 0;
+  waitpid(spawn_cli(args, stdout_path), &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 std::string Backend::unique(const std::string& prefix) const {

@@ -6,6 +6,9 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <sys/types.h>
 
 #include "forgeyard/forgeyard.hpp"
 
@@ -41,6 +44,11 @@ struct Backend {
   // Creates a table `name` (tenant_id, id, value, note, entity_version) and versions it through
   // the API. The DDL is the backend's; everything after it is the public API.
   void create_versioned_table(const std::string& name) const;
+  // Starts the forgeyard CLI on this backend's store with `args`, its stdout into
+  // `stdout_path`; returns its pid. run_cli waits for it and returns its exit code (-1 when it
+  // did not exit normally).
+  pid_t spawn_cli(const std::vector<std::string>& args, const std::string& stdout_path = "/dev/null") const;
+  int run_cli(const std::vector<std::string>& args, const std::string& stdout_path = "/dev/null") const;
   // A name unique to this test run, so runs against one database never meet.
   std::string unique(const std::string& prefix) const;
   // The same, usable as an SQL identifier without quoting.

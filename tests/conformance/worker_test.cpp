@@ -1,7 +1,6 @@
 // The worker helper and the CLI's job runner, on every backend.
 #include <boost/test/unit_test.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -129,26 +128,10 @@ BOOST_AUTO_TEST_CASE(the_cli_sends_while_its_worker_runs) {
   // while it runs, and SIGTERM stops it cleanly.
   store->queues().create(tenant, "cli", {});
   const std::string out = (std::filesystem::temp_directory_path() / ("forgeyard-worker-" + unique("out"))).string();
-  auto cli = [&](std::vector<std::string> args) {
-    std::vector<std::string> all{"forgeyard", "--store", url};
-    if (unnamed_statements) all.push_back("--unnamed-statements");
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = fork();
-    if (pid == 0) {
-      const int null = ::open("/dev/null", O_WRONLY);
-      dup2(null, 1);
-      execv(FORGEYARD_CLI, argv.data());
-      _exit(127);
-    }
-    return pid;
-  };
-  const pid_t worker = cli({"queue", "work", tenant, "cli", "cat >> " + out + "; echo >> " + out, "--batch", "1"});
+  const pid_t worker = spawn_cli({"queue", "work", tenant, "cli", "cat >> " + out + "; echo >> " + out, "--batch", "1"});
   for (int i = 0; i < 5; ++i) {
     int status = 0;
-    waitpid(cli({"queue", "send", tenant, "cli", "job-" + std::to_string(i)}), &status, 0);
+    waitpid(spawn_cli({"queue", "send", tenant, "cli", "job-" + std::to_string(i)}), &status, 0);
     BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   }
   int lines = 0;
@@ -173,23 +156,8 @@ BOOST_AUTO_TEST_CASE(the_cli_runner_survives_a_command_that_ignores_its_payload)
   o.max_payload_bytes = 1 << 20;
   store->queues().create(tenant, "big", o);
   store->queues().enqueue(tenant, "big", {std::string(300000, 'x')});  // more than a pipe holds
-  std::vector<std::string> all{"forgeyard", "--store", url};
-  if (unnamed_statements) all.push_back("--unnamed-statements");
-  for (const char* a : {"queue", "work", "", "big", "exit 0", "--until-empty", "true"}) all.emplace_back(a);
-  all[all.size() - 5] = tenant;
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    execv(FORGEYARD_CLI, argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));  // not killed by SIGPIPE
+  const int code = run_cli({"queue", "work", tenant, "big", "exit 0", "--until-empty", "true"});
+  BOOST_TEST(code == 0);  // exited normally: not killed by SIGPIPE
   auto s = store->queues().stats(tenant, "big");
   BOOST_TEST(s.ready + s.in_flight == 0);  // and the message was acked
 }
