@@ -431,6 +431,29 @@ BOOST_AUTO_TEST_CASE(four_connections_append_1000_each_without_a_gap) {
   BOOST_TEST(audit().head(tenant).seq == threads * per_thread);
 }
 
+BOOST_AUTO_TEST_CASE(recorded_at_never_goes_backwards_along_a_chain) {
+  // With the real clock and appends waiting for each other, each event's recorded_at is read
+  // under the head lock, so it is never before the event it follows.
+  std::vector<std::thread> workers;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < 4; ++w)
+    workers.emplace_back([&] {
+      try {
+        auto s = open_real_clock();
+        for (int i = 0; i < 200; ++i) forgeyard::with_retry([&] { s->audit().append(tenant, event("tick")); });
+      } catch (...) {
+        ++failures;
+      }
+    });
+  for (auto& t : workers) t.join();
+  BOOST_TEST(failures == 0);
+  const auto records = audit().read(tenant, 1, 10000);
+  BOOST_REQUIRE_EQUAL(records.size(), 800u);
+  int backwards = 0;
+  for (std::size_t i = 1; i < records.size(); ++i) backwards += records[i].recorded_at < records[i - 1].recorded_at;
+  BOOST_TEST(backwards == 0);
+}
+
 BOOST_AUTO_TEST_CASE(the_cli_exports_a_chain_that_verifies_offline) {
   const std::string dir = (std::filesystem::temp_directory_path() / unique("forgeyard-audit-cli")).string();
   std::filesystem::create_directories(dir);
