@@ -33,14 +33,14 @@ void require_utf8() {
                       "its hashes are over UTF-8 text, so that every store and the offline verifier agree");
 }
 
-// A timestamp argument in microseconds since 1970, within the years 1..9999 (checked before
-// converting, so the conversion cannot overflow).
+// A timestamp argument in microseconds since 1970, within the years 1..9999 (the conversion
+// is checked: PostgreSQL's last timestamps lie past the int64 range of Unix microseconds).
 std::int64_t finite_usecs(TimestampTz t, const char* argument) {
   if (TIMESTAMP_NOT_FINITE(t)) invalid(std::string(argument) + " must be a finite timestamp");
-  const std::int64_t offset = pg::unix_usecs(0);
-  if (t < core::min_audit_time_usecs - offset || t > core::max_audit_time_usecs - offset)
-    core::check_audit_time(argument, t < 0 ? core::min_audit_time_usecs - 1 : core::max_audit_time_usecs + 1);
-  return pg::unix_usecs(t);
+  std::int64_t unix_usecs = 0;
+  if (__builtin_add_overflow(t, pg::unix_usecs(0), &unix_usecs)) unix_usecs = core::max_audit_time_usecs + 1;
+  core::check_audit_time(argument, unix_usecs);
+  return unix_usecs;
 }
 
 // One event of an append, before it has a place in the chain.
