@@ -1,6 +1,6 @@
-# PGXS build of the forgeyard extension: extension/ -> forgeyard.so, sql/ -> share/extension.
+# PGXS build of the forgeyard extension: extension/ + core/ -> forgeyard.so, sql/ -> share/extension.
 MODULE_big = forgeyard
-OBJS = $(patsubst %.cpp,%.o,$(sort $(wildcard extension/*.cpp extension/pg/*.cpp extension/core/*.cpp)))
+OBJS = $(patsubst %.cpp,%.o,$(sort $(wildcard core/*.cpp extension/*.cpp extension/pg/*.cpp)))
 MODULEDIR = extension
 DATA = extension/forgeyard.control $(sort $(wildcard sql/forgeyard--*.sql))
 PGFILEDESC = "forgeyard - coordination semantics for PostgreSQL"
@@ -9,7 +9,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 
 # Server headers as system headers (no warnings from them); C++20; PG 15 headers use `register`.
-PG_CPPFLAGS = -Iextension -isystem $(shell $(PG_CONFIG) --includedir-server)
+PG_CPPFLAGS = -I. -Iextension -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CXXFLAGS = -std=c++20 -Wno-register -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 # PGXS links with the C compiler.
 SHLIB_LINK = -lstdc++

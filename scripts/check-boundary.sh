@@ -2,7 +2,7 @@
 # Keeps the C++ / PostgreSQL boundary checkable (docs/architecture.md, "The boundary"):
 #  1. only extension/pg/ touches PostgreSQL's raw error, SPI and memory APIs;
 #  2. every SQL-callable C function is declared with FY_FUNCTION (routed through invoke());
-#  3. extension/core/ includes no PostgreSQL, libpq or SQLite header;
+#  3. core/ includes no PostgreSQL, libpq or SQLite header;
 #  4. the client's public headers include neither libpq-fe.h nor sqlite3.h.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +19,8 @@ grep -rn 'PG_FUNCTION_INFO_V1' extension --include='*.cpp' --include='*.hpp' | g
   && fail "PG_FUNCTION_INFO_V1 outside FY_FUNCTION"
 grep -rnE '^\s*Datum\s+\w+\s*\(PG_FUNCTION_ARGS\)' extension --include='*.cpp' && fail "a C entry point not declared with FY_FUNCTION"
 
-grep -rnE '#include\s*[<"](postgres|fmgr|libpq-fe|sqlite3|executor/|utils/|catalog/)' extension/core \
-  && fail "extension/core includes a PostgreSQL, libpq or SQLite header"
+grep -rnE '#include\s*[<"](postgres|fmgr|libpq-fe|sqlite3|executor/|utils/|catalog/)' core/ \
+  && fail "core/ includes a PostgreSQL, libpq or SQLite header"
 grep -rnE '#include\s*[<"](libpq-fe|sqlite3)\.h' client/include && fail "a public header includes libpq-fe.h or sqlite3.h"
 
 # Every C symbol named in the SQL scripts is defined with FY_FUNCTION.

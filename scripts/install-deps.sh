@@ -3,9 +3,9 @@
 #   scripts/install-deps.sh           everything: build, extension, tests, benchmarks
 #   scripts/install-deps.sh --client  only what the client library and CLI need to build
 set -euo pipefail
-client=(libpq-dev libsqlite3-dev libspdlog-dev cmake g++ make pkg-config)
+client=(libpq-dev libsqlite3-dev libspdlog-dev libssl-dev libcli11-dev cmake g++ make pkg-config)
 packages=("${client[@]}" postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap
-          libtap-parser-sourcehandler-pgtap-perl libboost-test-dev pgbouncer)
+          libtap-parser-sourcehandler-pgtap-perl libboost-test-dev pgbouncer clang-format clang-tidy)
 [ "${1:-}" = "--client" ] && packages=("${client[@]}")
 missing=()
 for p in "${packages[@]}"; do

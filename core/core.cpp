@@ -8,7 +8,7 @@
 // Compiled on its own into the extension and the client: nothing core includes may bring in
 // PostgreSQL, libpq or SQLite.
 #if defined(PG_VERSION_NUM) || defined(POSTGRES_H) || defined(LIBPQ_FE_H) || defined(SQLITE_VERSION_NUMBER)
-#error "extension/core is pure logic: it must not include PostgreSQL, libpq or SQLite headers"
+#error "core/ is pure logic: it must not include PostgreSQL, libpq or SQLite headers"
 #endif
 
 namespace fy::core {
