@@ -12,12 +12,18 @@ sudo=""
 
 scripts/install-deps.sh || exit 1
 
-echo "== build: extension (PGXS)"
-make -j"$jobs" >/dev/null || { make; exit 1; }
-$sudo make install >/dev/null || exit 1
-echo "== build: client, CLI, tests (CMake)"
-cmake -S . -B build -DFORGEYARD_TESTS=ON -DFORGEYARD_BENCH=ON >/dev/null || exit 1
-cmake --build build -j"$jobs" >/dev/null || { cmake --build build -j1; exit 1; }
+# Build output goes to build/*.log and is shown when a step fails.
+mkdir -p build
+step() {  # step LOG COMMAND...: run quietly, keep the output, show its end on failure
+  local log=$1; shift
+  "$@" >"$log" 2>&1 || { echo "failed: $* (output in $log):"; tail -n 60 "$log"; return 1; }
+}
+echo "== build: extension (PGXS, -Werror)"
+step build/make.log make -j"$jobs" FORGEYARD_WERROR=1 || exit 1
+step build/make-install.log $sudo make install || exit 1
+echo "== build: client, CLI, tests (CMake, -Werror)"
+step build/cmake-configure.log cmake -S . -B build -DFORGEYARD_TESTS=ON -DFORGEYARD_BENCH=ON -DFORGEYARD_WERROR=ON || exit 1
+step build/cmake-build.log cmake --build build -j"$jobs" || exit 1
 
 source scripts/lib/cluster.sh
 trap cluster_stop EXIT INT TERM
@@ -32,8 +38,9 @@ count() {  # count NAME PASSED FAILED
   printf '   %-28s %4d passed, %d failed\n' "$1" "$2" "$3"
 }
 
-echo "== checks: C++/PostgreSQL boundary"
+echo "== checks: C++/PostgreSQL boundary, exported symbols"
 if scripts/check-boundary.sh; then count boundary-check 1 0; else count boundary-check 0 1; fi
+if scripts/check-symbols.sh build; then count exported-symbols 1 0; else count exported-symbols 0 1; fi
 
 echo "== pgTAP (pg_prove regress/)"
 pg_prove --failures regress/*.sql 2>&1 | tee build/pg_prove.log
@@ -62,6 +69,25 @@ nfail=$(echo "$line" | grep -oE '[0-9]+ tests failed' | grep -oE '[0-9]+')
 # A module that crashed prints no report: count it as one failure.
 [ "${nfail:-0}" -gt 0 ] && [ "$cases_bad" -eq 0 ] && cases_bad=$nfail
 count boost-test-cases "$cases_ok" "$cases_bad"
+
+echo "== AddressSanitizer + UBSan: unit and SQLite conformance suites (build-asan/)"
+# FORGEYARD_SANITIZE=0 skips this step for a quick local run; CI always runs it.
+if [ "${FORGEYARD_SANITIZE:-1}" != 0 ]; then
+  if step build/asan-configure.log cmake -S . -B build-asan -DFORGEYARD_SANITIZE=address,undefined \
+       -DFORGEYARD_BENCH=OFF -DFORGEYARD_WERROR=ON -DCMAKE_BUILD_TYPE=Debug &&
+     step build/asan-build.log cmake --build build-asan -j"$jobs" --target unit_tests conformance_tests forgeyard_cli; then
+    for t in unit conformance_sqlite; do
+      if (cd build-asan && ctest -R "^$t\$" --output-on-failure) >"build/asan-$t.log" 2>&1; then
+        n=$(grep -oE '[0-9]+ test cases? out of [0-9]+ passed' build-asan/Testing/Temporary/LastTest.log | awk '{s+=$1} END {print s+0}')
+        count "asan-$t" "$n" 0
+      else
+        tail -n 60 "build/asan-$t.log"; count "asan-$t" 0 1
+      fi
+    done
+  else
+    count asan-build 0 1
+  fi
+fi
 
 echo
 echo "forgeyard: $passed passed, $failed failed"

@@ -2,6 +2,8 @@
 // exported chains that needs no database.
 #pragma once
 
+#include "forgeyard/export.hpp"
+
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
@@ -58,7 +60,7 @@ struct AuditVerification {
   std::optional<std::string> reason;
 };
 
-class Audit {
+class FORGEYARD_API Audit {
  public:
   virtual ~Audit() = default;
   // Appends to the tenant's chain: seq is gap-free from 1, hash = SHA-256(canonical(event) ||
@@ -80,20 +82,20 @@ class Audit {
 // ---- Export and offline verification (no database) -----------------------------------------
 
 // One event as a line of JSON (without the newline): the format `forgeyard audit export` writes.
-std::string audit_export_line(const AuditRecord& record);
+FORGEYARD_API std::string audit_export_line(const AuditRecord& record);
 // The inverse (details canonicalized); InvalidArgument on a malformed line.
-AuditRecord parse_audit_export_line(std::string_view line);
+FORGEYARD_API AuditRecord parse_audit_export_line(std::string_view line);
 // Checks an exported chain (JSON lines of one tenant in seq order; an export that starts after
 // seq 1 trusts its first prev_hash) with the same encoding the stores use.
-AuditVerification verify_audit_export(std::istream& lines, std::optional<AuditHead> anchor = std::nullopt);
+FORGEYARD_API AuditVerification verify_audit_export(std::istream& lines, std::optional<AuditHead> anchor = std::nullopt);
 
 // RFC 3339 timestamps as the export writes them ("2026-11-29T12:00:00.000001Z"); parse also
 // takes an offset ("+01:00") and 0..6 fractional digits.
-std::string format_time(TimePoint t);
-std::optional<TimePoint> parse_time(std::string_view text);
+FORGEYARD_API std::string format_time(TimePoint t);
+FORGEYARD_API std::optional<TimePoint> parse_time(std::string_view text);
 
-std::string to_hex(std::string_view bytes);
+FORGEYARD_API std::string to_hex(std::string_view bytes);
 // nullopt unless `text` is pairs of hex digits.
-std::optional<Bytes> from_hex(std::string_view text);
+FORGEYARD_API std::optional<Bytes> from_hex(std::string_view text);
 
 }  // namespace forgeyard

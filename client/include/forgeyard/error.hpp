@@ -2,6 +2,8 @@
 // message and detail it came from. docs/errors.md is the table; error.cpp is its only mapping.
 #pragma once
 
+#include "forgeyard/export.hpp"
+
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -28,16 +30,16 @@ enum class ErrorKind {
   Internal,              // anything else (XX000, unexpected states)
 };
 
-std::string_view to_string(ErrorKind kind) noexcept;
+FORGEYARD_API std::string_view to_string(ErrorKind kind) noexcept;
 
 // Whether the kind may be retried automatically (bounded, with jitter). Unavailable is retried
 // only for idempotent operations, a decision the retry helper leaves to its caller.
-bool is_retryable(ErrorKind kind) noexcept;
+FORGEYARD_API bool is_retryable(ErrorKind kind) noexcept;
 
 // The kind for a SQLSTATE (five characters).
-ErrorKind kind_for_sqlstate(std::string_view sqlstate) noexcept;
+FORGEYARD_API ErrorKind kind_for_sqlstate(std::string_view sqlstate) noexcept;
 
-class Error : public std::runtime_error {
+class FORGEYARD_API Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, std::string sqlstate, const std::string& message, std::string detail = {});
   // The kind follows from the SQLSTATE.

@@ -2,6 +2,8 @@
 // returns the first result.
 #pragma once
 
+#include "forgeyard/export.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,7 +39,7 @@ struct IdempotencyStatus {
   TimePoint expires_at;
 };
 
-class Idempotency {
+class FORGEYARD_API Idempotency {
  public:
   virtual ~Idempotency() = default;
   // Started: do the work (attempt N). Replay: return `response`. IdempotencyMismatch (FY011):
@@ -55,6 +57,6 @@ class Idempotency {
 };
 
 // A request digest: SHA-256 of the request's canonical bytes, as 64 hex characters.
-Bytes request_digest(std::string_view request);
+FORGEYARD_API Bytes request_digest(std::string_view request);
 
 }  // namespace forgeyard

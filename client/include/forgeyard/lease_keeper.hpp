@@ -3,6 +3,8 @@
 // expired, judged by the local monotonic clock from the moment each request was sent.
 #pragma once
 
+#include "forgeyard/export.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -29,7 +31,7 @@ struct LeaseKeeperOptions {
   std::function<void()> on_lost;
 };
 
-class LeaseKeeper {
+class FORGEYARD_API LeaseKeeper {
  public:
   // Acquires the lease and starts renewing; nullopt if another owner holds it.
   static std::unique_ptr<LeaseKeeper> acquire(Leases& leases, std::string tenant, std::string resource,

@@ -1,6 +1,8 @@
 // Leases with fencing epochs (docs/sql-api.md#leases).
 #pragma once
 
+#include "forgeyard/export.hpp"
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,7 +38,7 @@ struct ReapedLease {
   TimePoint expired_at;
 };
 
-class Leases {
+class FORGEYARD_API Leases {
  public:
   virtual ~Leases() = default;
 
@@ -58,6 +60,6 @@ class Leases {
   virtual std::vector<ReapedLease> reap(int max_leases, std::optional<std::string> tenant = std::nullopt) = 0;
 };
 
-std::string_view to_string(LeaseState state) noexcept;
+FORGEYARD_API std::string_view to_string(LeaseState state) noexcept;
 
 }  // namespace forgeyard

@@ -3,6 +3,8 @@
 // (docs/sql-api.md#queues).
 #pragma once
 
+#include "forgeyard/export.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,9 +19,9 @@ namespace forgeyard {
 
 // Highest first. Lower classes are refused earlier as a queue fills (reserved capacity).
 enum class Priority { Emergency, SecurityControl, Realtime, Interactive, Background, Bulk };
-std::string_view to_string(Priority priority) noexcept;
+FORGEYARD_API std::string_view to_string(Priority priority) noexcept;
 // InvalidArgument for an unknown name.
-Priority priority_from_string(std::string_view name);
+FORGEYARD_API Priority priority_from_string(std::string_view name);
 
 struct QueueOptions {
   std::int64_t max_messages = 100000;
@@ -82,7 +84,7 @@ struct DeadLetter {
   std::optional<Bytes> payload;  // only when the queue keeps dead-letter payloads
 };
 
-class Queues {
+class FORGEYARD_API Queues {
  public:
   virtual ~Queues() = default;
   virtual void create(std::string_view tenant, std::string_view queue, const QueueOptions& options) = 0;

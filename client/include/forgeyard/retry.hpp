@@ -1,6 +1,8 @@
 // Bounded retry with full jitter, for retryable error kinds only.
 #pragma once
 
+#include "forgeyard/export.hpp"
+
 #include <chrono>
 #include <thread>
 #include <type_traits>
@@ -21,9 +23,9 @@ struct RetryPolicy {
 
 // Whether `e` on attempt `attempt` (from 1) should be retried under `policy`.
 // CommitUnknown never is: the caller reconciles through an idempotency key.
-bool should_retry(const Error& e, int attempt, const RetryPolicy& policy) noexcept;
+FORGEYARD_API bool should_retry(const Error& e, int attempt, const RetryPolicy& policy) noexcept;
 // The sleep before attempt `attempt` + 1: exponential, capped, full jitter.
-Duration retry_delay(int attempt, const RetryPolicy& policy);
+FORGEYARD_API Duration retry_delay(int attempt, const RetryPolicy& policy);
 
 template <class F>
 auto with_retry(F&& work, const RetryPolicy& policy = {}) -> decltype(work()) {

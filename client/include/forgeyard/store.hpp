@@ -5,6 +5,8 @@
 //                         (else ~/.local/share/forgeyard/forgeyard.db)
 #pragma once
 
+#include "forgeyard/export.hpp"
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -80,7 +82,7 @@ struct Metrics {
 
 // A unit of work on one connection: commit makes every call in it durable together, and the
 // destructor rolls back what was not committed (it never throws).
-class Transaction {
+class FORGEYARD_API Transaction {
  public:
   virtual ~Transaction() = default;
   virtual Leases& leases() = 0;
@@ -92,7 +94,7 @@ class Transaction {
   virtual void rollback() = 0;
 };
 
-class Store {
+class FORGEYARD_API Store {
  public:
   virtual ~Store() = default;
   // Each call is its own transaction.
@@ -112,9 +114,9 @@ class Store {
                                                        std::optional<std::string> tenant = std::nullopt) = 0;
 };
 
-std::unique_ptr<Store> open(std::string_view url = {}, StoreOptions options = {});
+FORGEYARD_API std::unique_ptr<Store> open(std::string_view url = {}, StoreOptions options = {});
 
 // The SQLite file used when no URL is given.
-std::string default_sqlite_path();
+FORGEYARD_API std::string default_sqlite_path();
 
 }  // namespace forgeyard

@@ -3,6 +3,8 @@
 // before it, never inside.
 #pragma once
 
+#include "forgeyard/export.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,10 +40,10 @@ struct TransitionResult {
 
 // Runs the three steps in `tx` (compare-and-set, audit append, enqueue) without committing.
 // A key with a tenant_id other than t.tenant is refused (InvalidArgument) before any step.
-TransitionResult transition(Transaction& tx, const StateTransition& t);
+FORGEYARD_API TransitionResult transition(Transaction& tx, const StateTransition& t);
 // Begins a transaction, runs the three steps and commits. Any failure (Conflict, QueueFull,
 // InvalidArgument, a lost connection) leaves no state change, no audit event and no message.
 // Not retried here: wrap it in forgeyard::retry for SerializationFailure.
-TransitionResult transition(Store& store, const StateTransition& t);
+FORGEYARD_API TransitionResult transition(Store& store, const StateTransition& t);
 
 }  // namespace forgeyard

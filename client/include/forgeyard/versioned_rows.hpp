@@ -1,6 +1,8 @@
 // Compare-and-set by entity version (docs/sql-api.md#compare-and-set).
 #pragma once
 
+#include "forgeyard/export.hpp"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -21,7 +23,7 @@ struct VersionedRow {
   std::int64_t version = 0;  // the expected version of the next update
 };
 
-class VersionedRows {
+class FORGEYARD_API VersionedRows {
  public:
   virtual ~VersionedRows() = default;
   // Puts a table with `entity_version bigint NOT NULL DEFAULT 1` under version control: every

@@ -3,6 +3,8 @@
 // steady state the acks of one batch and the claim of the next are one round trip.
 #pragma once
 
+#include "forgeyard/export.hpp"
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -39,6 +41,6 @@ struct WorkerStats {
   std::uint64_t acked = 0, retried = 0, dead = 0, extended = 0, idle_polls = 0, stale = 0;
 };
 
-WorkerStats run_worker(Queues& queues, const WorkerOptions& options, const Handler& handler, std::stop_token stop);
+FORGEYARD_API WorkerStats run_worker(Queues& queues, const WorkerOptions& options, const Handler& handler, std::stop_token stop);
 
 }  // namespace forgeyard
