@@ -372,8 +372,8 @@ FY_FUNCTION(fy_audit_verify) {
     while (!verifier.bad() && next <= last) {
       scratch.reset();
       events.clear();
-      const std::uint64_t n = read_events(spi, tenant, next, last, verify_page,
-                                          [&](core::AuditEvent&& e, TimestampTz, TimestampTz) { events.push_back(std::move(e)); });
+      auto keep = [&](core::AuditEvent&& e, TimestampTz, TimestampTz) { events.push_back(std::move(e)); };
+      const std::uint64_t n = read_events(spi, tenant, next, last, verify_page, keep);
       for (const core::AuditEvent& e : events)
         if (!verifier.add(e)) break;
       if (n < static_cast<std::uint64_t>(verify_page)) break;

@@ -146,7 +146,9 @@ std::optional<std::vector<std::optional<T>>> array_arg(FunctionCallInfo fcinfo, 
 }
 
 std::string varlena_bytes(Datum d) {
-  varlena* v = guard([&]() noexcept { return pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d))); });
+  varlena* v = guard([&]() noexcept {
+    return pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d)));
+  });
   return std::string(VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v));
 }
 }  // namespace

@@ -9,7 +9,9 @@ extern "C" {
 namespace fy::pg {
 
 ScratchContext::ScratchContext() {
-  context_ = guard([&]() noexcept { return AllocSetContextCreate(CurrentMemoryContext, "forgeyard scratch", ALLOCSET_DEFAULT_SIZES); });
+  context_ = guard([]() noexcept {
+    return AllocSetContextCreate(CurrentMemoryContext, "forgeyard scratch", ALLOCSET_DEFAULT_SIZES);
+  });
   watch();
   previous_ = MemoryContextSwitchTo(context_);
 }

@@ -133,7 +133,9 @@ std::optional<std::string> Row::bytea(int column) const {
   bool null = true;
   Datum d = datum(column, &null);
   if (null) return std::nullopt;
-  ::bytea* b = guard([&]() noexcept { return reinterpret_cast<::bytea*>(pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d)))); });
+  ::bytea* b = guard([&]() noexcept {
+    return reinterpret_cast<::bytea*>(pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d))));
+  });
   return std::string(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
 }
 
