@@ -9,6 +9,7 @@
 #include "core/audit.hpp"
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
+#include "pg/memory.hpp"
 #include "pg/spi.hpp"
 #include "pg/trigger.hpp"
 #include "tenant.hpp"
@@ -365,15 +366,19 @@ FY_FUNCTION(fy_audit_verify) {
   const std::int64_t last = to_seq.value_or(std::numeric_limits<std::int64_t>::max());
   std::int64_t next = from_seq;
   std::vector<core::AuditEvent> events;
-  while (!verifier.bad() && next <= last) {
-    events.clear();
-    const std::uint64_t n = read_events(spi, tenant, next, last, verify_page, [&](core::AuditEvent&& e, TimestampTz, TimestampTz) {
-      events.push_back(std::move(e));
-    });
-    for (const core::AuditEvent& e : events)
-      if (!verifier.add(e)) break;
-    if (n < static_cast<std::uint64_t>(verify_page)) break;
-    next = events.back().seq + 1;
+  {
+    // What reading a page allocates goes with the page: memory does not grow with the chain.
+    pg::ScratchContext scratch;
+    while (!verifier.bad() && next <= last) {
+      scratch.reset();
+      events.clear();
+      auto keep = [&](core::AuditEvent&& e, TimestampTz, TimestampTz) { events.push_back(std::move(e)); };
+      const std::uint64_t n = read_events(spi, tenant, next, last, verify_page, keep);
+      for (const core::AuditEvent& e : events)
+        if (!verifier.add(e)) break;
+      if (n < static_cast<std::uint64_t>(verify_page)) break;
+      next = events.back().seq + 1;
+    }
   }
   const core::Verification result = verifier.finish_range(to_seq, head.seq);
   spi.finish();
@@ -401,20 +406,28 @@ FY_FUNCTION(fy_audit_read) {
   std::size_t bytes = 0;
   pg::Spi spi;
   check_tenant(spi, tenant);
-  for (std::int64_t next = from_seq; static_cast<int>(rows.size()) < max_events && bytes < max_read_bytes;) {
-    const int want = std::min(read_page, max_events - static_cast<int>(rows.size()));
-    const std::uint64_t n = read_events(spi, tenant, next, std::numeric_limits<std::int64_t>::max(), want,
-                                        [&](core::AuditEvent&& e, TimestampTz occurred, TimestampTz recorded) {
-                                          if (bytes >= max_read_bytes) return;
-                                          bytes += e.details ? e.details->size() : 0;
-                                          rows.push_back({std::move(e), occurred, recorded});
-                                        });
-    if (n < static_cast<std::uint64_t>(want) || rows.empty()) break;
-    next = rows.back().e.seq + 1;
+  {
+    // One page at a time in a scratch context (the rows are kept as C++ values), and one row
+    // at a time below: the tuplestore keeps its own copy of each row.
+    pg::ScratchContext scratch;
+    for (std::int64_t next = from_seq; static_cast<int>(rows.size()) < max_events && bytes < max_read_bytes;) {
+      scratch.reset();
+      const int want = std::min(read_page, max_events - static_cast<int>(rows.size()));
+      const std::uint64_t n = read_events(spi, tenant, next, std::numeric_limits<std::int64_t>::max(), want,
+                                          [&](core::AuditEvent&& e, TimestampTz occurred, TimestampTz recorded) {
+                                            if (bytes >= max_read_bytes) return;
+                                            bytes += e.details ? e.details->size() : 0;
+                                            rows.push_back({std::move(e), occurred, recorded});
+                                          });
+      if (n < static_cast<std::uint64_t>(want) || rows.empty()) break;
+      next = rows.back().e.seq + 1;
+    }
   }
   spi.finish();
   pg::TableResult out(fcinfo);
+  pg::ScratchContext scratch;
   for (const Read& r : rows) {
+    scratch.reset();
     const pg::Value details = r.e.details ? pg::jsonb_value(*r.e.details) : pg::null_value();
     out.add_row({pg::int8_value(r.e.seq), pg::uuid_value(r.e.event_id), pg::timestamptz_value(r.occurred),
                  pg::timestamptz_value(r.recorded), pg::text_value(r.e.actor), pg::text_value(r.e.action),

@@ -2,6 +2,7 @@
 
 extern "C" {
 #include "utils/jsonb.h"
+#include "utils/resowner.h"
 }
 
 namespace fy::pg {
@@ -11,7 +12,7 @@ bool arg_is_null(FunctionCallInfo fcinfo, int n) { return PG_ARGISNULL(n); }
 std::optional<std::string> optional_name_arg(FunctionCallInfo fcinfo, int n, const char* argument,
                                              std::size_t max_bytes) {
   if (PG_ARGISNULL(n)) return std::nullopt;
-  text* t = guard([&] { return PG_GETARG_TEXT_PP(n); });
+  text* t = guard([&]() noexcept { return PG_GETARG_TEXT_PP(n); });
   std::string value(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
   core::check_name(argument, true, value, max_bytes);
   return value;
@@ -39,7 +40,7 @@ std::optional<std::string> bytea_arg(FunctionCallInfo fcinfo, int n, const char*
     if (optional) return std::nullopt;
     throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
   }
-  ::bytea* b = guard([&] { return PG_GETARG_BYTEA_PP(n); });
+  ::bytea* b = guard([&]() noexcept { return PG_GETARG_BYTEA_PP(n); });
   std::string value(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
   if (value.size() < min_bytes) throw core::Error(core::sqlstate::invalid_parameter, std::string(argument) + " must not be empty");
   if (value.size() > max_bytes)
@@ -55,7 +56,7 @@ std::optional<std::string> text_arg(FunctionCallInfo fcinfo, int n, const char* 
     if (optional) return std::nullopt;
     throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
   }
-  ::text* t = guard([&] { return PG_GETARG_TEXT_PP(n); });
+  ::text* t = guard([&]() noexcept { return PG_GETARG_TEXT_PP(n); });
   std::string value(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
   if (value.size() > max_bytes)
     throw core::Error(core::sqlstate::string_too_long,
@@ -76,17 +77,49 @@ std::optional<core::Duration> optional_interval_arg(FunctionCallInfo fcinfo, int
   return core::Duration{iv->month, iv->day, iv->time};
 }
 
-core::Duration parse_interval(const std::string& text, const std::string& argument) {
+Datum parse_input(Oid type, const std::string& text, const std::string& argument, const char* what) {
   const char* in = text.c_str();
-  try {
-    const Interval* iv = guard([&] {
-      return DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(in), ObjectIdGetDatum(InvalidOid),
-                                                   Int32GetDatum(-1)));
-    });
-    return core::Duration{iv->month, iv->day, iv->time};
-  } catch (const PgError&) {
-    throw core::Error(core::sqlstate::invalid_parameter, argument + " must be an interval", "got \"" + text + "\"");
-  }
+  const MemoryContext context = CurrentMemoryContext;
+  const ResourceOwner owner = CurrentResourceOwner;
+  volatile Datum value = 0;
+  volatile bool bad_input = false;
+  // PL/pgSQL's EXCEPTION block, step by step (pl_exec.c, exec_stmt_block): only the rollback of
+  // a subtransaction makes it safe to go on after a PostgreSQL error.
+  guard([&]() noexcept {
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(context);  // the value outlives the subtransaction
+    PG_TRY();
+    {
+      Oid input = InvalidOid;
+      Oid ioparam = InvalidOid;
+      getTypeInputInfo(type, &input, &ioparam);
+      value = OidInputFunctionCall(input, const_cast<char*>(in), ioparam, -1);
+      ReleaseCurrentSubTransaction();
+      MemoryContextSwitchTo(context);
+      CurrentResourceOwner = owner;
+    }
+    PG_CATCH();
+    {
+      MemoryContextSwitchTo(context);
+      ErrorData* error = CopyErrorData();
+      FlushErrorState();
+      RollbackAndReleaseCurrentSubTransaction();
+      MemoryContextSwitchTo(context);
+      CurrentResourceOwner = owner;
+      if (ERRCODE_TO_CATEGORY(error->sqlerrcode) != ERRCODE_DATA_EXCEPTION) ReThrowError(error);
+      FreeErrorData(error);
+      bad_input = true;
+    }
+    PG_END_TRY();
+  });
+  if (bad_input)
+    throw core::Error(core::sqlstate::invalid_parameter, argument + " must be " + what, "got \"" + text + "\"");
+  return value;
+}
+
+core::Duration parse_interval(const std::string& text, const std::string& argument) {
+  const Interval* iv = DatumGetIntervalP(parse_input(INTERVALOID, text, argument, "an interval"));
+  return core::Duration{iv->month, iv->day, iv->time};
 }
 
 namespace {
@@ -94,11 +127,11 @@ namespace {
 template <class T, class F>
 std::optional<std::vector<std::optional<T>>> array_arg(FunctionCallInfo fcinfo, int n, Oid type, F&& element) {
   if (PG_ARGISNULL(n)) return std::nullopt;
-  ArrayType* array = guard([&] { return PG_GETARG_ARRAYTYPE_P(n); });
+  ArrayType* array = guard([&]() noexcept { return PG_GETARG_ARRAYTYPE_P(n); });
   Datum* values = nullptr;
   bool* nulls = nullptr;
   int count = 0;
-  guard([&] {
+  guard([&]() noexcept {
     int16 len;
     bool byval;
     char align;
@@ -113,7 +146,9 @@ std::optional<std::vector<std::optional<T>>> array_arg(FunctionCallInfo fcinfo, 
 }
 
 std::string varlena_bytes(Datum d) {
-  varlena* v = guard([&] { return pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d))); });
+  varlena* v = guard([&]() noexcept {
+    return pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d)));
+  });
   return std::string(VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v));
 }
 }  // namespace
@@ -147,7 +182,7 @@ std::optional<std::vector<std::optional<TimestampTz>>> timestamptz_array_arg(Fun
 
 namespace {
 std::string jsonb_text(Datum d) {
-  char* s = guard([&] {
+  char* s = guard([&]() noexcept {
     Jsonb* jb = DatumGetJsonbP(d);
     return JsonbToCString(nullptr, &jb->root, VARSIZE(jb));
   });
@@ -169,6 +204,8 @@ Oid regclass_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
     throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
   return PG_GETARG_OID(n);
 }
+
+Oid oid_arg(FunctionCallInfo fcinfo, int n, const char* argument) { return regclass_arg(fcinfo, n, argument); }
 
 bool bool_arg(FunctionCallInfo fcinfo, int n, bool if_null) { return PG_ARGISNULL(n) ? if_null : PG_GETARG_BOOL(n); }
 
@@ -197,7 +234,7 @@ std::int64_t duration_arg(FunctionCallInfo fcinfo, int n, const char* argument, 
 
 TableResult::TableResult(FunctionCallInfo fcinfo) {
   rsinfo_ = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-  guard([&] {
+  guard([&]() noexcept {
     Oid type = InvalidOid;
     if (get_call_result_type(fcinfo, &type, nullptr) != TYPEFUNC_SCALAR) {
       InitMaterializedSRF(fcinfo, 0);
@@ -228,7 +265,7 @@ void TableResult::add_row(std::initializer_list<Value> values) {
     ++i;
   }
   ReturnSetInfo* rsinfo = rsinfo_;
-  guard([&] { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, datums, nulls); });
+  guard([&]() noexcept { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, datums, nulls); });
 }
 
 Oid outer_user() { return GetOuterUserId(); }
@@ -236,7 +273,7 @@ Oid outer_user() { return GetOuterUserId(); }
 Oid session_user() { return GetSessionUserId(); }
 
 bool is_member_of(Oid member, Oid role) {
-  return guard([&] { return is_member_of_role_nosuper(member, role); });
+  return guard([&]() noexcept { return is_member_of_role_nosuper(member, role); });
 }
 
 }  // namespace fy::pg

@@ -32,6 +32,11 @@ std::optional<std::string> optional_uuid_arg(FunctionCallInfo fcinfo, int n);
 // way; bad text is 22023 naming `argument`.
 std::optional<core::Duration> optional_interval_arg(FunctionCallInfo fcinfo, int n);
 core::Duration parse_interval(const std::string& text, const std::string& argument);
+// `text` read by the input function of `type`, as a cast from text would, in an internal
+// subtransaction. A data exception (class 22: bad syntax, out of range) becomes 22023
+// "<argument> must be <what>"; any other error (a cancel, out of memory, a failed domain check)
+// is re-raised unchanged. The value is allocated in the current memory context.
+Datum parse_input(Oid type, const std::string& text, const std::string& argument, const char* what);
 // Array arguments (NULL array: nullopt); elements may be NULL.
 std::optional<std::vector<std::optional<std::string>>> bytea_array_arg(FunctionCallInfo fcinfo, int n);
 std::optional<std::vector<std::optional<std::string>>> text_array_arg(FunctionCallInfo fcinfo, int n);
@@ -45,6 +50,8 @@ std::optional<std::string> optional_jsonb_text_arg(FunctionCallInfo fcinfo, int 
 std::optional<std::vector<std::optional<std::string>>> jsonb_text_array_arg(FunctionCallInfo fcinfo, int n);
 // A relation (regclass): 22004 when NULL.
 Oid regclass_arg(FunctionCallInfo fcinfo, int n, const char* argument);
+// Any oid-valued argument (oid, regtype, ...): 22004 when NULL.
+Oid oid_arg(FunctionCallInfo fcinfo, int n, const char* argument);
 // A boolean argument; NULL gives `if_null`.
 bool bool_arg(FunctionCallInfo fcinfo, int n, bool if_null);
 // An argument passed through unchanged (NULL stays NULL), e.g. an array handed on to SQL.

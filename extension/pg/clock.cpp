@@ -18,7 +18,7 @@ void define_settings() {
 TimestampTz now() {
   const char* text = now_override;
   if (text == nullptr || text[0] == '\0') return GetCurrentTimestamp();
-  const TimestampTz t = guard([&] {
+  const TimestampTz t = guard([&]() noexcept {
     return DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(text),
                                                    ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
   });

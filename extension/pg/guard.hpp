@@ -8,7 +8,11 @@
 //         carries the original ErrorData, and invoke() re-raises that error unchanged (SQLSTATE,
 //         message, detail), so 40001, 40P01, 57014 and FY codes survive the trip.
 // The lambdas given to guard() hold no C++ objects with destructors: a longjmp out of them
-// skips nothing. scripts/check-boundary.sh checks that only extension/pg/ touches PG's raw API.
+// skips nothing. They are noexcept (checked at compile time): a C++ exception thrown inside
+// PG_TRY would leave PostgreSQL's exception stack pointing at a dead frame.
+// A PostgreSQL error is never caught to carry on: it goes up to invoke(), or, to be replaced by
+// an error of ours, is caught inside an internal subtransaction (parse_input in pg/args.hpp).
+// scripts/check-boundary.sh checks that only extension/pg/ touches PG's raw API.
 #pragma once
 
 #include <exception>
@@ -26,14 +30,17 @@ class PgError final : public std::exception {
   const char* what() const noexcept override;
 
  private:
-  ErrorData* data_;  // copied into the memory context current at guard() entry
+  ErrorData* data_;  // copied into the memory context current when invoke() was entered
 };
 
+// Copies the error being handled out of ErrorContext, clears it and throws it as PgError, back in
+// `context` (the one current at guard() entry).
 [[noreturn]] void throw_pg_error(MemoryContext context);
 
 // Runs f, which calls PostgreSQL, turning a PostgreSQL error into PgError.
 template <class F>
 auto guard(F&& f) -> decltype(f()) {
+  static_assert(std::is_nothrow_invocable_v<F&>, "guard() takes only noexcept lambdas: [&]() noexcept { ... }");
   using R = decltype(f());
   MemoryContext context = CurrentMemoryContext;
   volatile bool failed = false;

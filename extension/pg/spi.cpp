@@ -11,7 +11,7 @@ extern "C" {
 namespace fy::pg {
 
 Value text_value(std::string_view s) {
-  text* t = guard([&] { return cstring_to_text_with_len(s.data(), static_cast<int>(s.size())); });
+  text* t = guard([&]() noexcept { return cstring_to_text_with_len(s.data(), static_cast<int>(s.size())); });
   return {PointerGetDatum(t), false};
 }
 
@@ -20,7 +20,7 @@ Value optional_text_value(const std::optional<std::string>& s) {
 }
 
 Value bytea_value(std::string_view bytes) {
-  bytea* b = guard([&] {
+  bytea* b = guard([&]() noexcept {
     bytea* out = static_cast<bytea*>(palloc(VARHDRSZ + bytes.size()));
     SET_VARSIZE(out, VARHDRSZ + bytes.size());
     memcpy(VARDATA(out), bytes.data(), bytes.size());
@@ -30,7 +30,7 @@ Value bytea_value(std::string_view bytes) {
 }
 
 Value uuid_value(std::string_view bytes16) {
-  pg_uuid_t* u = guard([] { return static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t))); });
+  pg_uuid_t* u = guard([]() noexcept { return static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t))); });
   memcpy(u->data, bytes16.data(), UUID_LEN);
   return {UUIDPGetDatum(u), false};
 }
@@ -51,7 +51,7 @@ Value optional_uuid_value(const std::optional<std::string>& bytes16) {
 }
 
 Value interval_value(std::int64_t usecs) {
-  Interval* iv = guard([] { return static_cast<Interval*>(palloc0(sizeof(Interval))); });
+  Interval* iv = guard([]() noexcept { return static_cast<Interval*>(palloc0(sizeof(Interval))); });
   iv->time = usecs;
   return {IntervalPGetDatum(iv), false};
 }
@@ -76,17 +76,22 @@ SPIPlanPtr Statement::plan() {
   if (plan_ != nullptr) return plan_;
   if (nargs_ > max_args) throw core::Error(core::sqlstate::internal_error, "too many statement arguments");
   const char* sql = sql_.c_str();
-  SPIPlanPtr prepared = guard([&] { return SPI_prepare(sql, nargs_, types_); });
+  SPIPlanPtr prepared = guard([&]() noexcept {
+    const MemoryContext caller = CurrentMemoryContext;
+    SPIPlanPtr p = SPI_prepare(sql, nargs_, types_);
+    MemoryContextSwitchTo(caller);
+    return p;
+  });
   if (prepared == nullptr)
     throw core::Error(core::sqlstate::internal_error,
                       std::string("SPI_prepare failed: ") + SPI_result_code_string(SPI_result));
-  guard([&] { return SPI_keepplan(prepared); });
+  guard([&]() noexcept { return SPI_keepplan(prepared); });
   plan_ = prepared;
   return plan_;
 }
 
 Datum Row::datum(int column, bool* is_null) const {
-  return guard([&] { return SPI_getbinval(tuple_, desc_, column, is_null); });
+  return guard([&]() noexcept { return SPI_getbinval(tuple_, desc_, column, is_null); });
 }
 
 bool Row::is_null(int column) const {
@@ -99,7 +104,7 @@ std::optional<std::string> Row::text(int column) const {
   bool null = true;
   Datum d = datum(column, &null);
   if (null) return std::nullopt;
-  char* s = guard([&] { return text_to_cstring(reinterpret_cast<::text*>(DatumGetPointer(d))); });
+  char* s = guard([&]() noexcept { return text_to_cstring(reinterpret_cast<::text*>(DatumGetPointer(d))); });
   return std::string(s);
 }
 
@@ -128,7 +133,9 @@ std::optional<std::string> Row::bytea(int column) const {
   bool null = true;
   Datum d = datum(column, &null);
   if (null) return std::nullopt;
-  ::bytea* b = guard([&] { return reinterpret_cast<::bytea*>(pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d)))); });
+  ::bytea* b = guard([&]() noexcept {
+    return reinterpret_cast<::bytea*>(pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d))));
+  });
   return std::string(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
 }
 
@@ -148,7 +155,7 @@ std::optional<TimestampTz> Row::timestamptz(int column) const {
 }
 
 Spi::Spi() {
-  int rc = guard([] { return SPI_connect(); });
+  int rc = guard([]() noexcept { return SPI_connect(); });
   if (rc != SPI_OK_CONNECT)
     throw core::Error(core::sqlstate::internal_error,
                       std::string("SPI_connect failed: ") + SPI_result_code_string(rc));
@@ -158,7 +165,7 @@ Spi::Spi() {
 void Spi::release_rows() {
   SPITupleTable* rows = SPI_tuptable;
   if (rows == nullptr) return;
-  guard([&] { SPI_freetuptable(rows); });
+  guard([&]() noexcept { SPI_freetuptable(rows); });
   SPI_tuptable = nullptr;
 }
 
@@ -175,7 +182,12 @@ std::uint64_t Spi::execute(Statement& statement, std::initializer_list<Value> ar
     nulls[i] = v.is_null ? 'n' : ' ';
     ++i;
   }
-  int rc = guard([&] { return SPI_execute_plan(plan, values, nulls, false, 0); });
+  int rc = guard([&]() noexcept {
+    const MemoryContext caller = CurrentMemoryContext;  // SPI returns in its own context
+    const int r = SPI_execute_plan(plan, values, nulls, false, 0);
+    MemoryContextSwitchTo(caller);
+    return r;
+  });
   if (rc < 0)
     throw core::Error(core::sqlstate::internal_error,
                       std::string("SPI_execute_plan failed: ") + SPI_result_code_string(rc));
@@ -184,7 +196,12 @@ std::uint64_t Spi::execute(Statement& statement, std::initializer_list<Value> ar
 
 std::uint64_t Spi::run_once(const std::string& sql) {
   const char* text = sql.c_str();
-  int rc = guard([&] { return SPI_execute(text, false, 0); });
+  int rc = guard([&]() noexcept {
+    const MemoryContext caller = CurrentMemoryContext;
+    const int r = SPI_execute(text, false, 0);
+    MemoryContextSwitchTo(caller);
+    return r;
+  });
   if (rc < 0)
     throw core::Error(core::sqlstate::internal_error,
                       std::string("SPI_execute failed: ") + SPI_result_code_string(rc));
@@ -194,7 +211,7 @@ std::uint64_t Spi::run_once(const std::string& sql) {
 void Spi::finish() {
   if (!open_) return;
   open_ = false;
-  guard([] { return SPI_finish(); });
+  guard([]() noexcept { return SPI_finish(); });
 }
 
 }  // namespace fy::pg

@@ -76,6 +76,9 @@ class Row {
 
 // The SPI connection of one SQL-callable function body. On error paths it is left open on
 // purpose: transaction (or subtransaction) abort closes it, as it does for PL/pgSQL.
+// Running a statement leaves the caller in the memory context it was in (SPI itself would
+// switch to its procedure context), so a pg::ScratchContext holds what on_row allocates.
+// A ScratchContext made after the Spi must end before finish(), which deletes its parent.
 class Spi {
  public:
   Spi();

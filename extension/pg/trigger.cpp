@@ -35,7 +35,7 @@ bool TriggerCall::is_update() const { return TRIGGER_FIRED_BY_UPDATE(data_->tg_e
 
 std::string TriggerCall::table() const {
   Relation rel = data_->tg_relation;
-  const char* name = guard([&] {
+  const char* name = guard([&]() noexcept {
     return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
   });
   return name;
@@ -43,10 +43,10 @@ std::string TriggerCall::table() const {
 
 std::optional<std::int64_t> TriggerCall::int8(HeapTuple tuple, const char* column) const {
   TupleDesc desc = data_->tg_relation->rd_att;
-  int attnum = guard([&] { return SPI_fnumber(desc, column); });
+  int attnum = guard([&]() noexcept { return SPI_fnumber(desc, column); });
   if (attnum <= 0) throw core::Error("42703", std::string("column \"") + column + "\" does not exist");
   bool is_null = true;
-  Datum d = guard([&] { return SPI_getbinval(tuple, desc, attnum, &is_null); });
+  Datum d = guard([&]() noexcept { return SPI_getbinval(tuple, desc, attnum, &is_null); });
   if (is_null) return std::nullopt;
   return DatumGetInt64(d);
 }
@@ -65,24 +65,24 @@ Datum TriggerCall::keep_new_row() const {
 
 std::string quote_identifier(const std::string& name) {
   const char* in = name.c_str();
-  const char* quoted = guard([&] { return ::quote_identifier(in); });
+  const char* quoted = guard([&]() noexcept { return ::quote_identifier(in); });
   return quoted;
 }
 
 Value jsonb_value(const std::string& text) {
   const char* in = text.c_str();
-  Datum d = guard([&] { return DirectFunctionCall1(jsonb_in, CStringGetDatum(in)); });
+  Datum d = guard([&]() noexcept { return DirectFunctionCall1(jsonb_in, CStringGetDatum(in)); });
   return {d, false};
 }
 
 std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json) {
-  Jsonb* jb = guard([&] { return DatumGetJsonbP(json.datum); });
+  Jsonb* jb = guard([&]() noexcept { return DatumGetJsonbP(json.datum); });
   if (!JB_ROOT_IS_OBJECT(jb)) return std::nullopt;
   std::vector<std::string> keys;
-  JsonbIterator* it = guard([&] { return JsonbIteratorInit(&jb->root); });
+  JsonbIterator* it = guard([&]() noexcept { return JsonbIteratorInit(&jb->root); });
   for (;;) {
     JsonbValue v;
-    JsonbIteratorToken token = guard([&] { return JsonbIteratorNext(&it, &v, true); });
+    JsonbIteratorToken token = guard([&]() noexcept { return JsonbIteratorNext(&it, &v, true); });
     if (token == WJB_DONE) break;
     if (token == WJB_KEY) keys.emplace_back(v.val.string.val, static_cast<std::size_t>(v.val.string.len));
   }
@@ -100,7 +100,7 @@ void namespace_callback(Datum, int, uint32) { relation_forget(InvalidOid); }
 void on_relation_invalidated(void (*forget)(Oid relid) noexcept) {
   if (relation_forget != nullptr) return;
   relation_forget = forget;
-  guard([] {
+  guard([]() noexcept {
     CacheRegisterRelcacheCallback(relation_callback, (Datum)0);
     CacheRegisterSyscacheCallback(NAMESPACEOID, namespace_callback, (Datum)0);
   });
