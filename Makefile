@@ -5,6 +5,12 @@ MODULEDIR = extension
 DATA = extension/forgeyard.control $(sort $(wildcard sql/forgeyard--*.sql))
 PGFILEDESC = "forgeyard - coordination semantics for PostgreSQL"
 
+# `make installcheck` runs the pgTAP suite (pg_prove) instead of PGXS's pg_regress, against the
+# installed extension on the server and database that libpq's environment names (PGHOST, PGPORT,
+# PGDATABASE, PGUSER): as a superuser, in a database without forgeyard (each file creates it in a
+# transaction that it rolls back).
+NO_INSTALLCHECK = 1
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 
@@ -19,3 +25,6 @@ override with_llvm = no
 autodepend = yes
 
 include $(PGXS)
+
+installcheck:
+	pg_prove regress/*.sql

@@ -1,5 +1,6 @@
 -- forgeyard 0.1.0 -> 0.2.0: compare-and-set by entity version, idempotency keys.
--- A fresh CREATE EXTENSION installs 0.1.0 and applies this script, so both paths end alike.
+-- Run by ALTER EXTENSION forgeyard UPDATE on a database at 0.1.0; a fresh CREATE EXTENSION of the
+-- current version runs its full script, forgeyard--<version>.sql, instead.
 \echo Use "ALTER EXTENSION forgeyard UPDATE TO '0.2.0'" to load this file. \quit
 
 -------------------------------------------------------------------------------------------------

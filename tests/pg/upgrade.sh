@@ -1,26 +1,200 @@
 #!/usr/bin/env bash
-# The upgrade chain: a database created at 0.1.0, with leases and access grants in it, and one
-# created at the previous version (0.3.0) with a queue holding a message, are each updated with
-# ALTER EXTENSION forgeyard UPDATE. Its old state must survive, the new API must
-# work (also for roles granted before the update), and its catalog (functions, tables, columns,
-# indexes, constraints, views, grants, comments, config-dump and membership) must equal a fresh
-# install of the new version. Last, the audit log refuses a database that is not UTF8.
-# Runs against the cluster of scripts/test.sh.
+# Two paths to the current version must give one catalog: a fresh CREATE EXTENSION, which runs the
+# full script sql/forgeyard--<default_version>.sql alone, and a database created at 0.1.0 and taken
+# through every upgrade script with ALTER EXTENSION forgeyard UPDATE. tests/pg/catalog.sql prints
+# both catalogs line by line (function definitions, tables, columns, indexes, constraints, triggers,
+# views, sequences, types, reloptions, grants, initial privileges, comments, config-dump and
+# membership), and they must be equal. A scratch copy then gets one deliberate change at a time,
+# each of which the comparison must report, so a comparison that misses a kind of object fails.
+# Data must survive the update: a database created at 0.1.0 with leases and access grants, and one
+# created at the previous version (0.3.0) with a queue holding a message, are each updated; their
+# old state survives, the new API works (also for roles granted before the update), and their
+# catalog equals a fresh install with the same grant. Last, the audit log refuses a database that is
+# not UTF8. Runs against the cluster of scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${CLUSTER_DIR:?run through scripts/test.sh}"
 
+full=fy_upgrade_full
+chain=fy_upgrade_chain
+scratch=fy_upgrade_scratch
 old=fy_upgrade_old
 prev=fy_upgrade_prev
 new=fy_upgrade_new
+dbs=("$full" "$chain" "$scratch" "$old" "$prev" "$new" fy_latin1)
 q() { psql -X -q -v ON_ERROR_STOP=1 -At -d "$1" -c "$2"; }
 check() {  # check DB DESCRIPTION CONDITION
   if [ "$(q "$1" "SELECT ($3)::text")" != "true" ]; then echo "FAIL: $2"; exit 1; fi
   echo "ok - $2"
 }
-cleanup() { dropdb --if-exists "$old"; dropdb --if-exists "$prev"; dropdb --if-exists "$new"; dropdb --if-exists fy_latin1; q postgres "DROP ROLE IF EXISTS fy_upgrade_app" >/dev/null; }
+catalog() {  # catalog DB OUT
+  psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" -f tests/pg/catalog.sql >"$2"
+}
+same_catalog() {  # same_catalog DESCRIPTION EXPECTED ACTUAL
+  if ! diff -u "$2" "$3"; then echo "FAIL: $1 (diff above: - $2, + $3)"; exit 1; fi
+  echo "ok - $1 ($(wc -l <"$2") catalog lines compared)"
+}
+# Every DDL command of the extension scripts logs the extension's version at its start, which
+# tells which scripts a CREATE or ALTER EXTENSION ran.
+script_log() {  # script_log DB
+  q "$1" "CREATE TABLE public.fy_script_log (n serial, version text);
+          CREATE FUNCTION public.fy_log_script() RETURNS event_trigger LANGUAGE plpgsql AS \$\$
+          BEGIN
+            INSERT INTO public.fy_script_log (version) SELECT extversion FROM pg_extension WHERE extname = 'forgeyard';
+          END \$\$;
+          CREATE EVENT TRIGGER fy_log_script ON ddl_command_start EXECUTE FUNCTION public.fy_log_script()"
+}
+script_log_drop() {  # script_log_drop DB
+  q "$1" "DROP EVENT TRIGGER fy_log_script; DROP FUNCTION public.fy_log_script(); DROP TABLE public.fy_script_log"
+}
+cleanup() {
+  for db in "${dbs[@]}"; do dropdb --if-exists "$db"; done
+  q postgres "DROP ROLE IF EXISTS fy_upgrade_app" >/dev/null
+}
 cleanup
+out=$CLUSTER_DIR/upgrade
+mkdir -p "$out"
 
+latest=$(sed -n "s/^default_version = '\(.*\)'/\1/p" extension/forgeyard.control)
+steps=$(ls sql/forgeyard--*--*.sql | wc -l)
+installed="$(pg_config --sharedir)/extension/forgeyard--$latest.sql"
+if ! cmp -s "sql/forgeyard--$latest.sql" "$installed"; then
+  echo "FAIL: the full script sql/forgeyard--$latest.sql of the default version is missing or not installed"
+  exit 1
+fi
+echo "ok - the full script of the default version $latest is installed"
+
+# Path 1: a fresh install runs the full script alone.
+createdb "$full"
+script_log "$full"
+q "$full" "CREATE EXTENSION forgeyard"
+check "$full" "CREATE EXTENSION forgeyard ran one script, the full script of $latest" \
+  "(SELECT count(*) > 50 AND bool_and(version = '$latest') FROM public.fy_script_log)"
+script_log_drop "$full"
+
+# Path 2: 0.1.0, then every upgrade script in turn.
+createdb "$chain"
+script_log "$chain"
+q "$chain" "CREATE EXTENSION forgeyard VERSION '0.1.0'"
+q "$chain" "ALTER EXTENSION forgeyard UPDATE"
+check "$chain" "0.1.0 was updated to $latest through all $steps upgrade scripts" \
+  "(SELECT count(DISTINCT version) = $steps + 1 AND bool_or(version = '0.1.0') AND bool_or(version = '$latest')
+      FROM public.fy_script_log)
+   AND (SELECT extversion = '$latest' FROM pg_extension WHERE extname = 'forgeyard')"
+script_log_drop "$chain"
+
+catalog "$full" "$out/full.txt"
+lines=$(wc -l <"$out/full.txt")
+[ "$lines" -gt 1000 ] || { echo "FAIL: the catalog snapshot is suspiciously small ($lines lines)"; exit 1; }
+catalog "$chain" "$out/chain.txt"
+same_catalog "the full script and the upgrade chain give the same catalog" "$out/full.txt" "$out/chain.txt"
+
+# The comparison bites: each change below, made in a transaction on a copy of the fresh install,
+# must show up as a line of the diff that matches the pattern (diff marks a line of the fresh
+# install that is gone with <, a new line with >).
+createdb -T "$full" "$scratch"
+catalog "$scratch" "$out/scratch.txt"
+same_catalog "a copy of the fresh install gives the same catalog" "$out/full.txt" "$out/scratch.txt"
+# All changes run in one session, each in a transaction rolled back after its catalog is printed.
+bites=()
+patterns=()
+: >"$out/bites.sql"
+bite() {  # bite DESCRIPTION DIFF-LINE-PATTERN SQL
+  printf '\\o %s\nBEGIN;\n%s;\n\\i tests/pg/catalog.sql\nROLLBACK;\n' \
+    "$out/changed-${#bites[@]}.txt" "$3" >>"$out/bites.sql"
+  bites+=("$1")
+  patterns+=("$2")
+}
+bite "a changed comment" "^> comment function forgeyard.lease_get\(text,text\): changed$" \
+  "COMMENT ON FUNCTION forgeyard.lease_get(text, text) IS 'changed'"
+bite "a dropped column comment" "^< comment column epoch of table forgeyard.leases: " \
+  "COMMENT ON COLUMN forgeyard.leases.epoch IS NULL"
+bite "a dropped grant" "^< grant function forgeyard.lease_get\(text,text\) to postgres EXECUTE" \
+  "REVOKE EXECUTE ON FUNCTION forgeyard.lease_get(text, text) FROM postgres"
+bite "a grant to PUBLIC on a table" "^> grant table forgeyard.leases to PUBLIC SELECT" \
+  "GRANT SELECT ON forgeyard.leases TO PUBLIC"
+bite "a grant on a column" "^> grant column tenant_id of table forgeyard.leases to PUBLIC SELECT" \
+  "GRANT SELECT (tenant_id) ON forgeyard.leases TO PUBLIC"
+bite "a grant on the schema" "^> grant schema forgeyard to PUBLIC USAGE" "GRANT USAGE ON SCHEMA forgeyard TO PUBLIC"
+bite "a grant on a sequence" "^> grant sequence forgeyard.message_ids to PUBLIC USAGE" \
+  "GRANT USAGE ON SEQUENCE forgeyard.message_ids TO PUBLIC"
+bite "changed initial privileges" "^< init-privs table forgeyard.leases " \
+  "DELETE FROM pg_init_privs WHERE classoid = 'pg_class'::regclass AND objoid = 'forgeyard.leases'::regclass"
+bite "a changed function body" "^> function forgeyard.access_objects\(text\) .*ORDER BY c.object DESC" \
+  "CREATE OR REPLACE FUNCTION forgeyard.access_objects(access text) RETURNS TABLE (privilege text, object text)
+     LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+     AS \$\$ SELECT c.privilege, c.object FROM forgeyard.access_catalog c
+             WHERE c.access OPERATOR(pg_catalog.=) \$1 ORDER BY c.object DESC \$\$"
+bite "a changed library symbol" "^> function forgeyard.lease_get\(text,text\) .*fy_lease_acquire" \
+  "CREATE OR REPLACE FUNCTION forgeyard.lease_get(tenant text, resource text)
+     RETURNS TABLE (owner text, epoch bigint, acquired_at timestamptz, expires_at timestamptz, state text)
+     LANGUAGE c VOLATILE SECURITY DEFINER ROWS 1 SET search_path = pg_catalog, pg_temp
+     AS '\$libdir/forgeyard', 'fy_lease_acquire'"
+bite "a changed argument default" "^> function forgeyard.lease_reap\(integer,text\) .*DEFAULT 7" \
+  "CREATE OR REPLACE FUNCTION forgeyard.lease_reap(max_leases integer DEFAULT 7, tenant text DEFAULT NULL)
+     RETURNS TABLE (tenant text, resource text, epoch bigint, holder text, expired_at timestamptz)
+     LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+     AS '\$libdir/forgeyard', 'fy_lease_reap'"
+bite "a changed volatility" "^> function forgeyard.now\(\) .*STABLE" "ALTER FUNCTION forgeyard.now() STABLE"
+bite "a dropped setting" "^< function forgeyard.lease_get\(text,text\) .*search_path" \
+  "ALTER FUNCTION forgeyard.lease_get(text, text) RESET search_path"
+bite "a changed security" "^< function forgeyard.lease_get\(text,text\) .*SECURITY DEFINER" \
+  "ALTER FUNCTION forgeyard.lease_get(text, text) SECURITY INVOKER"
+bite "an extra function" "^> function forgeyard.extra\(\) " \
+  "CREATE FUNCTION forgeyard.extra() RETURNS int LANGUAGE sql AS 'SELECT 1'"
+bite "a changed column default" "^> column messages.attempt .* default=1 " \
+  "ALTER TABLE forgeyard.messages ALTER COLUMN attempt SET DEFAULT 1"
+bite "a changed NOT NULL" "^> column leases.released_at .* notnull=true " \
+  "ALTER TABLE forgeyard.leases ALTER COLUMN released_at SET NOT NULL"
+bite "a changed collation" "^> column idempotency_keys.scope .* collation=POSIX " \
+  "ALTER TABLE forgeyard.idempotency_keys ALTER COLUMN scope TYPE text COLLATE \"POSIX\""
+bite "a changed column type" "^> column inbox.consumer .* character varying\(100\) " \
+  "ALTER TABLE forgeyard.inbox ALTER COLUMN consumer TYPE varchar(100)"
+bite "a dropped index" "^< index CREATE INDEX inbox_accepted " "DROP INDEX forgeyard.inbox_accepted"
+bite "a changed index predicate" "^> index CREATE INDEX messages_finished .*'acked'" \
+  "DROP INDEX forgeyard.messages_finished;
+   CREATE INDEX messages_finished ON forgeyard.messages (tenant_id, queue, msg_id) WHERE state = 'acked'"
+bite "a changed constraint" "^> constraint queues queues_slots_check CHECK .*9" \
+  "ALTER TABLE forgeyard.queues DROP CONSTRAINT queues_slots_check,
+     ADD CONSTRAINT queues_slots_check CHECK (slots BETWEEN 1 AND 9)"
+bite "a trigger no longer ENABLE ALWAYS" "^> trigger CREATE TRIGGER audit_events_no_change .* enabled=O$" \
+  "ALTER TABLE forgeyard.audit_events ENABLE TRIGGER audit_events_no_change"
+bite "a changed trigger" "^> trigger CREATE TRIGGER audit_events_no_change BEFORE DELETE ON " \
+  "DROP TRIGGER audit_events_no_change ON forgeyard.audit_events;
+   CREATE TRIGGER audit_events_no_change BEFORE DELETE ON forgeyard.audit_events
+     FOR EACH ROW EXECUTE FUNCTION forgeyard.audit_append_only();
+   ALTER TABLE forgeyard.audit_events ENABLE ALWAYS TRIGGER audit_events_no_change"
+bite "a changed view" "^> view audit_status .*NULL::timestamp" \
+  "CREATE OR REPLACE VIEW forgeyard.audit_status WITH (security_barrier) AS
+     SELECT h.tenant_id, h.seq AS head_seq, h.hash AS head_hash, NULL::timestamptz AS last_recorded_at
+       FROM forgeyard.audit_heads h"
+bite "a view that is no longer security_barrier" "^< relation lease_status kind=v .*security_barrier=true" \
+  "ALTER VIEW forgeyard.lease_status RESET (security_barrier)"
+bite "a changed autovacuum setting" "^> relation leases kind=r .*autovacuum_vacuum_scale_factor=0.2" \
+  "ALTER TABLE forgeyard.leases SET (autovacuum_vacuum_scale_factor = 0.2)"
+bite "a changed TOAST setting" "^> relation messages kind=r .*toast_options=\{autovacuum_enabled=false\}" \
+  "ALTER TABLE forgeyard.messages SET (toast.autovacuum_enabled = false)"
+bite "a changed sequence" "^> sequence claim_tokens .* cache=10 " "ALTER SEQUENCE forgeyard.claim_tokens CACHE 10"
+bite "an extra type" "^> type extra_kind kind=e " "CREATE TYPE forgeyard.extra_kind AS ENUM ('a')"
+bite "a changed config-dump condition" "^> config-dump forgeyard.leases condition=WHERE false$" \
+  "UPDATE pg_extension SET extcondition[array_position(extconfig, 'forgeyard.leases'::regclass::oid)] = 'WHERE false'
+    WHERE extname = 'forgeyard'"
+bite "a table dropped from the extension" "^< config-dump forgeyard.inbox " \
+  "ALTER EXTENSION forgeyard DROP TABLE forgeyard.inbox"
+bite "a changed access kind" "^< access-catalog usage EXECUTE FUNCTION forgeyard.lease_get\(text, text\)$" \
+  "DELETE FROM forgeyard.access_catalog WHERE object = 'FUNCTION forgeyard.lease_get(text, text)'"
+psql -X -q -At -v ON_ERROR_STOP=1 -d "$scratch" -f "$out/bites.sql" || { echo "FAIL: a deliberate change failed"; exit 1; }
+for i in "${!bites[@]}"; do
+  diff "$out/full.txt" "$out/changed-$i.txt" >"$out/changed.diff" || true
+  if ! grep -qE -- "${patterns[$i]}" "$out/changed.diff"; then
+    cat "$out/changed.diff"
+    echo "FAIL: the catalog comparison misses ${bites[$i]} (no diff line matches '${patterns[$i]}'; diff above)"
+    exit 1
+  fi
+done
+echo "ok - the catalog comparison reports each of ${#bites[@]} deliberate changes"
+
+# Data survives: from 0.1.0 with a lease and a role granted access.
 q postgres "CREATE ROLE fy_upgrade_app"
 createdb "$old"
 q "$old" "CREATE EXTENSION forgeyard VERSION '0.1.0'"
@@ -29,7 +203,6 @@ epoch=$(q "$old" "SELECT epoch FROM forgeyard.lease_acquire('t', 'r', 'a', '1 ho
 check "$old" "starts at 0.1.0" "(SELECT extversion = '0.1.0' FROM pg_extension WHERE extname = 'forgeyard')"
 
 q "$old" "ALTER EXTENSION forgeyard UPDATE"
-latest=$(sed -n "s/^default_version = '\(.*\)'/\1/p" extension/forgeyard.control)
 check "$old" "updated to the default version $latest" "(SELECT extversion = '$latest' FROM pg_extension WHERE extname = 'forgeyard')"
 check "$old" "the lease taken before the update is still live with its epoch" \
   "(SELECT epoch = $epoch AND state = 'live' FROM forgeyard.lease_get('t', 'r'))"
@@ -55,20 +228,21 @@ check "$prev" "the audit chain starts at seq 1 and verifies" \
 check "$prev" "the audit log is append-only after the update" \
   "(SELECT count(*) = 2 FROM pg_trigger WHERE tgrelid = 'forgeyard.audit_events'::regclass AND tgenabled = 'A')"
 
+# Both equal a fresh install given the same grant, except for pg_init_privs: PostgreSQL records a
+# GRANT run inside ALTER EXTENSION UPDATE (apply_access re-granting the recorded roles) as an initial
+# privilege of the extension, which a grant after CREATE EXTENSION is not. Initial privileges are
+# compared above, between the two paths with no role granted.
 createdb "$new"
 q "$new" "CREATE EXTENSION forgeyard"
 q "$new" "SELECT forgeyard.grant_usage('fy_upgrade_app')" >/dev/null
-psql -X -q -At -v ON_ERROR_STOP=1 -d "$new" -f tests/pg/catalog.sql >"$CLUSTER_DIR/catalog-fresh.txt"
-lines=$(wc -l <"$CLUSTER_DIR/catalog-fresh.txt")
-[ "$lines" -gt 50 ] || { echo "FAIL: the catalog snapshot is suspiciously small ($lines lines)"; exit 1; }
+catalog "$new" "$out/granted.txt"
+grep -v '^init-privs ' "$out/granted.txt" >"$out/granted-acl.txt"
 for db in "$old" "$prev"; do
-  psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -f tests/pg/catalog.sql >"$CLUSTER_DIR/catalog-upgraded.txt"
-  if ! diff -u "$CLUSTER_DIR/catalog-fresh.txt" "$CLUSTER_DIR/catalog-upgraded.txt"; then
-    echo "FAIL: the catalog of $db after the update differs from a fresh install (diff above: - fresh, + upgraded)"
-    exit 1
-  fi
-  echo "ok - $db: the upgraded catalog equals a fresh install ($lines catalog lines compared)"
+  catalog "$db" "$out/$db.txt"
+  grep -v '^init-privs ' "$out/$db.txt" >"$out/$db-acl.txt"
+  same_catalog "$db: the updated catalog equals a fresh install with the same grant" "$out/granted-acl.txt" "$out/$db-acl.txt"
 done
+
 # A database that is not UTF8 installs the extension, but its audit log refuses to work: the chain
 # hashes UTF-8 text, and another encoding would hash the same event otherwise.
 createdb -E LATIN1 --locale=C -T template0 fy_latin1
