@@ -1,0 +1,37 @@
+// storage status and maintain: the store as a whole.
+#include <iostream>
+#include <optional>
+
+#include "cli.hpp"
+
+namespace forgeyard::cli {
+
+void add_storage_commands(CLI::App& app, Commands& commands) {
+  CLI::App* storage = app.add_subcommand("storage", "the store itself");
+  storage->require_subcommand(1);
+  CLI::App* status = storage->add_subcommand("status", "backend, location, schema, migrations, health");
+  commands.on(status, [](Context& ctx) {
+    StorageStatus s = ctx.store().status();
+    std::cout << "backend=" << s.backend << "\nlocation=" << s.location << "\nschema_version=" << s.schema_version
+              << "\nmigrations_applied=" << s.migrations_applied << "\nmigrations_pending=" << s.migrations_pending
+              << "\nhealthy=" << (s.healthy ? "true" : "false") << "\ndetail=" << s.detail << "\n";
+    return s.healthy ? 0 : 1;
+  });
+
+  struct Maintain {
+    int max = 1000;
+    std::string tenant;
+  };
+  auto m = std::make_shared<Maintain>();
+  CLI::App* maintain = app.add_subcommand("maintain", "one bounded clean-up pass (purges, retention)");
+  maintain->add_option("--max", m->max, "rows per task at most")->type_name("N")->capture_default_str();
+  maintain->add_option("--tenant", m->tenant, "only this tenant")->type_name("T");
+  commands.on(maintain, [m](Context& ctx) {
+    for (const auto& [task, rows] :
+         ctx.store().maintain(m->max, m->tenant.empty() ? std::nullopt : std::optional<std::string>(m->tenant)))
+      std::cout << task << "=" << rows << "\n";
+    return 0;
+  });
+}
+
+}  // namespace forgeyard::cli
