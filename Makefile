@@ -17,6 +17,10 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 # Server headers as system headers (no warnings from them); C++20; PG 15 headers use `register`.
 PG_CPPFLAGS = -I. -Iextension -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CXXFLAGS = -std=c++20 -Wno-register -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+# `make FORGEYARD_WERROR=1` (the test command does) fails the build on any warning in our code.
+ifeq ($(FORGEYARD_WERROR),1)
+PG_CXXFLAGS += -Werror
+endif
 # PGXS links with the C compiler.
 SHLIB_LINK = -lstdc++
 # The bitcode rule ignores PG_CXXFLAGS; forgeyard does not need JIT inlining.
@@ -28,3 +32,12 @@ include $(PGXS)
 
 installcheck:
 	pg_prove regress/*.sql
+
+# The tree against .clang-format and .clang-tidy; `make format` rewrites it.
+lintcheck:
+	scripts/lint.sh
+
+format:
+	scripts/lint.sh --fix
+
+.PHONY: lintcheck format

@@ -11,5 +11,6 @@
 #include "forgeyard/store.hpp"
 #include "forgeyard/transition.hpp"
 #include "forgeyard/types.hpp"
+#include "forgeyard/version.hpp"
 #include "forgeyard/versioned_rows.hpp"
 #include "forgeyard/worker.hpp"

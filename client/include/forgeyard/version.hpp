@@ -4,9 +4,11 @@
 
 #include <string_view>
 
+#include "forgeyard/export.hpp"
+
 namespace forgeyard {
 
 // "0.4.0". The library's own (built into it), not the headers' a program was compiled with.
-__attribute__((visibility("default"))) std::string_view version() noexcept;
+FORGEYARD_API std::string_view version() noexcept;
 
 }  // namespace forgeyard
