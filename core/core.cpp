@@ -40,6 +40,23 @@ void check_attempt(const IdempotencyRow& row, const std::int64_t* attempt, const
                 "begin again to get the stored response");
 }
 
+void throw_unknown_key(std::string_view scope, std::string_view key) {
+  throw Error(sqlstate::no_data_found,
+              "no idempotency key \"" + std::string(key) + "\" in scope \"" + std::string(scope) + "\"");
+}
+
+void throw_key_in_progress(std::string_view key, std::int64_t holder) {
+  throw Error(sqlstate::idempotency_in_progress,
+              "idempotency key \"" + std::string(key) + "\" is in progress elsewhere",
+              "attempt " + std::to_string(holder) + " holds it; try again later");
+}
+
+void throw_key_mismatch(std::string_view key) {
+  throw Error(sqlstate::idempotency_mismatch,
+              "idempotency key \"" + std::string(key) + "\" was used with a different request",
+              "the request digest differs from the one stored with the key");
+}
+
 int capacity_slots(const QueueOptions& o) {
   // Each slot's share holds at least 1024 messages and 1024 of the largest payloads, so a
   // payload of max_payload_bytes always fits an empty slot and the split refuses little early.

@@ -13,6 +13,7 @@
 #include "core/errors.hpp"
 #include "core/input.hpp"
 #include "core/lease.hpp"
+#include "core/queue_errors.hpp"
 #include "core/queue_options.hpp"
 
 namespace fy::core {
@@ -59,6 +60,12 @@ BeginAction decide_begin(const IdempotencyRow* row, std::string_view request_dig
 // checkpoint / complete / abandon: FY001 unless `attempt` (when given) is the row's attempt and
 // the key is still in progress.
 void check_attempt(const IdempotencyRow& row, const std::int64_t* attempt, const char* operation);
+
+// P0002 for a key that does not exist; FY010 when attempt `holder` holds the key's live lock;
+// FY011 when the key was used with a different request digest.
+[[noreturn]] void throw_unknown_key(std::string_view scope, std::string_view key);
+[[noreturn]] void throw_key_in_progress(std::string_view key, std::int64_t holder);
+[[noreturn]] void throw_key_mismatch(std::string_view key);
 
 // ---- Queues (the options and priority classes are in queue_options.hpp) ----------------
 

@@ -67,8 +67,7 @@ Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing) {
     found = true;
   });
   if (!found)
-    throw core::Error(core::sqlstate::undefined_object,
-                      "queue \"" + queue.name + "\" does not exist for tenant \"" + queue.tenant + "\"");
+    core::throw_unknown_queue(queue.tenant, queue.name);
   return queue;
 }
 

@@ -88,7 +88,8 @@ FY_FUNCTION(fy_queue_create) {
                values[9], values[10], values[11], values[12], values[13], values[14], values[15], values[16],
                values[17], values[18], values[19], pg::int4_value(slots), pg::timestamptz_value(pg::now())});
   if (created == 0)
-    throw core::Error(core::sqlstate::duplicate_object, "queue \"" + name + "\" already exists for tenant \"" + tenant + "\"",
+    throw core::Error(core::sqlstate::duplicate_object,
+                      "queue \"" + name + "\" already exists for tenant \"" + tenant + "\"",
                       "use forgeyard.queue_alter to change its options");
   spi.run(counters, {t, q, pg::int4_value(slots)});
   spi.finish();

@@ -69,11 +69,7 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes) {
     if (chosen >= 0) break;
   }
   if (chosen < 0)
-    throw core::Error(core::sqlstate::queue_full,
-                      "queue \"" + queue.name + "\" is full for priority class " +
-                          core::priority_names[priority],
-                      "class " + std::string(core::priority_names[priority]) + " is admitted up to " +
-                          std::to_string(queue.options.admit_percent[priority]) + "% of max_messages and max_bytes");
+    core::throw_queue_full(queue.name, queue.options, priority);
   spi.run(take, {queue.t, queue.q, pg::int4_value(chosen), pg::int8_value(bytes)});
   return chosen;
 }
@@ -125,12 +121,9 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
   const core::QueueOptions& o = queue.options;
   const std::int64_t bytes = static_cast<std::int64_t>(m.payload.size());
   if (bytes > o.max_payload_bytes)
-    throw core::Error(core::sqlstate::payload_too_large,
-                      "payload of " + std::to_string(bytes) + " bytes is over the limit of queue \"" + queue.name + "\"",
-                      "max_payload_bytes is " + std::to_string(o.max_payload_bytes) +
-                          "; store the bytes elsewhere and send a reference");
+    core::throw_payload_too_large(queue.name, o, bytes);
   if (o.partitioned && !m.partition_key)
-    throw core::Error(invalid_parameter, "partition_key is required: queue \"" + queue.name + "\" is partition-ordered");
+    core::throw_partition_key_required(queue.name);
   if (m.partition_key) core::check_name("partition_key", true, *m.partition_key, core::max_partition_key_bytes);
 
   std::int64_t msg_id = 0;
@@ -150,9 +143,7 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
         existing_digest = *r.text(2);
       });
       if (existing_digest != digest)
-        throw core::Error(core::sqlstate::idempotency_mismatch,
-                          "event_id was enqueued before with a different payload",
-                          "message " + std::to_string(existing) + " carries this event_id");
+        core::throw_event_id_mismatch(existing);
       return existing;
     }
   }

@@ -28,13 +28,15 @@ std::string self_command() {
 FileLock::FileLock(const std::string& path, const std::string& purpose, std::chrono::milliseconds timeout) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd_ < 0)
-    throw Error(ErrorKind::Unavailable, fy::core::sqlstate::io_error, "cannot open lock file " + path + ": " + std::strerror(errno));
+    throw Error(ErrorKind::Unavailable, fy::core::sqlstate::io_error,
+                "cannot open lock file " + path + ": " + std::strerror(errno));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && errno != EINTR) {
       int err = errno;
       ::close(fd_);
-      throw Error(ErrorKind::Unavailable, fy::core::sqlstate::io_error, "cannot lock " + path + ": " + std::strerror(err));
+      throw Error(ErrorKind::Unavailable, fy::core::sqlstate::io_error,
+                  "cannot lock " + path + ": " + std::strerror(err));
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       ::close(fd_);
@@ -71,7 +73,8 @@ std::string FileLock::describe_holder(const std::string& path) {
 void check_local_filesystem(const std::string& directory) {
   struct statfs fs {};
   if (::statfs(directory.c_str(), &fs) != 0)
-    throw Error(ErrorKind::Unavailable, fy::core::sqlstate::io_error, "cannot stat " + directory + ": " + std::strerror(errno));
+    throw Error(ErrorKind::Unavailable, fy::core::sqlstate::io_error,
+                "cannot stat " + directory + ": " + std::strerror(errno));
   switch (static_cast<unsigned long>(fs.f_type)) {
     case 0x6969UL:      // NFS
     case 0x517BUL:      // SMB

@@ -160,7 +160,7 @@ std::optional<LeaseInfo> SqliteLeases::get(std::string_view tenant, std::string_
 std::vector<ReapedLease> SqliteLeases::reap(int max_leases, std::optional<std::string> tenant) {
   return session_.measure("lease.reap", [&] {
     return core_guarded([&] {
-      if (max_leases <= 0) throw Error(fy::core::sqlstate::invalid_parameter, "max_leases must be positive");
+      if (max_leases <= 0) throw Error(sqlstate::invalid_parameter, "max_leases must be positive");
       if (tenant) fy::core::check_name("tenant", true, *tenant, max_tenant_bytes);
       std::vector<ReapedLease> out;
       session_.write([&](Db& db) {

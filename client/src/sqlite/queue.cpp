@@ -38,7 +38,7 @@ Queue load(Db& db, std::string_view tenant, std::string_view queue) {
       "  FROM queues WHERE tenant_id = ?1 AND queue = ?2");
   q.bind(1, tenant).bind(2, queue);
   if (!q.step())
-    throw Error(fy::core::sqlstate::undefined_object, "queue \"" + std::string(queue) + "\" does not exist for tenant \"" + std::string(tenant) + "\"");
+    fy::core::throw_unknown_queue(tenant, queue);
   Queue out{std::string(tenant), std::string(queue), {}, {}};
   fy::core::QueueOptions& o = out.options;
   o.max_messages = q.int64(0), o.max_bytes = q.int64(1), o.max_payload_bytes = q.int64(2);

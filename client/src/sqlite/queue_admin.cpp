@@ -43,7 +43,8 @@ std::vector<DeadLetter> SqliteQueues::dead_letters(std::string_view tenant, std:
                                                    std::int64_t after_msg_id, int max_rows) {
   return session_.measure("queue.dead_letters", [&] {
     return core_guarded([&] {
-      if (max_rows < 1 || max_rows > 10000) throw Error(fy::core::sqlstate::invalid_parameter, "max_rows must be between 1 and 10000");
+      if (max_rows < 1 || max_rows > 10000) throw Error(sqlstate::invalid_parameter,
+                                                        "max_rows must be between 1 and 10000");
       std::vector<DeadLetter> out;
       session_.write([&](Db& db) {
         load(db, tenant, queue);
@@ -75,7 +76,8 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
                           int max_rows) {
   return session_.measure("queue.redrive", [&] {
     return core_guarded([&] {
-      if (max_rows < 1 || max_rows > 10000) throw Error(fy::core::sqlstate::invalid_parameter, "max_rows must be between 1 and 10000");
+      if (max_rows < 1 || max_rows > 10000) throw Error(sqlstate::invalid_parameter,
+                                                        "max_rows must be between 1 and 10000");
       int redriven = 0;
       session_.write([&](Db& db) {
         redriven = 0;
@@ -102,8 +104,7 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
         for (std::int64_t id : std::set<std::int64_t>(msg_ids.begin(), msg_ids.end())) pick(id);
         for (const Dead& d : dead) {
           if (!d.has_payload)
-            throw Error(fy::core::sqlstate::invalid_parameter, "dead letter " + std::to_string(d.msg_id) + " cannot be redriven: its payload was dropped",
-                        "the queue has dead_letter_payload = drop");
+            fy::core::throw_not_redrivable(d.msg_id);
           admit(db, q, static_cast<int>(d.priority), d.bytes);
           q.used.messages += 1, q.used.bytes += d.bytes;
           const bool is_head = join_partition(db, q, d.key);

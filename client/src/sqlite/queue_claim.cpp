@@ -23,7 +23,8 @@ std::int64_t visibility_usecs(const Queue& queue, std::optional<Duration> visibi
 std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view consumer, int max_messages,
                                std::int64_t visibility, std::int64_t now) {
   if (max_messages < 1 || max_messages > fy::core::max_claim_batch)
-    throw Error(fy::core::sqlstate::invalid_parameter, "max_messages must be between 1 and " + std::to_string(fy::core::max_claim_batch));
+    throw Error(sqlstate::invalid_parameter,
+                "max_messages must be between 1 and " + std::to_string(fy::core::max_claim_batch));
   fy::core::check_name("consumer", true, consumer, fy::core::max_consumer_bytes);
   std::vector<Delivery> out;
   for (int p = 0; p < fy::core::priority_classes && static_cast<int>(out.size()) < max_messages; ++p) {

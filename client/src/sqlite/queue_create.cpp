@@ -33,7 +33,7 @@ void SqliteQueues::create(std::string_view tenant, std::string_view queue, const
         for (int p = 0; p < fy::core::priority_classes; ++p) q.bind(16 + p, o.admit_percent[p]);
         q.bind(22, static_cast<std::int64_t>(o.notify ? 1 : 0)).bind(23, session_.now_usecs());
         if (q.run() == 0)
-          throw Error(fy::core::sqlstate::duplicate_object, "queue \"" + std::string(queue) + "\" already exists for tenant \"" +
+          throw Error(sqlstate::duplicate_object, "queue \"" + std::string(queue) + "\" already exists for tenant \"" +
                                    std::string(tenant) + "\"");
       });
     });

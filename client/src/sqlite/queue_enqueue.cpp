@@ -16,10 +16,7 @@ namespace sqlite_queue {
 void admit(Db& db, const Queue& queue, int priority, std::int64_t bytes) {
   const fy::core::Usage budget{queue.options.max_messages, queue.options.max_bytes};
   if (!fy::core::admits(queue.options, priority, queue.used, budget, bytes))
-    throw Error(fy::core::sqlstate::queue_full,
-                "queue \"" + queue.name + "\" is full for priority class " + fy::core::priority_names[priority],
-                "class " + std::string(fy::core::priority_names[priority]) + " is admitted up to " +
-                    std::to_string(queue.options.admit_percent[priority]) + "% of max_messages and max_bytes");
+    fy::core::throw_queue_full(queue.name, queue.options, priority);
   change_usage(db, queue, 1, bytes);
 }
 
@@ -44,11 +41,9 @@ std::int64_t enqueue_one(Db& db, const Queue& queue, const OutgoingMessage& m, s
   const int priority = priority_index(m.priority);
   const auto bytes = static_cast<std::int64_t>(m.payload.size());
   if (bytes > o.max_payload_bytes)
-    throw Error(fy::core::sqlstate::payload_too_large, "payload of " + std::to_string(bytes) + " bytes is over the limit of queue \"" + queue.name + "\"",
-                "max_payload_bytes is " + std::to_string(o.max_payload_bytes) +
-                    "; store the bytes elsewhere and send a reference");
+    fy::core::throw_payload_too_large(queue.name, o, bytes);
   if (o.partitioned && !m.partition_key)
-    throw Error(fy::core::sqlstate::invalid_parameter, "partition_key is required: queue \"" + queue.name + "\" is partition-ordered");
+    fy::core::throw_partition_key_required(queue.name);
   if (m.partition_key) fy::core::check_name("partition_key", true, *m.partition_key, fy::core::max_partition_key_bytes);
   if (m.delay.count() != 0) fy::core::check_duration("delay", {0, 0, m.delay.count()}, fy::core::max_queue_duration_usecs);
   const std::string digest = fy::core::sha256_hex(m.payload);
@@ -60,8 +55,7 @@ std::int64_t enqueue_one(Db& db, const Queue& queue, const OutgoingMessage& m, s
     q.bind(1, queue.tenant).bind(2, queue.name).bind(3, *event_id).bind(4, now);
     if (q.step()) {
       if (q.text(1) != digest)
-        throw Error(fy::core::sqlstate::idempotency_mismatch, "event_id was enqueued before with a different payload",
-                    "message " + std::to_string(q.int64(0)) + " carries this event_id");
+        fy::core::throw_event_id_mismatch(q.int64(0));
       return q.int64(0);
     }
   }

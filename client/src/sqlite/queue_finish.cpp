@@ -75,7 +75,8 @@ NackOutcome SqliteQueues::nack(std::string_view tenant, std::string_view queue, 
   return session_.measure("queue.nack", [&] {
     return core_guarded([&] {
       if (error.size() > fy::core::max_error_bytes)
-        throw Error(fy::core::sqlstate::string_too_long, "error is longer than " + std::to_string(fy::core::max_error_bytes) + " bytes");
+        throw Error(sqlstate::string_too_long,
+                    "error is longer than " + std::to_string(fy::core::max_error_bytes) + " bytes");
       NackOutcome outcome = NackOutcome::Retry;
       session_.write([&](Db& db) {
         const Queue q = load(db, tenant, queue);
