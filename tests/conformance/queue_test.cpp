@@ -432,6 +432,27 @@ BOOST_AUTO_TEST_CASE(partition_keys_do_not_order_an_unordered_queue) {
   BOOST_TEST(take(10).size() == 2u);  // both at once: ordering is none
 }
 
+BOOST_AUTO_TEST_CASE(the_batch_ack_of_ack_and_claim_fences_like_ack) {
+  // ack_and_claim acks through one set-based statement on PostgreSQL: it must give ack's answers.
+  create();
+  send("a");
+  send("b");
+  auto first = take(2, 30s);
+  BOOST_REQUIRE(first.size() == 2u);
+  clock.advance(30s);  // both lapse; nobody has claimed them again yet
+  const std::vector<forgeyard::Ack> lapsed_a{{first[0].msg_id, first[0].claim_token}};
+  auto again = queues().ack_and_claim(tenant, queue, "consumer-1", lapsed_a, 1);  // accepted after the lapse
+  BOOST_REQUIRE(again.size() == 1u);
+  BOOST_TEST(again[0].msg_id == first[1].msg_id);  // b, claimed again under a new token
+  const std::vector<forgeyard::Ack> stale_b{{first[1].msg_id, first[1].claim_token}};
+  FY_CHECK_ERROR(queues().ack_and_claim(tenant, queue, "consumer-1", stale_b, 1), ErrorKind::StaleFence, "FY001",
+                 "claim token " + std::to_string(first[1].claim_token) + " is not the current delivery of message " +
+                     std::to_string(first[1].msg_id));
+  BOOST_TEST(queues().ack_and_claim(tenant, queue, "consumer-1", lapsed_a, 1).empty());  // acked already: a no-op
+  queues().ack(tenant, queue, again[0].msg_id, again[0].claim_token);
+  BOOST_TEST(queues().stats(tenant, queue).in_flight == 0);
+}
+
 BOOST_AUTO_TEST_CASE(ack_and_claim_is_one_call) {
   create();
   for (int i = 0; i < 4; ++i) send("m" + std::to_string(i));
