@@ -3,6 +3,7 @@
 #include <array>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <utility>
 
 // Compiled on its own into the extension and the client: nothing core includes may bring in
@@ -12,54 +13,6 @@
 #endif
 
 namespace fy::core {
-
-void check_name(const char* argument, bool present, std::string_view value, std::size_t max_bytes) {
-  using std::string;
-  if (!present) throw Error(sqlstate::null_value, string(argument) + " must not be NULL");
-  if (value.empty()) throw Error(sqlstate::invalid_parameter, string(argument) + " must not be empty");
-  if (value.size() > max_bytes)
-    throw Error(sqlstate::string_too_long,
-                string(argument) + " is longer than " + std::to_string(max_bytes) + " bytes",
-                "length is " + std::to_string(value.size()) + " bytes");
-}
-
-std::int64_t check_duration(const char* argument, const Duration& d, std::int64_t max_usecs) {
-  using std::string;
-  if (d.months != 0)
-    throw Error(sqlstate::invalid_parameter,
-                string(argument) + " must not have a month or year component",
-                "months and years have no fixed length; use days or hours");
-  std::int64_t day_part = 0;
-  std::int64_t total = 0;
-  if (__builtin_mul_overflow(static_cast<std::int64_t>(d.days), usecs_per_day, &day_part) ||
-      __builtin_add_overflow(day_part, d.usecs, &total))
-    throw Error(sqlstate::invalid_parameter, string(argument) + " is out of range");
-  if (total <= 0) throw Error(sqlstate::invalid_parameter, string(argument) + " must be positive");
-  if (total > max_usecs)
-    throw Error(sqlstate::invalid_parameter, string(argument) + " is too long",
-                "the maximum is " + std::to_string(max_usecs / usecs_per_second) + " seconds");
-  return total;
-}
-
-std::int64_t next_epoch(std::int64_t previous, std::int64_t now_unix_usecs) {
-  if (previous == std::numeric_limits<std::int64_t>::max())
-    throw Error(sqlstate::internal_error, "lease epoch space exhausted");
-  return previous + 1 > now_unix_usecs ? previous + 1 : now_unix_usecs;
-}
-
-const char* lease_state(const LeaseRow& row, std::int64_t now) {
-  if (row.released) return "released";
-  if (row.reaped) return "reaped";
-  return is_expired(row.expires_at, now) ? "expired" : "live";
-}
-
-AcquireDecision decide_acquire(const LeaseRow* current, std::string_view owner, std::int64_t now_unix_usecs) {
-  if (current == nullptr) return {AcquireAction::insert, next_epoch(0, now_unix_usecs)};
-  if (!is_live(*current, now_unix_usecs))
-    return {AcquireAction::take_over, next_epoch(current->epoch, now_unix_usecs)};
-  if (current->owner == owner) return {AcquireAction::extend, current->epoch};
-  return {AcquireAction::contended, current->epoch};
-}
 
 void throw_version_conflict(const std::string& table, std::int64_t expected, std::int64_t current) {
   throw Error(sqlstate::version_conflict, "version conflict on " + table,
@@ -87,118 +40,21 @@ void check_attempt(const IdempotencyRow& row, const std::int64_t* attempt, const
                 "begin again to get the stored response");
 }
 
-int priority_from_name(const char* argument, std::string_view name) {
-  for (int i = 0; i < priority_classes; ++i)
-    if (name == priority_names[i]) return i;
-  throw Error(sqlstate::invalid_parameter, std::string(argument) + " must be one of emergency, security_control, "
-                                           "realtime, interactive, background, bulk",
-              "got \"" + std::string(name) + "\"");
+void throw_unknown_key(std::string_view scope, std::string_view key) {
+  throw Error(sqlstate::no_data_found,
+              "no idempotency key \"" + std::string(key) + "\" in scope \"" + std::string(scope) + "\"");
 }
 
-namespace {
-[[noreturn]] void bad_option(std::string_view key, const std::string& why) {
-  throw Error(sqlstate::invalid_parameter, "queue option " + std::string(key) + " " + why);
+void throw_key_in_progress(std::string_view key, std::int64_t holder) {
+  throw Error(sqlstate::idempotency_in_progress,
+              "idempotency key \"" + std::string(key) + "\" is in progress elsewhere",
+              "attempt " + std::to_string(holder) + " holds it; try again later");
 }
 
-std::int64_t positive_integer(std::string_view key, std::string_view value, std::int64_t max) {
-  std::int64_t v = 0;
-  std::size_t i = 0;
-  if (value.empty()) bad_option(key, "must be a positive integer");
-  for (; i < value.size(); ++i) {
-    if (value[i] < '0' || value[i] > '9') bad_option(key, "must be a positive integer");
-    if (v > (max - (value[i] - '0')) / 10) bad_option(key, "must be at most " + std::to_string(max));
-    v = v * 10 + (value[i] - '0');
-  }
-  if (v <= 0) bad_option(key, "must be a positive integer");
-  return v;
-}
-
-bool boolean(std::string_view key, std::string_view value) {
-  if (value == "true") return true;
-  if (value == "false") return false;
-  bad_option(key, "must be true or false");
-}
-
-struct DurationOption {
-  const char* key;
-  std::int64_t QueueOptions::*field;
-  std::int64_t max;
-};
-constexpr DurationOption duration_options[] = {
-    {"visibility_timeout", &QueueOptions::visibility_usecs, max_queue_duration_usecs},
-    {"backoff_base", &QueueOptions::backoff_base_usecs, max_queue_duration_usecs},
-    {"backoff_max", &QueueOptions::backoff_max_usecs, max_queue_duration_usecs},
-    {"retain_acked", &QueueOptions::retain_acked_usecs, max_queue_retention_usecs},
-    {"dead_letter_retention", &QueueOptions::dead_retention_usecs, max_queue_retention_usecs},
-    {"dedup_window", &QueueOptions::dedup_window_usecs, max_queue_retention_usecs},
-};
-}  // namespace
-
-bool is_duration_option(std::string_view key) {
-  for (const DurationOption& d : duration_options)
-    if (key == d.key) return true;
-  return false;
-}
-
-void set_queue_duration(QueueOptions& options, std::string_view key, const Duration& value) {
-  for (const DurationOption& d : duration_options)
-    if (key == d.key) {
-      // retain_acked may be zero: acked messages are then deleted at once.
-      if (key == "retain_acked" && value.months == 0 && value.days == 0 && value.usecs == 0) {
-        options.*d.field = 0;
-        return;
-      }
-      options.*d.field = check_duration(("queue option " + std::string(key)).c_str(), value, d.max);
-      return;
-    }
-  bad_option(key, "is not a duration option");
-}
-
-void set_queue_option(QueueOptions& o, std::string_view key, std::string_view value) {
-  constexpr std::int64_t big = std::int64_t{1} << 50;
-  if (key == "max_messages") o.max_messages = positive_integer(key, value, big);
-  else if (key == "max_bytes") o.max_bytes = positive_integer(key, value, big);
-  else if (key == "max_payload_bytes") o.max_payload_bytes = positive_integer(key, value, 64 * 1024 * 1024);
-  else if (key == "max_attempts") o.max_attempts = positive_integer(key, value, 1000);
-  else if (key == "max_dead") o.max_dead = positive_integer(key, value, big);
-  else if (key == "notify") o.notify = boolean(key, value);
-  else if (key == "ordering") {
-    if (value != "none" && value != "partition") bad_option(key, "must be none or partition");
-    o.partitioned = value == "partition";
-  } else if (key == "dead_letter_payload") {
-    if (value != "drop" && value != "keep") bad_option(key, "must be drop or keep");
-    o.keep_dead_payload = value == "keep";
-  } else if (key.substr(0, 6) == "admit_") {
-    const int p = priority_from_name(("queue option " + std::string(key)).c_str(), key.substr(6));
-    o.admit_percent[p] = positive_integer(key, value, 100);
-  } else if (is_duration_option(key)) {
-    bad_option(key, "must be an interval");
-  } else {
-    bad_option(key, "is unknown");
-  }
-}
-
-void validate(const QueueOptions& o) {
-  const std::pair<const char*, std::int64_t> positive[] = {
-      {"max_messages", o.max_messages},         {"max_bytes", o.max_bytes},
-      {"max_payload_bytes", o.max_payload_bytes}, {"visibility_timeout", o.visibility_usecs},
-      {"max_attempts", o.max_attempts},         {"backoff_base", o.backoff_base_usecs},
-      {"backoff_max", o.backoff_max_usecs},     {"max_dead", o.max_dead},
-      {"dead_letter_retention", o.dead_retention_usecs}, {"dedup_window", o.dedup_window_usecs}};
-  for (const auto& [key, value] : positive)
-    if (value <= 0) bad_option(key, "must be positive");
-  if (o.retain_acked_usecs < 0) bad_option("retain_acked", "must not be negative");
-  if (o.visibility_usecs > max_queue_duration_usecs || o.backoff_max_usecs > max_queue_duration_usecs)
-    bad_option("visibility_timeout", "and backoff_max must be at most 30 days");
-  for (int p = 0; p < priority_classes; ++p)
-    if (o.admit_percent[p] < 1 || o.admit_percent[p] > 100)
-      bad_option(std::string("admit_") + priority_names[p], "must be between 1 and 100");
-  if (o.max_payload_bytes > o.max_bytes) bad_option("max_payload_bytes", "must not exceed max_bytes");
-  if (o.backoff_base_usecs > o.backoff_max_usecs) bad_option("backoff_base", "must not exceed backoff_max");
-  for (int p = 1; p < priority_classes; ++p)
-    if (o.admit_percent[p] > o.admit_percent[p - 1])
-      bad_option(std::string("admit_") + priority_names[p],
-                 "must not exceed admit_" + std::string(priority_names[p - 1]) + ": a lower class is refused earlier");
+void throw_key_mismatch(std::string_view key) {
+  throw Error(sqlstate::idempotency_mismatch,
+              "idempotency key \"" + std::string(key) + "\" was used with a different request",
+              "the request digest differs from the one stored with the key");
 }
 
 int capacity_slots(const QueueOptions& o) {
@@ -240,6 +96,11 @@ bool dead_after_failure(const QueueOptions& o, std::int64_t attempt, bool perman
 std::int64_t retry_delay_usecs(const QueueOptions& o, std::int64_t attempt, double unit_random) {
   return backoff_full_jitter(static_cast<int>(attempt > 1000 ? 1000 : attempt), o.backoff_base_usecs,
                              o.backoff_max_usecs, unit_random);
+}
+
+double unit_random() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
 }
 
 std::int64_t backoff_full_jitter(int attempt, std::int64_t base_usecs, std::int64_t cap_usecs, double unit_random) {

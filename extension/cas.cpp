@@ -230,13 +230,13 @@ FY_FUNCTION(fy_enable_versioning) {
     default_one = row.boolean(3).value_or(false);
   });
   if (!exists)
-    throw core::Error("42703", t.name + " has no entity_version column",
+    throw core::Error(core::sqlstate::undefined_column, t.name + " has no entity_version column",
                       "add: entity_version bigint NOT NULL DEFAULT 1");
   if (!is_bigint || !not_null || !default_one)
     throw core::Error(invalid_parameter, "entity_version of " + t.name + " must be bigint NOT NULL DEFAULT 1");
   bool allowed = false;
   spi.run(may_update, {pg::oid_value(t.oid)}, [&](const pg::Row& row) { allowed = *row.boolean(1); });
-  if (!allowed) throw core::Error("42501", "permission denied: UPDATE on " + t.name + " is needed to version it");
+  if (!allowed) throw core::Error(core::sqlstate::insufficient_privilege, "permission denied: UPDATE on " + t.name + " is needed to version it");
   if (!t.versioned)
     spi.run_once("CREATE TRIGGER " + std::string(trigger_name) + " BEFORE INSERT OR UPDATE ON " + t.name +
                  " FOR EACH ROW EXECUTE FUNCTION forgeyard.versioning_trigger()");

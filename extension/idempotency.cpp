@@ -58,8 +58,7 @@ void explain_unchanged(pg::Spi& spi, const Key& key, std::uint64_t changed, cons
   if (changed > 0) return;
   std::optional<Stored> stored = lock_key(spi, key);
   if (!stored)
-    throw core::Error(core::sqlstate::no_data_found,
-                      "no idempotency key \"" + key.key + "\" in scope \"" + key.scope + "\"");
+    core::throw_unknown_key(key.scope, key.key);
   core::check_attempt(stored->row, attempt ? &*attempt : nullptr, operation);
   throw core::Error(core::sqlstate::internal_error, std::string(operation) + " changed no row");
 }
@@ -141,13 +140,9 @@ FY_FUNCTION(fy_idem_begin) {
         response = stored->response;
         break;
       case core::BeginAction::in_progress:
-        throw core::Error(core::sqlstate::idempotency_in_progress,
-                          "idempotency key \"" + key.key + "\" is in progress elsewhere",
-                          "attempt " + std::to_string(stored->row.attempt) + " holds it; try again later");
+        core::throw_key_in_progress(key.key, stored->row.attempt);
       case core::BeginAction::mismatch:
-        throw core::Error(core::sqlstate::idempotency_mismatch,
-                          "idempotency key \"" + key.key + "\" was used with a different request",
-                          "the request digest differs from the one stored with the key");
+        core::throw_key_mismatch(key.key);
     }
     break;
   }

@@ -22,11 +22,8 @@ std::string resource_arg(FunctionCallInfo fcinfo) {
   return pg::name_arg(fcinfo, 1, "resource", max_resource_bytes);
 }
 
-[[noreturn]] void throw_stale(const std::string& resource, std::int64_t epoch) {
-  throw core::Error(core::sqlstate::stale_fence,
-                    "lease epoch " + std::to_string(epoch) + " is not the live grant of \"" + resource + "\"",
-                    "the lease expired, was released, or was taken over; stop work");
-}
+// core::is_live as SQL over the row, with $4 = now.
+std::string live_grant() { return core::live_lease_sql("$4", "OPERATOR(pg_catalog.>)"); }
 
 }  // namespace
 }  // namespace fy
@@ -114,8 +111,7 @@ FY_FUNCTION(fy_lease_renew) {
   static pg::Statement renew(
       "UPDATE forgeyard.leases SET expires_at = $5"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
-      "   AND epoch OPERATOR(pg_catalog.=) $3 AND released_at IS NULL AND reaped_at IS NULL"
-      "   AND expires_at OPERATOR(pg_catalog.>) $4",
+      "   AND epoch OPERATOR(pg_catalog.=) $3 AND " + live_grant(),
       {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID});
   const std::string tenant = tenant_arg(fcinfo);
   const std::string resource = resource_arg(fcinfo);
@@ -129,7 +125,7 @@ FY_FUNCTION(fy_lease_renew) {
       spi.run(renew, {pg::text_value(tenant), pg::text_value(resource), pg::int8_value(epoch),
                       pg::timestamptz_value(now), pg::timestamptz_value(now + ttl)});
   spi.finish();
-  if (renewed == 0) throw_stale(resource, epoch);
+  if (renewed == 0) core::throw_stale_lease(resource, epoch);
   return TimestampTzGetDatum(now + ttl);
 }
 
@@ -139,8 +135,7 @@ FY_FUNCTION(fy_lease_release) {
   static pg::Statement release(
       "UPDATE forgeyard.leases SET released_at = $4"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
-      "   AND epoch OPERATOR(pg_catalog.=) $3 AND released_at IS NULL AND reaped_at IS NULL"
-      "   AND expires_at OPERATOR(pg_catalog.>) $4",
+      "   AND epoch OPERATOR(pg_catalog.=) $3 AND " + live_grant(),
       {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
   const std::string tenant = tenant_arg(fcinfo);
   const std::string resource = resource_arg(fcinfo);
@@ -162,8 +157,7 @@ FY_FUNCTION(fy_lease_fence) {
   static pg::Statement fence(
       "SELECT 1 FROM forgeyard.leases"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
-      "   AND epoch OPERATOR(pg_catalog.=) $3 AND released_at IS NULL AND reaped_at IS NULL"
-      "   AND expires_at OPERATOR(pg_catalog.>) $4 FOR KEY SHARE",
+      "   AND epoch OPERATOR(pg_catalog.=) $3 AND " + live_grant() + " FOR KEY SHARE",
       {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
   const std::string tenant = tenant_arg(fcinfo);
   const std::string resource = resource_arg(fcinfo);
@@ -175,7 +169,7 @@ FY_FUNCTION(fy_lease_fence) {
   const std::uint64_t live = spi.run(
       fence, {pg::text_value(tenant), pg::text_value(resource), pg::int8_value(epoch), pg::timestamptz_value(now)});
   spi.finish();
-  if (live == 0) throw_stale(resource, epoch);
+  if (live == 0) core::throw_stale_lease(resource, epoch);
   return (Datum)0;
 }
 

@@ -1,12 +1,21 @@
-// What the queue functions (queue.cpp, queue_admin.cpp, maintain.cpp) share.
+// What the queue functions share, split by phase like pgvector's hnsw*.c: queue.cpp (loading a
+// queue, capacity usage and release), queue_create.cpp (create, alter, drop), queue_enqueue.cpp,
+// queue_claim.cpp, queue_finish.cpp (ack, nack, extend), queue_admin.cpp (stats, dead letters),
+// and maintain.cpp. client/src/sqlite/ pairs with these files one to one.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pg/spi.hpp"
 
 namespace fy::queue {
+
+// The tenant and queue arguments (0 and 1) of every queue function, checked by the core.
+std::string tenant_arg(FunctionCallInfo fcinfo);
+std::string queue_arg(FunctionCallInfo fcinfo);
 
 struct Queue {
   std::string tenant, name;
@@ -28,6 +37,36 @@ bool join_partition(pg::Spi& spi, const Queue& queue, const std::optional<std::s
 core::Usage usage(pg::Spi& spi, const Queue& queue);
 // An integer argument in 1..max (22023 otherwise, 22004 for NULL).
 std::int32_t positive_int_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::int32_t max);
+
+// Messages that left the live queue (acked or dead) in one call: their capacity goes back to
+// their slots, and in a partition queue the next message of each key becomes its head. Applied
+// once per slot and per key, in ascending order, so that concurrent batch acks lock the shared
+// counter rows in one order and cannot deadlock.
+struct Releases {
+  std::map<int, core::Usage> slots;
+  std::map<std::string, std::int64_t> keys;
+  void add(const Queue& queue, int slot, std::int64_t bytes, const std::optional<std::string>& key);
+};
+void apply(pg::Spi& spi, const Queue& queue, const Releases& releases);
+
+// One delivery handed out by claim.
+struct Claimed {
+  std::int64_t msg_id;
+  std::optional<std::string> event_id, partition_key;
+  int priority;
+  std::int64_t attempt, claim_token;
+  std::optional<std::string> payload;
+  TimestampTz enqueued_at;
+};
+// Up to max_messages deliveries, highest class first, then oldest (queue_claim.cpp).
+std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& consumer, int max_messages,
+                           std::int64_t visibility, TimestampTz now);
+// The rows of claim and ack_and_claim.
+void return_claimed(FunctionCallInfo fcinfo, const std::vector<Claimed>& claimed);
+// The max_messages argument of a claim (1..max_claim_batch), and its visibility (the queue's
+// visibility_timeout when NULL).
+int max_messages_arg(FunctionCallInfo fcinfo, int n);
+std::int64_t visibility_arg(FunctionCallInfo fcinfo, int n, const Queue& queue);
 
 // The claim of one priority class ($1 tenant, $2 queue, $3 class, $4 limit, $5 visible until,
 // $6 consumer, $7 now): an index range scan that stops at the first message not yet visible.

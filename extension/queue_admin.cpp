@@ -108,9 +108,7 @@ FY_FUNCTION(fy_dead_redrive) {
           [&](const pg::Row& r) { dead.push_back({*r.int8(1), *r.int8(2), *r.int8(3), r.text(4), *r.boolean(5)}); });
   for (const Dead& d : dead) {
     if (!d.has_payload)
-      throw core::Error(core::sqlstate::invalid_parameter,
-                        "dead letter " + std::to_string(d.msg_id) + " cannot be redriven: its payload was dropped",
-                        "the queue has dead_letter_payload = drop");
+      core::throw_not_redrivable(d.msg_id);
     const int slot = queue::admit(spi, q, static_cast<int>(d.priority), d.bytes);
     const bool is_head = queue::join_partition(spi, q, d.key);
     spi.run(revive, {pg::int8_value(d.msg_id), pg::timestamptz_value(now), {Int16GetDatum(slot), false},

@@ -1,7 +1,5 @@
 #include "forgeyard/retry.hpp"
 
-#include <random>
-
 #include "core/core.hpp"
 
 namespace forgeyard {
@@ -13,9 +11,8 @@ bool should_retry(const Error& e, int attempt, const RetryPolicy& policy) noexce
 }
 
 Duration retry_delay(int attempt, const RetryPolicy& policy) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  return Duration(fy::core::backoff_full_jitter(attempt, policy.base_delay.count(), policy.max_delay.count(), unit(rng)));
+  return Duration(fy::core::backoff_full_jitter(attempt, policy.base_delay.count(), policy.max_delay.count(),
+                                                fy::core::unit_random()));
 }
 
 }  // namespace forgeyard

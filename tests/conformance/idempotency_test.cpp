@@ -43,7 +43,8 @@ BOOST_AUTO_TEST_CASE(a_new_key_starts_and_a_completed_one_replays_its_response) 
 
 BOOST_AUTO_TEST_CASE(the_same_key_with_another_request_is_a_mismatch) {
   auto b = idem().begin(key, digest);
-  FY_CHECK_ERROR(idem().begin(key, forgeyard::request_digest("something else")), ErrorKind::IdempotencyMismatch, "FY011");
+  FY_CHECK_ERROR(idem().begin(key, forgeyard::request_digest("something else")), ErrorKind::IdempotencyMismatch, "FY011",
+                 "idempotency key \"" + key.key + "\" was used with a different request");
   idem().complete(key, std::string("ok"), b.attempt);
   FY_CHECK_ERROR(idem().begin(key, forgeyard::request_digest("something else")), ErrorKind::IdempotencyMismatch, "FY011");
 }
@@ -73,7 +74,8 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_extends_the_lock) {
   clock.advance(20s);
   idem().checkpoint(key, "step 1", b.attempt);
   clock.advance(20s);  // 40 s after begin, 20 s after the checkpoint: still held
-  FY_CHECK_ERROR(idem().begin(key, digest, 30s), ErrorKind::InProgress, "FY010");
+  FY_CHECK_ERROR(idem().begin(key, digest, 30s), ErrorKind::InProgress, "FY010",
+                 "idempotency key \"" + key.key + "\" is in progress elsewhere");
   clock.advance(10s);
   BOOST_TEST(idem().begin(key, digest, 30s).attempt > b.attempt);
 }
@@ -90,7 +92,8 @@ BOOST_AUTO_TEST_CASE(abandon_lets_the_next_begin_start_afresh) {
 }
 
 BOOST_AUTO_TEST_CASE(unknown_keys_are_not_found) {
-  FY_CHECK_ERROR(idem().complete(key, std::string("x"), 1), ErrorKind::NotFound, "P0002");
+  FY_CHECK_ERROR(idem().complete(key, std::string("x"), 1), ErrorKind::NotFound, "P0002",
+                 "no idempotency key \"" + key.key + "\" in scope \"" + key.scope + "\"");
   FY_CHECK_ERROR(idem().checkpoint(key, "x", 1), ErrorKind::NotFound, "P0002");
   FY_CHECK_ERROR(idem().abandon(key, 1), ErrorKind::NotFound, "P0002");
   BOOST_TEST(!idem().status(key).has_value());

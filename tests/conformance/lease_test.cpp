@@ -63,8 +63,9 @@ BOOST_AUTO_TEST_CASE(a_reaped_grant_is_over_even_for_a_caller_whose_clock_is_beh
   clock.advance(11s);
   BOOST_REQUIRE(store->leases().reap(10, tenant).size() == 1u);
   clock.advance(-2s);  // as the late renewal saw time
-  FY_CHECK_ERROR(store->leases().renew(tenant, "job", a.epoch, 10s), ErrorKind::StaleFence, "FY001");
-  FY_CHECK_ERROR(store->leases().fence(tenant, "job", a.epoch), ErrorKind::StaleFence, "FY001");
+  const std::string stale = "lease epoch " + std::to_string(a.epoch) + " is not the live grant of \"job\"";
+  FY_CHECK_ERROR(store->leases().renew(tenant, "job", a.epoch, 10s), ErrorKind::StaleFence, "FY001", stale);
+  FY_CHECK_ERROR(store->leases().fence(tenant, "job", a.epoch), ErrorKind::StaleFence, "FY001", stale);
   BOOST_TEST(!store->leases().release(tenant, "job", a.epoch));
   auto again = store->leases().acquire(tenant, "job", "worker-a", 10s);
   BOOST_TEST(again.acquired);
@@ -128,17 +129,20 @@ BOOST_AUTO_TEST_CASE(renew_extends_the_live_grant_only) {
 BOOST_AUTO_TEST_CASE(renew_after_expiry_release_or_takeover_is_stale) {
   auto a = store->leases().acquire(tenant, "expiring", "worker-a", ttl);
   clock.advance(ttl);
-  FY_CHECK_ERROR(store->leases().renew(tenant, "expiring", a.epoch, ttl), ErrorKind::StaleFence, "FY001");
+  FY_CHECK_ERROR(store->leases().renew(tenant, "expiring", a.epoch, ttl), ErrorKind::StaleFence, "FY001",
+                 "lease epoch " + std::to_string(a.epoch) + " is not the live grant of \"expiring\"");
 
   auto b = store->leases().acquire(tenant, "released", "worker-a", ttl);
   BOOST_TEST(store->leases().release(tenant, "released", b.epoch));
-  FY_CHECK_ERROR(store->leases().renew(tenant, "released", b.epoch, ttl), ErrorKind::StaleFence, "FY001");
+  FY_CHECK_ERROR(store->leases().renew(tenant, "released", b.epoch, ttl), ErrorKind::StaleFence, "FY001",
+                 "lease epoch " + std::to_string(b.epoch) + " is not the live grant of \"released\"");
 
   auto c = store->leases().acquire(tenant, "taken", "worker-a", ttl);
   clock.advance(ttl + 1s);
   auto d = store->leases().acquire(tenant, "taken", "worker-b", ttl);
   BOOST_TEST(d.acquired);
-  FY_CHECK_ERROR(store->leases().renew(tenant, "taken", c.epoch, ttl), ErrorKind::StaleFence, "FY001");
+  FY_CHECK_ERROR(store->leases().renew(tenant, "taken", c.epoch, ttl), ErrorKind::StaleFence, "FY001",
+                 "lease epoch " + std::to_string(c.epoch) + " is not the live grant of \"taken\"");
   BOOST_TEST(store->leases().get(tenant, "taken")->owner == "worker-b");
 }
 
@@ -208,15 +212,18 @@ BOOST_AUTO_TEST_CASE(tenants_are_independent) {
 BOOST_AUTO_TEST_CASE(bad_input_is_refused_with_its_code_and_changes_nothing) {
   auto& leases = store->leases();
   auto a = leases.acquire(tenant, "job", "worker-a", ttl);
-  FY_CHECK_ERROR(leases.acquire("", "job", "w", ttl), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(leases.acquire("", "job", "w", ttl), ErrorKind::InvalidArgument, "22023", "tenant must not be empty");
   FY_CHECK_ERROR(leases.acquire(tenant, "", "w", ttl), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(leases.acquire(tenant, "job", "", ttl), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(leases.acquire(std::string(129, 't'), "job", "w", ttl), ErrorKind::InvalidArgument, "22001");
   FY_CHECK_ERROR(leases.acquire(tenant, std::string(513, 'r'), "w", ttl), ErrorKind::InvalidArgument, "22001");
-  FY_CHECK_ERROR(leases.acquire(tenant, "job", std::string(257, 'o'), ttl), ErrorKind::InvalidArgument, "22001");
-  FY_CHECK_ERROR(leases.acquire(tenant, "job", "worker-b", 0s), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(leases.acquire(tenant, "job", std::string(257, 'o'), ttl), ErrorKind::InvalidArgument, "22001",
+                 "owner is longer than 256 bytes");
+  FY_CHECK_ERROR(leases.acquire(tenant, "job", "worker-b", 0s), ErrorKind::InvalidArgument, "22023",
+                 "ttl must be positive");
   FY_CHECK_ERROR(leases.acquire(tenant, "job", "worker-b", -5s), ErrorKind::InvalidArgument, "22023");
-  FY_CHECK_ERROR(leases.acquire(tenant, "job", "worker-b", 24h * 7 + 1us), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(leases.acquire(tenant, "job", "worker-b", 24h * 7 + 1us), ErrorKind::InvalidArgument, "22023",
+                 "ttl is too long");
   FY_CHECK_ERROR(leases.renew(tenant, "job", a.epoch, 0s), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(leases.reap(0), ErrorKind::InvalidArgument, "22023");
   const forgeyard::Error named = conformance::expect_error([&] { leases.acquire(tenant, "job", "w", 0s); });

@@ -77,14 +77,16 @@ BOOST_AUTO_TEST_CASE(a_repeated_event_id_returns_the_first_message_even_after_ac
   BOOST_TEST(queues().enqueue(tenant, queue, m) == first);
   OutgoingMessage other = m;
   other.payload = "another payload";
-  FY_CHECK_ERROR(queues().enqueue(tenant, queue, other), ErrorKind::IdempotencyMismatch, "FY011");
+  FY_CHECK_ERROR(queues().enqueue(tenant, queue, other), ErrorKind::IdempotencyMismatch, "FY011",
+                 "event_id was enqueued before with a different payload");
   auto d = take();
   BOOST_REQUIRE(d.size() == 1u);
   queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);
   BOOST_TEST(queues().enqueue(tenant, queue, m) == first);  // after the ack
   send("fill");
   send("fill", Priority::Emergency);
-  FY_CHECK_ERROR(send("one more", Priority::Emergency), ErrorKind::QueueFull, "FY020");
+  FY_CHECK_ERROR(send("one more", Priority::Emergency), ErrorKind::QueueFull, "FY020",
+                 "queue \"" + queue + "\" is full for priority class emergency");
   BOOST_TEST(queues().enqueue(tenant, queue, m) == first);  // even when full
   for (const auto& x : take(2)) queues().ack(tenant, queue, x.msg_id, x.claim_token);
   clock.advance(24h + 1s);  // past the dedup window: a new message
@@ -95,7 +97,8 @@ BOOST_AUTO_TEST_CASE(a_full_queue_refuses_lower_classes_first_and_never_grows_pa
   create(small(10));
   // Defaults: bulk up to 70%, background 80%, interactive 90%, realtime 95%, the top two 100%.
   for (int i = 0; i < 7; ++i) send("b", Priority::Bulk);
-  FY_CHECK_ERROR(send("b", Priority::Bulk), ErrorKind::QueueFull, "FY020");
+  FY_CHECK_ERROR(send("b", Priority::Bulk), ErrorKind::QueueFull, "FY020",
+                 "queue \"" + queue + "\" is full for priority class bulk");
   send("bg", Priority::Background);
   FY_CHECK_ERROR(send("bg", Priority::Background), ErrorKind::QueueFull, "FY020");
   send("i", Priority::Interactive);
@@ -163,7 +166,8 @@ BOOST_AUTO_TEST_CASE(bytes_are_bounded_and_payloads_over_the_limit_refused) {
   o.max_bytes = 100;
   o.max_payload_bytes = 60;
   create(o);
-  FY_CHECK_ERROR(send(std::string(61, 'x')), ErrorKind::PayloadTooLarge, "FY021");
+  FY_CHECK_ERROR(send(std::string(61, 'x')), ErrorKind::PayloadTooLarge, "FY021",
+                 "payload of 61 bytes is over the limit of queue \"" + queue + "\"");
   send(std::string(60, 'x'), Priority::Emergency);
   FY_CHECK_ERROR(send(std::string(41, 'x'), Priority::Emergency), ErrorKind::QueueFull, "FY020");
   send(std::string(40, 'x'), Priority::Emergency);
@@ -171,21 +175,26 @@ BOOST_AUTO_TEST_CASE(bytes_are_bounded_and_payloads_over_the_limit_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(unknown_queues_and_bad_input_are_refused) {
-  FY_CHECK_ERROR(send("x"), ErrorKind::NotFound, "42704");
+  FY_CHECK_ERROR(send("x"), ErrorKind::NotFound, "42704",
+                 "queue \"" + queue + "\" does not exist for tenant \"" + tenant + "\"");
   create();
   FY_CHECK_ERROR(create(), ErrorKind::InvalidArgument, "42710");
   FY_CHECK_ERROR(queues().enqueue(unique("other-tenant"), queue, {"x"}), ErrorKind::NotFound, "42704");
-  FY_CHECK_ERROR(queues().claim(tenant, queue, "c", 0), ErrorKind::InvalidArgument, "22023");
-  FY_CHECK_ERROR(queues().claim(tenant, queue, "", 1), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(queues().claim(tenant, queue, "c", 0), ErrorKind::InvalidArgument, "22023",
+                 "max_messages must be between 1 and 1000");
+  FY_CHECK_ERROR(queues().claim(tenant, queue, "", 1), ErrorKind::InvalidArgument, "22023",
+                 "consumer must not be empty");
   FY_CHECK_ERROR(queues().enqueue(tenant, queue, {"x", "not-a-uuid"}), ErrorKind::InvalidArgument, "22P02");
   // The other spellings PostgreSQL accepts name the same event.
   const auto first = queues().enqueue(tenant, queue, {"same", "A8098C1A-F86E-11DA-BD1A-00112444BE1E"});
   BOOST_TEST(queues().enqueue(tenant, queue, {"same", "{a8098c1a-f86e-11da-bd1a-00112444be1e}"}) == first);
   BOOST_TEST(queues().enqueue(tenant, queue, {"same", "a8098c1af86e11dabd1a00112444be1e"}) == first);
-  FY_CHECK_ERROR(forgeyard::priority_from_string("urgent"), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(forgeyard::priority_from_string("urgent"), ErrorKind::InvalidArgument, "22023",
+                 "priority must be one of emergency, security_control, realtime, interactive, background, bulk");
   forgeyard::QueueOptions bad;
   bad.admit_percent[5] = 95;  // bulk above background
-  FY_CHECK_ERROR(queues().create(tenant, "bad", bad), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(queues().create(tenant, "bad", bad), ErrorKind::InvalidArgument, "22023",
+                 "queue option admit_bulk must not exceed admit_background: a lower class is refused earlier");
   bad = {};
   bad.max_messages = 0;
   FY_CHECK_ERROR(queues().create(tenant, "bad", bad), ErrorKind::InvalidArgument, "22023");
@@ -219,16 +228,19 @@ BOOST_AUTO_TEST_CASE(a_lapsed_claim_is_delivered_again_and_the_old_token_is_fenc
   clock.advance(29s);
   BOOST_TEST(take().empty());
   clock.advance(1s);  // visibility ran out (visible_at <= now)
+  const std::string stale = "claim token " + std::to_string(first[0].claim_token) +
+                            " is not the current delivery of message " + std::to_string(first[0].msg_id);
   FY_CHECK_ERROR(queues().extend(tenant, queue, first[0].msg_id, first[0].claim_token, 30s), ErrorKind::StaleFence,
-                 "FY001");
+                 "FY001", stale);
   auto second = take();
   BOOST_REQUIRE(second.size() == 1u);
   BOOST_TEST(second[0].msg_id == first[0].msg_id);
   BOOST_TEST(second[0].attempt == 2);
   BOOST_TEST(second[0].claim_token != first[0].claim_token);
-  FY_CHECK_ERROR(queues().ack(tenant, queue, first[0].msg_id, first[0].claim_token), ErrorKind::StaleFence, "FY001");
+  FY_CHECK_ERROR(queues().ack(tenant, queue, first[0].msg_id, first[0].claim_token), ErrorKind::StaleFence, "FY001",
+                 stale);
   FY_CHECK_ERROR(queues().nack(tenant, queue, first[0].msg_id, first[0].claim_token, "late"), ErrorKind::StaleFence,
-                 "FY001");
+                 "FY001", stale);
   queues().extend(tenant, queue, second[0].msg_id, second[0].claim_token, 60s);
   clock.advance(45s);
   BOOST_TEST(take().empty());  // the extension holds
@@ -309,7 +321,8 @@ BOOST_AUTO_TEST_CASE(nack_retries_with_capped_backoff_then_dead_letters) {
   BOOST_TEST(dead[0].error_class == "max_attempts");
   BOOST_TEST(!dead[0].payload.has_value());  // dropped by default
   queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);  // acking a dead message: a no-op
-  FY_CHECK_ERROR(queues().redrive(tenant, queue, {id}), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(queues().redrive(tenant, queue, {id}), ErrorKind::InvalidArgument, "22023",
+                 "dead letter " + std::to_string(id) + " cannot be redriven: its payload was dropped");
   BOOST_TEST(queues().purge_dead(tenant, queue) == 1);
   BOOST_TEST(queues().dead_letters(tenant, queue).empty());
 }
@@ -381,7 +394,8 @@ BOOST_AUTO_TEST_CASE(partition_keys_are_delivered_in_order_one_at_a_time) {
   forgeyard::QueueOptions o;
   o.partition_ordered = true;
   create(o);
-  FY_CHECK_ERROR(send("no key"), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(send("no key"), ErrorKind::InvalidArgument, "22023",
+                 "partition_key is required: queue \"" + queue + "\" is partition-ordered");
   auto keyed = [&](const std::string& key, const std::string& payload, Priority p = Priority::Interactive) {
     OutgoingMessage m{payload};
     m.partition_key = key;
@@ -416,6 +430,27 @@ BOOST_AUTO_TEST_CASE(partition_keys_do_not_order_an_unordered_queue) {
   m.payload = "k2";
   queues().enqueue(tenant, queue, m);
   BOOST_TEST(take(10).size() == 2u);  // both at once: ordering is none
+}
+
+BOOST_AUTO_TEST_CASE(the_batch_ack_of_ack_and_claim_fences_like_ack) {
+  // ack_and_claim acks through one set-based statement on PostgreSQL: it must give ack's answers.
+  create();
+  send("a");
+  send("b");
+  auto first = take(2, 30s);
+  BOOST_REQUIRE(first.size() == 2u);
+  clock.advance(30s);  // both lapse; nobody has claimed them again yet
+  const std::vector<forgeyard::Ack> lapsed_a{{first[0].msg_id, first[0].claim_token}};
+  auto again = queues().ack_and_claim(tenant, queue, "consumer-1", lapsed_a, 1);  // accepted after the lapse
+  BOOST_REQUIRE(again.size() == 1u);
+  BOOST_TEST(again[0].msg_id == first[1].msg_id);  // b, claimed again under a new token
+  const std::vector<forgeyard::Ack> stale_b{{first[1].msg_id, first[1].claim_token}};
+  FY_CHECK_ERROR(queues().ack_and_claim(tenant, queue, "consumer-1", stale_b, 1), ErrorKind::StaleFence, "FY001",
+                 "claim token " + std::to_string(first[1].claim_token) + " is not the current delivery of message " +
+                     std::to_string(first[1].msg_id));
+  BOOST_TEST(queues().ack_and_claim(tenant, queue, "consumer-1", lapsed_a, 1).empty());  // acked already: a no-op
+  queues().ack(tenant, queue, again[0].msg_id, again[0].claim_token);
+  BOOST_TEST(queues().stats(tenant, queue).in_flight == 0);
 }
 
 BOOST_AUTO_TEST_CASE(ack_and_claim_is_one_call) {

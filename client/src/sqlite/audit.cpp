@@ -142,7 +142,8 @@ std::vector<AuditHead> SqliteAudit::append_batch(std::string_view tenant, const 
   return session_.measure("audit.append_batch", [&] {
     core_guarded([&] { check_tenant_name(tenant); });
     if (events.size() > static_cast<std::size_t>(core::max_audit_batch))
-      throw Error("22023", "a batch holds at most " + std::to_string(core::max_audit_batch) + " events");
+      throw Error(sqlstate::invalid_parameter,
+                  "a batch holds at most " + std::to_string(core::max_audit_batch) + " events");
     std::vector<Input> inputs;
     for (const AuditEvent& event : events) inputs.push_back(make_input(tenant, event));
     std::vector<AuditHead> heads;
@@ -235,8 +236,9 @@ AuditVerification SqliteAudit::verify(std::string_view tenant_view, std::int64_t
 std::vector<AuditRecord> SqliteAudit::read(std::string_view tenant, std::int64_t from_seq, int max_events) {
   return session_.measure("audit.read", [&] {
     core_guarded([&] { check_tenant_name(tenant); });
-    if (from_seq < 1) throw Error("22023", "from_seq must be at least 1");
-    if (max_events < 1 || max_events > 10000) throw Error("22023", "max_events must be between 1 and 10000");
+    if (from_seq < 1) throw Error(sqlstate::invalid_parameter, "from_seq must be at least 1");
+    if (max_events < 1 || max_events > 10000) throw Error(sqlstate::invalid_parameter,
+                                                          "max_events must be between 1 and 10000");
     std::vector<AuditRecord> out;
     session_.write([&](Db& db) {
       out.clear();

@@ -54,27 +54,27 @@ int Query::run() {
 
 std::int64_t Query::int64(int column) const {
   if (sqlite3_column_type(stmt_, column) != SQLITE_INTEGER)
-    throw Error(ErrorKind::Corruption, "XX000", "invalid value read back from SQLite: not an integer");
+    throw Error(ErrorKind::Corruption, sqlstate::internal_error, "invalid value read back from SQLite: not an integer");
   return sqlite3_column_int64(stmt_, column);
 }
 
 std::string Query::text(int column) const {
   if (sqlite3_column_type(stmt_, column) != SQLITE_TEXT)
-    throw Error(ErrorKind::Corruption, "XX000", "invalid value read back from SQLite: not text");
+    throw Error(ErrorKind::Corruption, sqlstate::internal_error, "invalid value read back from SQLite: not text");
   const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
   return std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
 }
 
 std::string Query::blob(int column) const {
   if (sqlite3_column_type(stmt_, column) != SQLITE_BLOB)
-    throw Error(ErrorKind::Corruption, "XX000", "invalid value read back from SQLite: not a blob");
+    throw Error(ErrorKind::Corruption, sqlstate::internal_error, "invalid value read back from SQLite: not a blob");
   const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, column));
   return std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
 }
 
 double Query::real(int column) const {
   if (sqlite3_column_type(stmt_, column) != SQLITE_FLOAT)
-    throw Error(ErrorKind::Corruption, "XX000", "invalid value read back from SQLite: not a real");
+    throw Error(ErrorKind::Corruption, sqlstate::internal_error, "invalid value read back from SQLite: not a real");
   return sqlite3_column_double(stmt_, column);
 }
 
@@ -91,7 +91,8 @@ Db::Db(const std::string& path, const StoreOptions& options) : path_(path) {
   sqlite3_busy_timeout(db_, static_cast<int>(options.sqlite_busy_timeout.count() / 1000));
   const std::string& sync = options.sqlite_synchronous;
   if (sync != "FULL" && sync != "NORMAL" && sync != "EXTRA" && sync != "OFF")
-    throw Error(ErrorKind::InvalidArgument, "22023", "sqlite_synchronous must be FULL, NORMAL, EXTRA or OFF");
+    throw Error(ErrorKind::InvalidArgument, sqlstate::invalid_parameter,
+                "sqlite_synchronous must be FULL, NORMAL, EXTRA or OFF");
   exec("PRAGMA journal_mode = WAL");
   exec(("PRAGMA synchronous = " + sync).c_str());
   exec("PRAGMA foreign_keys = ON");

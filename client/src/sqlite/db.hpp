@@ -9,9 +9,13 @@
 
 #include <sqlite3.h>
 
+#include "core/errors.hpp"
 #include "forgeyard/store.hpp"
 
 namespace forgeyard::detail {
+
+// The shim raises the SQLSTATEs of docs/errors.md by the core's names, never as literals.
+namespace sqlstate = fy::core::sqlstate;
 
 class Db;
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "core/errors.hpp"
 #include "forgeyard/error.hpp"
 
 namespace forgeyard::detail {
@@ -27,17 +28,19 @@ std::string self_command() {
 FileLock::FileLock(const std::string& path, const std::string& purpose, std::chrono::milliseconds timeout) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd_ < 0)
-    throw Error(ErrorKind::Unavailable, "58030", "cannot open lock file " + path + ": " + std::strerror(errno));
+    throw Error(ErrorKind::Unavailable, fy::core::sqlstate::io_error,
+                "cannot open lock file " + path + ": " + std::strerror(errno));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && errno != EINTR) {
       int err = errno;
       ::close(fd_);
-      throw Error(ErrorKind::Unavailable, "58030", "cannot lock " + path + ": " + std::strerror(err));
+      throw Error(ErrorKind::Unavailable, fy::core::sqlstate::io_error,
+                  "cannot lock " + path + ": " + std::strerror(err));
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       ::close(fd_);
-      throw Error(ErrorKind::Unavailable, "55P03",
+      throw Error(ErrorKind::Unavailable, fy::core::sqlstate::lock_not_available,
                   "the store is locked for exclusive work by another process: held by " + describe_holder(path),
                   "lock file " + path);
     }
@@ -70,7 +73,8 @@ std::string FileLock::describe_holder(const std::string& path) {
 void check_local_filesystem(const std::string& directory) {
   struct statfs fs {};
   if (::statfs(directory.c_str(), &fs) != 0)
-    throw Error(ErrorKind::Unavailable, "58030", "cannot stat " + directory + ": " + std::strerror(errno));
+    throw Error(ErrorKind::Unavailable, fy::core::sqlstate::io_error,
+                "cannot stat " + directory + ": " + std::strerror(errno));
   switch (static_cast<unsigned long>(fs.f_type)) {
     case 0x6969UL:      // NFS
     case 0x517BUL:      // SMB
@@ -79,7 +83,7 @@ void check_local_filesystem(const std::string& directory) {
     case 0x5346414FUL:  // AFS
     case 0x00C36400UL:  // Ceph
     case 0x01021997UL:  // 9p
-      throw Error(ErrorKind::InvalidArgument, "22023",
+      throw Error(ErrorKind::InvalidArgument, fy::core::sqlstate::invalid_parameter,
                   "refusing a SQLite store on a network filesystem: " + directory,
                   "SQLite's WAL and file locks are unsafe there; use a local disk or the PostgreSQL backend");
     default:

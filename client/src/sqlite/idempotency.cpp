@@ -39,7 +39,7 @@ std::optional<Stored> read_key(Db& db, const IdempotencyKey& key) {
 Stored require_key(Db& db, const IdempotencyKey& key) {
   std::optional<Stored> stored = read_key(db, key);
   if (!stored)
-    throw Error("P0002", "no idempotency key \"" + key.key + "\" in scope \"" + key.scope + "\"");
+    fy::core::throw_unknown_key(key.scope, key.key);
   return *stored;
 }
 
@@ -50,15 +50,15 @@ IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes
   return session_.measure("idem.begin", [&] {
     return core_guarded([&] {
       check_key(key);
-      if (request_digest.empty()) throw Error("22023", "request_digest must not be empty");
+      if (request_digest.empty()) throw Error(sqlstate::invalid_parameter, "request_digest must not be empty");
       if (request_digest.size() > fy::core::max_request_digest_bytes)
-        throw Error("22001", "request_digest is longer than " +
+        throw Error(sqlstate::string_too_long, "request_digest is longer than " +
                                  std::to_string(fy::core::max_request_digest_bytes) + " bytes");
       const std::int64_t lock =
           fy::core::check_duration("lock_ttl", {0, 0, lock_ttl.count()}, fy::core::max_idempotency_lock_usecs);
       const std::int64_t keep =
           fy::core::check_duration("retain", {0, 0, retain.count()}, fy::core::max_idempotency_retention_usecs);
-      if (keep < lock) throw Error("22023", "retain must not be shorter than lock_ttl");
+      if (keep < lock) throw Error(sqlstate::invalid_parameter, "retain must not be shorter than lock_ttl");
       IdempotencyBegin b;
       session_.write([&](Db& db) {
         b = IdempotencyBegin{};
@@ -101,11 +101,9 @@ IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes
             b.response = stored->response;
             break;
           case fy::core::BeginAction::in_progress:
-            throw Error("FY010", "idempotency key \"" + key.key + "\" is in progress elsewhere",
-                        "attempt " + std::to_string(stored->row.attempt) + " holds it; try again later");
+            fy::core::throw_key_in_progress(key.key, stored->row.attempt);
           case fy::core::BeginAction::mismatch:
-            throw Error("FY011", "idempotency key \"" + key.key + "\" was used with a different request",
-                        "the request digest differs from the one stored with the key");
+            fy::core::throw_key_mismatch(key.key);
         }
       });
       return b;
@@ -118,7 +116,7 @@ void SqliteIdempotency::checkpoint(const IdempotencyKey& key, std::string_view r
     core_guarded([&] {
       check_key(key);
       if (recovery_point.size() > fy::core::max_recovery_point_bytes)
-        throw Error("22001", "recovery_point is longer than " +
+        throw Error(sqlstate::string_too_long, "recovery_point is longer than " +
                                  std::to_string(fy::core::max_recovery_point_bytes) + " bytes");
       session_.write([&](Db& db) {
         const Stored stored = require_key(db, key);
@@ -138,7 +136,8 @@ void SqliteIdempotency::complete(const IdempotencyKey& key, const std::optional<
     core_guarded([&] {
       check_key(key);
       if (response && response->size() > fy::core::max_response_bytes)
-        throw Error("22001", "response is longer than " + std::to_string(fy::core::max_response_bytes) + " bytes");
+        throw Error(sqlstate::string_too_long,
+                    "response is longer than " + std::to_string(fy::core::max_response_bytes) + " bytes");
       session_.write([&](Db& db) {
         const Stored stored = require_key(db, key);
         fy::core::check_attempt(stored.row, &attempt, "complete");
@@ -191,7 +190,7 @@ std::optional<IdempotencyStatus> SqliteIdempotency::status(const IdempotencyKey&
 int SqliteIdempotency::purge(int max_keys, std::optional<std::string> tenant) {
   return session_.measure("idem.purge", [&] {
     return core_guarded([&] {
-      if (max_keys <= 0) throw Error("22023", "max_keys must be positive");
+      if (max_keys <= 0) throw Error(sqlstate::invalid_parameter, "max_keys must be positive");
       if (tenant) fy::core::check_name("tenant", true, *tenant, fy::core::max_tenant_bytes);
       int purged = 0;
       session_.write([&](Db& db) {

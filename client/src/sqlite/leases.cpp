@@ -23,14 +23,11 @@ std::int64_t check_ttl(Duration ttl) {
   return fy::core::check_duration("ttl", {0, 0, ttl.count()}, fy::core::max_lease_ttl_usecs);
 }
 
-[[noreturn]] void throw_stale(std::string_view resource, std::int64_t epoch) {
-  throw Error("FY001",
-              "lease epoch " + std::to_string(epoch) + " is not the live grant of \"" + std::string(resource) + "\"",
-              "the lease expired, was released, or was taken over; stop work");
+// fy::core::is_live as SQL over the row, with ?1 = now.
+const std::string& live_grant() {
+  static const std::string sql = fy::core::live_lease_sql("?1");
+  return sql;
 }
-
-// "Live" in SQL, with ?1 = now.
-#define FY_LIVE "released_at IS NULL AND reaped_at IS NULL AND expires_at > ?1"
 
 }  // namespace
 
@@ -94,11 +91,11 @@ TimePoint SqliteLeases::renew(std::string_view tenant, std::string_view resource
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         expires_at = now + ttl_us;
-        const int renewed = db.query("UPDATE leases SET expires_at = ?4"
-                                     " WHERE tenant_id = ?2 AND resource = ?3 AND epoch = ?5 AND " FY_LIVE)
+        const int renewed = db.query_text("UPDATE leases SET expires_at = ?4"
+                                          " WHERE tenant_id = ?2 AND resource = ?3 AND epoch = ?5 AND " + live_grant())
                                 .bind(1, now).bind(2, tenant).bind(3, resource).bind(4, expires_at).bind(5, epoch)
                                 .run();
-        if (renewed == 0) throw_stale(resource, epoch);
+        if (renewed == 0) fy::core::throw_stale_lease(resource, epoch);
       });
       return from_unix_usecs(expires_at);
     });
@@ -111,8 +108,8 @@ bool SqliteLeases::release(std::string_view tenant, std::string_view resource, s
       check_key(tenant, resource);
       bool released = false;
       session_.write([&](Db& db) {
-        released = db.query("UPDATE leases SET released_at = ?1"
-                            " WHERE tenant_id = ?2 AND resource = ?3 AND epoch = ?4 AND " FY_LIVE)
+        released = db.query_text("UPDATE leases SET released_at = ?1"
+                                 " WHERE tenant_id = ?2 AND resource = ?3 AND epoch = ?4 AND " + live_grant())
                        .bind(1, session_.now_usecs()).bind(2, tenant).bind(3, resource).bind(4, epoch)
                        .run() > 0;
       });
@@ -128,9 +125,10 @@ void SqliteLeases::fence(std::string_view tenant, std::string_view resource, std
     core_guarded([&] {
       check_key(tenant, resource);
       session_.write([&](Db& db) {
-        auto q = db.query("SELECT 1 FROM leases WHERE tenant_id = ?2 AND resource = ?3 AND epoch = ?4 AND " FY_LIVE);
+        auto q = db.query_text("SELECT 1 FROM leases WHERE tenant_id = ?2 AND resource = ?3 AND epoch = ?4 AND " +
+                               live_grant());
         q.bind(1, session_.now_usecs()).bind(2, tenant).bind(3, resource).bind(4, epoch);
-        if (!q.step()) throw_stale(resource, epoch);
+        if (!q.step()) fy::core::throw_stale_lease(resource, epoch);
       });
     });
   });
@@ -162,7 +160,7 @@ std::optional<LeaseInfo> SqliteLeases::get(std::string_view tenant, std::string_
 std::vector<ReapedLease> SqliteLeases::reap(int max_leases, std::optional<std::string> tenant) {
   return session_.measure("lease.reap", [&] {
     return core_guarded([&] {
-      if (max_leases <= 0) throw Error("22023", "max_leases must be positive");
+      if (max_leases <= 0) throw Error(sqlstate::invalid_parameter, "max_leases must be positive");
       if (tenant) fy::core::check_name("tenant", true, *tenant, max_tenant_bytes);
       std::vector<ReapedLease> out;
       session_.write([&](Db& db) {
@@ -181,7 +179,5 @@ std::vector<ReapedLease> SqliteLeases::reap(int max_leases, std::optional<std::s
     });
   });
 }
-
-#undef FY_LIVE
 
 }  // namespace forgeyard::detail

@@ -15,7 +15,8 @@ namespace {
 int version_of(const std::string& name) {
   if (name.size() < 6 || name[4] != '_' || !std::all_of(name.begin(), name.begin() + 4, ::isdigit) ||
       !name.ends_with(".sql"))
-    throw Error(ErrorKind::InvalidArgument, "22023", "migration file name must be NNNN_name.sql: " + name);
+    throw Error(ErrorKind::InvalidArgument, sqlstate::invalid_parameter,
+                "migration file name must be NNNN_name.sql: " + name);
   return std::stoi(name.substr(0, 4));
 }
 }  // namespace
@@ -31,7 +32,8 @@ std::vector<Migration> load_migrations(const std::string& directory) {
     text << in.rdbuf();
     out.push_back({version_of(name), name, text.str()});
   }
-  if (ec) throw Error(ErrorKind::Unavailable, "58030", "cannot read migrations from " + directory + ": " + ec.message());
+  if (ec) throw Error(ErrorKind::Unavailable, sqlstate::io_error,
+                      "cannot read migrations from " + directory + ": " + ec.message());
   std::sort(out.begin(), out.end(), [](const Migration& a, const Migration& b) { return a.version < b.version; });
   return out;
 }
@@ -51,11 +53,11 @@ MigrationState migrate(Db& db, const std::vector<Migration>& migrations, bool ap
       auto known = std::find_if(migrations.begin(), migrations.end(),
                                 [&](const Migration& m) { return m.version == version; });
       if (known == migrations.end())
-        throw Error(ErrorKind::InvalidArgument, "22023",
+        throw Error(ErrorKind::InvalidArgument, sqlstate::invalid_parameter,
                     "the store has migration " + name + " applied, which this client does not know",
                     "the store was created by a newer forgeyard; use that version");
       if (fy::core::sha256_hex(known->sql) != checksum)
-        throw Error(ErrorKind::Corruption, "XX000",
+        throw Error(ErrorKind::Corruption, sqlstate::internal_error,
                     "migration " + name + " was changed after it was applied; refusing to open",
                     "recorded sha256 " + checksum + ", file sha256 " + fy::core::sha256_hex(known->sql));
       ++state.applied;

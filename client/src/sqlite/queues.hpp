@@ -1,5 +1,16 @@
+// Queues and the inbox in the SQLite store: the extension's rules and answers, decided by the
+// same core code. Split by phase like the extension, one file each to pair with its twin there:
+// queue.cpp, queue_create.cpp, queue_enqueue.cpp, queue_claim.cpp, queue_finish.cpp,
+// queue_admin.cpp and inbox.cpp.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/core.hpp"
 #include "forgeyard/queues.hpp"
 #include "sqlite/session.hpp"
 
@@ -34,4 +45,33 @@ class SqliteQueues final : public Queues {
   SqliteSession& session_;
 };
 
+// What the SQLite queue calls share (their twin is extension/queue.hpp).
+namespace sqlite_queue {
+
+struct Queue {
+  std::string tenant, name;
+  fy::core::QueueOptions options;
+  fy::core::Usage used;
+};
+
+void check_queue_name(std::string_view tenant, std::string_view queue);
+// The queue and its usage counters; 42704 if it does not exist (queue.cpp).
+Queue load(Db& db, std::string_view tenant, std::string_view queue);
+void change_usage(Db& db, const Queue& queue, std::int64_t messages, std::int64_t bytes);
+// A message leaves the live queue: room back, and the next of its partition becomes the head.
+void release(Db& db, const Queue& queue, std::int64_t bytes, const std::optional<std::string>& key);
+// The forms PostgreSQL's uuid input accepts (optional braces, dashes optional), canonicalized.
+std::string canonical_uuid(std::string_view s);
+
+// Room for one message of `bytes` in class `priority`, or FY020 (queue_enqueue.cpp).
+void admit(Db& db, const Queue& queue, int priority, std::int64_t bytes);
+// Counts a pending message into its partition; true if it is the head.
+bool join_partition(Db& db, const Queue& queue, const std::optional<std::string>& key);
+
+// The visibility of a claim: the argument, checked, else the queue's (queue_claim.cpp).
+std::int64_t visibility_usecs(const Queue& queue, std::optional<Duration> visibility);
+std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view consumer, int max_messages,
+                               std::int64_t visibility, std::int64_t now);
+
+}  // namespace sqlite_queue
 }  // namespace forgeyard::detail

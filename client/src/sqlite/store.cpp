@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "backends.hpp"
+#include "core/errors.hpp"
 #include "pool.hpp"
 #include "transaction_state.hpp"
 #include "sqlite/audit.hpp"
@@ -121,7 +122,8 @@ class SqliteStore final : public Store {
     const auto dir = std::filesystem::path(path).parent_path();
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec) throw Error(ErrorKind::Unavailable, "58030", "cannot create " + dir.string() + ": " + ec.message());
+    if (ec) throw Error(ErrorKind::Unavailable, sqlstate::io_error,
+                        "cannot create " + dir.string() + ": " + ec.message());
     check_local_filesystem(dir.string());
     FileLock lock(path + ".lock", "migrating",
                   std::chrono::duration_cast<std::chrono::milliseconds>(options.sqlite_busy_timeout));
@@ -157,7 +159,7 @@ class SqliteStore final : public Store {
   Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats()}; }
   std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
     return shared_.instruments.measure("store.maintain", [&] {
-      if (max_rows <= 0) throw Error("22023", "max_rows must be positive");
+      if (max_rows <= 0) throw Error(sqlstate::invalid_parameter, "max_rows must be positive");
       std::map<std::string, std::int64_t> done;
       session_.write([&](Db& db) { done = purge_expired(db, shared_.now_usecs(), max_rows, tenant); });
       return done;

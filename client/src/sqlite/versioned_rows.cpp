@@ -40,7 +40,7 @@ Table read_table(Db& db, std::string_view table) {
   {
     auto q = db.query("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1");
     q.bind(1, table);
-    if (!q.step()) throw Error("42P01", "relation \"" + t.name + "\" does not exist");
+    if (!q.step()) throw Error(sqlstate::undefined_table, "relation \"" + t.name + "\" does not exist");
   }
   std::set<std::string> primary_key;
   {
@@ -107,42 +107,47 @@ bool is_versioned(Db& db, const Table& t) {
 
 // The same checks, in the same order and words, as extension/cas.cpp.
 void check_key(const Table& t, const Fields& key) {
-  if (key.empty()) throw Error("22023", "key must name at least one column");
+  if (key.empty()) throw Error(sqlstate::invalid_parameter, "key must name at least one column");
   std::set<std::string> names;
   for (const auto& [c, v] : key) {
-    if (!t.has(c)) throw Error("22023", "key names unknown column \"" + c + "\" of " + t.name);
+    if (!t.has(c)) throw Error(sqlstate::invalid_parameter, "key names unknown column \"" + c + "\" of " + t.name);
     names.insert(c);
   }
   if (t.has(fy::core::tenant_column) && !names.contains(fy::core::tenant_column))
-    throw Error("22023", "key must include tenant_id: " + t.name + " has a tenant_id column");
+    throw Error(sqlstate::invalid_parameter, "key must include tenant_id: " + t.name + " has a tenant_id column");
   const bool unique = std::any_of(t.unique_keys.begin(), t.unique_keys.end(), [&](const std::set<std::string>& u) {
     return std::includes(names.begin(), names.end(), u.begin(), u.end());
   });
   if (!unique) {
     std::string wanted;
     for (const std::string& c : names) wanted += (wanted.empty() ? "" : ",") + c;
-    throw Error("22023", "key columns (" + wanted + ") do not contain the primary key or a unique index of " + t.name);
+    throw Error(sqlstate::invalid_parameter,
+                "key columns (" + wanted + ") do not contain the primary key or a unique index of " + t.name);
   }
 }
 
 void check_changes(const Table& t, const Fields& key, const Fields& changes) {
-  if (changes.empty()) throw Error("22023", "changes must name at least one column");
+  if (changes.empty()) throw Error(sqlstate::invalid_parameter, "changes must name at least one column");
   for (const auto& [c, v] : changes) {
     auto it = t.columns.find(c);
-    if (it == t.columns.end()) throw Error("22023", "changes name unknown column \"" + c + "\" of " + t.name);
+    if (it == t.columns.end()) throw Error(sqlstate::invalid_parameter,
+                                           "changes name unknown column \"" + c + "\" of " + t.name);
     if (c == fy::core::version_column)
-      throw Error("22023", "changes must not set entity_version: cas_update sets it to expected + 1");
-    if (c == fy::core::tenant_column) throw Error("22023", "changes must not set tenant_id");
-    if (key.contains(c)) throw Error("22023", "changes must not set key column \"" + c + "\"");
-    if (it->second.generated) throw Error("22023", "changes must not set generated column \"" + c + "\"");
+      throw Error(sqlstate::invalid_parameter,
+                  "changes must not set entity_version: cas_update sets it to expected + 1");
+    if (c == fy::core::tenant_column) throw Error(sqlstate::invalid_parameter, "changes must not set tenant_id");
+    if (key.contains(c)) throw Error(sqlstate::invalid_parameter, "changes must not set key column \"" + c + "\"");
+    if (it->second.generated) throw Error(sqlstate::invalid_parameter,
+                                          "changes must not set generated column \"" + c + "\"");
   }
 }
 
 Table versioned_table(Db& db, std::string_view table) {
   Table t = describe(db, table);
-  if (!t.has(fy::core::version_column)) throw Error("22023", t.name + " has no entity_version column");
+  if (!t.has(fy::core::version_column)) throw Error(sqlstate::invalid_parameter,
+                                                    t.name + " has no entity_version column");
   if (!is_versioned(db, t))
-    throw Error("22023", t.name + " is not under version control", "call enable_versioning first");
+    throw Error(sqlstate::invalid_parameter, t.name + " is not under version control", "call enable_versioning first");
   return t;
 }
 
@@ -173,11 +178,12 @@ void SqliteVersionedRows::enable(std::string_view table) {
       const Table t = describe(db, table);
       auto column = t.columns.find(fy::core::version_column);
       if (column == t.columns.end())
-        throw Error("42703", t.name + " has no entity_version column", "add: entity_version INTEGER NOT NULL DEFAULT 1");
+        throw Error(sqlstate::undefined_column,
+                    t.name + " has no entity_version column", "add: entity_version INTEGER NOT NULL DEFAULT 1");
       std::string type = column->second.type;
       std::transform(type.begin(), type.end(), type.begin(), ::toupper);
       if ((type != "INTEGER" && type != "BIGINT") || !column->second.not_null || (column->second.default_value != "1" && column->second.default_value != "'1'"))
-        throw Error("22023", "entity_version of " + t.name + " must be INTEGER NOT NULL DEFAULT 1");
+        throw Error(sqlstate::invalid_parameter, "entity_version of " + t.name + " must be INTEGER NOT NULL DEFAULT 1");
       if (is_versioned(db, t)) return;
       db.exec(("CREATE TRIGGER " + quote("forgeyard_versioning_insert_" + t.name) + " BEFORE INSERT ON " + t.quoted +
                " WHEN NEW.entity_version IS NOT 1 BEGIN SELECT RAISE(ABORT,"
@@ -197,7 +203,7 @@ std::int64_t SqliteVersionedRows::update(std::string_view table, const Fields& k
     std::int64_t version = 0;
     session_.write([&](Db& db) {
       const Table t = versioned_table(db, table);
-      if (expected < 1) throw Error("22023", "expected_version must be at least 1");
+      if (expected < 1) throw Error(sqlstate::invalid_parameter, "expected_version must be at least 1");
       check_key(t, key);
       check_changes(t, key, changes);
       std::string set_list;
@@ -214,11 +220,11 @@ std::int64_t SqliteVersionedRows::update(std::string_view table, const Fields& k
         version = expected + 1;
         return;
       }
-      if (updated > 1) throw Error("XX000", "cas_update matched more than one row of " + t.name);
+      if (updated > 1) throw Error(sqlstate::internal_error, "cas_update matched more than one row of " + t.name);
       auto read = db.query_text("SELECT entity_version FROM " + t.quoted + " WHERE " + key_condition(key));
       i = 1;
       for (const auto& [c, v] : key) bind_value(read, i++, v);
-      if (!read.step()) throw Error("P0002", "no row of " + t.name + " matches the key");
+      if (!read.step()) throw Error(sqlstate::no_data_found, "no row of " + t.name + " matches the key");
       core_guarded([&] { fy::core::throw_version_conflict(t.name, expected, read.int64(0)); });
     });
     return version;
@@ -249,7 +255,8 @@ std::optional<VersionedRow> SqliteVersionedRows::get(std::string_view table, con
       }
       const Value& version = row->values[fy::core::version_column];
       if (!std::holds_alternative<std::int64_t>(version))
-        throw Error(ErrorKind::Corruption, "XX000", "entity_version of " + t.name + " is not an integer");
+        throw Error(ErrorKind::Corruption, sqlstate::internal_error,
+                    "entity_version of " + t.name + " is not an integer");
       row->version = std::get<std::int64_t>(version);
     });
     return row;

@@ -1,0 +1,88 @@
+// What the SQLite queue calls share (queues.hpp): loading a queue, its usage counters, giving
+// room back, and the event_id form; the extension's extension/queue.cpp is its twin.
+#include <cctype>
+#include <string>
+
+#include "core/core.hpp"
+#include "error_map.hpp"
+#include "queue_options.hpp"
+#include "sqlite/queues.hpp"
+
+namespace forgeyard::detail::sqlite_queue {
+
+namespace {
+
+bool is_uuid(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void check_queue_name(std::string_view tenant, std::string_view queue) {
+  fy::core::check_name("tenant", true, tenant, fy::core::max_tenant_bytes);
+  fy::core::check_name("queue", true, queue, fy::core::max_queue_name_bytes);
+}
+
+Queue load(Db& db, std::string_view tenant, std::string_view queue) {
+  check_queue_name(tenant, queue);
+  auto q = db.query(
+      "SELECT max_messages, max_bytes, max_payload_bytes, visibility_usecs, max_attempts, backoff_base_usecs,"
+      "       backoff_max_usecs, ordering = 'partition', dead_letter_payload = 'keep', retain_acked_usecs, max_dead,"
+      "       dead_retention_usecs, dedup_window_usecs, admit_emergency, admit_security_control, admit_realtime,"
+      "       admit_interactive, admit_background, admit_bulk, notify, used_messages, used_bytes"
+      "  FROM queues WHERE tenant_id = ?1 AND queue = ?2");
+  q.bind(1, tenant).bind(2, queue);
+  if (!q.step())
+    fy::core::throw_unknown_queue(tenant, queue);
+  Queue out{std::string(tenant), std::string(queue), {}, {}};
+  fy::core::QueueOptions& o = out.options;
+  o.max_messages = q.int64(0), o.max_bytes = q.int64(1), o.max_payload_bytes = q.int64(2);
+  o.visibility_usecs = q.int64(3), o.max_attempts = q.int64(4), o.backoff_base_usecs = q.int64(5);
+  o.backoff_max_usecs = q.int64(6), o.partitioned = q.int64(7) != 0, o.keep_dead_payload = q.int64(8) != 0;
+  o.retain_acked_usecs = q.int64(9), o.max_dead = q.int64(10), o.dead_retention_usecs = q.int64(11);
+  o.dedup_window_usecs = q.int64(12);
+  for (int p = 0; p < fy::core::priority_classes; ++p) o.admit_percent[p] = q.int64(13 + p);
+  o.notify = q.int64(19) != 0;
+  out.used = {q.int64(20), q.int64(21)};
+  return out;
+}
+
+void change_usage(Db& db, const Queue& queue, std::int64_t messages, std::int64_t bytes) {
+  db.query("UPDATE queues SET used_messages = used_messages + ?3, used_bytes = used_bytes + ?4"
+           " WHERE tenant_id = ?1 AND queue = ?2")
+      .bind(1, queue.tenant).bind(2, queue.name).bind(3, messages).bind(4, bytes).run();
+}
+
+// A message leaves the live queue: room back, and the next of its partition becomes the head.
+void release(Db& db, const Queue& queue, std::int64_t bytes, const std::optional<std::string>& key) {
+  change_usage(db, queue, -1, -bytes);
+  if (!key || !queue.options.partitioned) return;
+  db.query("UPDATE queue_partitions SET pending = pending - 1 WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3")
+      .bind(1, queue.tenant).bind(2, queue.name).bind(3, *key).run();
+  db.query("DELETE FROM queue_partitions WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3 AND pending = 0")
+      .bind(1, queue.tenant).bind(2, queue.name).bind(3, *key).run();
+  db.query("UPDATE messages SET is_head = 1 WHERE msg_id = (SELECT msg_id FROM messages WHERE tenant_id = ?1"
+           " AND queue = ?2 AND partition_key = ?3 AND state = 'pending' ORDER BY msg_id LIMIT 1)")
+      .bind(1, queue.tenant).bind(2, queue.name).bind(3, *key).run();
+}
+
+// The forms PostgreSQL's uuid input accepts (optional braces, dashes optional), canonicalized.
+std::string canonical_uuid(std::string_view s) {
+  std::string_view body = s;
+  if (body.size() >= 2 && body.front() == '{' && body.back() == '}') body = body.substr(1, body.size() - 2);
+  std::string hex;
+  for (char c : body)
+    if (c != '-') hex.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  const std::string canonical = hex.size() == 32 ? hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) +
+                                                       "-" + hex.substr(16, 4) + "-" + hex.substr(20)
+                                                 : std::string(body);
+  if (!is_uuid(canonical)) throw Error("22P02", "invalid input syntax for type uuid: \"" + std::string(s) + "\"");
+  return canonical;
+}
+
+}  // namespace forgeyard::detail::sqlite_queue

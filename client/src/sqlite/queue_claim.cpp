@@ -1,0 +1,98 @@
+// Consuming in the SQLite store: claim, highest class first, then oldest, and the dead-lettering
+// of deliveries that lapsed on every attempt; the twin of extension/queue_claim.cpp. Writers are
+// serialized by BEGIN IMMEDIATE, so claims never overlap.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/core.hpp"
+#include "error_map.hpp"
+#include "queue_options.hpp"
+#include "sqlite/queues.hpp"
+
+namespace forgeyard::detail {
+
+namespace sqlite_queue {
+
+std::int64_t visibility_usecs(const Queue& queue, std::optional<Duration> visibility) {
+  return visibility ? fy::core::check_duration("visibility", {0, 0, visibility->count()},
+                                               fy::core::max_queue_duration_usecs)
+                    : queue.options.visibility_usecs;
+}
+
+std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view consumer, int max_messages,
+                               std::int64_t visibility, std::int64_t now) {
+  if (max_messages < 1 || max_messages > fy::core::max_claim_batch)
+    throw Error(sqlstate::invalid_parameter,
+                "max_messages must be between 1 and " + std::to_string(fy::core::max_claim_batch));
+  fy::core::check_name("consumer", true, consumer, fy::core::max_consumer_bytes);
+  std::vector<Delivery> out;
+  for (int p = 0; p < fy::core::priority_classes && static_cast<int>(out.size()) < max_messages; ++p) {
+    std::vector<std::int64_t> ids;
+    {
+      auto q = db.query("SELECT msg_id FROM messages WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3"
+                        " AND state = 'pending' AND is_head AND visible_at <= ?4 ORDER BY visible_at, msg_id LIMIT ?5");
+      q.bind(1, queue.tenant).bind(2, queue.name).bind(3, static_cast<std::int64_t>(p)).bind(4, now)
+          .bind(5, static_cast<std::int64_t>(max_messages - out.size()));
+      while (q.step()) ids.push_back(q.int64(0));
+    }
+    std::sort(ids.begin(), ids.end());
+    for (std::int64_t id : ids) {
+      auto token = db.query("UPDATE claim_tokens SET last = last + 1 RETURNING last");
+      token.step();
+      const std::int64_t claim_token = token.int64(0);
+      while (token.step()) {
+      }
+      auto q = db.query(
+          "UPDATE messages SET claim_token = ?2, attempt = attempt + 1, visible_at = ?3, claimed_by = ?4"
+          " WHERE msg_id = ?1 RETURNING msg_id, event_id, partition_key, priority, attempt, claim_token, payload,"
+          " enqueued_at, bytes");
+      q.bind(1, id).bind(2, claim_token).bind(3, now + visibility).bind(4, consumer);
+      if (!q.step()) continue;
+      Delivery d;
+      d.msg_id = q.int64(0);
+      if (!q.is_null(1)) d.event_id = q.text(1);
+      if (!q.is_null(2)) d.partition_key = q.text(2);
+      d.priority = priority_at(static_cast<int>(q.int64(3)));
+      d.attempt = static_cast<int>(q.int64(4));
+      d.claim_token = q.int64(5);
+      d.payload = q.is_null(6) ? Bytes{} : q.blob(6);
+      d.enqueued_at = from_unix_usecs(q.int64(7));
+      const std::int64_t bytes = q.int64(8);
+      while (q.step()) {
+      }
+      if (d.attempt > queue.options.max_attempts) {
+        // Its visibility ran out on every attempt (the consumer died or hung): dead-letter it.
+        db.query("UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, is_head = 0,"
+                 " last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',"
+                 " payload = CASE WHEN ?3 THEN payload END WHERE msg_id = ?1")
+            .bind(1, d.msg_id).bind(2, now).bind(3, static_cast<std::int64_t>(queue.options.keep_dead_payload ? 1 : 0))
+            .run();
+        release(db, queue, bytes, d.partition_key);
+        continue;
+      }
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+}  // namespace sqlite_queue
+
+using namespace sqlite_queue;
+
+std::vector<Delivery> SqliteQueues::claim(std::string_view tenant, std::string_view queue, std::string_view consumer,
+                                          int max_messages, std::optional<Duration> visibility) {
+  return session_.measure("queue.claim", [&] {
+    return core_guarded([&] {
+      std::vector<Delivery> out;
+      session_.write([&](Db& db) {
+        const Queue q = load(db, tenant, queue);
+        out = claim_in(db, q, consumer, max_messages, visibility_usecs(q, visibility), session_.now_usecs());
+      });
+      return out;
+    });
+  });
+}
+
+}  // namespace forgeyard::detail

@@ -1,0 +1,97 @@
+// Producing in the SQLite store: enqueue, with admission by priority class, event_id
+// deduplication and partition heads; the twin of extension/queue_enqueue.cpp.
+#include <optional>
+#include <string>
+
+#include "core/core.hpp"
+#include "error_map.hpp"
+#include "queue_options.hpp"
+#include "sqlite/queues.hpp"
+
+namespace forgeyard::detail {
+
+namespace sqlite_queue {
+
+// Room for one message of `bytes` in class `priority`, or FY020 (the extension's words).
+void admit(Db& db, const Queue& queue, int priority, std::int64_t bytes) {
+  const fy::core::Usage budget{queue.options.max_messages, queue.options.max_bytes};
+  if (!fy::core::admits(queue.options, priority, queue.used, budget, bytes))
+    fy::core::throw_queue_full(queue.name, queue.options, priority);
+  change_usage(db, queue, 1, bytes);
+}
+
+// Only partition-ordered queues track keys; elsewhere a partition_key is just carried along.
+bool join_partition(Db& db, const Queue& queue, const std::optional<std::string>& key) {
+  if (!key || !queue.options.partitioned) return true;
+  auto q = db.query(
+      "INSERT INTO queue_partitions (tenant_id, queue, partition_key, pending) VALUES (?1, ?2, ?3, 1)"
+      " ON CONFLICT (tenant_id, queue, partition_key) DO UPDATE SET pending = pending + 1 RETURNING pending");
+  q.bind(1, queue.tenant).bind(2, queue.name).bind(3, *key);
+  return q.step() && q.int64(0) == 1;
+}
+
+}  // namespace sqlite_queue
+
+using namespace sqlite_queue;
+
+namespace {
+
+std::int64_t enqueue_one(Db& db, const Queue& queue, const OutgoingMessage& m, std::int64_t now) {
+  const fy::core::QueueOptions& o = queue.options;
+  const int priority = priority_index(m.priority);
+  const auto bytes = static_cast<std::int64_t>(m.payload.size());
+  if (bytes > o.max_payload_bytes)
+    fy::core::throw_payload_too_large(queue.name, o, bytes);
+  if (o.partitioned && !m.partition_key)
+    fy::core::throw_partition_key_required(queue.name);
+  if (m.partition_key) fy::core::check_name("partition_key", true, *m.partition_key, fy::core::max_partition_key_bytes);
+  if (m.delay.count() != 0) fy::core::check_duration("delay", {0, 0, m.delay.count()}, fy::core::max_queue_duration_usecs);
+  const std::string digest = fy::core::sha256_hex(m.payload);
+  std::optional<std::string> event_id;
+  if (m.event_id) {
+    event_id = canonical_uuid(*m.event_id);
+    auto q = db.query("SELECT msg_id, payload_digest FROM queue_events"
+                      " WHERE tenant_id = ?1 AND queue = ?2 AND event_id = ?3 AND expires_at > ?4");
+    q.bind(1, queue.tenant).bind(2, queue.name).bind(3, *event_id).bind(4, now);
+    if (q.step()) {
+      if (q.text(1) != digest)
+        fy::core::throw_event_id_mismatch(q.int64(0));
+      return q.int64(0);
+    }
+  }
+  admit(db, queue, priority, bytes);
+  const bool is_head = join_partition(db, queue, m.partition_key);
+  auto insert = db.query(
+      "INSERT INTO messages (tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes,"
+      "   enqueued_at, visible_at) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING msg_id");
+  insert.bind(1, queue.tenant).bind(2, queue.name).bind(3, static_cast<std::int64_t>(priority));
+  if (m.partition_key) insert.bind(4, *m.partition_key); else insert.bind_null(4);
+  insert.bind(5, static_cast<std::int64_t>(is_head ? 1 : 0));
+  if (event_id) insert.bind(6, *event_id); else insert.bind_null(6);
+  insert.bind_blob(7, m.payload).bind(8, bytes).bind(9, now).bind(10, now + m.delay.count());
+  insert.step();
+  const std::int64_t msg_id = insert.int64(0);
+  while (insert.step()) {
+  }
+  if (event_id)
+    db.query("INSERT INTO queue_events (tenant_id, queue, event_id, msg_id, payload_digest, expires_at)"
+             " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET msg_id = excluded.msg_id,"
+             " payload_digest = excluded.payload_digest, expires_at = excluded.expires_at")
+        .bind(1, queue.tenant).bind(2, queue.name).bind(3, *event_id).bind(4, msg_id).bind(5, digest)
+        .bind(6, now + queue.options.dedup_window_usecs).run();
+  return msg_id;
+}
+
+}  // namespace
+
+std::int64_t SqliteQueues::enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& message) {
+  return session_.measure("queue.enqueue", [&] {
+    return core_guarded([&] {
+      std::int64_t msg_id = 0;
+      session_.write([&](Db& db) { msg_id = enqueue_one(db, load(db, tenant, queue), message, session_.now_usecs()); });
+      return msg_id;
+    });
+  });
+}
+
+}  // namespace forgeyard::detail

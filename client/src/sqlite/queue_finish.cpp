@@ -1,0 +1,125 @@
+// Finishing a delivery in the SQLite store: ack, ack_and_claim, nack and extend. Whether a claim
+// token may still act is the core's decision (core/delivery.hpp), as in extension/queue_finish.cpp.
+#include <optional>
+#include <string>
+
+#include "core/core.hpp"
+#include "error_map.hpp"
+#include "queue_options.hpp"
+#include "sqlite/queues.hpp"
+
+namespace forgeyard::detail {
+
+using namespace sqlite_queue;
+
+namespace {
+
+// The current delivery of a message; nullopt if it is gone. `fence` is what the core decides on.
+struct Current {
+  fy::core::DeliveryRow fence;
+  std::int64_t attempt, bytes;
+  std::optional<std::string> partition_key;
+};
+
+std::optional<Current> current(Db& db, const Queue& queue, std::int64_t msg_id) {
+  auto q = db.query("SELECT state, claim_token, visible_at, attempt, bytes, partition_key FROM messages"
+                    " WHERE msg_id = ?1 AND tenant_id = ?2 AND queue = ?3");
+  q.bind(1, msg_id).bind(2, queue.tenant).bind(3, queue.name);
+  if (!q.step()) return std::nullopt;
+  return Current{{q.text(0), q.is_null(1) ? std::nullopt : std::optional<std::int64_t>(q.int64(1)), q.int64(2)},
+                 q.int64(3), q.int64(4), q.is_null(5) ? std::nullopt : std::optional<std::string>(q.text(5))};
+}
+
+const fy::core::DeliveryRow* fence_of(const std::optional<Current>& c) { return c ? &c->fence : nullptr; }
+
+void ack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t token, std::int64_t now) {
+  std::optional<Current> c = current(db, queue, msg_id);
+  if (fy::core::decide_ack(fence_of(c), msg_id, token) == fy::core::AckAction::no_op) return;
+  if (queue.options.retain_acked_usecs > 0)
+    db.query("UPDATE messages SET state = 'acked', finished_at = ?2, payload = NULL WHERE msg_id = ?1")
+        .bind(1, msg_id).bind(2, now).run();
+  else
+    db.query("DELETE FROM messages WHERE msg_id = ?1").bind(1, msg_id).run();
+  release(db, queue, c->bytes, c->partition_key);
+}
+
+}  // namespace
+
+void SqliteQueues::ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) {
+  session_.measure("queue.ack", [&] {
+    core_guarded([&] {
+      session_.write([&](Db& db) { ack_in(db, load(db, tenant, queue), msg_id, claim_token, session_.now_usecs()); });
+    });
+  });
+}
+
+std::vector<Delivery> SqliteQueues::ack_and_claim(std::string_view tenant, std::string_view queue,
+                                                  std::string_view consumer, const std::vector<Ack>& acks,
+                                                  int max_messages, std::optional<Duration> visibility) {
+  return session_.measure("queue.ack_and_claim", [&] {
+    return core_guarded([&] {
+      std::vector<Delivery> out;
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        const Queue q = load(db, tenant, queue);
+        for (const auto& [msg_id, token] : acks) ack_in(db, q, msg_id, token, now);
+        out = claim_in(db, q, consumer, max_messages, visibility_usecs(q, visibility), now);
+      });
+      return out;
+    });
+  });
+}
+
+NackOutcome SqliteQueues::nack(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
+                               std::int64_t claim_token, std::string_view error, bool permanent) {
+  return session_.measure("queue.nack", [&] {
+    return core_guarded([&] {
+      if (error.size() > fy::core::max_error_bytes)
+        throw Error(sqlstate::string_too_long,
+                    "error is longer than " + std::to_string(fy::core::max_error_bytes) + " bytes");
+      NackOutcome outcome = NackOutcome::Retry;
+      session_.write([&](Db& db) {
+        const Queue q = load(db, tenant, queue);
+        const std::int64_t now = session_.now_usecs();
+        std::optional<Current> c = current(db, q, msg_id);
+        fy::core::check_nack(fence_of(c), msg_id, claim_token);
+        if (fy::core::dead_after_failure(q.options, c->attempt, permanent)) {
+          db.query("UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, last_error = ?3,"
+                   " error_class = ?4, is_head = 0, payload = CASE WHEN ?5 THEN payload END WHERE msg_id = ?1")
+              .bind(1, msg_id).bind(2, now).bind(3, error).bind(4, permanent ? "permanent" : "max_attempts")
+              .bind(5, static_cast<std::int64_t>(q.options.keep_dead_payload ? 1 : 0)).run();
+          release(db, q, c->bytes, c->partition_key);
+          outcome = NackOutcome::Dead;
+          return;
+        }
+        const std::int64_t delay = fy::core::retry_delay_usecs(q.options, c->attempt, fy::core::unit_random());
+        db.query("UPDATE messages SET claim_token = NULL, claimed_by = NULL, visible_at = ?2, last_error = ?3"
+                 " WHERE msg_id = ?1")
+            .bind(1, msg_id).bind(2, now + delay).bind(3, error).run();
+      });
+      return outcome;
+    });
+  });
+}
+
+TimePoint SqliteQueues::extend(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
+                               std::int64_t claim_token, Duration visibility) {
+  return session_.measure("queue.extend", [&] {
+    return core_guarded([&] {
+      const std::int64_t v =
+          fy::core::check_duration("visibility", {0, 0, visibility.count()}, fy::core::max_queue_duration_usecs);
+      std::int64_t until = 0;
+      session_.write([&](Db& db) {
+        const Queue q = load(db, tenant, queue);
+        const std::int64_t now = session_.now_usecs();
+        std::optional<Current> c = current(db, q, msg_id);
+        fy::core::check_extend(fence_of(c), msg_id, claim_token, now);
+        until = now + v;
+        db.query("UPDATE messages SET visible_at = ?2 WHERE msg_id = ?1").bind(1, msg_id).bind(2, until).run();
+      });
+      return from_unix_usecs(until);
+    });
+  });
+}
+
+}  // namespace forgeyard::detail

@@ -1,0 +1,58 @@
+// Queue options, their defaults and their validation, and the priority classes: one source for the
+// extension's queue_create / queue_alter, the SQLite shim and the client's defaults
+// (docs/sql-api.md#queues lists the options).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "core/input.hpp"
+
+namespace fy::core {
+
+inline constexpr int priority_classes = 6;
+// Highest first; claim delivers lower numbers first.
+inline constexpr const char* priority_names[priority_classes] = {"emergency",   "security_control", "realtime",
+                                                                 "interactive", "background",       "bulk"};
+// The class number of a name; 22023 naming the argument for an unknown one.
+int priority_from_name(const char* argument, std::string_view name);
+
+inline constexpr std::size_t max_queue_name_bytes = 128;
+inline constexpr std::size_t max_consumer_bytes = 256;
+inline constexpr std::size_t max_partition_key_bytes = 512;
+inline constexpr std::size_t max_error_bytes = 4096;
+inline constexpr int max_claim_batch = 1000;
+inline constexpr std::int64_t max_queue_duration_usecs = 30 * usecs_per_day;
+inline constexpr std::int64_t max_queue_retention_usecs = 365 * usecs_per_day;
+
+struct QueueOptions {
+  std::int64_t max_messages = 100000;
+  std::int64_t max_bytes = 1LL << 30;
+  std::int64_t max_payload_bytes = 64 * 1024;
+  std::int64_t visibility_usecs = 30 * usecs_per_second;
+  std::int64_t max_attempts = 5;
+  std::int64_t backoff_base_usecs = usecs_per_second;
+  std::int64_t backoff_max_usecs = 300 * usecs_per_second;
+  bool partitioned = false;         // ordering: none | partition
+  bool keep_dead_payload = false;   // dead_letter_payload: drop | keep
+  std::int64_t retain_acked_usecs = 0;
+  std::int64_t max_dead = 100000;
+  std::int64_t dead_retention_usecs = 7 * usecs_per_day;
+  std::int64_t dedup_window_usecs = usecs_per_day;
+  // admit_<class>: the percentage of max_messages / max_bytes up to which the class is admitted.
+  std::int64_t admit_percent[priority_classes] = {100, 100, 95, 90, 80, 70};
+  bool notify = false;
+};
+
+// Sets one option from its JSON text (numbers, booleans and names as text; durations as
+// microseconds, already converted by the caller). 22023 naming the option when unknown or invalid.
+void set_queue_option(QueueOptions& options, std::string_view key, std::string_view value);
+bool is_duration_option(std::string_view key);
+void set_queue_duration(QueueOptions& options, std::string_view key, const Duration& d);
+// Cross-field checks (backoff_base <= backoff_max, admission percentages ordered by class).
+void validate(const QueueOptions& options);
+
+// The defaults of every option, as queue_create applies them when the options leave one out.
+inline constexpr QueueOptions default_queue_options{};
+
+}  // namespace fy::core

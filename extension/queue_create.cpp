@@ -1,0 +1,145 @@
+// A queue's life: queue_create, queue_alter (options from jsonb, checked by the core) and queue_drop
+// (docs/sql-api.md#queues).
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pg/args.hpp"
+#include "pg/clock.hpp"
+#include "pg/spi.hpp"
+#include "pg/trigger.hpp"
+#include "queue.hpp"
+#include "tenant.hpp"
+
+namespace fy::queue {
+namespace {
+
+using core::sqlstate::invalid_parameter;
+
+// Options from jsonb over `base`: numbers and names as text, durations as interval text.
+core::QueueOptions parse_options(pg::Spi& spi, const pg::Value& json, core::QueueOptions base) {
+  static pg::Statement entries("SELECT e.key, e.value OPERATOR(pg_catalog.#>>) '{}' FROM pg_catalog.jsonb_each($1) e",
+                               {JSONBOID});
+  if (!pg::jsonb_object_keys(json)) throw core::Error(invalid_parameter, "options must be a JSON object");
+  std::vector<std::pair<std::string, std::string>> pairs;
+  spi.run(entries, {json}, [&](const pg::Row& r) { pairs.emplace_back(*r.text(1), r.text(2).value_or("null")); });
+  for (const auto& [key, value] : pairs) {
+    if (core::is_duration_option(key))
+      core::set_queue_duration(base, key, pg::parse_interval(value, "queue option " + key));
+    else
+      core::set_queue_option(base, key, value);
+  }
+  core::validate(base);
+  return base;
+}
+
+std::vector<pg::Value> option_values(const core::QueueOptions& o) {
+  std::vector<pg::Value> v = {pg::int8_value(o.max_messages),
+                              pg::int8_value(o.max_bytes),
+                              pg::int8_value(o.max_payload_bytes),
+                              pg::int8_value(o.visibility_usecs),
+                              pg::int8_value(o.max_attempts),
+                              pg::int8_value(o.backoff_base_usecs),
+                              pg::int8_value(o.backoff_max_usecs),
+                              pg::text_value(o.partitioned ? "partition" : "none"),
+                              pg::text_value(o.keep_dead_payload ? "keep" : "drop"),
+                              pg::int8_value(o.retain_acked_usecs),
+                              pg::int8_value(o.max_dead),
+                              pg::int8_value(o.dead_retention_usecs),
+                              pg::int8_value(o.dedup_window_usecs)};
+  for (int p = 0; p < core::priority_classes; ++p) v.push_back(pg::int8_value(o.admit_percent[p]));
+  v.push_back(pg::bool_value(o.notify));
+  return v;
+}
+
+}  // namespace
+}  // namespace fy::queue
+
+using namespace fy;
+using namespace fy::queue;
+
+// queue_create(tenant, queue, options)
+FY_FUNCTION(fy_queue_create) {
+  static pg::Statement create(
+      "INSERT INTO forgeyard.queues (tenant_id, queue, max_messages, max_bytes, max_payload_bytes, visibility_usecs,"
+      "   max_attempts, backoff_base_usecs, backoff_max_usecs, ordering, dead_letter_payload, retain_acked_usecs,"
+      "   max_dead, dead_retention_usecs, dedup_window_usecs, admit_emergency, admit_security_control,"
+      "   admit_realtime, admit_interactive, admit_background, admit_bulk, notify, slots, created_at)"
+      " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,"
+      "         $23, $24) ON CONFLICT DO NOTHING",
+      {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID,
+       INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INT4OID,
+       TIMESTAMPTZOID});
+  static pg::Statement counters(
+      "INSERT INTO forgeyard.queue_slots (tenant_id, queue, slot) SELECT $1, $2, s FROM pg_catalog.generate_series(0, $3 OPERATOR(pg_catalog.-) 1) s;"
+      "INSERT INTO forgeyard.queue_releases (tenant_id, queue, slot) SELECT $1, $2, s FROM pg_catalog.generate_series(0, $3 OPERATOR(pg_catalog.-) 1) s",
+      {TEXTOID, TEXTOID, INT4OID});
+  const std::string tenant = tenant_arg(fcinfo);
+  const std::string name = queue_arg(fcinfo);
+  pg::Spi spi;
+  check_tenant(spi, tenant);
+  const core::QueueOptions o =
+      pg::arg_is_null(fcinfo, 2) ? core::QueueOptions{} : parse_options(spi, pg::jsonb_arg(fcinfo, 2, "options"), {});
+  const int slots = core::capacity_slots(o);
+  const std::vector<pg::Value> values = option_values(o);
+  const pg::Value t = pg::text_value(tenant), q = pg::text_value(name);
+  const std::uint64_t created = spi.run(
+      create, {t, q, values[0], values[1], values[2], values[3], values[4], values[5], values[6], values[7], values[8],
+               values[9], values[10], values[11], values[12], values[13], values[14], values[15], values[16],
+               values[17], values[18], values[19], pg::int4_value(slots), pg::timestamptz_value(pg::now())});
+  if (created == 0)
+    throw core::Error(core::sqlstate::duplicate_object,
+                      "queue \"" + name + "\" already exists for tenant \"" + tenant + "\"",
+                      "use forgeyard.queue_alter to change its options");
+  spi.run(counters, {t, q, pg::int4_value(slots)});
+  spi.finish();
+  return (Datum)0;
+}
+
+// queue_alter(tenant, queue, options): changes the given options, keeps the others.
+FY_FUNCTION(fy_queue_alter) {
+  static pg::Statement alter(
+      "UPDATE forgeyard.queues SET max_messages = $3, max_bytes = $4, max_payload_bytes = $5, visibility_usecs = $6,"
+      "   max_attempts = $7, backoff_base_usecs = $8, backoff_max_usecs = $9, ordering = $10,"
+      "   dead_letter_payload = $11, retain_acked_usecs = $12, max_dead = $13, dead_retention_usecs = $14,"
+      "   dedup_window_usecs = $15, admit_emergency = $16, admit_security_control = $17, admit_realtime = $18,"
+      "   admit_interactive = $19, admit_background = $20, admit_bulk = $21, notify = $22"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID,
+       INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID});
+  pg::Spi spi;
+  const Queue queue = load(spi, fcinfo);
+  const core::QueueOptions o = parse_options(spi, pg::jsonb_arg(fcinfo, 2, "options"), queue.options);
+  if (o.partitioned != queue.options.partitioned)
+    throw core::Error(invalid_parameter, "queue option ordering cannot change after the queue is created");
+  const std::vector<pg::Value> v = option_values(o);
+  spi.run(alter, {queue.t, queue.q, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12],
+                  v[13], v[14], v[15], v[16], v[17], v[18], v[19]});
+  spi.finish();
+  return (Datum)0;
+}
+
+// queue_drop(tenant, queue) -> whether it existed; its messages, events and counters go too.
+FY_FUNCTION(fy_queue_drop) {
+  // The queue row goes first: that waits for producers that loaded the queue (FOR KEY SHARE) to
+  // commit, and the deletes after it then see their messages.
+  static pg::Statement drop_queue(
+      "DELETE FROM forgeyard.queues WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
+  static pg::Statement drop_rest(
+      "WITH m AS (DELETE FROM forgeyard.messages WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2),"
+      " e AS (DELETE FROM forgeyard.queue_events WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2),"
+      " p AS (DELETE FROM forgeyard.queue_partitions WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2),"
+      " s AS (DELETE FROM forgeyard.queue_slots WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2)"
+      " DELETE FROM forgeyard.queue_releases WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
+  const std::string tenant = tenant_arg(fcinfo);
+  const std::string name = queue_arg(fcinfo);
+  pg::Spi spi;
+  check_tenant(spi, tenant);
+  const pg::Value t = pg::text_value(tenant), q = pg::text_value(name);
+  const bool dropped = spi.run(drop_queue, {t, q}) > 0;
+  spi.run(drop_rest, {t, q});
+  spi.finish();
+  return BoolGetDatum(dropped);
+}

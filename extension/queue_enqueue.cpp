@@ -1,0 +1,216 @@
+// Producing: enqueue and enqueue_batch, the transactional outbox, with admission into the capacity
+// slots by priority class, event_id deduplication and partition heads (docs/sql-api.md#queues).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pg/args.hpp"
+#include "pg/clock.hpp"
+#include "pg/spi.hpp"
+#include "queue.hpp"
+#include "tenant.hpp"
+
+namespace fy::queue {
+
+using core::sqlstate::invalid_parameter;
+
+// Unlocked slots are tried first, so that concurrent producers spread over the slots; only when
+// none of them admits does admit wait for the locked ones.
+int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes) {
+  static const char* usage_sql =
+      "SELECT a.slot, a.admitted_messages OPERATOR(pg_catalog.-) r.released_messages,"
+      "       a.admitted_bytes OPERATOR(pg_catalog.-) r.released_bytes"
+      "  FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r"
+      "    ON r.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND r.queue OPERATOR(pg_catalog.=) a.queue"
+      "   AND r.slot OPERATOR(pg_catalog.=) a.slot"
+      " WHERE a.tenant_id OPERATOR(pg_catalog.=) $1 AND a.queue OPERATOR(pg_catalog.=) $2";
+  // All slots, unlocked, starting at this backend's own slot; then one slot locked at a time.
+  static pg::Statement read(std::string(usage_sql) +
+                                " ORDER BY (a.slot OPERATOR(pg_catalog.+) $3) OPERATOR(pg_catalog.%) $4",
+                            {TEXTOID, TEXTOID, INT4OID, INT4OID});
+  static pg::Statement lock_free(std::string(usage_sql) + " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a SKIP LOCKED",
+                                 {TEXTOID, TEXTOID, INT4OID});
+  static pg::Statement lock_wait(std::string(usage_sql) + " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a",
+                                 {TEXTOID, TEXTOID, INT4OID});
+  static pg::Statement take(
+      "UPDATE forgeyard.queue_slots SET admitted_messages = admitted_messages OPERATOR(pg_catalog.+) 1,"
+      "   admitted_bytes = admitted_bytes OPERATOR(pg_catalog.+) $4"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2 AND slot OPERATOR(pg_catalog.=) $3",
+      {TEXTOID, TEXTOID, INT4OID, INT8OID});
+  static const int start = static_cast<int>(MyProcPid);
+  auto fits = [&](int slot, const core::Usage& used) {
+    return core::admits(queue.options, priority, used, core::slot_budget(queue.options, queue.slots, slot), bytes);
+  };
+  // The common case first: this backend's own slot, free of other producers' locks and with room.
+  const int home = start % queue.slots;
+  bool home_fits = false;
+  spi.run(lock_free, {queue.t, queue.q, pg::int4_value(home)},
+          [&](const pg::Row& r) { home_fits = fits(home, {*r.int8(2), *r.int8(3)}); });
+  if (home_fits) {
+    spi.run(take, {queue.t, queue.q, pg::int4_value(home), pg::int8_value(bytes)});
+    return home;
+  }
+  // Candidates by the current counts (an undercount of releases only refuses early).
+  std::vector<int> candidates;
+  spi.run(read, {queue.t, queue.q, pg::int4_value(start % queue.slots), pg::int4_value(queue.slots)},
+          [&](const pg::Row& r) {
+            const int slot = static_cast<int>(*r.int8(1));
+            if (fits(slot, {*r.int8(2), *r.int8(3)})) candidates.push_back(slot);
+          });
+  // Lock one candidate, first one no other producer holds, then waiting; re-check under the lock.
+  int chosen = -1;
+  for (pg::Statement* lock : {&lock_free, &lock_wait}) {
+    for (int slot : candidates) {
+      spi.run(*lock, {queue.t, queue.q, pg::int4_value(slot)}, [&](const pg::Row& r) {
+        if (chosen < 0 && fits(slot, {*r.int8(2), *r.int8(3)})) chosen = slot;
+      });
+      if (chosen >= 0) break;
+    }
+    if (chosen >= 0) break;
+  }
+  if (chosen < 0)
+    core::throw_queue_full(queue.name, queue.options, priority);
+  spi.run(take, {queue.t, queue.q, pg::int4_value(chosen), pg::int8_value(bytes)});
+  return chosen;
+}
+
+bool join_partition(pg::Spi& spi, const Queue& queue, const std::optional<std::string>& key) {
+  static pg::Statement partition(
+      "INSERT INTO forgeyard.queue_partitions AS p (tenant_id, queue, partition_key, pending) VALUES ($1, $2, $3, 1)"
+      " ON CONFLICT (tenant_id, queue, partition_key) DO UPDATE SET pending = p.pending OPERATOR(pg_catalog.+) 1"
+      " RETURNING pending",
+      {TEXTOID, TEXTOID, TEXTOID});
+  // Only partition-ordered queues order by key; elsewhere a partition_key is carried, not enforced.
+  if (!key || !queue.options.partitioned) return true;
+  bool is_head = true;
+  spi.run(partition, {queue.t, queue.q, pg::text_value(*key)}, [&](const pg::Row& r) { is_head = *r.int8(1) == 1; });
+  return is_head;
+}
+
+namespace {
+
+struct Message {
+  std::string payload;
+  std::optional<std::string> event_id;  // 16 bytes
+  std::optional<std::string> partition_key;
+};
+
+std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int priority, std::int64_t delay,
+                         TimestampTz now) {
+  static pg::Statement next_id("SELECT pg_catalog.nextval('forgeyard.message_ids')", {});
+  static pg::Statement claim_event(
+      "INSERT INTO forgeyard.queue_events (tenant_id, queue, event_id, msg_id, payload_digest, expires_at)"
+      " VALUES ($1, $2, $3, $4, $5, $6)"
+      " ON CONFLICT (tenant_id, queue, event_id) DO UPDATE SET msg_id = excluded.msg_id,"
+      "   payload_digest = excluded.payload_digest, expires_at = excluded.expires_at"
+      " WHERE forgeyard.queue_events.expires_at OPERATOR(pg_catalog.<=) $7"
+      " RETURNING msg_id",
+      {TEXTOID, TEXTOID, UUIDOID, INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID});
+  static pg::Statement first_event(
+      "SELECT msg_id, payload_digest FROM forgeyard.queue_events WHERE tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND queue OPERATOR(pg_catalog.=) $2 AND event_id OPERATOR(pg_catalog.=) $3",
+      {TEXTOID, TEXTOID, UUIDOID});
+  static pg::Statement insert(
+      "INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, partition_key, is_head, event_id,"
+      "   payload, bytes, slot, enqueued_at, visible_at)"
+      " VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+      {INT8OID, TEXTOID, TEXTOID, INT2OID, TEXTOID, BOOLOID, UUIDOID, BYTEAOID, INT8OID, INT2OID, TIMESTAMPTZOID,
+       TIMESTAMPTZOID});
+  static pg::Statement notify("SELECT pg_catalog.pg_notify('forgeyard_queue', $1)", {TEXTOID});
+
+  const core::QueueOptions& o = queue.options;
+  const std::int64_t bytes = static_cast<std::int64_t>(m.payload.size());
+  if (bytes > o.max_payload_bytes)
+    core::throw_payload_too_large(queue.name, o, bytes);
+  if (o.partitioned && !m.partition_key)
+    core::throw_partition_key_required(queue.name);
+  if (m.partition_key) core::check_name("partition_key", true, *m.partition_key, core::max_partition_key_bytes);
+
+  std::int64_t msg_id = 0;
+  spi.run(next_id, {}, [&](const pg::Row& r) { msg_id = *r.int8(1); });
+  const std::string digest = core::sha256_hex(m.payload);
+  if (m.event_id) {
+    // The event row is taken first: a concurrent producer of the same event_id waits for this
+    // transaction here and then finds the first message (before any capacity is spent).
+    const bool first = spi.run(claim_event, {queue.t, queue.q, pg::uuid_value(*m.event_id), pg::int8_value(msg_id),
+                                             pg::text_value(digest), pg::timestamptz_value(now + o.dedup_window_usecs),
+                                             pg::timestamptz_value(now)}) > 0;
+    if (!first) {
+      std::int64_t existing = 0;
+      std::string existing_digest;
+      spi.run(first_event, {queue.t, queue.q, pg::uuid_value(*m.event_id)}, [&](const pg::Row& r) {
+        existing = *r.int8(1);
+        existing_digest = *r.text(2);
+      });
+      if (existing_digest != digest)
+        core::throw_event_id_mismatch(existing);
+      return existing;
+    }
+  }
+  const int slot = admit(spi, queue, priority, bytes);
+  const bool is_head = join_partition(spi, queue, m.partition_key);
+  spi.run(insert, {pg::int8_value(msg_id), queue.t, queue.q, {Int16GetDatum(priority), false},
+                   pg::optional_text_value(m.partition_key), pg::bool_value(is_head),
+                   pg::optional_uuid_value(m.event_id), pg::bytea_value(m.payload), pg::int8_value(bytes),
+                   {Int16GetDatum(slot), false}, pg::timestamptz_value(now), pg::timestamptz_value(now + delay)});
+  // Any role may LISTEN, so the payload names the queue without showing tenant or queue names:
+  // the first 32 hex digits of SHA-256 of "<tenant>/<queue>" (listeners compute the same).
+  if (o.notify) spi.run(notify, {pg::text_value(core::sha256_hex(queue.tenant + "/" + queue.name).substr(0, 32))});
+  return msg_id;
+}
+
+// A delay may be zero (the default); NULL is 22004 like every other required argument.
+std::int64_t delay_arg(FunctionCallInfo fcinfo, int n) {
+  const std::optional<core::Duration> d = pg::optional_interval_arg(fcinfo, n);
+  if (!d) throw core::Error(core::sqlstate::null_value, "delay must not be NULL");
+  if (d->months == 0 && d->days == 0 && d->usecs == 0) return 0;
+  return core::check_duration("delay", *d, core::max_queue_duration_usecs);
+}
+
+}  // namespace
+}  // namespace fy::queue
+
+using namespace fy;
+using namespace fy::queue;
+
+// enqueue(tenant, queue, payload, event_id, partition_key, priority, delay) -> msg_id
+FY_FUNCTION(fy_enqueue) {
+  pg::Spi spi;
+  const Queue queue = load(spi, fcinfo, true);
+  Message m;
+  m.payload = *pg::bytea_arg(fcinfo, 2, "payload", std::size_t{1} << 30);
+  m.event_id = pg::optional_uuid_arg(fcinfo, 3);
+  m.partition_key = pg::arg_is_null(fcinfo, 4) ? std::nullopt
+                                               : std::optional<std::string>(*pg::text_arg(fcinfo, 4, "partition_key",
+                                                                                          core::max_partition_key_bytes, false));
+  const int priority = core::priority_from_name("priority", pg::name_arg(fcinfo, 5, "priority", 64));
+  const std::int64_t delay = delay_arg(fcinfo, 6);
+  const std::int64_t msg_id = enqueue_one(spi, queue, m, priority, delay, pg::now());
+  spi.finish();
+  return Int64GetDatum(msg_id);
+}
+
+// enqueue_batch(tenant, queue, payloads, event_ids, partition_keys, priority, delay) -> msg_ids, in order
+FY_FUNCTION(fy_enqueue_batch) {
+  pg::Spi spi;
+  const Queue queue = load(spi, fcinfo, true);
+  const auto payloads = pg::bytea_array_arg(fcinfo, 2);
+  const auto event_ids = pg::uuid_array_arg(fcinfo, 3);
+  const auto keys = pg::text_array_arg(fcinfo, 4);
+  if (!payloads) throw core::Error(core::sqlstate::null_value, "payloads must not be NULL");
+  if ((event_ids && event_ids->size() != payloads->size()) || (keys && keys->size() != payloads->size()))
+    throw core::Error(core::sqlstate::invalid_parameter, "event_ids and partition_keys must match payloads in length");
+  const int priority = core::priority_from_name("priority", pg::name_arg(fcinfo, 5, "priority", 64));
+  const std::int64_t delay = delay_arg(fcinfo, 6);
+  const TimestampTz now = pg::now();
+  std::vector<std::int64_t> ids;
+  for (std::size_t i = 0; i < payloads->size(); ++i) {
+    if (!(*payloads)[i]) throw core::Error(core::sqlstate::null_value, "payloads must not contain NULL");
+    Message m{*(*payloads)[i], event_ids ? (*event_ids)[i] : std::nullopt, keys ? (*keys)[i] : std::nullopt};
+    ids.push_back(enqueue_one(spi, queue, m, priority, delay, now));
+  }
+  spi.finish();
+  pg::TableResult out(fcinfo);
+  for (std::int64_t id : ids) out.add_row({pg::int8_value(id)});
+  return (Datum)0;
+}

@@ -1,0 +1,263 @@
+// Finishing a delivery: ack, nack and extend, one by one and in batches, and ack_and_claim. Whether
+// a claim token may still act is the core's decision (core/delivery.hpp); this file does the
+// writes (docs/sql-api.md#queues).
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pg/args.hpp"
+#include "pg/clock.hpp"
+#include "pg/spi.hpp"
+#include "queue.hpp"
+#include "tenant.hpp"
+
+namespace fy::queue {
+
+using core::sqlstate::invalid_parameter;
+namespace {
+
+// The current delivery of a message, locked; nullopt if the message is gone (acked, purged).
+// `fence` is what the core decides on (core/delivery.hpp); the rest is what finishing it writes.
+struct Delivery {
+  core::DeliveryRow fence;
+  std::int64_t attempt = 0;
+  int slot = 0;
+  std::int64_t bytes = 0;
+  std::optional<std::string> partition_key;
+};
+
+std::optional<Delivery> lock_delivery(pg::Spi& spi, const Queue& queue, std::int64_t msg_id) {
+  static pg::Statement lock(
+      "SELECT state, claim_token, visible_at, attempt, slot, bytes, partition_key FROM forgeyard.messages"
+      " WHERE msg_id OPERATOR(pg_catalog.=) $3 AND tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND queue OPERATOR(pg_catalog.=) $2 FOR UPDATE",
+      {TEXTOID, TEXTOID, INT8OID});
+  std::optional<Delivery> d;
+  spi.run(lock, {queue.t, queue.q, pg::int8_value(msg_id)}, [&](const pg::Row& r) {
+    d = Delivery{{*r.text(1), r.int8(2), *r.timestamptz(3)}, *r.int8(4), static_cast<int>(*r.int8(5)), *r.int8(6),
+                 r.text(7)};
+  });
+  return d;
+}
+
+const core::DeliveryRow* fence_of(const std::optional<Delivery>& d) { return d ? &d->fence : nullptr; }
+
+enum class Finish { done, already_finished };
+
+// ack: delete (or keep as acked for retain_acked) and give the room back. An ack of a message
+// that is already acked, dead or gone is a no-op; a token that is not the current claim is FY001.
+Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token, TimestampTz now,
+               Releases& releases) {
+  static pg::Statement remove("DELETE FROM forgeyard.messages WHERE msg_id OPERATOR(pg_catalog.=) $1", {INT8OID});
+  static pg::Statement keep(
+      "UPDATE forgeyard.messages SET state = 'acked', finished_at = $2, payload = NULL"
+      " WHERE msg_id OPERATOR(pg_catalog.=) $1",
+      {INT8OID, TIMESTAMPTZOID});
+  std::optional<Delivery> d = lock_delivery(spi, queue, msg_id);
+  if (core::decide_ack(fence_of(d), msg_id, token) == core::AckAction::no_op) return Finish::already_finished;
+  if (queue.options.retain_acked_usecs > 0)
+    spi.run(keep, {pg::int8_value(msg_id), pg::timestamptz_value(now)});
+  else
+    spi.run(remove, {pg::int8_value(msg_id)});
+  releases.add(queue, d->slot, d->bytes, d->partition_key);
+  return Finish::done;
+}
+
+// ack for many deliveries at once: one set-based statement finishes every (msg_id, token) pair
+// that is the current delivery; only the pairs it did not finish are looked at one by one (a
+// stale token is FY001, a message already finished or gone a no-op).
+void ack_many(pg::Spi& spi, const Queue& queue, const pg::Value& msg_ids, const pg::Value& tokens,
+              const std::vector<std::pair<std::int64_t, std::int64_t>>& deliveries, TimestampTz now,
+              Releases& releases) {
+  // msg_id = ANY(...) keeps it a primary-key lookup per pair; the token is the one at the same
+  // position in the other array.
+  static const char* match =
+      " WHERE m.msg_id OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.int8[])"
+      "   AND m.claim_token OPERATOR(pg_catalog.=)"
+      "       ($4::pg_catalog.int8[])[pg_catalog.array_position($3::pg_catalog.int8[], m.msg_id)]"
+      "   AND m.tenant_id OPERATOR(pg_catalog.=) $1 AND m.queue OPERATOR(pg_catalog.=) $2"
+      "   AND m.state OPERATOR(pg_catalog.=) 'pending'"
+      " RETURNING m.msg_id, m.slot, m.bytes, m.partition_key";
+  static pg::Statement remove(std::string("DELETE FROM forgeyard.messages m") + match,
+                              {TEXTOID, TEXTOID, INT8ARRAYOID, INT8ARRAYOID});
+  static pg::Statement keep(std::string("UPDATE forgeyard.messages m SET state = 'acked', finished_at = $5,"
+                                        " payload = NULL") + match,
+                            {TEXTOID, TEXTOID, INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID});
+  std::set<std::int64_t> done;
+  auto collect = [&](const pg::Row& r) {
+    done.insert(*r.int8(1));
+    releases.add(queue, static_cast<int>(*r.int8(2)), *r.int8(3), r.text(4));
+  };
+  if (queue.options.retain_acked_usecs > 0)
+    spi.run(keep, {queue.t, queue.q, msg_ids, tokens, pg::timestamptz_value(now)}, collect);
+  else
+    spi.run(remove, {queue.t, queue.q, msg_ids, tokens}, collect);
+  for (const auto& [msg_id, token] : deliveries)
+    if (!done.contains(msg_id)) ack_one(spi, queue, msg_id, token, now, releases);
+}
+
+// nack: retry after backoff with full jitter, or dead-letter (max attempts, or permanent).
+std::string nack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token,
+                     const std::string& error, bool permanent, TimestampTz now, Releases& releases) {
+  static pg::Statement retry(
+      "UPDATE forgeyard.messages SET claim_token = NULL, claimed_by = NULL, visible_at = $2, last_error = $3"
+      " WHERE msg_id OPERATOR(pg_catalog.=) $1",
+      {INT8OID, TIMESTAMPTZOID, TEXTOID});
+  static pg::Statement dead(
+      "UPDATE forgeyard.messages SET state = 'dead', claim_token = NULL, finished_at = $2, last_error = $3,"
+      "   error_class = $4, is_head = false, payload = CASE WHEN $5 THEN payload END"
+      " WHERE msg_id OPERATOR(pg_catalog.=) $1",
+      {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, BOOLOID});
+  std::optional<Delivery> d = lock_delivery(spi, queue, msg_id);
+  core::check_nack(fence_of(d), msg_id, token);
+  if (core::dead_after_failure(queue.options, d->attempt, permanent)) {
+    spi.run(dead, {pg::int8_value(msg_id), pg::timestamptz_value(now), pg::text_value(error),
+                   pg::text_value(permanent ? "permanent" : "max_attempts"),
+                   pg::bool_value(queue.options.keep_dead_payload)});
+    releases.add(queue, d->slot, d->bytes, d->partition_key);
+    return "dead";
+  }
+  const std::int64_t delay = core::retry_delay_usecs(queue.options, d->attempt, core::unit_random());
+  spi.run(retry, {pg::int8_value(msg_id), pg::timestamptz_value(now + delay), pg::text_value(error)});
+  return "retry";
+}
+
+// extend: more visibility for a live claim; a lapsed or taken-over delivery is FY001.
+TimestampTz extend_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token,
+                       std::int64_t visibility, TimestampTz now) {
+  static pg::Statement extend("UPDATE forgeyard.messages SET visible_at = $2 WHERE msg_id OPERATOR(pg_catalog.=) $1",
+                              {INT8OID, TIMESTAMPTZOID});
+  std::optional<Delivery> d = lock_delivery(spi, queue, msg_id);
+  core::check_extend(fence_of(d), msg_id, token, now);
+  spi.run(extend, {pg::int8_value(msg_id), pg::timestamptz_value(now + visibility)});
+  return now + visibility;
+}
+
+// The ids and tokens of a batch, equal in length and without NULLs.
+std::vector<std::pair<std::int64_t, std::int64_t>> deliveries_arg(FunctionCallInfo fcinfo, int ids, int tokens) {
+  auto msg_ids = pg::int8_array_arg(fcinfo, ids);
+  auto claim_tokens = pg::int8_array_arg(fcinfo, tokens);
+  if (!msg_ids) throw core::Error(core::sqlstate::null_value, "msg_ids must not be NULL");
+  if (!claim_tokens) throw core::Error(core::sqlstate::null_value, "claim_tokens must not be NULL");
+  if (msg_ids->size() != claim_tokens->size())
+    throw core::Error(invalid_parameter, "msg_ids and claim_tokens must have the same length");
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::size_t i = 0; i < msg_ids->size(); ++i) {
+    if (!(*msg_ids)[i] || !(*claim_tokens)[i])
+      throw core::Error(core::sqlstate::null_value, "msg_ids and claim_tokens must not contain NULL");
+    out.emplace_back(*(*msg_ids)[i], *(*claim_tokens)[i]);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace fy::queue
+
+using namespace fy;
+using namespace fy::queue;
+
+// ack_and_claim(tenant, queue, consumer, msg_ids, claim_tokens, max_messages, visibility):
+// a worker's steady state in one round trip.
+FY_FUNCTION(fy_ack_and_claim) {
+  pg::Spi spi;
+  const Queue queue = load(spi, fcinfo);
+  const std::string consumer = pg::name_arg(fcinfo, 2, "consumer", core::max_consumer_bytes);
+  const auto deliveries = deliveries_arg(fcinfo, 3, 4);
+  const int max_messages = max_messages_arg(fcinfo, 5);
+  const std::int64_t visibility = visibility_arg(fcinfo, 6, queue);
+  const TimestampTz now = pg::now();
+  Releases releases;
+  if (!deliveries.empty())
+    ack_many(spi, queue, pg::raw_arg(fcinfo, 3), pg::raw_arg(fcinfo, 4), deliveries, now, releases);
+  apply(spi, queue, releases);
+  const std::vector<Claimed> claimed = claim(spi, queue, consumer, max_messages, visibility, now);
+  spi.finish();
+  return_claimed(fcinfo, claimed);
+  return (Datum)0;
+}
+
+// ack(tenant, queue, msg_id, claim_token)
+FY_FUNCTION(fy_ack) {
+  pg::Spi spi;
+  const Queue queue = load(spi, fcinfo);
+  const std::int64_t msg_id = pg::int8_arg(fcinfo, 2, "msg_id");
+  const std::int64_t token = pg::int8_arg(fcinfo, 3, "claim_token");
+  Releases releases;
+  ack_one(spi, queue, msg_id, token, pg::now(), releases);
+  apply(spi, queue, releases);
+  spi.finish();
+  return (Datum)0;
+}
+
+// ack_batch(tenant, queue, msg_ids, claim_tokens): all or nothing.
+FY_FUNCTION(fy_ack_batch) {
+  pg::Spi spi;
+  const Queue queue = load(spi, fcinfo);
+  const auto deliveries = deliveries_arg(fcinfo, 2, 3);
+  const TimestampTz now = pg::now();
+  Releases releases;
+  if (!deliveries.empty())
+    ack_many(spi, queue, pg::raw_arg(fcinfo, 2), pg::raw_arg(fcinfo, 3), deliveries, now, releases);
+  apply(spi, queue, releases);
+  spi.finish();
+  return (Datum)0;
+}
+
+// nack(tenant, queue, msg_id, claim_token, error, permanent) -> 'retry' | 'dead'
+FY_FUNCTION(fy_nack) {
+  pg::Spi spi;
+  const Queue queue = load(spi, fcinfo);
+  const std::int64_t msg_id = pg::int8_arg(fcinfo, 2, "msg_id");
+  const std::int64_t token = pg::int8_arg(fcinfo, 3, "claim_token");
+  const std::string error = pg::text_arg(fcinfo, 4, "error", core::max_error_bytes, true).value_or("");
+  const bool permanent = pg::bool_arg(fcinfo, 5, false);
+  Releases releases;
+  const std::string outcome = nack_one(spi, queue, msg_id, token, error, permanent, pg::now(), releases);
+  apply(spi, queue, releases);
+  spi.finish();
+  return pg::text_value(outcome).datum;
+}
+
+// nack_batch(tenant, queue, msg_ids, claim_tokens, error, permanent) -> (msg_id, outcome)
+FY_FUNCTION(fy_nack_batch) {
+  pg::Spi spi;
+  const Queue queue = load(spi, fcinfo);
+  const auto deliveries = deliveries_arg(fcinfo, 2, 3);
+  const std::string error = pg::text_arg(fcinfo, 4, "error", core::max_error_bytes, true).value_or("");
+  const bool permanent = pg::bool_arg(fcinfo, 5, false);
+  const TimestampTz now = pg::now();
+  std::vector<std::pair<std::int64_t, std::string>> outcomes;
+  Releases releases;
+  for (const auto& [msg_id, token] : deliveries)
+    outcomes.emplace_back(msg_id, nack_one(spi, queue, msg_id, token, error, permanent, now, releases));
+  apply(spi, queue, releases);
+  spi.finish();
+  pg::TableResult out(fcinfo);
+  for (const auto& [msg_id, outcome] : outcomes) out.add_row({pg::int8_value(msg_id), pg::text_value(outcome)});
+  return (Datum)0;
+}
+
+// extend(tenant, queue, msg_id, claim_token, visibility) -> the new visible_at
+FY_FUNCTION(fy_extend) {
+  pg::Spi spi;
+  const Queue queue = load(spi, fcinfo);
+  const std::int64_t msg_id = pg::int8_arg(fcinfo, 2, "msg_id");
+  const std::int64_t token = pg::int8_arg(fcinfo, 3, "claim_token");
+  const std::int64_t visibility = pg::duration_arg(fcinfo, 4, "visibility", core::max_queue_duration_usecs);
+  const TimestampTz until = extend_one(spi, queue, msg_id, token, visibility, pg::now());
+  spi.finish();
+  return TimestampTzGetDatum(until);
+}
+
+// extend_batch(tenant, queue, msg_ids, claim_tokens, visibility) -> the new visible_at
+FY_FUNCTION(fy_extend_batch) {
+  pg::Spi spi;
+  const Queue queue = load(spi, fcinfo);
+  const auto deliveries = deliveries_arg(fcinfo, 2, 3);
+  const std::int64_t visibility = pg::duration_arg(fcinfo, 4, "visibility", core::max_queue_duration_usecs);
+  const TimestampTz now = pg::now();
+  for (const auto& [msg_id, token] : deliveries) extend_one(spi, queue, msg_id, token, visibility, now);
+  spi.finish();
+  return TimestampTzGetDatum(now + visibility);
+}
