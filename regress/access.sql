@@ -1,5 +1,5 @@
--- Access (SPEC 5): the three kinds of role, tenant binding, SECURITY DEFINER with a pinned
--- search_path (SECURITY INVOKER for compare-and-set, SPEC 6.2), nothing for PUBLIC, comments on
+-- Access (docs/sql-api.md#who-may-call-what): the three kinds of role, tenant binding, SECURITY DEFINER with a pinned
+-- search_path (SECURITY INVOKER for compare-and-set, docs/sql-api.md#compare-and-set), nothing for PUBLIC, comments on
 -- everything, tables and sequences registered for pg_dump; for the lease, idempotency, cas and
 -- queue APIs, the queue maintenance calls and the queue views.
 BEGIN;

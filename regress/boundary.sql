@@ -1,4 +1,4 @@
--- The C++ / PostgreSQL boundary (SPEC 4): a C++ exception becomes a clean ERROR with the right
+-- The C++ / PostgreSQL boundary (docs/architecture.md#the-boundary-between-c-and-postgresql): a C++ exception becomes a clean ERROR with the right
 -- SQLSTATE; a PostgreSQL error raised inside guarded C++ code comes back unchanged (SQLSTATE,
 -- message, detail, hint, constraint), leaks nothing and leaves the session usable.
 BEGIN;

@@ -1,4 +1,4 @@
--- Compare-and-set (SPEC 6.2): enable_versioning / disable_versioning, the versioning trigger on
+-- Compare-and-set (docs/sql-api.md#compare-and-set): enable_versioning / disable_versioning, the versioning trigger on
 -- every UPDATE path (psql included), cas_update and cas_get, typed values bound as data, every
 -- bad input, and the caller's own rights (SECURITY INVOKER): a role without UPDATE on a table
 -- cannot change it through these functions.

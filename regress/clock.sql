@@ -1,4 +1,4 @@
--- forgeyard.now() and the superuser-only setting forgeyard.now_override (SPEC 5: time).
+-- forgeyard.now() and the superuser-only setting forgeyard.now_override (docs/sql-api.md#clock).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;

@@ -1,4 +1,4 @@
--- Idempotency keys (SPEC 6.3): begin / replay / mismatch / in progress / takeover after the lock
+-- Idempotency keys (docs/sql-api.md#idempotency-keys): begin / replay / mismatch / in progress / takeover after the lock
 -- expired, checkpoints that extend the lock (and the retention with it), stale attempts, complete,
 -- abandon, retention and purge, status, tenants and scopes, every bad input of every function, and
 -- tenant binding. Attempt numbers come from one sequence for all keys (strictly increasing, never

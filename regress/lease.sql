@@ -1,4 +1,4 @@
--- Leases with fencing epochs (SPEC 6.1): grants, epochs, contention, renew, release, fence, reap
+-- Leases with fencing epochs (docs/sql-api.md#leases): grants, epochs, contention, renew, release, fence, reap
 -- (a reaped grant is never live again), lease_get, tenants, every bad input of every lease
 -- function, and a login's tenant binding that SET ROLE cannot leave.
 -- Time is moved with forgeyard.now_override; nothing sleeps.

@@ -1,4 +1,4 @@
--- Durable queues (SPEC 6.4, issue 4), part 1: queue definitions (create / alter / drop / list,
+-- Durable queues (docs/sql-api.md#queues), part 1: queue definitions (create / alter / drop / list,
 -- every option and every bad value), queues per tenant, the transactional outbox with event_id
 -- dedup, batch enqueue, bounds with reserved capacity per priority class, claim order and
 -- visibility, fenced ack / nack / extend and their batch forms, ack_and_claim, partition order,
@@ -17,7 +17,7 @@ SET TIME ZONE 'UTC';
 \ir lib/queue.sql
 
 -------------------------------------------------------------------------------------------------
--- Catalog: the SQL API of issue 4
+-- Catalog: the queue SQL API
 -------------------------------------------------------------------------------------------------
 SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.queue_create(text, text, jsonb)'::regprocedure),
           $$tenant text, queue text, options jsonb DEFAULT '{}'::jsonb$$, 'queue_create(tenant, queue, options = {})');

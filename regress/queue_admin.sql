@@ -1,4 +1,4 @@
--- Durable queues (SPEC 6.4, issue 4), part 2: dead letters (list with keyset pagination,
+-- Durable queues (docs/sql-api.md#queues), part 2: dead letters (list with keyset pagination,
 -- redrive, purge), queue_stats and pressure, the queue_depth and queue_overview views (and what a
 -- bound inspection role sees), the claim plan shape, the consumer inbox, forgeyard.maintain(),
 -- notify, and every bad input of those functions. regress/queue.sql has the rest.

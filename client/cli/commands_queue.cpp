@@ -10,10 +10,10 @@
 namespace forgeyard::cli {
 
 namespace {
-// The queue option defaults are the core's (core/core.hpp, the one source the extension and
+// The queue option defaults are the core's (core/queue_options.hpp, the one source the extension and
 // the client use too), so `queue create --help` shows what a queue gets without the option.
 struct CreateArgs {
-  static inline const fy::core::QueueOptions core{};
+  static constexpr const fy::core::QueueOptions& core = fy::core::default_queue_options;
   std::int64_t max_messages = core.max_messages;
   std::int64_t max_bytes = core.max_bytes;
   std::int64_t max_payload_bytes = core.max_payload_bytes;

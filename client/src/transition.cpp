@@ -1,4 +1,4 @@
-// State + audit + outbox in one transaction (SPEC §6, atomicity).
+// State + audit + outbox in one transaction (docs/architecture.md#atomicity-across-semantics-state-audit-and-outbox).
 #include "forgeyard/transition.hpp"
 
 #include <variant>

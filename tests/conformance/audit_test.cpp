@@ -1,4 +1,4 @@
-// The append-only audit chain (SPEC 6.5) and the atomicity of state + audit + outbox (SPEC 6),
+// The append-only audit chain (docs/sql-api.md, "Audit") and the atomicity of state + audit + outbox (docs/architecture.md, "Atomicity across semantics"),
 // on every backend.
 #include <boost/test/unit_test.hpp>
 

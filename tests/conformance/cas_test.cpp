@@ -1,4 +1,4 @@
-// Compare-and-set by entity version: SPEC 6.2, on every backend.
+// Compare-and-set by entity version: docs/sql-api.md#compare-and-set, on every backend.
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>

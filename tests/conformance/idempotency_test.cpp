@@ -1,4 +1,4 @@
-// Idempotency keys: SPEC 6.3, on every backend.
+// Idempotency keys: docs/sql-api.md#idempotency-keys, on every backend.
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>

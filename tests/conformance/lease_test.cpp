@@ -1,4 +1,4 @@
-// Leases with fencing epochs: SPEC 6.1, on every backend.
+// Leases with fencing epochs: docs/sql-api.md#leases, on every backend.
 #include <boost/test/unit_test.hpp>
 
 #include <string>

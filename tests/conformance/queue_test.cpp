@@ -1,4 +1,4 @@
-// Durable queues and the inbox: SPEC 6.4, on every backend.
+// Durable queues and the inbox: docs/sql-api.md#queues, on every backend.
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
