@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/digest.hpp"  // sha256, to_hex, from_hex
+
 namespace fy::core {
 
 // SQLSTATEs of docs/errors.md that the shared logic raises. Five characters each.
@@ -219,12 +221,5 @@ std::int64_t retry_delay_usecs(const QueueOptions& options, std::int64_t attempt
 // Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))].
 // `unit_random` is in [0, 1); attempt counts from 1.
 std::int64_t backoff_full_jitter(int attempt, std::int64_t base_usecs, std::int64_t cap_usecs, double unit_random);
-
-// ---- SHA-256 (migration checksums, the audit chain) and hex -------------------------------
-
-std::string sha256(std::string_view data);  // 32 bytes
-std::string sha256_hex(std::string_view data);
-std::string to_hex(std::string_view bytes);  // lower case
-std::optional<std::string> from_hex(std::string_view text);  // nullopt unless pairs of hex digits
 
 }  // namespace fy::core
