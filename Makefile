@@ -12,7 +12,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 PG_CPPFLAGS = -I. -Iextension -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CXXFLAGS = -std=c++20 -Wno-register -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 # PGXS links with the C compiler.
-SHLIB_LINK = -lstdc++
+SHLIB_LINK = -lstdc++ -lcrypto
 # The bitcode rule ignores PG_CXXFLAGS; forgeyard does not need JIT inlining.
 override with_llvm = no
 # Rebuild objects when a header they include changes.

@@ -1,4 +1,5 @@
-// SHA-256 (migration checksums, queue dedup digests, the audit chain) and hex.
+// SHA-256 (migration checksums, queue dedup digests, the audit chain) and hex. SHA-256 comes
+// from OpenSSL's libcrypto (docs/architecture.md#the-shared-core).
 #pragma once
 
 #include <optional>
