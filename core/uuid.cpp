@@ -17,13 +17,24 @@ std::string format_uuid(std::string_view b) {
 }
 
 std::optional<std::string> parse_uuid(std::string_view text) {
-  if (text.size() != 36) return std::nullopt;
+  // PostgreSQL's string_to_uuid (src/backend/utils/adt/uuid.c), so that the SQLite shim and the
+  // client's checks accept exactly what a uuid argument of the extension accepts.
+  std::string_view s = text;
+  const bool braces = !s.empty() && s.front() == '{';
+  if (braces) s.remove_prefix(1);
   std::string hex;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash != (text[i] == '-')) return std::nullopt;
-    if (!dash) hex.push_back(text[i]);
+  hex.reserve(32);
+  for (int group = 0; group < 8; ++group) {
+    if (s.size() < 4) return std::nullopt;
+    hex.append(s.substr(0, 4));
+    s.remove_prefix(4);
+    if (group < 7 && !s.empty() && s.front() == '-') s.remove_prefix(1);
   }
+  if (braces) {
+    if (s.empty() || s.front() != '}') return std::nullopt;
+    s.remove_prefix(1);
+  }
+  if (!s.empty()) return std::nullopt;
   return from_hex(hex);  // 32 characters: nullopt unless all are hex digits
 }
 
