@@ -22,7 +22,7 @@ ifeq ($(FORGEYARD_WERROR),1)
 PG_CXXFLAGS += -Werror
 endif
 # PGXS links with the C compiler.
-SHLIB_LINK = -lstdc++
+SHLIB_LINK = -lstdc++ -lcrypto
 # The bitcode rule ignores PG_CXXFLAGS; forgeyard does not need JIT inlining.
 override with_llvm = no
 # Rebuild objects when a header they include changes.

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/delivery.hpp"
+#include "core/digest.hpp"  // sha256, to_hex, from_hex
 #include "core/errors.hpp"
 #include "core/input.hpp"
 #include "core/lease.hpp"
@@ -94,12 +95,5 @@ double unit_random();
 // Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))].
 // `unit_random` is in [0, 1); attempt counts from 1.
 std::int64_t backoff_full_jitter(int attempt, std::int64_t base_usecs, std::int64_t cap_usecs, double unit_random);
-
-// ---- SHA-256 (migration checksums, the audit chain) and hex -------------------------------
-
-std::string sha256(std::string_view data);  // 32 bytes
-std::string sha256_hex(std::string_view data);
-std::string to_hex(std::string_view bytes);  // lower case
-std::optional<std::string> from_hex(std::string_view text);  // nullopt unless pairs of hex digits
 
 }  // namespace fy::core

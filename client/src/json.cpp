@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "core/audit.hpp"
+#include "core/canonical_json.hpp"
 #include "forgeyard/error.hpp"
 
 namespace forgeyard::detail {

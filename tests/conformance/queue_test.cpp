@@ -184,7 +184,13 @@ BOOST_AUTO_TEST_CASE(unknown_queues_and_bad_input_are_refused) {
                  "max_messages must be between 1 and 1000");
   FY_CHECK_ERROR(queues().claim(tenant, queue, "", 1), ErrorKind::InvalidArgument, "22023",
                  "consumer must not be empty");
-  FY_CHECK_ERROR(queues().enqueue(tenant, queue, {"x", "not-a-uuid"}), ErrorKind::InvalidArgument, "22P02");
+  FY_CHECK_ERROR(queues().enqueue(tenant, queue, {"x", "not-a-uuid"}), ErrorKind::InvalidArgument, "22P02",
+                 "invalid input syntax for type uuid: \"not-a-uuid\"");
+  // A dash PostgreSQL refuses (not after a group of four digits) is refused on both backends.
+  FY_CHECK_ERROR(queues().enqueue(tenant, queue, {"x", "a-8098c1af86e11dabd1a00112444be1e"}),
+                 ErrorKind::InvalidArgument, "22P02");
+  FY_CHECK_ERROR(queues().inbox_accept(tenant, "billing", "a8098c1af86e11dabd1a00112444be1e-"),
+                 ErrorKind::InvalidArgument, "22P02");
   // The other spellings PostgreSQL accepts name the same event.
   const auto first = queues().enqueue(tenant, queue, {"same", "A8098C1A-F86E-11DA-BD1A-00112444BE1E"});
   BOOST_TEST(queues().enqueue(tenant, queue, {"same", "{a8098c1a-f86e-11da-bd1a-00112444be1e}"}) == first);

@@ -77,6 +77,12 @@ BOOST_AUTO_TEST_CASE(sha256_test_vectors) {
              "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   BOOST_TEST(core::sha256_hex(std::string(1000000, 'a')) ==
              "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // The whole view and only it: an embedded NUL counts, bytes past the view's end do not.
+  BOOST_TEST(core::sha256_hex(std::string("a\0b", 3)) ==
+             "59b271ae1bbcb1d31d41929817f4b16fb439eb4f31520b5ad1d5ce98920a7138");
+  BOOST_TEST(core::sha256_hex(std::string_view("abcd").substr(1, 2)) ==
+             "1e0bbd6c686ba050b8eb03ffeedc64fdc9d80947fce821abbe5d6dc8d252c5ac");
+  BOOST_TEST(core::sha256(std::string_view("abc")) == *core::from_hex(core::sha256_hex("abc")));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,27 +1,14 @@
 // What the SQLite queue calls share (queues.hpp): loading a queue, its usage counters, giving
 // room back, and the event_id form; the extension's extension/queue.cpp is its twin.
-#include <cctype>
 #include <string>
 
 #include "core/core.hpp"
+#include "core/uuid.hpp"
 #include "error_map.hpp"
 #include "queue_options.hpp"
 #include "sqlite/queues.hpp"
 
 namespace forgeyard::detail::sqlite_queue {
-
-namespace {
-
-bool is_uuid(std::string_view s) {
-  if (s.size() != 36) return false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 void check_queue_name(std::string_view tenant, std::string_view queue) {
   fy::core::check_name("tenant", true, tenant, fy::core::max_tenant_bytes);
@@ -71,18 +58,13 @@ void release(Db& db, const Queue& queue, std::int64_t bytes, const std::optional
       .bind(1, queue.tenant).bind(2, queue.name).bind(3, *key).run();
 }
 
-// The forms PostgreSQL's uuid input accepts (optional braces, dashes optional), canonicalized.
+// The spellings PostgreSQL's uuid input accepts, through the core's one parser, as PostgreSQL prints them.
 std::string canonical_uuid(std::string_view s) {
-  std::string_view body = s;
-  if (body.size() >= 2 && body.front() == '{' && body.back() == '}') body = body.substr(1, body.size() - 2);
-  std::string hex;
-  for (char c : body)
-    if (c != '-') hex.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  const std::string canonical = hex.size() == 32 ? hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) +
-                                                       "-" + hex.substr(16, 4) + "-" + hex.substr(20)
-                                                 : std::string(body);
-  if (!is_uuid(canonical)) throw Error("22P02", "invalid input syntax for type uuid: \"" + std::string(s) + "\"");
-  return canonical;
+  const auto bytes = fy::core::parse_uuid(s);
+  if (!bytes)
+    throw Error(fy::core::sqlstate::invalid_text_representation,
+                "invalid input syntax for type uuid: \"" + std::string(s) + "\"");
+  return fy::core::format_uuid(*bytes);
 }
 
 }  // namespace forgeyard::detail::sqlite_queue

@@ -1,0 +1,55 @@
+#include "core/digest.hpp"
+
+#include <openssl/evp.h>
+
+#include "core/core.hpp"
+
+// Compiled on its own into the extension and the client: nothing core includes may bring in
+// PostgreSQL, libpq or SQLite.
+#if defined(PG_VERSION_NUM) || defined(POSTGRES_H) || defined(LIBPQ_FE_H) || defined(SQLITE_VERSION_NUMBER)
+#error "core/ is pure logic: it must not include PostgreSQL, libpq or SQLite headers"
+#endif
+
+namespace fy::core {
+
+std::string sha256(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  // Fails only when libcrypto cannot allocate its context or finds no SHA-256 provider.
+  if (EVP_Digest(data.data(), data.size(), md, &size, EVP_sha256(), nullptr) != 1 || size != 32)
+    throw Error(sqlstate::internal_error, "SHA-256 failed in libcrypto");
+  return std::string(reinterpret_cast<const char*>(md), size);
+}
+
+std::string sha256_hex(std::string_view data) { return to_hex(sha256(data)); }
+
+std::string to_hex(std::string_view bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 0xf]);
+  }
+  return out;
+}
+
+std::optional<std::string> from_hex(std::string_view text) {
+  if (text.size() % 2 != 0) return std::nullopt;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(text.size() / 2);
+  for (std::size_t i = 0; i < text.size(); i += 2) {
+    int hi = nibble(text[i]), lo = nibble(text[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return out;
+}
+
+}  // namespace fy::core

@@ -1,0 +1,41 @@
+#include "core/uuid.hpp"
+
+#include "core/digest.hpp"
+
+// Compiled on its own into the extension and the client: nothing core includes may bring in
+// PostgreSQL, libpq or SQLite.
+#if defined(PG_VERSION_NUM) || defined(POSTGRES_H) || defined(LIBPQ_FE_H) || defined(SQLITE_VERSION_NUMBER)
+#error "core/ is pure logic: it must not include PostgreSQL, libpq or SQLite headers"
+#endif
+
+namespace fy::core {
+
+std::string format_uuid(std::string_view b) {
+  std::string h = to_hex(b);
+  if (h.size() != 32) return h;
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" + h.substr(20);
+}
+
+std::optional<std::string> parse_uuid(std::string_view text) {
+  // PostgreSQL's string_to_uuid (src/backend/utils/adt/uuid.c), so that the SQLite shim and the
+  // client's checks accept exactly what a uuid argument of the extension accepts.
+  std::string_view s = text;
+  const bool braces = !s.empty() && s.front() == '{';
+  if (braces) s.remove_prefix(1);
+  std::string hex;
+  hex.reserve(32);
+  for (int group = 0; group < 8; ++group) {
+    if (s.size() < 4) return std::nullopt;
+    hex.append(s.substr(0, 4));
+    s.remove_prefix(4);
+    if (group < 7 && !s.empty() && s.front() == '-') s.remove_prefix(1);
+  }
+  if (braces) {
+    if (s.empty() || s.front() != '}') return std::nullopt;
+    s.remove_prefix(1);
+  }
+  if (!s.empty()) return std::nullopt;
+  return from_hex(hex);  // 32 characters: nullopt unless all are hex digits
+}
+
+}  // namespace fy::core
