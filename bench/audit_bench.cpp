@@ -32,7 +32,9 @@ struct Case {
 };
 constexpr Case cases[] = {{"append, 1 tenant", 1, 1}, {"append, 1 tenant", 8, 1}, {"append, 8 tenants", 8, 8}};
 
-std::string tenant_of(const std::string& run, const Case& k, int i) { return run + "-" + std::to_string(i % k.tenants); }
+std::string tenant_of(const std::string& run, const Case& k, int i) {
+  return run + "-" + std::to_string(i % k.tenants);
+}
 
 double client_append(const Config& base, const Case& k, forgeyard::Store& store, const std::string& run) {
   Config c = base;
@@ -70,10 +72,11 @@ void run_postgres(const Config& c) {
   std::vector<std::unique_ptr<Pg>> raw;
   for (int t = 0; t < 8; ++t) {
     raw.push_back(std::make_unique<Pg>(c.pg_url));
-    raw.back()->prepare("insert",
-                        "INSERT INTO bench_audit_plain (tenant_id, event_id, occurred_at, recorded_at, actor, action,"
-                        " resource, details, prev_hash, hash) VALUES ($1, gen_random_uuid(), clock_timestamp(),"
-                        " clock_timestamp(), 'bench', 'order.paid', $2, $3::jsonb, decode($4, 'hex'), decode($4, 'hex'))");
+    raw.back()->prepare(
+        "insert",
+        "INSERT INTO bench_audit_plain (tenant_id, event_id, occurred_at, recorded_at, actor, action,"
+        " resource, details, prev_hash, hash) VALUES ($1, gen_random_uuid(), clock_timestamp(),"
+        " clock_timestamp(), 'bench', 'order.paid', $2, $3::jsonb, decode($4, 'hex'), decode($4, 'hex'))");
   }
   forgeyard::StoreOptions o;
   o.pool.max_connections = 8;

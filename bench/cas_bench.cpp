@@ -52,12 +52,15 @@ void run_postgres(const Config& c) {
   std::vector<std::unique_ptr<Pg>> raw;
   for (int t = 0; t < c.threads; ++t) {
     raw.push_back(std::make_unique<Pg>(c.pg_url));
-    raw.back()->prepare("cas", "UPDATE bench_cas_plain SET value = $1, entity_version = $2::bigint + 1"
-                               " WHERE tenant_id = 'bench' AND id = $3 AND entity_version = $2");
-    raw.back()->prepare("begin", "INSERT INTO bench_idem_plain (tenant_id, scope, key, request_digest, status)"
-                                 " VALUES ('bench', 'bench.op', $1, '\\x01', 'in_progress') ON CONFLICT DO NOTHING");
-    raw.back()->prepare("complete", "UPDATE bench_idem_plain SET status = 'completed', response = 'response'"
-                                    " WHERE tenant_id = 'bench' AND scope = 'bench.op' AND key = $1");
+    raw.back()->prepare("cas",
+                        "UPDATE bench_cas_plain SET value = $1, entity_version = $2::bigint + 1"
+                        " WHERE tenant_id = 'bench' AND id = $3 AND entity_version = $2");
+    raw.back()->prepare("begin",
+                        "INSERT INTO bench_idem_plain (tenant_id, scope, key, request_digest, status)"
+                        " VALUES ('bench', 'bench.op', $1, '\\x01', 'in_progress') ON CONFLICT DO NOTHING");
+    raw.back()->prepare("complete",
+                        "UPDATE bench_idem_plain SET status = 'completed', response = 'response'"
+                        " WHERE tenant_id = 'bench' AND scope = 'bench.op' AND key = $1");
   }
   forgeyard::StoreOptions o;
   o.pool.max_connections = c.threads;

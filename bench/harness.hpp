@@ -27,12 +27,17 @@ struct Config {
     Config c;
     for (int i = 1; i + 1 < argc; i += 2) {
       std::string a = argv[i];
-      if (a == "--iterations") c.iterations = std::atoi(argv[i + 1]);
-      else if (a == "--threads") c.threads = std::atoi(argv[i + 1]);
-      else if (a == "--pg") c.pg_url = argv[i + 1];
-      else if (a == "--sqlite-dir") c.sqlite_dir = argv[i + 1];
+      if (a == "--iterations")
+        c.iterations = std::atoi(argv[i + 1]);
+      else if (a == "--threads")
+        c.threads = std::atoi(argv[i + 1]);
+      else if (a == "--pg")
+        c.pg_url = argv[i + 1];
+      else if (a == "--sqlite-dir")
+        c.sqlite_dir = argv[i + 1];
     }
-    if (c.sqlite_dir.empty()) c.sqlite_dir = std::filesystem::temp_directory_path() / (std::string("forgeyard-") + name);
+    if (c.sqlite_dir.empty())
+      c.sqlite_dir = std::filesystem::temp_directory_path() / (std::string("forgeyard-") + name);
     std::filesystem::remove_all(c.sqlite_dir);
     std::filesystem::create_directories(c.sqlite_dir);
     return c;
@@ -52,8 +57,8 @@ inline double measure(const Config& c, const std::function<void(int, int)>& work
 }
 
 inline void report(const char* what, const char* backend, const Config& c, double client, double baseline) {
-  std::printf("%-28s %-10s threads=%d n=%d  client %8.0f/s  baseline %8.0f/s  ratio %.2fx\n", what, backend,
-              c.threads, c.iterations, client, baseline, client / baseline);
+  std::printf("%-28s %-10s threads=%d n=%d  client %8.0f/s  baseline %8.0f/s  ratio %.2fx\n", what, backend, c.threads,
+              c.iterations, client, baseline, client / baseline);
 }
 
 // A libpq connection with named prepared statements.

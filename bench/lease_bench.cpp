@@ -107,13 +107,15 @@ struct Lite {
     if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) throw std::runtime_error("sqlite open");
     sqlite3_busy_timeout(db, 10000);
     exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;");
-    exec("CREATE TABLE IF NOT EXISTS baseline_leases (tenant_id TEXT NOT NULL, resource TEXT NOT NULL,"
-         " owner TEXT NOT NULL, epoch INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
-         " released INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (tenant_id, resource)) STRICT, WITHOUT ROWID");
-    prepare(&acquire,
-            "INSERT INTO baseline_leases AS l (tenant_id, resource, owner, epoch, expires_at) VALUES (?1, ?2, ?3, 1, ?4 + ?5)"
-            " ON CONFLICT (tenant_id, resource) DO UPDATE SET owner = excluded.owner, epoch = l.epoch + 1,"
-            " expires_at = excluded.expires_at, released = 0 WHERE l.released OR l.expires_at <= ?4 RETURNING epoch");
+    exec(
+        "CREATE TABLE IF NOT EXISTS baseline_leases (tenant_id TEXT NOT NULL, resource TEXT NOT NULL,"
+        " owner TEXT NOT NULL, epoch INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
+        " released INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (tenant_id, resource)) STRICT, WITHOUT ROWID");
+    prepare(
+        &acquire,
+        "INSERT INTO baseline_leases AS l (tenant_id, resource, owner, epoch, expires_at) VALUES (?1, ?2, ?3, 1, ?4 + ?5)"
+        " ON CONFLICT (tenant_id, resource) DO UPDATE SET owner = excluded.owner, epoch = l.epoch + 1,"
+        " expires_at = excluded.expires_at, released = 0 WHERE l.released OR l.expires_at <= ?4 RETURNING epoch");
     prepare(&renew,
             "UPDATE baseline_leases SET expires_at = ?4 + ?5 WHERE tenant_id = ?1 AND resource = ?2 AND epoch = ?3"
             " AND NOT released AND expires_at > ?4");
@@ -135,8 +137,9 @@ struct Lite {
   }
   // Each statement in its own BEGIN IMMEDIATE transaction, as the client does.
   std::int64_t step(sqlite3_stmt* s, const std::string& resource, const std::string& owner, std::int64_t epoch) {
-    const std::int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch()).count();
+    const std::int64_t now =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     exec("BEGIN IMMEDIATE");
     sqlite3_bind_text(s, 1, "bench", -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, resource.c_str(), -1, SQLITE_TRANSIENT);

@@ -29,7 +29,8 @@ struct ClientRuns {
   void fill(const std::string& queue, int n) {
     for (int done = 0; done < n;) {
       auto tx = store.begin();
-      for (int i = 0; i < 1000 && done < n; ++i, ++done) tx->queues().enqueue(tenant, queue, {"payload-" + std::to_string(done)});
+      for (int i = 0; i < 1000 && done < n; ++i, ++done)
+        tx->queues().enqueue(tenant, queue, {"payload-" + std::to_string(done)});
       tx->commit();
     }
   }
@@ -91,7 +92,9 @@ void run_postgres(const Config& c, int depth) {
   raw.prepare("ack_many", "DELETE FROM bench_queue_plain WHERE id = ANY($1::bigint[])");
   auto fill_plain = [&](int n) {
     raw.exec(("INSERT INTO bench_queue_plain (payload) SELECT convert_to('payload-' || g, 'UTF8')"
-              " FROM generate_series(1, " + std::to_string(n) + ") g").c_str());
+              " FROM generate_series(1, " +
+              std::to_string(n) + ") g")
+                 .c_str());
   };
   forgeyard::StoreOptions so;
   so.pool.max_connections = 1;
@@ -116,28 +119,33 @@ void run_postgres(const Config& c, int depth) {
   Config batches = c;
   batches.iterations = std::max(1, c.iterations / batch);
   fill_plain(batches.iterations * batch);
-  const double plain_batch = measure(batches, [&](int, int) {
-    PGresult* r = nullptr;
-    const char* n = "100";
-    r = PQexecPrepared(raw.conn, "claim", 1, &n, nullptr, nullptr, 0);
-    std::string ids = "{";
-    for (int i = 0; i < PQntuples(r); ++i) ids += (i ? "," : "") + std::string(PQgetvalue(r, i, 0));
-    PQclear(r);
-    raw.run("ack_many", {ids + "}"});
-  }) * batch;
+  const double plain_batch = measure(batches,
+                                     [&](int, int) {
+                                       PGresult* r = nullptr;
+                                       const char* n = "100";
+                                       r = PQexecPrepared(raw.conn, "claim", 1, &n, nullptr, nullptr, 0);
+                                       std::string ids = "{";
+                                       for (int i = 0; i < PQntuples(r); ++i)
+                                         ids += (i ? "," : "") + std::string(PQgetvalue(r, i, 0));
+                                       PQclear(r);
+                                       raw.run("ack_many", {ids + "}"});
+                                     }) *
+                             batch;
   ClientRuns batched{*store, batches};
   report_one("batches of 100 (msgs/s)", "postgresql", batches, batched.ack_and_claim("batch", batch), plain_batch);
 
   // Depth: the claim path is an index range scan, so its cost should not grow with the queue.
   client.fill("depth", 1000);
   const double shallow = client.claim_latency("depth", 500);
-  setup.exec(("WITH ids AS (SELECT pg_catalog.nextval('forgeyard.message_ids') AS id FROM generate_series(1, " +
-              std::to_string(depth) + "))"
-              " INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, is_head, payload, bytes, slot,"
-              "   enqueued_at, visible_at) SELECT id, 'bench', 'depth', 'pending', 3, true, 'x', 1, 0, now(), now() FROM ids;"
-              " UPDATE forgeyard.queue_slots SET admitted_messages = admitted_messages + " + std::to_string(depth) +
-              " WHERE tenant_id = 'bench' AND queue = 'depth' AND slot = 0")
-                 .c_str());
+  setup.exec(
+      ("WITH ids AS (SELECT pg_catalog.nextval('forgeyard.message_ids') AS id FROM generate_series(1, " +
+       std::to_string(depth) +
+       "))"
+       " INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, is_head, payload, bytes, slot,"
+       "   enqueued_at, visible_at) SELECT id, 'bench', 'depth', 'pending', 3, true, 'x', 1, 0, now(), now() FROM ids;"
+       " UPDATE forgeyard.queue_slots SET admitted_messages = admitted_messages + " +
+       std::to_string(depth) + " WHERE tenant_id = 'bench' AND queue = 'depth' AND slot = 0")
+          .c_str());
   setup.exec("VACUUM ANALYZE forgeyard.messages");  // steady state: no autovacuum run inside the measurement
   client.claim_latency("depth", 50);                // warm the caches the deep queue needs
   const double deep = client.claim_latency("depth", 500);
@@ -150,8 +158,9 @@ void run_sqlite(const Config& c, int depth) {
   auto store = forgeyard::open("sqlite://" + path);
   for (const char* q : {"enqueue", "single", "one_trip", "batch", "depth"}) store->queues().create(tenant, q, big());
   Lite raw(path);
-  raw.exec("CREATE TABLE bench_queue_plain (id INTEGER PRIMARY KEY AUTOINCREMENT, payload BLOB NOT NULL,"
-           " visible_at INTEGER NOT NULL); CREATE INDEX bench_queue_plain_visible ON bench_queue_plain (visible_at, id)");
+  raw.exec(
+      "CREATE TABLE bench_queue_plain (id INTEGER PRIMARY KEY AUTOINCREMENT, payload BLOB NOT NULL,"
+      " visible_at INTEGER NOT NULL); CREATE INDEX bench_queue_plain_visible ON bench_queue_plain (visible_at, id)");
   sqlite3_stmt* insert = raw.prepare("INSERT INTO bench_queue_plain (payload, visible_at) VALUES (?1, ?2)");
   sqlite3_stmt* claim = raw.prepare(
       "UPDATE bench_queue_plain SET visible_at = ?1 + 30000000 WHERE id IN (SELECT id FROM bench_queue_plain"
@@ -202,24 +211,27 @@ void run_sqlite(const Config& c, int depth) {
       raw.step(insert);
     }
   });
-  const double plain_batch = measure(batches, [&](int, int) {
-    auto ids = claim_ids(batch);
-    in_txn([&] {
-      for (std::int64_t id : ids) {
-        sqlite3_bind_int64(ack, 1, id);
-        raw.step(ack);
-      }
-    });
-  }) * batch;
+  const double plain_batch = measure(batches,
+                                     [&](int, int) {
+                                       auto ids = claim_ids(batch);
+                                       in_txn([&] {
+                                         for (std::int64_t id : ids) {
+                                           sqlite3_bind_int64(ack, 1, id);
+                                           raw.step(ack);
+                                         }
+                                       });
+                                     }) *
+                             batch;
   ClientRuns batched{*store, batches};
   report_one("batches of 100 (msgs/s)", "sqlite", batches, batched.ack_and_claim("batch", batch), plain_batch);
   client.fill("depth", 1000);
   const double shallow = client.claim_latency("depth", 500);
-  raw.exec("WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < " + std::to_string(depth) +
-           ") INSERT INTO messages (tenant_id, queue, state, priority, is_head, payload, bytes, enqueued_at, visible_at)"
-           " SELECT 'bench', 'depth', 'pending', 3, 1, x'78', 1, 0, 0 FROM g;"
-           " UPDATE queues SET used_messages = used_messages + " + std::to_string(depth) +
-           " WHERE tenant_id = 'bench' AND queue = 'depth'; ANALYZE");
+  raw.exec(
+      "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < " + std::to_string(depth) +
+      ") INSERT INTO messages (tenant_id, queue, state, priority, is_head, payload, bytes, enqueued_at, visible_at)"
+      " SELECT 'bench', 'depth', 'pending', 3, 1, x'78', 1, 0, 0 FROM g;"
+      " UPDATE queues SET used_messages = used_messages + " +
+      std::to_string(depth) + " WHERE tenant_id = 'bench' AND queue = 'depth'; ANALYZE");
   client.claim_latency("depth", 50);
   const double deep = client.claim_latency("depth", 500);
   std::printf("%-28s %-10s claim+ack %.0f us at depth ~1000, %.0f us at depth %d: deep/shallow %.2fx\n",

@@ -12,7 +12,9 @@
 namespace fy::core {
 namespace {
 
-[[noreturn]] void invalid(const std::string& message) { throw Error(sqlstate::invalid_parameter, message); }
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error(sqlstate::invalid_parameter, message);
+}
 
 void put_u32(std::string& out, std::uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>((v >> s) & 0xff));
@@ -105,7 +107,9 @@ std::string audit_encoding(const AuditEvent& e) {
   return out;
 }
 
-std::string audit_hash(const AuditEvent& e) { return sha256(audit_encoding(e) + e.prev_hash); }
+std::string audit_hash(const AuditEvent& e) {
+  return sha256(audit_encoding(e) + e.prev_hash);
+}
 
 bool same_contents(const AuditEvent& stored, const AuditEvent& retry, bool retry_has_occurred_at) {
   return (!retry_has_occurred_at || stored.occurred_at == retry.occurred_at) && stored.actor == retry.actor &&

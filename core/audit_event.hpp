@@ -40,11 +40,11 @@ std::string canonical_details(const Json& value);
 struct AuditEvent {
   std::string tenant;
   std::int64_t seq = 0;
-  std::string event_id;      // 16 bytes
+  std::string event_id;          // 16 bytes
   std::int64_t occurred_at = 0;  // microseconds since 1970-01-01 UTC
   std::int64_t recorded_at = 0;
   std::string actor, action, resource;
-  std::optional<std::string> details;  // canonical JSON text
+  std::optional<std::string> details;         // canonical JSON text
   std::optional<std::string> payload_digest;  // bytes
   std::optional<std::string> payload_ref;
   std::string prev_hash;  // 32 bytes

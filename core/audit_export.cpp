@@ -12,7 +12,9 @@
 namespace fy::core {
 namespace {
 
-[[noreturn]] void invalid(const std::string& message) { throw Error(sqlstate::invalid_parameter, message); }
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error(sqlstate::invalid_parameter, message);
+}
 
 const Json& field(const Json& line, const char* name, Json::Kind kind) {
   const Json* v = line.find(name);
@@ -29,7 +31,8 @@ std::optional<std::string> optional_string(const Json& line, const char* name) {
 
 std::string hex_field(const Json& line, const char* name, std::size_t bytes) {
   std::optional<std::string> raw = from_hex(field(line, name, Json::Kind::string).text);
-  if (!raw || raw->size() != bytes) invalid(std::string("line: field ") + name + " must be " + std::to_string(bytes * 2) + " hex digits");
+  if (!raw || raw->size() != bytes)
+    invalid(std::string("line: field ") + name + " must be " + std::to_string(bytes * 2) + " hex digits");
   return *raw;
 }
 
@@ -42,14 +45,14 @@ std::int64_t time_field(const Json& line, const char* name) {
 }  // namespace
 
 std::string audit_json_line(const AuditEvent& e) {
-  std::string out = "{\"tenant\":" + json_quote(e.tenant) + ",\"seq\":" + std::to_string(e.seq) +
-                    ",\"event_id\":\"" + format_uuid(e.event_id) + "\",\"occurred_at\":\"" +
-                    format_timestamp(e.occurred_at) + "\",\"recorded_at\":\"" + format_timestamp(e.recorded_at) +
-                    "\",\"actor\":" + json_quote(e.actor) + ",\"action\":" + json_quote(e.action) +
-                    ",\"resource\":" + json_quote(e.resource) + ",\"details\":" + (e.details ? *e.details : "null") +
+  std::string out = "{\"tenant\":" + json_quote(e.tenant) + ",\"seq\":" + std::to_string(e.seq) + ",\"event_id\":\"" +
+                    format_uuid(e.event_id) + "\",\"occurred_at\":\"" + format_timestamp(e.occurred_at) +
+                    "\",\"recorded_at\":\"" + format_timestamp(e.recorded_at) + "\",\"actor\":" + json_quote(e.actor) +
+                    ",\"action\":" + json_quote(e.action) + ",\"resource\":" + json_quote(e.resource) +
+                    ",\"details\":" + (e.details ? *e.details : "null") +
                     ",\"payload_digest\":" + (e.payload_digest ? "\"" + to_hex(*e.payload_digest) + "\"" : "null") +
-                    ",\"payload_ref\":" + (e.payload_ref ? json_quote(*e.payload_ref) : "null") +
-                    ",\"prev_hash\":\"" + to_hex(e.prev_hash) + "\",\"hash\":\"" + to_hex(e.hash) + "\"}";
+                    ",\"payload_ref\":" + (e.payload_ref ? json_quote(*e.payload_ref) : "null") + ",\"prev_hash\":\"" +
+                    to_hex(e.prev_hash) + "\",\"hash\":\"" + to_hex(e.hash) + "\"}";
   return out;
 }
 
@@ -70,7 +73,8 @@ AuditEvent parse_audit_json_line(std::string_view text) {
   e.actor = field(line, "actor", Json::Kind::string).text;
   e.action = field(line, "action", Json::Kind::string).text;
   e.resource = field(line, "resource", Json::Kind::string).text;
-  if (const Json* d = line.find("details"); d != nullptr && d->kind != Json::Kind::null) e.details = canonical_details(*d);
+  if (const Json* d = line.find("details"); d != nullptr && d->kind != Json::Kind::null)
+    e.details = canonical_details(*d);
   if (std::optional<std::string> digest = optional_string(line, "payload_digest")) {
     e.payload_digest = from_hex(*digest);
     if (!e.payload_digest) invalid("line: field payload_digest is not hex");

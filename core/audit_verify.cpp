@@ -9,7 +9,9 @@
 namespace fy::core {
 namespace {
 
-[[noreturn]] void invalid(const std::string& message) { throw Error(sqlstate::invalid_parameter, message); }
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error(sqlstate::invalid_parameter, message);
+}
 
 }  // namespace
 
@@ -39,8 +41,9 @@ bool ChainVerifier::add(const AuditEvent& e) {
     fail(next_, e.seq > next_ ? "event " + n + " is missing (the next stored event is " + std::to_string(e.seq) + ")"
                               : "event " + std::to_string(e.seq) + " is out of order (expected " + n + ")");
   } else if (e.prev_hash != prev_) {
-    fail(next_, next_ == 1 ? "prev_hash of event 1 is not the genesis hash"
-                           : "prev_hash of event " + n + " does not match the hash of event " + std::to_string(next_ - 1));
+    fail(next_, next_ == 1
+                    ? "prev_hash of event 1 is not the genesis hash"
+                    : "prev_hash of event " + n + " does not match the hash of event " + std::to_string(next_ - 1));
   } else if (audit_hash(e) != e.hash) {
     fail(next_, "hash of event " + n + " does not match its contents");
   } else if (anchor_ && anchor_->seq == next_ && anchor_->hash != e.hash) {
@@ -66,7 +69,8 @@ Verification ChainVerifier::finish(std::optional<std::int64_t> expected_last) {
   return result_;
 }
 
-void check_verify_range(std::int64_t from_seq, std::optional<std::int64_t> to_seq, const std::optional<Anchor>& anchor) {
+void check_verify_range(std::int64_t from_seq, std::optional<std::int64_t> to_seq,
+                        const std::optional<Anchor>& anchor) {
   if (from_seq < 1) invalid("from_seq must be at least 1");
   if (to_seq && *to_seq < from_seq) invalid("to_seq must not be below from_seq");
   if (anchor) {

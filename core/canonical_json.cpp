@@ -14,7 +14,9 @@
 namespace fy::core {
 namespace {
 
-[[noreturn]] void invalid(const std::string& message) { throw Error(sqlstate::invalid_parameter, message); }
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error(sqlstate::invalid_parameter, message);
+}
 
 class Parser {
  public:
@@ -146,10 +148,14 @@ class Parser {
     for (int k = 0; k < 4; ++k) {
       char c = s_[i_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= unsigned(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= unsigned(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= unsigned(c - 'A' + 10);
-      else fail("a \\u escape has a non-hex digit");
+      if (c >= '0' && c <= '9')
+        v |= unsigned(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= unsigned(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= unsigned(c - 'A' + 10);
+      else
+        fail("a \\u escape has a non-hex digit");
     }
     return v;
   }
@@ -185,14 +191,30 @@ class Parser {
       if (i_ >= s_.size()) fail("a string is not closed");
       char e = s_[i_++];
       switch (e) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
+        case '"':
+          out.push_back('"');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '/':
+          out.push_back('/');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
         case 'u': {
           unsigned cp = hex4();
           if (cp == 0) fail("\\u0000 is not allowed");
@@ -276,10 +298,18 @@ std::string canonical_number(std::string_view lexeme, const char* argument, std:
 
 void emit(const Json& v, std::string& out, const char* argument, std::size_t limit) {
   switch (v.kind) {
-    case Json::Kind::null: out += "null"; break;
-    case Json::Kind::boolean: out += v.text; break;
-    case Json::Kind::number: out += canonical_number(v.text, argument, limit); break;
-    case Json::Kind::string: out += json_quote(v.text); break;
+    case Json::Kind::null:
+      out += "null";
+      break;
+    case Json::Kind::boolean:
+      out += v.text;
+      break;
+    case Json::Kind::number:
+      out += canonical_number(v.text, argument, limit);
+      break;
+    case Json::Kind::string:
+      out += json_quote(v.text);
+      break;
     case Json::Kind::array:
       out.push_back('[');
       for (std::size_t k = 0; k < v.items.size(); ++k) {
@@ -332,13 +362,27 @@ std::string json_quote(std::string_view s) {
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += "\\u00";

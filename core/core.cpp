@@ -74,9 +74,7 @@ Usage slot_budget(const QueueOptions& o, int slots, int slot) {
 bool admits(const QueueOptions& o, int priority, const Usage& used, const Usage& budget, std::int64_t bytes) {
   const std::int64_t percent = o.admit_percent[priority];
   // Integer arithmetic: the class may use floor(budget * percent / 100) of the slot.
-  const auto limit = [&](std::int64_t total) {
-    return total / 100 * percent + total % 100 * percent / 100;
-  };
+  const auto limit = [&](std::int64_t total) { return total / 100 * percent + total % 100 * percent / 100; };
   return used.messages + 1 <= limit(budget.messages) && used.bytes + bytes <= limit(budget.bytes);
 }
 
@@ -107,8 +105,7 @@ std::int64_t backoff_full_jitter(int attempt, std::int64_t base_usecs, std::int6
   if (attempt < 1) attempt = 1;
   if (base_usecs <= 0 || cap_usecs <= 0) return 0;
   std::int64_t ceiling = base_usecs;
-  for (int i = 1; i < attempt && ceiling < cap_usecs; ++i)
-    ceiling = ceiling > cap_usecs / 2 ? cap_usecs : ceiling * 2;
+  for (int i = 1; i < attempt && ceiling < cap_usecs; ++i) ceiling = ceiling > cap_usecs / 2 ? cap_usecs : ceiling * 2;
   if (ceiling > cap_usecs) ceiling = cap_usecs;
   if (unit_random < 0) unit_random = 0;
   if (unit_random >= 1) unit_random = 0.999999999;

@@ -21,7 +21,9 @@ std::string sha256(std::string_view data) {
   return std::string(reinterpret_cast<const char*>(md), size);
 }
 
-std::string sha256_hex(std::string_view data) { return to_hex(sha256(data)); }
+std::string sha256_hex(std::string_view data) {
+  return to_hex(sha256(data));
+}
 
 std::string to_hex(std::string_view bytes) {
   static const char* digits = "0123456789abcdef";

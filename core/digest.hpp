@@ -10,7 +10,7 @@ namespace fy::core {
 
 std::string sha256(std::string_view data);  // 32 bytes
 std::string sha256_hex(std::string_view data);
-std::string to_hex(std::string_view bytes);  // lower case
+std::string to_hex(std::string_view bytes);                  // lower case
 std::optional<std::string> from_hex(std::string_view text);  // nullopt unless pairs of hex digits
 
 }  // namespace fy::core

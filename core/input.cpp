@@ -11,16 +11,14 @@ void check_name(const char* argument, bool present, std::string_view value, std:
   if (!present) throw Error(sqlstate::null_value, string(argument) + " must not be NULL");
   if (value.empty()) throw Error(sqlstate::invalid_parameter, string(argument) + " must not be empty");
   if (value.size() > max_bytes)
-    throw Error(sqlstate::string_too_long,
-                string(argument) + " is longer than " + std::to_string(max_bytes) + " bytes",
+    throw Error(sqlstate::string_too_long, string(argument) + " is longer than " + std::to_string(max_bytes) + " bytes",
                 "length is " + std::to_string(value.size()) + " bytes");
 }
 
 std::int64_t check_duration(const char* argument, const Duration& d, std::int64_t max_usecs) {
   using std::string;
   if (d.months != 0)
-    throw Error(sqlstate::invalid_parameter,
-                string(argument) + " must not have a month or year component",
+    throw Error(sqlstate::invalid_parameter, string(argument) + " must not have a month or year component",
                 "months and years have no fixed length; use days or hours");
   std::int64_t day_part = 0;
   std::int64_t total = 0;

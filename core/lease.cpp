@@ -24,8 +24,7 @@ const char* lease_state(const LeaseRow& row, std::int64_t now) {
 
 AcquireDecision decide_acquire(const LeaseRow* current, std::string_view owner, std::int64_t now_unix_usecs) {
   if (current == nullptr) return {AcquireAction::insert, next_epoch(0, now_unix_usecs)};
-  if (!is_live(*current, now_unix_usecs))
-    return {AcquireAction::take_over, next_epoch(current->epoch, now_unix_usecs)};
+  if (!is_live(*current, now_unix_usecs)) return {AcquireAction::take_over, next_epoch(current->epoch, now_unix_usecs)};
   if (current->owner == owner) return {AcquireAction::extend, current->epoch};
   return {AcquireAction::contended, current->epoch};
 }

@@ -14,7 +14,9 @@ namespace fy::core {
 std::int64_t next_epoch(std::int64_t previous, std::int64_t now_unix_usecs);
 
 // "Expired" means expires_at <= now, on both backends.
-inline bool is_expired(std::int64_t expires_at, std::int64_t now) { return expires_at <= now; }
+inline bool is_expired(std::int64_t expires_at, std::int64_t now) {
+  return expires_at <= now;
+}
 
 // The stored state of a lease, times in microseconds since the Unix epoch.
 struct LeaseRow {

@@ -19,11 +19,11 @@ void throw_queue_full(std::string_view queue, const QueueOptions& options, int p
 }
 
 void throw_payload_too_large(std::string_view queue, const QueueOptions& options, std::int64_t bytes) {
-  throw Error(sqlstate::payload_too_large,
-              "payload of " + std::to_string(bytes) + " bytes is over the limit of queue \"" + std::string(queue) +
-                  "\"",
-              "max_payload_bytes is " + std::to_string(options.max_payload_bytes) +
-                  "; store the bytes elsewhere and send a reference");
+  throw Error(
+      sqlstate::payload_too_large,
+      "payload of " + std::to_string(bytes) + " bytes is over the limit of queue \"" + std::string(queue) + "\"",
+      "max_payload_bytes is " + std::to_string(options.max_payload_bytes) +
+          "; store the bytes elsewhere and send a reference");
 }
 
 void throw_partition_key_required(std::string_view queue) {

@@ -10,8 +10,10 @@ namespace fy::core {
 int priority_from_name(const char* argument, std::string_view name) {
   for (int i = 0; i < priority_classes; ++i)
     if (name == priority_names[i]) return i;
-  throw Error(sqlstate::invalid_parameter, std::string(argument) + " must be one of emergency, security_control, "
-                                           "realtime, interactive, background, bulk",
+  throw Error(sqlstate::invalid_parameter,
+              std::string(argument) +
+                  " must be one of emergency, security_control, "
+                  "realtime, interactive, background, bulk",
               "got \"" + std::string(name) + "\"");
 }
 
@@ -76,12 +78,18 @@ void set_queue_duration(QueueOptions& options, std::string_view key, const Durat
 
 void set_queue_option(QueueOptions& o, std::string_view key, std::string_view value) {
   constexpr std::int64_t big = std::int64_t{1} << 50;
-  if (key == "max_messages") o.max_messages = positive_integer(key, value, big);
-  else if (key == "max_bytes") o.max_bytes = positive_integer(key, value, big);
-  else if (key == "max_payload_bytes") o.max_payload_bytes = positive_integer(key, value, 64 * 1024 * 1024);
-  else if (key == "max_attempts") o.max_attempts = positive_integer(key, value, 1000);
-  else if (key == "max_dead") o.max_dead = positive_integer(key, value, big);
-  else if (key == "notify") o.notify = boolean(key, value);
+  if (key == "max_messages")
+    o.max_messages = positive_integer(key, value, big);
+  else if (key == "max_bytes")
+    o.max_bytes = positive_integer(key, value, big);
+  else if (key == "max_payload_bytes")
+    o.max_payload_bytes = positive_integer(key, value, 64 * 1024 * 1024);
+  else if (key == "max_attempts")
+    o.max_attempts = positive_integer(key, value, 1000);
+  else if (key == "max_dead")
+    o.max_dead = positive_integer(key, value, big);
+  else if (key == "notify")
+    o.notify = boolean(key, value);
   else if (key == "ordering") {
     if (value != "none" && value != "partition") bad_option(key, "must be none or partition");
     o.partitioned = value == "partition";
@@ -99,12 +107,16 @@ void set_queue_option(QueueOptions& o, std::string_view key, std::string_view va
 }
 
 void validate(const QueueOptions& o) {
-  const std::pair<const char*, std::int64_t> positive[] = {
-      {"max_messages", o.max_messages},         {"max_bytes", o.max_bytes},
-      {"max_payload_bytes", o.max_payload_bytes}, {"visibility_timeout", o.visibility_usecs},
-      {"max_attempts", o.max_attempts},         {"backoff_base", o.backoff_base_usecs},
-      {"backoff_max", o.backoff_max_usecs},     {"max_dead", o.max_dead},
-      {"dead_letter_retention", o.dead_retention_usecs}, {"dedup_window", o.dedup_window_usecs}};
+  const std::pair<const char*, std::int64_t> positive[] = {{"max_messages", o.max_messages},
+                                                           {"max_bytes", o.max_bytes},
+                                                           {"max_payload_bytes", o.max_payload_bytes},
+                                                           {"visibility_timeout", o.visibility_usecs},
+                                                           {"max_attempts", o.max_attempts},
+                                                           {"backoff_base", o.backoff_base_usecs},
+                                                           {"backoff_max", o.backoff_max_usecs},
+                                                           {"max_dead", o.max_dead},
+                                                           {"dead_letter_retention", o.dead_retention_usecs},
+                                                           {"dedup_window", o.dedup_window_usecs}};
   for (const auto& [key, value] : positive)
     if (value <= 0) bad_option(key, "must be positive");
   if (o.retain_acked_usecs < 0) bad_option("retain_acked", "must not be negative");

@@ -33,8 +33,8 @@ struct QueueOptions {
   std::int64_t max_attempts = 5;
   std::int64_t backoff_base_usecs = usecs_per_second;
   std::int64_t backoff_max_usecs = 300 * usecs_per_second;
-  bool partitioned = false;         // ordering: none | partition
-  bool keep_dead_payload = false;   // dead_letter_payload: drop | keep
+  bool partitioned = false;        // ordering: none | partition
+  bool keep_dead_payload = false;  // dead_letter_payload: drop | keep
   std::int64_t retain_acked_usecs = 0;
   std::int64_t max_dead = 100000;
   std::int64_t dead_retention_usecs = 7 * usecs_per_day;

@@ -24,7 +24,9 @@ constexpr int max_read_events = 10000;
 // audit_read stops adding rows past this many bytes of details (at least one row is returned).
 constexpr std::size_t max_read_bytes = 8 * 1024 * 1024;
 
-[[noreturn]] void invalid(const std::string& message) { throw core::Error(core::sqlstate::invalid_parameter, message); }
+[[noreturn]] void invalid(const std::string& message) {
+  throw core::Error(core::sqlstate::invalid_parameter, message);
+}
 
 // The chain hashes text as UTF-8 bytes (the encoding the SQLite shim, the offline verifier and
 // the test vectors use); in a database of another encoding the same event would hash otherwise.
@@ -46,9 +48,9 @@ std::int64_t finite_usecs(TimestampTz t, const char* argument) {
 
 // One event of an append, before it has a place in the chain.
 struct Input {
-  core::AuditEvent event;          // without seq, recorded_at, prev_hash and hash
+  core::AuditEvent event;  // without seq, recorded_at, prev_hash and hash
   std::optional<TimestampTz> occurred_at;
-  bool caller_event_id = false;    // the caller named the event: a retry replays it
+  bool caller_event_id = false;  // the caller named the event: a retry replays it
 };
 
 Input make_input(std::string tenant, std::optional<std::string> actor, std::optional<std::string> action,
@@ -57,7 +59,8 @@ Input make_input(std::string tenant, std::optional<std::string> actor, std::opti
                  std::optional<std::string> event_id, const char* plural) {
   auto required = [&](std::optional<std::string>& v, const char* name) {
     if (!v) {
-      if (plural != nullptr) throw core::Error(core::sqlstate::null_value, std::string(name) + "s must not contain NULL");
+      if (plural != nullptr)
+        throw core::Error(core::sqlstate::null_value, std::string(name) + "s must not contain NULL");
       core::check_name(name, false, {}, 0);
     }
     return std::move(*v);
@@ -140,15 +143,16 @@ std::optional<Head> replayed(pg::Spi& spi, const pg::Value& tenant, const Input&
 // the head once at the end (a row updated per event would leave a version per event to skip).
 std::vector<Head> append(pg::Spi& spi, const std::string& tenant, std::vector<Input>& inputs) {
   require_utf8();
-#define FY_INSERT_EVENT                                                                                     \
+#define FY_INSERT_EVENT                                                                                    \
   "INSERT INTO forgeyard.audit_events (tenant_id, seq, event_id, occurred_at, recorded_at, actor, action," \
   "   resource, details, payload_digest, payload_ref, prev_hash, hash)"                                    \
   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::pg_catalog.jsonb, $10, $11, $12, $13)"
-#define FY_EVENT_TYPES                                                                                     \
-  TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, BYTEAOID, \
-      TEXTOID, BYTEAOID, BYTEAOID
+#define FY_EVENT_TYPES                                                                                              \
+  TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, BYTEAOID, TEXTOID, \
+      BYTEAOID, BYTEAOID
   static pg::Statement insert_and_move_head(
-      "WITH e AS (" FY_INSERT_EVENT ")"
+      "WITH e AS (" FY_INSERT_EVENT
+      ")"
       " UPDATE forgeyard.audit_heads SET seq = $2, hash = $13 WHERE tenant_id OPERATOR(pg_catalog.=) $1",
       {FY_EVENT_TYPES});
   static pg::Statement insert(FY_INSERT_EVENT, {FY_EVENT_TYPES});
@@ -190,8 +194,7 @@ std::vector<Head> append(pg::Spi& spi, const std::string& tenant, std::vector<In
     head = Head{e.seq, e.hash};
     out.push_back(head);
   }
-  if (!single && head.seq >= first_seq)
-    spi.run(move_head, {t, pg::int8_value(head.seq), pg::bytea_value(head.hash)});
+  if (!single && head.seq >= first_seq) spi.run(move_head, {t, pg::int8_value(head.seq), pg::bytea_value(head.hash)});
   return out;
 }
 
@@ -228,11 +231,12 @@ FY_FUNCTION(fy_audit_append) {
     return pg::text_arg(fcinfo, n, name, max_bytes, true);
   };
   std::vector<Input> inputs;
-  inputs.push_back(make_input(tenant, text(1, "actor", core::max_actor_bytes), text(2, "action", core::max_action_bytes),
-                              text(3, "resource", core::max_resource_bytes), pg::optional_jsonb_text_arg(fcinfo, 4),
+  inputs.push_back(make_input(tenant, text(1, "actor", core::max_actor_bytes),
+                              text(2, "action", core::max_action_bytes), text(3, "resource", core::max_resource_bytes),
+                              pg::optional_jsonb_text_arg(fcinfo, 4),
                               pg::bytea_arg(fcinfo, 5, "payload_digest", core::max_payload_digest_bytes, true, 1),
-                              text(6, "payload_ref", core::max_payload_ref_bytes), pg::optional_timestamptz_arg(fcinfo, 7),
-                              pg::optional_uuid_arg(fcinfo, 8), nullptr));
+                              text(6, "payload_ref", core::max_payload_ref_bytes),
+                              pg::optional_timestamptz_arg(fcinfo, 7), pg::optional_uuid_arg(fcinfo, 8), nullptr));
   return append_and_return(fcinfo, tenant, inputs);
 }
 
@@ -270,8 +274,7 @@ FY_FUNCTION(fy_audit_append_batch) {
     std::optional<std::string> digest = element(digests, i);
     if (digest && digest->empty()) invalid("payload_digests must not contain an empty digest");
     inputs.push_back(make_input(tenant, (*actors)[i], (*actions)[i], (*resources)[i], element(details, i),
-                                std::move(digest), element(refs, i), element(occurred, i), element(event_ids, i),
-                                "s"));
+                                std::move(digest), element(refs, i), element(occurred, i), element(event_ids, i), "s"));
   }
   return append_and_return(fcinfo, tenant, inputs);
 }
@@ -296,8 +299,8 @@ namespace {
 // Reads events from_seq .. to_seq (at most `limit`) in seq order. details comes back canonical;
 // a stored value that is no longer a JSON object keeps its text, so its hash cannot match.
 template <class OnEvent>
-std::uint64_t read_events(pg::Spi& spi, const std::string& tenant, std::int64_t from_seq, std::int64_t to_seq, int limit,
-                          OnEvent&& on_event) {
+std::uint64_t read_events(pg::Spi& spi, const std::string& tenant, std::int64_t from_seq, std::int64_t to_seq,
+                          int limit, OnEvent&& on_event) {
   static pg::Statement page(
       "SELECT e.seq, e.event_id, e.occurred_at, e.recorded_at, e.actor, e.action, e.resource,"
       "       e.details::pg_catalog.text, e.payload_digest, e.payload_ref, e.prev_hash, e.hash"
@@ -306,7 +309,8 @@ std::uint64_t read_events(pg::Spi& spi, const std::string& tenant, std::int64_t 
       "   AND e.seq OPERATOR(pg_catalog.<=) $3"
       " ORDER BY e.seq LIMIT $4",
       {TEXTOID, INT8OID, INT8OID, INT4OID});
-  return spi.run(page, {pg::text_value(tenant), pg::int8_value(from_seq), pg::int8_value(to_seq), pg::int4_value(limit)},
+  return spi.run(page,
+                 {pg::text_value(tenant), pg::int8_value(from_seq), pg::int8_value(to_seq), pg::int4_value(limit)},
                  [&](const pg::Row& r) {
                    core::AuditEvent e;
                    e.tenant = tenant;

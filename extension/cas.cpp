@@ -40,8 +40,10 @@ struct Table {
 std::map<Oid, std::shared_ptr<const Table>> tables;
 
 void forget_table(Oid relid) noexcept {
-  if (relid == InvalidOid) tables.clear();
-  else tables.erase(relid);
+  if (relid == InvalidOid)
+    tables.clear();
+  else
+    tables.erase(relid);
 }
 
 Table read_table(pg::Spi& spi, Oid rel);
@@ -56,9 +58,10 @@ std::shared_ptr<const Table> describe(pg::Spi& spi, Oid rel) {
 }
 
 Table read_table(pg::Spi& spi, Oid rel) {
-  static pg::Statement name_of("SELECT $1::pg_catalog.regclass::pg_catalog.text, c.relkind::pg_catalog.text"
-                               "  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
-                               {OIDOID});
+  static pg::Statement name_of(
+      "SELECT $1::pg_catalog.regclass::pg_catalog.text, c.relkind::pg_catalog.text"
+      "  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
+      {OIDOID});
   static pg::Statement columns_of(
       "SELECT a.attname::pg_catalog.text, a.attgenerated OPERATOR(pg_catalog.<>) '',"
       "       pg_catalog.format_type(a.atttypid, a.atttypmod)"
@@ -77,8 +80,9 @@ Table read_table(pg::Spi& spi, Oid rel) {
     throw core::Error(invalid_parameter, "rel must be a plain table, not a partitioned one: " + t.name,
                       "version its partitions one by one");
   if (kind != "r") throw core::Error(invalid_parameter, "rel must be a table: " + t.name);
-  spi.run(columns_of, {pg::oid_value(rel)},
-          [&](const pg::Row& row) { t.columns[*row.text(1)] = Column{*row.boolean(2), *row.text(3)}; });
+  spi.run(columns_of, {pg::oid_value(rel)}, [&](const pg::Row& row) {
+    t.columns[*row.text(1)] = Column{*row.boolean(2), *row.text(3)};
+  });
   static pg::Statement unique_columns(
       "SELECT i.indexrelid, a.attname::pg_catalog.text"
       "  FROM pg_catalog.pg_index i"
@@ -91,9 +95,10 @@ Table read_table(pg::Spi& spi, Oid rel) {
   spi.run(unique_columns, {pg::oid_value(rel)},
           [&](const pg::Row& row) { unique_indexes[*row.oid(1)].insert(*row.text(2)); });
   for (auto& [index, columns] : unique_indexes) t.unique_keys.push_back(columns);
-  static pg::Statement trigger("SELECT 1 FROM pg_catalog.pg_trigger g"
-                               " WHERE g.tgrelid OPERATOR(pg_catalog.=) $1 AND g.tgname OPERATOR(pg_catalog.=) $2",
-                               {OIDOID, TEXTOID});
+  static pg::Statement trigger(
+      "SELECT 1 FROM pg_catalog.pg_trigger g"
+      " WHERE g.tgrelid OPERATOR(pg_catalog.=) $1 AND g.tgname OPERATOR(pg_catalog.=) $2",
+      {OIDOID, TEXTOID});
   t.versioned = spi.run(trigger, {pg::oid_value(rel), pg::text_value(trigger_name)}) > 0;
   return t;
 }
@@ -132,13 +137,15 @@ void check_changes(const Table& t, const std::vector<std::string>& key, const st
   if (changes.empty()) throw core::Error(invalid_parameter, "changes must name at least one column");
   for (const std::string& c : changes) {
     auto it = t.columns.find(c);
-    if (it == t.columns.end()) throw core::Error(invalid_parameter, "changes name unknown column \"" + c + "\" of " + t.name);
+    if (it == t.columns.end())
+      throw core::Error(invalid_parameter, "changes name unknown column \"" + c + "\" of " + t.name);
     if (c == core::version_column)
       throw core::Error(invalid_parameter, "changes must not set entity_version: cas_update sets it to expected + 1");
     if (c == core::tenant_column) throw core::Error(invalid_parameter, "changes must not set tenant_id");
     if (std::find(key.begin(), key.end(), c) != key.end())
       throw core::Error(invalid_parameter, "changes must not set key column \"" + c + "\"");
-    if (it->second.generated) throw core::Error(invalid_parameter, "changes must not set generated column \"" + c + "\"");
+    if (it->second.generated)
+      throw core::Error(invalid_parameter, "changes must not set generated column \"" + c + "\"");
   }
 }
 
@@ -159,8 +166,8 @@ std::string key_condition(const std::vector<std::string>& key) {
   return sql;
 }
 
-std::int64_t current_version(pg::Spi& spi, const Table& t, const std::vector<std::string>& key, const pg::Value& key_json,
-                             bool* found) {
+std::int64_t current_version(pg::Spi& spi, const Table& t, const std::vector<std::string>& key,
+                             const pg::Value& key_json, bool* found) {
   pg::Statement& read = pg::Statement::cached(
       "SELECT t.entity_version FROM " + t.name + " t, " + record_of(t, key, 1, "k") + " WHERE " + key_condition(key),
       {JSONBOID});
@@ -172,8 +179,7 @@ std::int64_t current_version(pg::Spi& spi, const Table& t, const std::vector<std
 std::shared_ptr<const Table> versioned_table(pg::Spi& spi, FunctionCallInfo fcinfo) {
   std::shared_ptr<const Table> table = describe(spi, pg::regclass_arg(fcinfo, 0, "rel"));
   const Table& t = *table;
-  if (!t.has(core::version_column))
-    throw core::Error(invalid_parameter, t.name + " has no entity_version column");
+  if (!t.has(core::version_column)) throw core::Error(invalid_parameter, t.name + " has no entity_version column");
   if (!t.versioned)
     throw core::Error(invalid_parameter, t.name + " is not under version control",
                       "call forgeyard.enable_versioning('" + t.name + "') first");
@@ -207,17 +213,18 @@ FY_FUNCTION(fy_versioning_trigger) {
 
 // enable_versioning(rel): every UPDATE of rel must then move entity_version from expected to expected + 1.
 FY_FUNCTION(fy_enable_versioning) {
-  static pg::Statement column("SELECT a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype,"
-                              "       a.attnotnull,"
-                              // DEFAULT 1, '1', 1::bigint and '1'::bigint are the same default.
-                              "       pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.=)"
-                              "         ANY (ARRAY['1', '''1''::bigint', '(1)::bigint'])"
-                              "  FROM pg_catalog.pg_attribute a"
-                              "  LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid"
-                              "   AND d.adnum OPERATOR(pg_catalog.=) a.attnum"
-                              " WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attname OPERATOR(pg_catalog.=) 'entity_version'"
-                              "   AND NOT a.attisdropped",
-                              {OIDOID});
+  static pg::Statement column(
+      "SELECT a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype,"
+      "       a.attnotnull,"
+      // DEFAULT 1, '1', 1::bigint and '1'::bigint are the same default.
+      "       pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.=)"
+      "         ANY (ARRAY['1', '''1''::bigint', '(1)::bigint'])"
+      "  FROM pg_catalog.pg_attribute a"
+      "  LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid"
+      "   AND d.adnum OPERATOR(pg_catalog.=) a.attnum"
+      " WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attname OPERATOR(pg_catalog.=) 'entity_version'"
+      "   AND NOT a.attisdropped",
+      {OIDOID});
   static pg::Statement may_update("SELECT pg_catalog.has_table_privilege($1, 'UPDATE')", {OIDOID});
   pg::Spi spi;
   const std::shared_ptr<const Table> table = describe(spi, pg::regclass_arg(fcinfo, 0, "rel"));
@@ -236,7 +243,9 @@ FY_FUNCTION(fy_enable_versioning) {
     throw core::Error(invalid_parameter, "entity_version of " + t.name + " must be bigint NOT NULL DEFAULT 1");
   bool allowed = false;
   spi.run(may_update, {pg::oid_value(t.oid)}, [&](const pg::Row& row) { allowed = *row.boolean(1); });
-  if (!allowed) throw core::Error(core::sqlstate::insufficient_privilege, "permission denied: UPDATE on " + t.name + " is needed to version it");
+  if (!allowed)
+    throw core::Error(core::sqlstate::insufficient_privilege,
+                      "permission denied: UPDATE on " + t.name + " is needed to version it");
   if (!t.versioned)
     spi.run_once("CREATE TRIGGER " + std::string(trigger_name) + " BEFORE INSERT OR UPDATE ON " + t.name +
                  " FOR EACH ROW EXECUTE FUNCTION forgeyard.versioning_trigger()");
@@ -277,12 +286,12 @@ FY_FUNCTION(fy_cas_update) {
     set_list += q + ", ";
     value_list += "c." + q + ", ";
   }
-  pg::Statement& update = pg::Statement::cached(
-      "UPDATE " + t.name + " t SET (" + set_list + "entity_version) = (SELECT " + value_list +
-          "$3 OPERATOR(pg_catalog.+) 1 FROM " + record_of(t, changes, 2, "c") + ")" +
-          " FROM " + record_of(t, key, 1, "k") + " WHERE " + key_condition(key) +
-          " AND t.entity_version OPERATOR(pg_catalog.=) $3 RETURNING t.entity_version",
-      {JSONBOID, JSONBOID, INT8OID});
+  pg::Statement& update =
+      pg::Statement::cached("UPDATE " + t.name + " t SET (" + set_list + "entity_version) = (SELECT " + value_list +
+                                "$3 OPERATOR(pg_catalog.+) 1 FROM " + record_of(t, changes, 2, "c") + ")" + " FROM " +
+                                record_of(t, key, 1, "k") + " WHERE " + key_condition(key) +
+                                " AND t.entity_version OPERATOR(pg_catalog.=) $3 RETURNING t.entity_version",
+                            {JSONBOID, JSONBOID, INT8OID});
   std::int64_t version = 0;
   const std::uint64_t updated = spi.run(update, {key_json, changes_json, pg::int8_value(expected)},
                                         [&](const pg::Row& row) { version = row.int8(1).value_or(0); });
@@ -307,10 +316,10 @@ FY_FUNCTION(fy_cas_get) {
   const std::vector<std::string> key = object_keys(key_json, "key");
   check_key(t, key);
   // t.*, not t: a column named "t" would make the bare alias ambiguous (42702).
-  pg::Statement& read = pg::Statement::cached(
-      "SELECT pg_catalog.to_jsonb(t.*)::pg_catalog.text, t.entity_version FROM " + t.name + " t, " +
-          record_of(t, key, 1, "k") + " WHERE " + key_condition(key),
-      {JSONBOID});
+  pg::Statement& read =
+      pg::Statement::cached("SELECT pg_catalog.to_jsonb(t.*)::pg_catalog.text, t.entity_version FROM " + t.name +
+                                " t, " + record_of(t, key, 1, "k") + " WHERE " + key_condition(key),
+                            {JSONBOID});
   std::optional<std::string> row_json;
   std::int64_t version = 0;
   spi.run(read, {key_json}, [&](const pg::Row& row) {

@@ -19,7 +19,10 @@ struct Key {
 Key key_args(FunctionCallInfo fcinfo) {
   Key key{pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes),
           pg::name_arg(fcinfo, 1, "scope", core::max_scope_bytes),
-          pg::name_arg(fcinfo, 2, "key", core::max_idempotency_key_bytes), {}, {}, {}};
+          pg::name_arg(fcinfo, 2, "key", core::max_idempotency_key_bytes),
+          {},
+          {},
+          {}};
   key.t = pg::text_value(key.tenant);
   key.s = pg::text_value(key.scope);
   key.k = pg::text_value(key.key);
@@ -44,9 +47,10 @@ std::optional<Stored> lock_key(pg::Spi& spi, const Key& key) {
       {TEXTOID, TEXTOID, TEXTOID});
   std::optional<Stored> stored;
   spi.run(lock, {key.t, key.s, key.k}, [&](const pg::Row& r) {
-    stored = Stored{{*r.bytea(1), *r.boolean(2), *r.int8(3), pg::unix_usecs(*r.timestamptz(4)),
-                     pg::unix_usecs(*r.timestamptz(5))},
-                    r.text(6), r.bytea(7)};
+    stored = Stored{
+        {*r.bytea(1), *r.boolean(2), *r.int8(3), pg::unix_usecs(*r.timestamptz(4)), pg::unix_usecs(*r.timestamptz(5))},
+        r.text(6),
+        r.bytea(7)};
   });
   return stored;
 }
@@ -57,16 +61,15 @@ void explain_unchanged(pg::Spi& spi, const Key& key, std::uint64_t changed, cons
                        const char* operation) {
   if (changed > 0) return;
   std::optional<Stored> stored = lock_key(spi, key);
-  if (!stored)
-    core::throw_unknown_key(key.scope, key.key);
+  if (!stored) core::throw_unknown_key(key.scope, key.key);
   core::check_attempt(stored->row, attempt ? &*attempt : nullptr, operation);
   throw core::Error(core::sqlstate::internal_error, std::string(operation) + " changed no row");
 }
 
 // The WHERE clause of those statements: the key, in progress, and (when given, as $4) the attempt.
-#define FY_IN_PROGRESS_KEY                                                                                  \
-  " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2"                         \
-  "   AND key OPERATOR(pg_catalog.=) $3 AND status OPERATOR(pg_catalog.=) 'in_progress'"                  \
+#define FY_IN_PROGRESS_KEY                                                               \
+  " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2"       \
+  "   AND key OPERATOR(pg_catalog.=) $3 AND status OPERATOR(pg_catalog.=) 'in_progress'" \
   "   AND ($4::pg_catalog.int8 IS NULL OR attempt OPERATOR(pg_catalog.=) $4)"
 
 }  // namespace
@@ -90,14 +93,13 @@ FY_FUNCTION(fy_idem_begin) {
       "   created_at = CASE WHEN $10 THEN created_at ELSE $8 END, expires_at = $9"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2 AND key OPERATOR(pg_catalog.=) $3"
       " RETURNING attempt",
-      {TEXTOID, TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID,
-       BOOLOID});
+      {TEXTOID, TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID});
   const Key key = key_args(fcinfo);
-  const std::string digest =
-      *pg::bytea_arg(fcinfo, 3, "request_digest", core::max_request_digest_bytes, false, 1);
+  const std::string digest = *pg::bytea_arg(fcinfo, 3, "request_digest", core::max_request_digest_bytes, false, 1);
   const std::int64_t lock_ttl = pg::duration_arg(fcinfo, 4, "lock_ttl", core::max_idempotency_lock_usecs);
   const std::int64_t retain = pg::duration_arg(fcinfo, 5, "retain", core::max_idempotency_retention_usecs);
-  if (retain < lock_ttl) throw core::Error(core::sqlstate::invalid_parameter, "retain must not be shorter than lock_ttl");
+  if (retain < lock_ttl)
+    throw core::Error(core::sqlstate::invalid_parameter, "retain must not be shorter than lock_ttl");
   const TimestampTz now = pg::now();
 
   pg::Spi spi;
@@ -106,9 +108,10 @@ FY_FUNCTION(fy_idem_begin) {
   std::optional<std::string> recovery_point, response;
   std::int64_t attempt = 0;
   auto insert_key = [&] {
-    return spi.run(insert, {key.t, key.s, key.k, pg::bytea_value(digest), pg::timestamptz_value(now + lock_ttl),
-                            pg::int8_value(lock_ttl), pg::int8_value(retain), pg::timestamptz_value(now),
-                            pg::timestamptz_value(now + retain)},
+    return spi.run(insert,
+                   {key.t, key.s, key.k, pg::bytea_value(digest), pg::timestamptz_value(now + lock_ttl),
+                    pg::int8_value(lock_ttl), pg::int8_value(retain), pg::timestamptz_value(now),
+                    pg::timestamptz_value(now + retain)},
                    [&](const pg::Row& r) { attempt = *r.int8(1); }) > 0;
   };
   // A new attempt on the existing row; `resume` keeps its recovery point (a take-over).
@@ -160,8 +163,7 @@ FY_FUNCTION(fy_idem_checkpoint) {
       "UPDATE forgeyard.idempotency_keys SET recovery_point = $5,"
       "   locked_until = $6 OPERATOR(pg_catalog.+) (lock_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval),"
       "   expires_at = GREATEST(expires_at,"
-      "     $6 OPERATOR(pg_catalog.+) (lock_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval))"
-      FY_IN_PROGRESS_KEY,
+      "     $6 OPERATOR(pg_catalog.+) (lock_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval))" FY_IN_PROGRESS_KEY,
       {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID});
   const Key key = key_args(fcinfo);
   const std::string recovery_point = *pg::text_arg(fcinfo, 3, "recovery_point", core::max_recovery_point_bytes, false);
@@ -169,8 +171,9 @@ FY_FUNCTION(fy_idem_checkpoint) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, key.tenant);
-  const std::uint64_t changed = spi.run(save, {key.t, key.s, key.k, attempt ? pg::int8_value(*attempt) : pg::null_value(),
-                                               pg::text_value(recovery_point), pg::timestamptz_value(now)});
+  const std::uint64_t changed =
+      spi.run(save, {key.t, key.s, key.k, attempt ? pg::int8_value(*attempt) : pg::null_value(),
+                     pg::text_value(recovery_point), pg::timestamptz_value(now)});
   explain_unchanged(spi, key, changed, attempt, "checkpoint");
   spi.finish();
   return (Datum)0;
@@ -180,8 +183,7 @@ FY_FUNCTION(fy_idem_checkpoint) {
 FY_FUNCTION(fy_idem_complete) {
   static pg::Statement complete(
       "UPDATE forgeyard.idempotency_keys SET status = 'completed', response = $5, completed_at = $6, locked_until = $6,"
-      "   expires_at = $6 OPERATOR(pg_catalog.+) (retain_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval)"
-      FY_IN_PROGRESS_KEY,
+      "   expires_at = $6 OPERATOR(pg_catalog.+) (retain_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval)" FY_IN_PROGRESS_KEY,
       {TEXTOID, TEXTOID, TEXTOID, INT8OID, BYTEAOID, TIMESTAMPTZOID});
   const Key key = key_args(fcinfo);
   const std::optional<std::string> response = pg::bytea_arg(fcinfo, 3, "response", core::max_response_bytes, true);

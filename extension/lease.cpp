@@ -23,7 +23,9 @@ std::string resource_arg(FunctionCallInfo fcinfo) {
 }
 
 // core::is_live as SQL over the row, with $4 = now.
-std::string live_grant() { return core::live_lease_sql("$4", "OPERATOR(pg_catalog.>)"); }
+std::string live_grant() {
+  return core::live_lease_sql("$4", "OPERATOR(pg_catalog.>)");
+}
 
 }  // namespace
 }  // namespace fy
@@ -73,8 +75,8 @@ FY_FUNCTION(fy_lease_acquire) {
     TimestampTz current_expires = 0;
     spi.run(lock, {t, r}, [&](const pg::Row& row) {
       current_expires = *row.timestamptz(3);
-      current = core::LeaseRow{row.text(1).value_or(""), *row.int8(2), pg::unix_usecs(current_expires),
-                               *row.boolean(4), *row.boolean(5)};
+      current = core::LeaseRow{row.text(1).value_or(""), *row.int8(2), pg::unix_usecs(current_expires), *row.boolean(4),
+                               *row.boolean(5)};
     });
     const core::AcquireDecision decision = core::decide_acquire(current ? &*current : nullptr, owner, now_us);
     epoch = decision.epoch;
@@ -101,8 +103,8 @@ FY_FUNCTION(fy_lease_acquire) {
   spi.finish();
 
   pg::TableResult out(fcinfo);
-  out.add_row({pg::bool_value(acquired), pg::int8_value(epoch), pg::text_value(holder),
-               pg::timestamptz_value(holder_expires)});
+  out.add_row(
+      {pg::bool_value(acquired), pg::int8_value(epoch), pg::text_value(holder), pg::timestamptz_value(holder_expires)});
   return (Datum)0;
 }
 
@@ -111,7 +113,8 @@ FY_FUNCTION(fy_lease_renew) {
   static pg::Statement renew(
       "UPDATE forgeyard.leases SET expires_at = $5"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
-      "   AND epoch OPERATOR(pg_catalog.=) $3 AND " + live_grant(),
+      "   AND epoch OPERATOR(pg_catalog.=) $3 AND " +
+          live_grant(),
       {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID});
   const std::string tenant = tenant_arg(fcinfo);
   const std::string resource = resource_arg(fcinfo);
@@ -121,9 +124,8 @@ FY_FUNCTION(fy_lease_renew) {
 
   pg::Spi spi;
   check_tenant(spi, tenant);
-  const std::uint64_t renewed =
-      spi.run(renew, {pg::text_value(tenant), pg::text_value(resource), pg::int8_value(epoch),
-                      pg::timestamptz_value(now), pg::timestamptz_value(now + ttl)});
+  const std::uint64_t renewed = spi.run(renew, {pg::text_value(tenant), pg::text_value(resource), pg::int8_value(epoch),
+                                                pg::timestamptz_value(now), pg::timestamptz_value(now + ttl)});
   spi.finish();
   if (renewed == 0) core::throw_stale_lease(resource, epoch);
   return TimestampTzGetDatum(now + ttl);
@@ -135,7 +137,8 @@ FY_FUNCTION(fy_lease_release) {
   static pg::Statement release(
       "UPDATE forgeyard.leases SET released_at = $4"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
-      "   AND epoch OPERATOR(pg_catalog.=) $3 AND " + live_grant(),
+      "   AND epoch OPERATOR(pg_catalog.=) $3 AND " +
+          live_grant(),
       {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
   const std::string tenant = tenant_arg(fcinfo);
   const std::string resource = resource_arg(fcinfo);
@@ -157,7 +160,8 @@ FY_FUNCTION(fy_lease_fence) {
   static pg::Statement fence(
       "SELECT 1 FROM forgeyard.leases"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
-      "   AND epoch OPERATOR(pg_catalog.=) $3 AND " + live_grant() + " FOR KEY SHARE",
+      "   AND epoch OPERATOR(pg_catalog.=) $3 AND " +
+          live_grant() + " FOR KEY SHARE",
       {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
   const std::string tenant = tenant_arg(fcinfo);
   const std::string resource = resource_arg(fcinfo);
@@ -199,8 +203,7 @@ FY_FUNCTION(fy_lease_get) {
   pg::TableResult out(fcinfo);
   if (lease)
     out.add_row({pg::text_value(lease->owner), pg::int8_value(lease->epoch), pg::timestamptz_value(acquired_at),
-                 pg::timestamptz_value(expires_at),
-                 pg::text_value(core::lease_state(*lease, pg::unix_usecs(now)))});
+                 pg::timestamptz_value(expires_at), pg::text_value(core::lease_state(*lease, pg::unix_usecs(now)))});
   return (Datum)0;
 }
 
@@ -218,8 +221,7 @@ FY_FUNCTION(fy_lease_reap) {
       " RETURNING l.tenant_id, l.resource, l.epoch, l.owner, l.expires_at",
       {TIMESTAMPTZOID, INT4OID, TEXTOID});
   const std::int32_t max_leases = pg::int4_arg(fcinfo, 0, "max_leases");
-  if (max_leases <= 0)
-    throw core::Error(core::sqlstate::invalid_parameter, "max_leases must be positive");
+  if (max_leases <= 0) throw core::Error(core::sqlstate::invalid_parameter, "max_leases must be positive");
   const std::optional<std::string> tenant = pg::optional_name_arg(fcinfo, 1, "tenant", max_tenant_bytes);
   const TimestampTz now = pg::now();
 
@@ -233,8 +235,7 @@ FY_FUNCTION(fy_lease_reap) {
   check_tenant(spi, tenant);
   spi.run(reap, {pg::timestamptz_value(now), pg::int4_value(max_leases), pg::optional_text_value(tenant)},
           [&](const pg::Row& row) {
-            reaped.push_back({*row.text(1), *row.text(2), row.text(4).value_or(""), *row.int8(3),
-                              *row.timestamptz(5)});
+            reaped.push_back({*row.text(1), *row.text(2), row.text(4).value_or(""), *row.int8(3), *row.timestamptz(5)});
           });
   spi.finish();
 

@@ -1,4 +1,6 @@
 // forgeyard.now(): the clock every function and view uses.
 #include "pg/clock.hpp"
 
-FY_FUNCTION(fy_now) { return TimestampTzGetDatum(fy::pg::now()); }
+FY_FUNCTION(fy_now) {
+  return TimestampTzGetDatum(fy::pg::now());
+}

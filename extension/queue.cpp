@@ -10,16 +10,20 @@
 
 namespace fy::queue {
 
-std::string tenant_arg(FunctionCallInfo fcinfo) { return pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes); }
-std::string queue_arg(FunctionCallInfo fcinfo) { return pg::name_arg(fcinfo, 1, "queue", core::max_queue_name_bytes); }
+std::string tenant_arg(FunctionCallInfo fcinfo) {
+  return pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes);
+}
+std::string queue_arg(FunctionCallInfo fcinfo) {
+  return pg::name_arg(fcinfo, 1, "queue", core::max_queue_name_bytes);
+}
 
 namespace {
 
 // The columns of forgeyard.queues, in the order load_queue reads them.
-#define FY_QUEUE_COLUMNS                                                                                    \
-  "max_messages, max_bytes, max_payload_bytes, visibility_usecs, max_attempts, backoff_base_usecs,"        \
+#define FY_QUEUE_COLUMNS                                                                                                \
+  "max_messages, max_bytes, max_payload_bytes, visibility_usecs, max_attempts, backoff_base_usecs,"                     \
   " backoff_max_usecs, ordering OPERATOR(pg_catalog.=) 'partition', dead_letter_payload OPERATOR(pg_catalog.=) 'keep'," \
-  " retain_acked_usecs, max_dead, dead_retention_usecs, dedup_window_usecs, admit_emergency,"              \
+  " retain_acked_usecs, max_dead, dead_retention_usecs, dedup_window_usecs, admit_emergency,"                           \
   " admit_security_control, admit_realtime, admit_interactive, admit_background, admit_bulk, notify, slots"
 
 core::QueueOptions options_from(const pg::Row& r, int* slots) {
@@ -46,15 +50,18 @@ core::QueueOptions options_from(const pg::Row& r, int* slots) {
 }  // namespace
 
 Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing) {
-  static pg::Statement read("SELECT " FY_QUEUE_COLUMNS " FROM forgeyard.queues"
+  static pg::Statement read("SELECT " FY_QUEUE_COLUMNS
+                            " FROM forgeyard.queues"
                             " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
                             {TEXTOID, TEXTOID});
   // Producers keep the queue from being dropped under them until they commit (queue_drop
   // deletes the queue row first, and waits for this lock).
-  static pg::Statement read_for_producer("SELECT " FY_QUEUE_COLUMNS " FROM forgeyard.queues"
-                                         " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
-                                         " FOR KEY SHARE",
-                                         {TEXTOID, TEXTOID});
+  static pg::Statement read_for_producer(
+      "SELECT " FY_QUEUE_COLUMNS
+      " FROM forgeyard.queues"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
+      " FOR KEY SHARE",
+      {TEXTOID, TEXTOID});
   Queue queue;
   queue.tenant = tenant_arg(fcinfo);
   queue.name = queue_arg(fcinfo);
@@ -66,8 +73,7 @@ Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing) {
     queue.options = options_from(r, &queue.slots);
     found = true;
   });
-  if (!found)
-    core::throw_unknown_queue(queue.tenant, queue.name);
+  if (!found) core::throw_unknown_queue(queue.tenant, queue.name);
   return queue;
 }
 
@@ -126,8 +132,8 @@ void apply(pg::Spi& spi, const Queue& queue, const Releases& releases) {
       "     AND n.state OPERATOR(pg_catalog.=) 'pending' ORDER BY n.msg_id LIMIT 1)",
       {TEXTOID, TEXTOID, TEXTOID});
   for (const auto& [slot, used] : releases.slots)
-    spi.run(give_back, {queue.t, queue.q, pg::int4_value(slot), pg::int8_value(used.messages),
-                        pg::int8_value(used.bytes)});
+    spi.run(give_back,
+            {queue.t, queue.q, pg::int4_value(slot), pg::int8_value(used.messages), pg::int8_value(used.bytes)});
   for (const auto& [key, count] : releases.keys) {
     const pg::Value k = pg::text_value(key);
     std::int64_t pending = 0;

@@ -63,16 +63,17 @@ FY_FUNCTION(fy_dead_list) {
   const std::int32_t max_rows = queue::positive_int_arg(fcinfo, 3, "max_rows", 10000);
   std::vector<Dead> rows;
   spi.run(list, {q.t, q.q, pg::int8_value(after), pg::int4_value(max_rows)}, [&](const pg::Row& r) {
-    rows.push_back({*r.int8(1), r.uuid(2), r.text(3), *r.int8(4), *r.int8(5), r.text(6), r.text(7),
-                    *r.timestamptz(8), r.bytea(9)});
+    rows.push_back({*r.int8(1), r.uuid(2), r.text(3), *r.int8(4), *r.int8(5), r.text(6), r.text(7), *r.timestamptz(8),
+                    r.bytea(9)});
   });
   spi.finish();
   pg::TableResult out(fcinfo);
   for (const Dead& d : rows)
-    out.add_row({pg::int8_value(d.msg_id), pg::optional_uuid_value(d.event_id), pg::optional_text_value(d.partition_key),
-                 pg::text_value(core::priority_names[d.priority]), pg::int4_value(static_cast<int>(d.attempt)),
-                 pg::optional_text_value(d.error), pg::optional_text_value(d.error_class),
-                 pg::timestamptz_value(d.dead_at), pg::optional_bytea_value(d.payload)});
+    out.add_row({pg::int8_value(d.msg_id), pg::optional_uuid_value(d.event_id),
+                 pg::optional_text_value(d.partition_key), pg::text_value(core::priority_names[d.priority]),
+                 pg::int4_value(static_cast<int>(d.attempt)), pg::optional_text_value(d.error),
+                 pg::optional_text_value(d.error_class), pg::timestamptz_value(d.dead_at),
+                 pg::optional_bytea_value(d.payload)});
   return (Datum)0;
 }
 
@@ -105,14 +106,16 @@ FY_FUNCTION(fy_dead_redrive) {
   };
   std::vector<Dead> dead;
   spi.run(pick, {q.t, q.q, id_array, pg::int4_value(ids ? static_cast<int>(ids->size()) : max_rows)},
-          [&](const pg::Row& r) { dead.push_back({*r.int8(1), *r.int8(2), *r.int8(3), r.text(4), *r.boolean(5)}); });
+          [&](const pg::Row& r) {
+            dead.push_back({*r.int8(1), *r.int8(2), *r.int8(3), r.text(4), *r.boolean(5)});
+          });
   for (const Dead& d : dead) {
-    if (!d.has_payload)
-      core::throw_not_redrivable(d.msg_id);
+    if (!d.has_payload) core::throw_not_redrivable(d.msg_id);
     const int slot = queue::admit(spi, q, static_cast<int>(d.priority), d.bytes);
     const bool is_head = queue::join_partition(spi, q, d.key);
-    spi.run(revive, {pg::int8_value(d.msg_id), pg::timestamptz_value(now), {Int16GetDatum(slot), false},
-                     pg::bool_value(is_head)});
+    spi.run(
+        revive,
+        {pg::int8_value(d.msg_id), pg::timestamptz_value(now), {Int16GetDatum(slot), false}, pg::bool_value(is_head)});
   }
   spi.finish();
   return Int32GetDatum(static_cast<std::int32_t>(dead.size()));
@@ -137,14 +140,19 @@ FY_FUNCTION(fy_dead_purge) {
 FY_FUNCTION(fy_claim_plan) {
   pg::Spi spi;
   const queue::Queue q = queue::load(spi, fcinfo);
-  pg::Statement& explain = pg::Statement::cached(
-      std::string("EXPLAIN (COSTS OFF) ") + queue::claim_class_sql,
-      {TEXTOID, TEXTOID, INT2OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID});
+  pg::Statement& explain =
+      pg::Statement::cached(std::string("EXPLAIN (COSTS OFF) ") + queue::claim_class_sql,
+                            {TEXTOID, TEXTOID, INT2OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID});
   std::vector<std::string> lines;
   const TimestampTz now = pg::now();
   spi.run(explain,
-          {q.t, q.q, {Int16GetDatum(3), false}, pg::int4_value(10), pg::timestamptz_value(now),
-           pg::text_value("explain"), pg::timestamptz_value(now)},
+          {q.t,
+           q.q,
+           {Int16GetDatum(3), false},
+           pg::int4_value(10),
+           pg::timestamptz_value(now),
+           pg::text_value("explain"),
+           pg::timestamptz_value(now)},
           [&](const pg::Row& r) { lines.push_back(*r.text(1)); });
   spi.finish();
   pg::TableResult out(fcinfo);

@@ -28,8 +28,8 @@ const char claim_class_sql[] =
 
 std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& consumer, int max_messages,
                            std::int64_t visibility, TimestampTz now) {
-  static pg::Statement claim_class(claim_class_sql, {TEXTOID, TEXTOID, INT2OID, INT4OID, TIMESTAMPTZOID, TEXTOID,
-                                                     TIMESTAMPTZOID});
+  static pg::Statement claim_class(claim_class_sql,
+                                   {TEXTOID, TEXTOID, INT2OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID});
   // A delivery that lapsed once too often (its consumer died or hung every time) is not handed
   // out again: it is dead-lettered like a nack after max_attempts.
   static pg::Statement dead(
@@ -45,8 +45,13 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   for (int p = 0; p < core::priority_classes && static_cast<int>(out.size()) < max_messages; ++p) {
     const std::size_t before = out.size();
     spi.run(claim_class,
-            {queue.t, queue.q, {Int16GetDatum(p), false}, pg::int4_value(max_messages - static_cast<int>(out.size())),
-             pg::timestamptz_value(now + visibility), c, pg::timestamptz_value(now)},
+            {queue.t,
+             queue.q,
+             {Int16GetDatum(p), false},
+             pg::int4_value(max_messages - static_cast<int>(out.size())),
+             pg::timestamptz_value(now + visibility),
+             c,
+             pg::timestamptz_value(now)},
             [&](const pg::Row& r) {
               if (*r.int8(5) > queue.options.max_attempts) {  // (no SPI call while these rows are read)
                 lapsed.add(queue, static_cast<int>(*r.int8(9)), *r.int8(10), r.text(3));
@@ -61,7 +66,8 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
               [](const Claimed& a, const Claimed& b) { return a.msg_id < b.msg_id; });
   }
   for (std::int64_t msg_id : doomed)
-    spi.run(dead, {pg::int8_value(msg_id), pg::timestamptz_value(now), pg::bool_value(queue.options.keep_dead_payload)});
+    spi.run(dead,
+            {pg::int8_value(msg_id), pg::timestamptz_value(now), pg::bool_value(queue.options.keep_dead_payload)});
   apply(spi, queue, lapsed);
   return out;
 }
@@ -69,10 +75,10 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
 void return_claimed(FunctionCallInfo fcinfo, const std::vector<Claimed>& claimed) {
   pg::TableResult out(fcinfo);
   for (const Claimed& m : claimed)
-    out.add_row({pg::int8_value(m.msg_id), pg::optional_uuid_value(m.event_id), pg::optional_text_value(m.partition_key),
-                 pg::text_value(core::priority_names[m.priority]), pg::int4_value(static_cast<int>(m.attempt)),
-                 pg::int8_value(m.claim_token), pg::optional_bytea_value(m.payload),
-                 pg::timestamptz_value(m.enqueued_at)});
+    out.add_row({pg::int8_value(m.msg_id), pg::optional_uuid_value(m.event_id),
+                 pg::optional_text_value(m.partition_key), pg::text_value(core::priority_names[m.priority]),
+                 pg::int4_value(static_cast<int>(m.attempt)), pg::int8_value(m.claim_token),
+                 pg::optional_bytea_value(m.payload), pg::timestamptz_value(m.enqueued_at)});
 }
 
 int max_messages_arg(FunctionCallInfo fcinfo, int n) {

@@ -67,9 +67,9 @@ FY_FUNCTION(fy_queue_create) {
       "   admit_realtime, admit_interactive, admit_background, admit_bulk, notify, slots, created_at)"
       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,"
       "         $23, $24) ON CONFLICT DO NOTHING",
-      {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID,
-       INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INT4OID,
-       TIMESTAMPTZOID});
+      {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
+       INT8OID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
+       INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INT4OID, TIMESTAMPTZOID});
   static pg::Statement counters(
       "INSERT INTO forgeyard.queue_slots (tenant_id, queue, slot) SELECT $1, $2, s FROM pg_catalog.generate_series(0, $3 OPERATOR(pg_catalog.-) 1) s;"
       "INSERT INTO forgeyard.queue_releases (tenant_id, queue, slot) SELECT $1, $2, s FROM pg_catalog.generate_series(0, $3 OPERATOR(pg_catalog.-) 1) s",
@@ -83,10 +83,30 @@ FY_FUNCTION(fy_queue_create) {
   const int slots = core::capacity_slots(o);
   const std::vector<pg::Value> values = option_values(o);
   const pg::Value t = pg::text_value(tenant), q = pg::text_value(name);
-  const std::uint64_t created = spi.run(
-      create, {t, q, values[0], values[1], values[2], values[3], values[4], values[5], values[6], values[7], values[8],
-               values[9], values[10], values[11], values[12], values[13], values[14], values[15], values[16],
-               values[17], values[18], values[19], pg::int4_value(slots), pg::timestamptz_value(pg::now())});
+  const std::uint64_t created = spi.run(create, {t,
+                                                 q,
+                                                 values[0],
+                                                 values[1],
+                                                 values[2],
+                                                 values[3],
+                                                 values[4],
+                                                 values[5],
+                                                 values[6],
+                                                 values[7],
+                                                 values[8],
+                                                 values[9],
+                                                 values[10],
+                                                 values[11],
+                                                 values[12],
+                                                 values[13],
+                                                 values[14],
+                                                 values[15],
+                                                 values[16],
+                                                 values[17],
+                                                 values[18],
+                                                 values[19],
+                                                 pg::int4_value(slots),
+                                                 pg::timestamptz_value(pg::now())});
   if (created == 0)
     throw core::Error(core::sqlstate::duplicate_object,
                       "queue \"" + name + "\" already exists for tenant \"" + tenant + "\"",
@@ -105,16 +125,16 @@ FY_FUNCTION(fy_queue_alter) {
       "   dedup_window_usecs = $15, admit_emergency = $16, admit_security_control = $17, admit_realtime = $18,"
       "   admit_interactive = $19, admit_background = $20, admit_bulk = $21, notify = $22"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
-      {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID,
-       INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID});
+      {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID,
+       INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID});
   pg::Spi spi;
   const Queue queue = load(spi, fcinfo);
   const core::QueueOptions o = parse_options(spi, pg::jsonb_arg(fcinfo, 2, "options"), queue.options);
   if (o.partitioned != queue.options.partitioned)
     throw core::Error(invalid_parameter, "queue option ordering cannot change after the queue is created");
   const std::vector<pg::Value> v = option_values(o);
-  spi.run(alter, {queue.t, queue.q, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12],
-                  v[13], v[14], v[15], v[16], v[17], v[18], v[19]});
+  spi.run(alter, {queue.t, queue.q, v[0],  v[1],  v[2],  v[3],  v[4],  v[5],  v[6],  v[7],  v[8],
+                  v[9],    v[10],   v[11], v[12], v[13], v[14], v[15], v[16], v[17], v[18], v[19]});
   spi.finish();
   return (Datum)0;
 }

@@ -25,11 +25,12 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes) {
       "   AND r.slot OPERATOR(pg_catalog.=) a.slot"
       " WHERE a.tenant_id OPERATOR(pg_catalog.=) $1 AND a.queue OPERATOR(pg_catalog.=) $2";
   // All slots, unlocked, starting at this backend's own slot; then one slot locked at a time.
-  static pg::Statement read(std::string(usage_sql) +
-                                " ORDER BY (a.slot OPERATOR(pg_catalog.+) $3) OPERATOR(pg_catalog.%) $4",
-                            {TEXTOID, TEXTOID, INT4OID, INT4OID});
-  static pg::Statement lock_free(std::string(usage_sql) + " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a SKIP LOCKED",
-                                 {TEXTOID, TEXTOID, INT4OID});
+  static pg::Statement read(
+      std::string(usage_sql) + " ORDER BY (a.slot OPERATOR(pg_catalog.+) $3) OPERATOR(pg_catalog.%) $4",
+      {TEXTOID, TEXTOID, INT4OID, INT4OID});
+  static pg::Statement lock_free(
+      std::string(usage_sql) + " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a SKIP LOCKED",
+      {TEXTOID, TEXTOID, INT4OID});
   static pg::Statement lock_wait(std::string(usage_sql) + " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a",
                                  {TEXTOID, TEXTOID, INT4OID});
   static pg::Statement take(
@@ -44,8 +45,9 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes) {
   // The common case first: this backend's own slot, free of other producers' locks and with room.
   const int home = start % queue.slots;
   bool home_fits = false;
-  spi.run(lock_free, {queue.t, queue.q, pg::int4_value(home)},
-          [&](const pg::Row& r) { home_fits = fits(home, {*r.int8(2), *r.int8(3)}); });
+  spi.run(lock_free, {queue.t, queue.q, pg::int4_value(home)}, [&](const pg::Row& r) {
+    home_fits = fits(home, {*r.int8(2), *r.int8(3)});
+  });
   if (home_fits) {
     spi.run(take, {queue.t, queue.q, pg::int4_value(home), pg::int8_value(bytes)});
     return home;
@@ -68,8 +70,7 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes) {
     }
     if (chosen >= 0) break;
   }
-  if (chosen < 0)
-    core::throw_queue_full(queue.name, queue.options, priority);
+  if (chosen < 0) core::throw_queue_full(queue.name, queue.options, priority);
   spi.run(take, {queue.t, queue.q, pg::int4_value(chosen), pg::int8_value(bytes)});
   return chosen;
 }
@@ -120,10 +121,8 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
 
   const core::QueueOptions& o = queue.options;
   const std::int64_t bytes = static_cast<std::int64_t>(m.payload.size());
-  if (bytes > o.max_payload_bytes)
-    core::throw_payload_too_large(queue.name, o, bytes);
-  if (o.partitioned && !m.partition_key)
-    core::throw_partition_key_required(queue.name);
+  if (bytes > o.max_payload_bytes) core::throw_payload_too_large(queue.name, o, bytes);
+  if (o.partitioned && !m.partition_key) core::throw_partition_key_required(queue.name);
   if (m.partition_key) core::check_name("partition_key", true, *m.partition_key, core::max_partition_key_bytes);
 
   std::int64_t msg_id = 0;
@@ -142,17 +141,24 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
         existing = *r.int8(1);
         existing_digest = *r.text(2);
       });
-      if (existing_digest != digest)
-        core::throw_event_id_mismatch(existing);
+      if (existing_digest != digest) core::throw_event_id_mismatch(existing);
       return existing;
     }
   }
   const int slot = admit(spi, queue, priority, bytes);
   const bool is_head = join_partition(spi, queue, m.partition_key);
-  spi.run(insert, {pg::int8_value(msg_id), queue.t, queue.q, {Int16GetDatum(priority), false},
-                   pg::optional_text_value(m.partition_key), pg::bool_value(is_head),
-                   pg::optional_uuid_value(m.event_id), pg::bytea_value(m.payload), pg::int8_value(bytes),
-                   {Int16GetDatum(slot), false}, pg::timestamptz_value(now), pg::timestamptz_value(now + delay)});
+  spi.run(insert, {pg::int8_value(msg_id),
+                   queue.t,
+                   queue.q,
+                   {Int16GetDatum(priority), false},
+                   pg::optional_text_value(m.partition_key),
+                   pg::bool_value(is_head),
+                   pg::optional_uuid_value(m.event_id),
+                   pg::bytea_value(m.payload),
+                   pg::int8_value(bytes),
+                   {Int16GetDatum(slot), false},
+                   pg::timestamptz_value(now),
+                   pg::timestamptz_value(now + delay)});
   // Any role may LISTEN, so the payload names the queue without showing tenant or queue names:
   // the first 32 hex digits of SHA-256 of "<tenant>/<queue>" (listeners compute the same).
   if (o.notify) spi.run(notify, {pg::text_value(core::sha256_hex(queue.tenant + "/" + queue.name).substr(0, 32))});
@@ -180,9 +186,10 @@ FY_FUNCTION(fy_enqueue) {
   Message m;
   m.payload = *pg::bytea_arg(fcinfo, 2, "payload", std::size_t{1} << 30);
   m.event_id = pg::optional_uuid_arg(fcinfo, 3);
-  m.partition_key = pg::arg_is_null(fcinfo, 4) ? std::nullopt
-                                               : std::optional<std::string>(*pg::text_arg(fcinfo, 4, "partition_key",
-                                                                                          core::max_partition_key_bytes, false));
+  m.partition_key =
+      pg::arg_is_null(fcinfo, 4)
+          ? std::nullopt
+          : std::optional<std::string>(*pg::text_arg(fcinfo, 4, "partition_key", core::max_partition_key_bytes, false));
   const int priority = core::priority_from_name("priority", pg::name_arg(fcinfo, 5, "priority", 64));
   const std::int64_t delay = delay_arg(fcinfo, 6);
   const std::int64_t msg_id = enqueue_one(spi, queue, m, priority, delay, pg::now());

@@ -35,13 +35,15 @@ std::optional<Delivery> lock_delivery(pg::Spi& spi, const Queue& queue, std::int
       {TEXTOID, TEXTOID, INT8OID});
   std::optional<Delivery> d;
   spi.run(lock, {queue.t, queue.q, pg::int8_value(msg_id)}, [&](const pg::Row& r) {
-    d = Delivery{{*r.text(1), r.int8(2), *r.timestamptz(3)}, *r.int8(4), static_cast<int>(*r.int8(5)), *r.int8(6),
-                 r.text(7)};
+    d = Delivery{
+        {*r.text(1), r.int8(2), *r.timestamptz(3)}, *r.int8(4), static_cast<int>(*r.int8(5)), *r.int8(6), r.text(7)};
   });
   return d;
 }
 
-const core::DeliveryRow* fence_of(const std::optional<Delivery>& d) { return d ? &d->fence : nullptr; }
+const core::DeliveryRow* fence_of(const std::optional<Delivery>& d) {
+  return d ? &d->fence : nullptr;
+}
 
 enum class Finish { done, already_finished };
 
@@ -82,7 +84,8 @@ void ack_many(pg::Spi& spi, const Queue& queue, const pg::Value& msg_ids, const 
   static pg::Statement remove(std::string("DELETE FROM forgeyard.messages m") + match,
                               {TEXTOID, TEXTOID, INT8ARRAYOID, INT8ARRAYOID});
   static pg::Statement keep(std::string("UPDATE forgeyard.messages m SET state = 'acked', finished_at = $5,"
-                                        " payload = NULL") + match,
+                                        " payload = NULL") +
+                                match,
                             {TEXTOID, TEXTOID, INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID});
   std::set<std::int64_t> done;
   auto collect = [&](const pg::Row& r) {

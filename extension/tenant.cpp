@@ -26,8 +26,7 @@ void check_tenant(pg::Spi& spi, const std::optional<std::string>& tenant) {
   });
   if ((!bound[0] || matching[0]) && (!bound[1] || matching[1])) return;
   if (!tenant)
-    throw core::Error(core::sqlstate::tenant_denied,
-                      "a role bound to tenants must name its tenant",
+    throw core::Error(core::sqlstate::tenant_denied, "a role bound to tenants must name its tenant",
                       "this role is bound with forgeyard.bind_tenant; pass one of its tenants");
   throw core::Error(core::sqlstate::tenant_denied, "tenant \"" + *tenant + "\" is not allowed for this role",
                     "forgeyard.bind_tenant binds this role to other tenants");

@@ -98,9 +98,10 @@ void add_command_line(std::string& out, const CLI::App& command, const std::stri
 
 // `forgeyard --help`: every command on one line or a few, generated from the tree.
 std::string overview(const CLI::App& app) {
-  std::string out = "usage: forgeyard [--store URL] [--unnamed-statements] COMMAND ...\n"
-                    "       forgeyard COMMAND --help      that command's arguments, options and defaults\n"
-                    "       forgeyard [--store URL] --version\n\n";
+  std::string out =
+      "usage: forgeyard [--store URL] [--unnamed-statements] COMMAND ...\n"
+      "       forgeyard COMMAND --help      that command's arguments, options and defaults\n"
+      "       forgeyard [--store URL] --version\n\n";
   out += stores_text;
   out += "\nCommands:\n";
   for (const CLI::App* group : subcommands_of(app)) {
@@ -170,8 +171,9 @@ int run(int argc, char** argv) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(0, 1);
   app.add_option("--store", ctx.url, "the store's URL")->type_name("URL")->envname("FORGEYARD_STORE");
-  app.add_flag_callback("--unnamed-statements", [&] { ctx.options.prepared_statements = false; },
-                        "no named prepared statements (PgBouncer in transaction mode)");
+  app.add_flag_callback(
+      "--unnamed-statements", [&] { ctx.options.prepared_statements = false; },
+      "no named prepared statements (PgBouncer in transaction mode)");
   app.add_flag("--version", show_version, "the client's version, and the store's with --store");
   add_storage_commands(app, commands);
   add_lease_commands(app, commands);

@@ -66,8 +66,8 @@ std::string iso(TimePoint t) {
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(us % 1'000'000));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(us % 1'000'000));
   return buf;
 }
 
@@ -86,9 +86,12 @@ void print_value(const Value& v) {
   std::visit(
       [](const auto& x) {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::nullptr_t>) std::cout << "NULL";
-        else if constexpr (std::is_same_v<T, bool>) std::cout << (x ? "true" : "false");
-        else std::cout << x;
+        if constexpr (std::is_same_v<T, std::nullptr_t>)
+          std::cout << "NULL";
+        else if constexpr (std::is_same_v<T, bool>)
+          std::cout << (x ? "true" : "false");
+        else
+          std::cout << x;
       },
       v);
 }

@@ -60,8 +60,7 @@ void add_audit_commands(CLI::App& app, Commands& commands) {
   append->add_option("ACTION", a->action, "what was done")->required();
   append->add_option("RESOURCE", a->resource, "to what")->required();
   append->add_option("--details", a->details, "small structured context, a JSON object")->type_name("JSON");
-  append->add_option("--payload-digest", a->payload_digest, "digest of a payload kept elsewhere")
-      ->type_name("HEX");
+  append->add_option("--payload-digest", a->payload_digest, "digest of a payload kept elsewhere")->type_name("HEX");
   append->add_option("--payload-ref", a->payload_ref, "where that payload is")->type_name("REF");
   append->add_option("--occurred-at", a->occurred_at, "when it happened (default: when recorded)")
       ->type_name("RFC3339");
@@ -99,7 +98,10 @@ void add_audit_commands(CLI::App& app, Commands& commands) {
 
   CLI::App* tail = audit->add_subcommand("tail", "the last N events as JSON lines");
   tail->add_option("TENANT", a->tenant, "the tenant")->required();
-  tail->add_option("--n", a->n, "how many, 1 to 10000")->capture_default_str()->check(CLI::Range(1, 10000).description(""))->type_name("N");
+  tail->add_option("--n", a->n, "how many, 1 to 10000")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000).description(""))
+      ->type_name("N");
   commands.on(tail, [a](Context& ctx) {
     const std::int64_t last = ctx.store().audit().head(a->tenant).seq;
     if (last > 0) print_events(ctx.store().audit(), a->tenant, std::max<std::int64_t>(1, last - a->n + 1), last);
@@ -116,8 +118,8 @@ void add_audit_commands(CLI::App& app, Commands& commands) {
   });
 
   CLI::App* verify = audit->add_subcommand("verify",
-                                 "recompute the chain in the store, or with --file check an exported chain "
-                                 "(PATH, or - for stdin) without any store");
+                                           "recompute the chain in the store, or with --file check an exported chain "
+                                           "(PATH, or - for stdin) without any store");
   CLI::Option* tenant = verify->add_option("TENANT", a->tenant, "the tenant (not with --file)");
   CLI::Option* from = verify->add_option("--from", a->from, "first seq")->type_name("SEQ")->capture_default_str();
   CLI::Option* to = verify->add_option("--to", a->to, "last seq (default: the head)")->type_name("SEQ");

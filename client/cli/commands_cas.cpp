@@ -91,8 +91,8 @@ void add_idem_commands(CLI::App& app, Commands& commands) {
   purge->add_option("--max", a->max, "keys at most")->type_name("N")->capture_default_str();
   purge->add_option("--tenant", a->tenant, "only this tenant")->type_name("T");
   commands.on(purge, [a](Context& ctx) {
-    const int purged =
-        ctx.store().idempotency().purge(a->max, a->tenant.empty() ? std::nullopt : std::optional<std::string>(a->tenant));
+    const int purged = ctx.store().idempotency().purge(
+        a->max, a->tenant.empty() ? std::nullopt : std::optional<std::string>(a->tenant));
     std::cout << "purged=" << purged << "\n";
     return 0;
   });

@@ -78,8 +78,8 @@ void add_lease_commands(CLI::App& app, Commands& commands) {
     auto reaped =
         ctx.store().leases().reap(a->max, a->tenant.empty() ? std::nullopt : std::optional<std::string>(a->tenant));
     for (const auto& r : reaped)
-      std::cout << "tenant=" << r.tenant << " resource=" << r.resource << " epoch=" << r.epoch
-                << " holder=" << r.holder << " expired_at=" << iso(r.expired_at) << "\n";
+      std::cout << "tenant=" << r.tenant << " resource=" << r.resource << " epoch=" << r.epoch << " holder=" << r.holder
+                << " expired_at=" << iso(r.expired_at) << "\n";
     std::cout << "reaped=" << reaped.size() << "\n";
     return 0;
   });

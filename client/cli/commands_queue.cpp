@@ -116,10 +116,8 @@ void add_queue_commands(CLI::App& app, Commands& commands) {
   send->add_option("PAYLOAD", a->payload, "the payload, or - to read it from stdin")->required();
   send->add_option("--event-id", a->event_id, "a repeat within the dedup window returns the first msg_id")
       ->type_name("UUID");
-  send->add_option("--partition-key", a->partition_key, "the partition of a partition-ordered queue")
-      ->type_name("K");
-  send->add_option("--priority", a->priority,
-                   "emergency, security_control, realtime, interactive, background or bulk")
+  send->add_option("--partition-key", a->partition_key, "the partition of a partition-ordered queue")->type_name("K");
+  send->add_option("--priority", a->priority, "emergency, security_control, realtime, interactive, background or bulk")
       ->type_name("P")
       ->capture_default_str();
   send->add_option("--delay", a->delay, "deliver no earlier than this")->type_name("D")->capture_default_str();
@@ -176,8 +174,8 @@ void add_queue_commands(CLI::App& app, Commands& commands) {
     auto s = ctx.store().queues().stats(a->tenant, a->queue);
     std::cout << "ready=" << s.ready << "\nin_flight=" << s.in_flight << "\ndelayed=" << s.delayed
               << "\ndead=" << s.dead << "\nbytes=" << s.bytes << "\noldest_ready_age_us="
-              << (s.oldest_ready_age ? std::to_string(s.oldest_ready_age->count()) : std::string()) << "\npressure="
-              << s.pressure << "\n";
+              << (s.oldest_ready_age ? std::to_string(s.oldest_ready_age->count()) : std::string())
+              << "\npressure=" << s.pressure << "\n";
     return 0;
   });
 
@@ -204,9 +202,10 @@ void add_queue_commands(CLI::App& app, Commands& commands) {
   });
 
   auto w = std::make_shared<WorkArgs>();
-  CLI::App* work = queue->add_subcommand("work",
-                               "run COMMAND (sh -c) per message, payload on stdin and FORGEYARD_MSG_ID etc. in its "
-                               "environment: exit 0 acks, exit 100 dead-letters, else retry");
+  CLI::App* work =
+      queue->add_subcommand("work",
+                            "run COMMAND (sh -c) per message, payload on stdin and FORGEYARD_MSG_ID etc. in its "
+                            "environment: exit 0 acks, exit 100 dead-letters, else retry");
   add_target(*work, w->tenant, w->queue);
   work->add_option("COMMAND", w->command, "a shell command")->required();
   work->add_option("--batch", w->batch, "messages per claim")->type_name("N")->capture_default_str();

@@ -14,12 +14,15 @@ constexpr ExitCode table[] = {
 };
 }  // namespace
 
-std::span<const ExitCode> exit_codes() noexcept { return table; }
+std::span<const ExitCode> exit_codes() noexcept {
+  return table;
+}
 
 int exit_code_for(ErrorKind kind) noexcept {
   switch (kind) {
     case ErrorKind::StaleFence:
-    case ErrorKind::Conflict: return exit_stale;
+    case ErrorKind::Conflict:
+      return exit_stale;
     // Worth the same command again later: a full queue (FY020) and a key in progress elsewhere
     // (FY010) are backpressure, the rest are the store's state (docs/errors.md, retry rules).
     case ErrorKind::QueueFull:
@@ -27,7 +30,8 @@ int exit_code_for(ErrorKind kind) noexcept {
     case ErrorKind::Unavailable:
     case ErrorKind::Timeout:
     case ErrorKind::SerializationFailure:
-    case ErrorKind::CommitUnknown: return exit_later;
+    case ErrorKind::CommitUnknown:
+      return exit_later;
     case ErrorKind::IdempotencyMismatch:
     case ErrorKind::PayloadTooLarge:
     case ErrorKind::AppendOnly:
@@ -36,7 +40,8 @@ int exit_code_for(ErrorKind kind) noexcept {
     case ErrorKind::NotFound:
     case ErrorKind::PermissionDenied:
     case ErrorKind::Corruption:
-    case ErrorKind::Internal: return exit_refused;
+    case ErrorKind::Internal:
+      return exit_refused;
   }
   return exit_refused;
 }

@@ -61,7 +61,9 @@ int run_command(const std::string& command, const Delivery& d, const std::string
 
 namespace {
 std::atomic<bool> stop_signal{false};
-extern "C" void on_stop_signal(int) { stop_signal = true; }
+extern "C" void on_stop_signal(int) {
+  stop_signal = true;
+}
 }  // namespace
 
 WorkerStats run_jobs(Queues& queues, const WorkerOptions& options, const std::string& command) {

@@ -76,7 +76,9 @@ std::optional<fy::core::Anchor> to_anchor(const std::optional<AuditHead>& anchor
 
 }  // namespace detail
 
-std::string audit_export_line(const AuditRecord& record) { return fy::core::audit_json_line(detail::from_record(record)); }
+std::string audit_export_line(const AuditRecord& record) {
+  return fy::core::audit_json_line(detail::from_record(record));
+}
 
 AuditRecord parse_audit_export_line(std::string_view line) {
   return detail::core_guarded([&] { return detail::to_record(fy::core::parse_audit_json_line(line)); });
@@ -85,21 +87,28 @@ AuditRecord parse_audit_export_line(std::string_view line) {
 AuditVerification verify_audit_export(std::istream& in, std::optional<AuditHead> anchor) {
   return detail::core_guarded([&] {
     if (anchor && (anchor->seq < 1 || anchor->hash.size() != fy::core::hash_bytes))
-      throw fy::core::Error(fy::core::sqlstate::invalid_parameter, "an anchor is a seq of at least 1 and a 32-byte hash");
+      throw fy::core::Error(fy::core::sqlstate::invalid_parameter,
+                            "an anchor is a seq of at least 1 and a 32-byte hash");
     std::vector<std::string> lines;
     for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
     return detail::to_verification(fy::core::verify_exported_chain(lines, detail::to_anchor(anchor)));
   });
 }
 
-std::string format_time(TimePoint t) { return fy::core::format_timestamp(unix_usecs(t)); }
+std::string format_time(TimePoint t) {
+  return fy::core::format_timestamp(unix_usecs(t));
+}
 std::optional<TimePoint> parse_time(std::string_view text) {
   std::optional<std::int64_t> us = fy::core::parse_timestamp(text);
   if (!us) return std::nullopt;
   return from_unix_usecs(*us);
 }
 
-std::string to_hex(std::string_view bytes) { return fy::core::to_hex(bytes); }
-std::optional<Bytes> from_hex(std::string_view text) { return fy::core::from_hex(text); }
+std::string to_hex(std::string_view bytes) {
+  return fy::core::to_hex(bytes);
+}
+std::optional<Bytes> from_hex(std::string_view text) {
+  return fy::core::from_hex(text);
+}
 
 }  // namespace forgeyard

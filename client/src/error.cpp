@@ -9,23 +9,40 @@ namespace forgeyard {
 
 std::string_view to_string(ErrorKind kind) noexcept {
   switch (kind) {
-    case ErrorKind::StaleFence: return "StaleFence";
-    case ErrorKind::Conflict: return "Conflict";
-    case ErrorKind::InProgress: return "InProgress";
-    case ErrorKind::IdempotencyMismatch: return "IdempotencyMismatch";
-    case ErrorKind::QueueFull: return "QueueFull";
-    case ErrorKind::PayloadTooLarge: return "PayloadTooLarge";
-    case ErrorKind::AppendOnly: return "AppendOnly";
-    case ErrorKind::TenantDenied: return "TenantDenied";
-    case ErrorKind::InvalidArgument: return "InvalidArgument";
-    case ErrorKind::NotFound: return "NotFound";
-    case ErrorKind::PermissionDenied: return "PermissionDenied";
-    case ErrorKind::SerializationFailure: return "SerializationFailure";
-    case ErrorKind::Unavailable: return "Unavailable";
-    case ErrorKind::Timeout: return "Timeout";
-    case ErrorKind::CommitUnknown: return "CommitUnknown";
-    case ErrorKind::Corruption: return "Corruption";
-    case ErrorKind::Internal: return "Internal";
+    case ErrorKind::StaleFence:
+      return "StaleFence";
+    case ErrorKind::Conflict:
+      return "Conflict";
+    case ErrorKind::InProgress:
+      return "InProgress";
+    case ErrorKind::IdempotencyMismatch:
+      return "IdempotencyMismatch";
+    case ErrorKind::QueueFull:
+      return "QueueFull";
+    case ErrorKind::PayloadTooLarge:
+      return "PayloadTooLarge";
+    case ErrorKind::AppendOnly:
+      return "AppendOnly";
+    case ErrorKind::TenantDenied:
+      return "TenantDenied";
+    case ErrorKind::InvalidArgument:
+      return "InvalidArgument";
+    case ErrorKind::NotFound:
+      return "NotFound";
+    case ErrorKind::PermissionDenied:
+      return "PermissionDenied";
+    case ErrorKind::SerializationFailure:
+      return "SerializationFailure";
+    case ErrorKind::Unavailable:
+      return "Unavailable";
+    case ErrorKind::Timeout:
+      return "Timeout";
+    case ErrorKind::CommitUnknown:
+      return "CommitUnknown";
+    case ErrorKind::Corruption:
+      return "Corruption";
+    case ErrorKind::Internal:
+      return "Internal";
   }
   return "Internal";
 }

@@ -12,7 +12,9 @@ namespace forgeyard::detail {
 Error sqlite_error(int code, const std::string& message);
 
 // An error raised by the shared core logic (input checks, lease rules): its SQLSTATE decides.
-inline Error core_error(const fy::core::Error& e) { return Error(e.sqlstate(), e.what(), e.detail()); }
+inline Error core_error(const fy::core::Error& e) {
+  return Error(e.sqlstate(), e.what(), e.detail());
+}
 
 // Runs f; an error of the shared core logic leaves it as forgeyard::Error (core_error).
 template <class F>

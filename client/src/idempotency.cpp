@@ -4,6 +4,8 @@
 
 namespace forgeyard {
 
-Bytes request_digest(std::string_view request) { return fy::core::sha256_hex(request); }
+Bytes request_digest(std::string_view request) {
+  return fy::core::sha256_hex(request);
+}
 
 }  // namespace forgeyard

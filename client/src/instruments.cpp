@@ -24,13 +24,11 @@ std::string redact(std::string_view conninfo) {
   static const std::regex url_password(R"(^([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@?#]*):[^@/?#]*@)");
   s = std::regex_replace(s, url_password, "$1:***@");
   // Query parameter or keyword form: password=... (quoted or not)
-  static const std::regex keyword_password(R"((^|[\s?&])password\s*=\s*('([^'\\]|\\.)*'|[^\s&]*))",
-                                           std::regex::icase);
+  static const std::regex keyword_password(R"((^|[\s?&])password\s*=\s*('([^'\\]|\\.)*'|[^\s&]*))", std::regex::icase);
   return std::regex_replace(s, keyword_password, "$1password=***");
 }
 
-void Instruments::record(std::string_view operation, std::chrono::steady_clock::time_point start,
-                         const Error* error) {
+void Instruments::record(std::string_view operation, std::chrono::steady_clock::time_point start, const Error* error) {
   const auto usecs = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
   {

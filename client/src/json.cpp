@@ -17,15 +17,20 @@ std::string to_json(const Fields& fields) {
     std::visit(
         [&](const auto& v) {
           using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, std::nullptr_t>) out += "null";
-          else if constexpr (std::is_same_v<T, bool>) out += v ? "true" : "false";
-          else if constexpr (std::is_same_v<T, std::int64_t>) out += std::to_string(v);
+          if constexpr (std::is_same_v<T, std::nullptr_t>)
+            out += "null";
+          else if constexpr (std::is_same_v<T, bool>)
+            out += v ? "true" : "false";
+          else if constexpr (std::is_same_v<T, std::int64_t>)
+            out += std::to_string(v);
           else if constexpr (std::is_same_v<T, double>) {
-            if (!std::isfinite(v)) throw Error(ErrorKind::InvalidArgument, "22023", "a field value is not a finite number");
+            if (!std::isfinite(v))
+              throw Error(ErrorKind::InvalidArgument, "22023", "a field value is not a finite number");
             char buf[32];
             auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
             out.append(buf, p);
-          } else out += fy::core::json_quote(v);
+          } else
+            out += fy::core::json_quote(v);
         },
         value);
   }

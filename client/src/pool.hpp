@@ -49,7 +49,8 @@ class Pool {
   };
 
   Pool(PoolOptions options, Factory factory) : options_(options), factory_(std::move(factory)) {
-    if (options_.max_connections < 1) throw Error(ErrorKind::InvalidArgument, "22023", "pool max_connections must be >= 1");
+    if (options_.max_connections < 1)
+      throw Error(ErrorKind::InvalidArgument, "22023", "pool max_connections must be >= 1");
     for (int i = 0; i < options_.min_connections && i < options_.max_connections; ++i) {
       auto now = Steady::now();
       idle_.push_back(Slot{factory_(), now, now, {}});

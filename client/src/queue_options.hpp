@@ -22,12 +22,18 @@ Priority priority_at(int index);  // Corruption when out of range
 // if the order drifts or the enum has more classes than the core.
 constexpr std::string_view core_priority_name(Priority p) {
   switch (p) {
-    case Priority::Emergency: return "emergency";
-    case Priority::SecurityControl: return "security_control";
-    case Priority::Realtime: return "realtime";
-    case Priority::Interactive: return "interactive";
-    case Priority::Background: return "background";
-    case Priority::Bulk: return "bulk";
+    case Priority::Emergency:
+      return "emergency";
+    case Priority::SecurityControl:
+      return "security_control";
+    case Priority::Realtime:
+      return "realtime";
+    case Priority::Interactive:
+      return "interactive";
+    case Priority::Background:
+      return "background";
+    case Priority::Bulk:
+      return "bulk";
   }
   return {};
 }

@@ -10,8 +10,7 @@ std::string_view to_string(Priority priority) noexcept {
 }
 
 Priority priority_from_string(std::string_view name) {
-  return detail::core_guarded(
-      [&] { return static_cast<Priority>(fy::core::priority_from_name("priority", name)); });
+  return detail::core_guarded([&] { return static_cast<Priority>(fy::core::priority_from_name("priority", name)); });
 }
 
 namespace detail {
@@ -38,23 +37,23 @@ fy::core::QueueOptions core_options(const QueueOptions& o) {
 
 std::string options_json(const QueueOptions& o) {
   auto us = [](Duration d) { return "\"" + std::to_string(d.count()) + " microseconds\""; };
-  std::string json = "{\"max_messages\":" + std::to_string(o.max_messages) +
-                     ",\"max_bytes\":" + std::to_string(o.max_bytes) +
-                     ",\"max_payload_bytes\":" + std::to_string(o.max_payload_bytes) +
-                     ",\"visibility_timeout\":" + us(o.visibility_timeout) +
-                     ",\"max_attempts\":" + std::to_string(o.max_attempts) + ",\"backoff_base\":" + us(o.backoff_base) +
-                     ",\"backoff_max\":" + us(o.backoff_max) + ",\"ordering\":\"" +
-                     (o.partition_ordered ? "partition" : "none") + "\",\"dead_letter_payload\":\"" +
-                     (o.keep_dead_letter_payload ? "keep" : "drop") + "\",\"retain_acked\":" + us(o.retain_acked) +
-                     ",\"max_dead\":" + std::to_string(o.max_dead) +
-                     ",\"dead_letter_retention\":" + us(o.dead_letter_retention) +
-                     ",\"dedup_window\":" + us(o.dedup_window) + ",\"notify\":" + (o.notify ? "true" : "false");
+  std::string json =
+      "{\"max_messages\":" + std::to_string(o.max_messages) + ",\"max_bytes\":" + std::to_string(o.max_bytes) +
+      ",\"max_payload_bytes\":" + std::to_string(o.max_payload_bytes) +
+      ",\"visibility_timeout\":" + us(o.visibility_timeout) + ",\"max_attempts\":" + std::to_string(o.max_attempts) +
+      ",\"backoff_base\":" + us(o.backoff_base) + ",\"backoff_max\":" + us(o.backoff_max) + ",\"ordering\":\"" +
+      (o.partition_ordered ? "partition" : "none") + "\",\"dead_letter_payload\":\"" +
+      (o.keep_dead_letter_payload ? "keep" : "drop") + "\",\"retain_acked\":" + us(o.retain_acked) +
+      ",\"max_dead\":" + std::to_string(o.max_dead) + ",\"dead_letter_retention\":" + us(o.dead_letter_retention) +
+      ",\"dedup_window\":" + us(o.dedup_window) + ",\"notify\":" + (o.notify ? "true" : "false");
   for (int p = 0; p < fy::core::priority_classes; ++p)
     json += std::string(",\"admit_") + fy::core::priority_names[p] + "\":" + std::to_string(o.admit_percent[p]);
   return json + "}";
 }
 
-int priority_index(Priority p) { return static_cast<int>(p); }
+int priority_index(Priority p) {
+  return static_cast<int>(p);
+}
 
 Priority priority_at(int index) {
   if (index < 0 || index >= fy::core::priority_classes)

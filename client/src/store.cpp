@@ -31,7 +31,8 @@ std::unique_ptr<Store> open(std::string_view url, StoreOptions options) {
   if (url.starts_with("sqlite://")) {
     std::string path(url.substr(9));
     if (path.empty() || path[0] != '/')
-      throw Error(ErrorKind::InvalidArgument, "22023", "a SQLite URL needs an absolute path: sqlite:///path/to/store.db");
+      throw Error(ErrorKind::InvalidArgument, "22023",
+                  "a SQLite URL needs an absolute path: sqlite:///path/to/store.db");
     return detail::open_sqlite(path, options);
   }
   throw Error(ErrorKind::InvalidArgument, "22023",

@@ -3,6 +3,8 @@
 
 namespace forgeyard {
 
-std::string_view version() noexcept { return FORGEYARD_VERSION; }
+std::string_view version() noexcept {
+  return FORGEYARD_VERSION;
+}
 
 }  // namespace forgeyard

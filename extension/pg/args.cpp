@@ -7,7 +7,9 @@ extern "C" {
 
 namespace fy::pg {
 
-bool arg_is_null(FunctionCallInfo fcinfo, int n) { return PG_ARGISNULL(n); }
+bool arg_is_null(FunctionCallInfo fcinfo, int n) {
+  return PG_ARGISNULL(n);
+}
 
 std::optional<std::string> optional_name_arg(FunctionCallInfo fcinfo, int n, const char* argument,
                                              std::size_t max_bytes) {
@@ -24,8 +26,7 @@ std::string name_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::
 }
 
 std::int64_t int8_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
-  if (PG_ARGISNULL(n))
-    throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
+  if (PG_ARGISNULL(n)) throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
   return PG_GETARG_INT64(n);
 }
 
@@ -42,7 +43,8 @@ std::optional<std::string> bytea_arg(FunctionCallInfo fcinfo, int n, const char*
   }
   ::bytea* b = guard([&]() noexcept { return PG_GETARG_BYTEA_PP(n); });
   std::string value(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
-  if (value.size() < min_bytes) throw core::Error(core::sqlstate::invalid_parameter, std::string(argument) + " must not be empty");
+  if (value.size() < min_bytes)
+    throw core::Error(core::sqlstate::invalid_parameter, std::string(argument) + " must not be empty");
   if (value.size() > max_bytes)
     throw core::Error(core::sqlstate::string_too_long,
                       std::string(argument) + " is longer than " + std::to_string(max_bytes) + " bytes",
@@ -140,15 +142,13 @@ std::optional<std::vector<std::optional<T>>> array_arg(FunctionCallInfo fcinfo, 
   });
   std::vector<std::optional<T>> out;
   out.reserve(static_cast<std::size_t>(count));
-  for (int i = 0; i < count; ++i)
-    out.push_back(nulls[i] ? std::nullopt : std::optional<T>(element(values[i])));
+  for (int i = 0; i < count; ++i) out.push_back(nulls[i] ? std::nullopt : std::optional<T>(element(values[i])));
   return out;
 }
 
 std::string varlena_bytes(Datum d) {
-  varlena* v = guard([&]() noexcept {
-    return pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d)));
-  });
+  varlena* v =
+      guard([&]() noexcept { return pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d))); });
   return std::string(VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v));
 }
 }  // namespace
@@ -200,34 +200,34 @@ std::optional<std::vector<std::optional<std::string>>> jsonb_text_array_arg(Func
 }
 
 Oid regclass_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
-  if (PG_ARGISNULL(n))
-    throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
+  if (PG_ARGISNULL(n)) throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
   return PG_GETARG_OID(n);
 }
 
-Oid oid_arg(FunctionCallInfo fcinfo, int n, const char* argument) { return regclass_arg(fcinfo, n, argument); }
+Oid oid_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
+  return regclass_arg(fcinfo, n, argument);
+}
 
-bool bool_arg(FunctionCallInfo fcinfo, int n, bool if_null) { return PG_ARGISNULL(n) ? if_null : PG_GETARG_BOOL(n); }
+bool bool_arg(FunctionCallInfo fcinfo, int n, bool if_null) {
+  return PG_ARGISNULL(n) ? if_null : PG_GETARG_BOOL(n);
+}
 
 Value raw_arg(FunctionCallInfo fcinfo, int n) {
   return PG_ARGISNULL(n) ? null_value() : Value{PG_GETARG_DATUM(n), false};
 }
 
 Value jsonb_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
-  if (PG_ARGISNULL(n))
-    throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
+  if (PG_ARGISNULL(n)) throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
   return {PG_GETARG_DATUM(n), false};
 }
 
 std::int32_t int4_arg(FunctionCallInfo fcinfo, int n, const char* argument) {
-  if (PG_ARGISNULL(n))
-    throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
+  if (PG_ARGISNULL(n)) throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
   return PG_GETARG_INT32(n);
 }
 
 std::int64_t duration_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::int64_t max_usecs) {
-  if (PG_ARGISNULL(n))
-    throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
+  if (PG_ARGISNULL(n)) throw core::Error(core::sqlstate::null_value, std::string(argument) + " must not be NULL");
   const Interval* iv = PG_GETARG_INTERVAL_P(n);
   return core::check_duration(argument, {iv->month, iv->day, iv->time}, max_usecs);
 }
@@ -268,9 +268,13 @@ void TableResult::add_row(std::initializer_list<Value> values) {
   guard([&]() noexcept { tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, datums, nulls); });
 }
 
-Oid outer_user() { return GetOuterUserId(); }
+Oid outer_user() {
+  return GetOuterUserId();
+}
 
-Oid session_user() { return GetSessionUserId(); }
+Oid session_user() {
+  return GetSessionUserId();
+}
 
 bool is_member_of(Oid member, Oid role) {
   return guard([&]() noexcept { return is_member_of_role_nosuper(member, role); });

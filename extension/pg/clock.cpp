@@ -7,11 +7,10 @@ char* now_override = nullptr;
 }
 
 void define_settings() {
-  DefineCustomStringVariable(
-      "forgeyard.now_override",
-      "Replaces the clock of forgeyard.now() with a fixed timestamptz (empty: the real clock).",
-      "For deterministic tests only. Superuser-only; parsed at each call.", &now_override, "",
-      PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomStringVariable("forgeyard.now_override",
+                             "Replaces the clock of forgeyard.now() with a fixed timestamptz (empty: the real clock).",
+                             "For deterministic tests only. Superuser-only; parsed at each call.", &now_override, "",
+                             PGC_SUSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("forgeyard");
 }
 
@@ -19,8 +18,8 @@ TimestampTz now() {
   const char* text = now_override;
   if (text == nullptr || text[0] == '\0') return GetCurrentTimestamp();
   const TimestampTz t = guard([&]() noexcept {
-    return DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(text),
-                                                   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+    return DatumGetTimestampTz(
+        DirectFunctionCall3(timestamptz_in, CStringGetDatum(text), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
   });
   // 'infinity' and the last years of the range would overflow now + duration and the epoch
   // (microseconds since 1970): a bad value, like one that does not parse.

@@ -104,8 +104,8 @@ Datum invoke(FunctionCallInfo fcinfo, Datum (*impl)(FunctionCallInfo)) {
   }
   if (returned) return result;
   if (pg_error != nullptr) ReThrowError(pg_error);
-  ereport(ERROR, (errcode(code), errmsg_internal("%s", message),
-                  detail[0] != '\0' ? errdetail_internal("%s", detail) : 0));
+  ereport(ERROR,
+          (errcode(code), errmsg_internal("%s", message), detail[0] != '\0' ? errdetail_internal("%s", detail) : 0));
   pg_unreachable();
 }
 

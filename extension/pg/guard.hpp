@@ -70,10 +70,12 @@ Datum invoke(FunctionCallInfo fcinfo, Datum (*impl)(FunctionCallInfo));
 }  // namespace fy::pg
 
 // Declares a SQL-callable C function `name` whose body is C++ run under invoke().
-#define FY_FUNCTION(name)                                                              \
-  static Datum name##_body(FunctionCallInfo fcinfo);                                   \
-  extern "C" {                                                                         \
-  PG_FUNCTION_INFO_V1(name);                                                           \
-  Datum name(PG_FUNCTION_ARGS) { return ::fy::pg::invoke(fcinfo, name##_body); }       \
-  }                                                                                    \
+#define FY_FUNCTION(name)                            \
+  static Datum name##_body(FunctionCallInfo fcinfo); \
+  extern "C" {                                       \
+  PG_FUNCTION_INFO_V1(name);                         \
+  Datum name(PG_FUNCTION_ARGS) {                     \
+    return ::fy::pg::invoke(fcinfo, name##_body);    \
+  }                                                  \
+  }                                                  \
   static Datum name##_body([[maybe_unused]] FunctionCallInfo fcinfo)

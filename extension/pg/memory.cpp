@@ -78,6 +78,8 @@ MemoryPeak::~MemoryPeak() {
   sampling = false;
 }
 
-std::int64_t MemoryPeak::peak_growth() const { return std::max(peak, allocated()) - baseline; }
+std::int64_t MemoryPeak::peak_growth() const {
+  return std::max(peak, allocated()) - baseline;
+}
 
 }  // namespace fy::pg

@@ -3,5 +3,7 @@
 extern "C" {
 PG_MODULE_MAGIC;
 void _PG_init(void);
-void _PG_init(void) { fy::pg::define_settings(); }
+void _PG_init(void) {
+  fy::pg::define_settings();
+}
 }

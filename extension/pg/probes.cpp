@@ -3,7 +3,9 @@
 namespace fy::pg::probe {
 
 namespace {
-void left_behind(void*) { errcontext("an error context frame left behind by forgeyard.boundary_break_stacks"); }
+void left_behind(void*) {
+  errcontext("an error context frame left behind by forgeyard.boundary_break_stacks");
+}
 ErrorContextCallback orphan{};  // static storage: it must outlive the probe's frame
 }  // namespace
 

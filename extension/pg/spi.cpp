@@ -44,7 +44,9 @@ std::string random_uuid() {
   return std::string(reinterpret_cast<const char*>(b), UUID_LEN);
 }
 
-bool database_is_utf8() { return GetDatabaseEncoding() == PG_UTF8; }
+bool database_is_utf8() {
+  return GetDatabaseEncoding() == PG_UTF8;
+}
 
 Value optional_uuid_value(const std::optional<std::string>& bytes16) {
   return bytes16 ? uuid_value(*bytes16) : null_value();
@@ -157,8 +159,7 @@ std::optional<TimestampTz> Row::timestamptz(int column) const {
 Spi::Spi() {
   int rc = guard([]() noexcept { return SPI_connect(); });
   if (rc != SPI_OK_CONNECT)
-    throw core::Error(core::sqlstate::internal_error,
-                      std::string("SPI_connect failed: ") + SPI_result_code_string(rc));
+    throw core::Error(core::sqlstate::internal_error, std::string("SPI_connect failed: ") + SPI_result_code_string(rc));
   open_ = true;
 }
 
@@ -203,8 +204,7 @@ std::uint64_t Spi::run_once(const std::string& sql) {
     return r;
   });
   if (rc < 0)
-    throw core::Error(core::sqlstate::internal_error,
-                      std::string("SPI_execute failed: ") + SPI_result_code_string(rc));
+    throw core::Error(core::sqlstate::internal_error, std::string("SPI_execute failed: ") + SPI_result_code_string(rc));
   return SPI_processed;
 }
 

@@ -19,12 +19,24 @@ struct Value {
 };
 Value text_value(std::string_view s);
 Value optional_text_value(const std::optional<std::string>& s);
-inline Value int8_value(std::int64_t v) { return {Int64GetDatum(v), false}; }
-inline Value int4_value(std::int32_t v) { return {Int32GetDatum(v), false}; }
-inline Value bool_value(bool v) { return {BoolGetDatum(v), false}; }
-inline Value timestamptz_value(TimestampTz v) { return {TimestampTzGetDatum(v), false}; }
-inline Value oid_value(Oid v) { return {ObjectIdGetDatum(v), false}; }
-inline Value null_value() { return {}; }
+inline Value int8_value(std::int64_t v) {
+  return {Int64GetDatum(v), false};
+}
+inline Value int4_value(std::int32_t v) {
+  return {Int32GetDatum(v), false};
+}
+inline Value bool_value(bool v) {
+  return {BoolGetDatum(v), false};
+}
+inline Value timestamptz_value(TimestampTz v) {
+  return {TimestampTzGetDatum(v), false};
+}
+inline Value oid_value(Oid v) {
+  return {ObjectIdGetDatum(v), false};
+}
+inline Value null_value() {
+  return {};
+}
 Value bytea_value(std::string_view bytes);
 // A uuid from its 16 bytes.
 Value uuid_value(std::string_view bytes16);

@@ -30,8 +30,12 @@ const char* trigger_operation(FunctionCallInfo fcinfo) {
   return "INSERT";
 }
 
-bool TriggerCall::is_insert() const { return TRIGGER_FIRED_BY_INSERT(data_->tg_event); }
-bool TriggerCall::is_update() const { return TRIGGER_FIRED_BY_UPDATE(data_->tg_event); }
+bool TriggerCall::is_insert() const {
+  return TRIGGER_FIRED_BY_INSERT(data_->tg_event);
+}
+bool TriggerCall::is_update() const {
+  return TRIGGER_FIRED_BY_UPDATE(data_->tg_event);
+}
 
 std::string TriggerCall::table() const {
   Relation rel = data_->tg_relation;
@@ -91,10 +95,14 @@ std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json) {
 
 namespace {
 void (*relation_forget)(Oid) noexcept = nullptr;
-void relation_callback(Datum, Oid relid) { relation_forget(relid); }
+void relation_callback(Datum, Oid relid) {
+  relation_forget(relid);
+}
 // ALTER SCHEMA ... RENAME invalidates no relcache entry, yet it changes the schema-qualified
 // names kept with the relations: forget them all (a new table could take the old name).
-void namespace_callback(Datum, int, uint32) { relation_forget(InvalidOid); }
+void namespace_callback(Datum, int, uint32) {
+  relation_forget(InvalidOid);
+}
 }  // namespace
 
 void on_relation_invalidated(void (*forget)(Oid relid) noexcept) {

@@ -34,7 +34,9 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-std::string source(const std::string& relative) { return slurp(std::string(FORGEYARD_SOURCE_DIR) + "/" + relative); }
+std::string source(const std::string& relative) {
+  return slurp(std::string(FORGEYARD_SOURCE_DIR) + "/" + relative);
+}
 
 struct Run {
   int code = -1;
@@ -153,9 +155,8 @@ std::string trim(std::string s) {
 
 // An embedded store of its own for each test case.
 struct Sqlite {
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("forgeyard-cli-" + std::to_string(getpid()) + "-" +
-                                                std::to_string(std::random_device{}()));
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("forgeyard-cli-" + std::to_string(getpid()) +
+                                                                        "-" + std::to_string(std::random_device{}()));
   std::string url = "sqlite://" + (dir / "store.db").string();
   Sqlite() { std::filesystem::create_directories(dir); }
   ~Sqlite() { std::filesystem::remove_all(dir); }
@@ -173,8 +174,8 @@ std::pair<std::string, std::string> claimed(const std::string& line) {
 }
 
 std::int64_t parse_usecs(const std::string& text) {  // 30s, 5m, ... as the help prints them
-  static const std::map<std::string, std::int64_t> units = {
-      {"us", 1}, {"ms", 1000}, {"s", 1000000}, {"m", 60000000}, {"h", 3600000000}, {"d", 86400000000}};
+  static const std::map<std::string, std::int64_t> units = {{"us", 1},       {"ms", 1000},      {"s", 1000000},
+                                                            {"m", 60000000}, {"h", 3600000000}, {"d", 86400000000}};
   std::size_t end = 0;
   const std::int64_t n = std::stoll(text, &end);
   return n * units.at(text.substr(end));
@@ -287,14 +288,14 @@ BOOST_AUTO_TEST_CASE(queue_create_help_shows_the_cores_defaults) {
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2_with_a_message_on_stderr) {
   const Sqlite store;
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {},                                                    // no command
-           {"bogus"},                                             // unknown command
-           {"queue"},                                             // a group without its verb
-           {"queue", "send", "acme", "q"},                        // an argument missing
-           {"queue", "stats", "acme", "q", "extra"},              // one too many
-           {"queue", "claim", "acme", "q", "--bogus", "1"},       // unknown option
-           {"queue", "claim", "acme", "q", "--max"},              // an option without its value
-           {"queue", "claim", "acme", "q", "--max", "x"},         // not a number
+           {},                                                     // no command
+           {"bogus"},                                              // unknown command
+           {"queue"},                                              // a group without its verb
+           {"queue", "send", "acme", "q"},                         // an argument missing
+           {"queue", "stats", "acme", "q", "extra"},               // one too many
+           {"queue", "claim", "acme", "q", "--bogus", "1"},        // unknown option
+           {"queue", "claim", "acme", "q", "--max"},               // an option without its value
+           {"queue", "claim", "acme", "q", "--max", "x"},          // not a number
            {"lease", "acquire", "acme", "r", "o", "--ttl", "5x"},  // not a duration
            {"queue", "create", "acme", "q", "--ordering", "random"},
            {"cas", "get", "t", "--key", "novalue"},
@@ -370,8 +371,8 @@ BOOST_AUTO_TEST_CASE(version_with_a_store_names_the_store_and_its_schema) {
   const Run s = run({"storage", "status"});
   std::smatch m;
   BOOST_REQUIRE(std::regex_search(s.out, m, std::regex("schema_version=([^\n]*)\n")));
-  BOOST_TEST(r.out == "client_version=" + std::string(forgeyard::version()) + "\nbackend=sqlite\nschema_version=" +
-                          m[1].str() + "\n");
+  BOOST_TEST(r.out == "client_version=" + std::string(forgeyard::version()) +
+                          "\nbackend=sqlite\nschema_version=" + m[1].str() + "\n");
   // $FORGEYARD_STORE names a store too.
   setenv("FORGEYARD_STORE", run.url.c_str(), 1);
   const pid_t pid = fork();

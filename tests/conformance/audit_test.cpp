@@ -1,5 +1,5 @@
-// The append-only audit chain (docs/sql-api.md, "Audit") and the atomicity of state + audit + outbox (docs/architecture.md, "Atomicity across semantics"),
-// on every backend.
+// The append-only audit chain (docs/sql-api.md, "Audit") and the atomicity of state + audit + outbox
+// (docs/architecture.md, "Atomicity across semantics"), on every backend.
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
@@ -102,7 +102,7 @@ BOOST_AUTO_TEST_CASE(each_tenant_has_a_gap_free_chain_from_1) {
     BOOST_TEST(records[i].hash == mine[i].hash);
     BOOST_TEST(records[i].action == "a" + std::to_string(i));
     BOOST_TEST(*records[i].details == R"({"i":)" + std::to_string(i) + "}");
-    BOOST_TEST((records[i].recorded_at == clock.now() - 5s));  // the store's clock
+    BOOST_TEST((records[i].recorded_at == clock.now() - 5s));        // the store's clock
     BOOST_TEST((records[i].occurred_at == records[i].recorded_at));  // by default
     if (i > 0) BOOST_TEST(records[i].prev_hash == records[i - 1].hash);
   }
@@ -238,8 +238,9 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_and_changes_nothing) {
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.details = "[1]"; })), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.details = "{\"a\":"; })), ErrorKind::InvalidArgument,
                  "22023");
-  FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.details = "{\"a\":\"" + std::string(64 * 1024, 'x') + "\"}"; })),
-                 ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(
+      audit().append(tenant, with([](auto& e) { e.details = "{\"a\":\"" + std::string(64 * 1024, 'x') + "\"}"; })),
+      ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.payload_digest = std::string(); })),
                  ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.payload_digest = std::string(65, 'd'); })),
@@ -257,7 +258,9 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_and_changes_nothing) {
                  "22021");
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.details = R"({"n":1e-17000})"; })),
                  ErrorKind::InvalidArgument, "22023");
-  FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.occurred_at = *forgeyard::parse_time("9999-12-31T23:59:59Z") + 1s; })),
+  FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) {
+                                  e.occurred_at = *forgeyard::parse_time("9999-12-31T23:59:59Z") + 1s;
+                                })),
                  ErrorKind::InvalidArgument, "22023");
   // A batch with one bad event appends none of them.
   FY_CHECK_ERROR(audit().append_batch(tenant, {event("ok"), event("ok"), with([](auto& e) { e.action = ""; })}),
@@ -327,7 +330,8 @@ BOOST_AUTO_TEST_CASE(audit_rows_cannot_be_updated_or_deleted) {
     // INSERT OR REPLACE would delete the old row without the DELETE trigger: refused too.
     BOOST_TEST(exec_sql_error("INSERT OR REPLACE INTO audit_events SELECT tenant_id, seq, event_id, occurred_at,"
                               " recorded_at, 'mallory', action, resource, details, payload_digest, payload_ref,"
-                              " prev_hash, hash FROM audit_events" + where)
+                              " prev_hash, hash FROM audit_events" +
+                              where)
                    .find("FY030") != std::string::npos);
   }
   const auto r = audit().read(tenant);
@@ -337,7 +341,8 @@ BOOST_AUTO_TEST_CASE(audit_rows_cannot_be_updated_or_deleted) {
 }
 
 BOOST_AUTO_TEST_CASE(verify_names_the_first_bad_seq_after_tampering) {
-  const std::string edited = unique("edited"), deleted = unique("deleted"), cut = unique("cut"), rewritten = unique("rw");
+  const std::string edited = unique("edited"), deleted = unique("deleted"), cut = unique("cut"),
+                    rewritten = unique("rw");
   for (const std::string& t : {edited, deleted, cut, rewritten})
     for (int i = 0; i < 5; ++i) audit().append(t, event("e" + std::to_string(i)));
   const AuditHead cut_anchor = audit().head(cut);
@@ -421,7 +426,8 @@ BOOST_AUTO_TEST_CASE(four_connections_append_1000_each_without_a_gap) {
   BOOST_TEST(failures == 0);
   const auto records = audit().read(tenant, 1, 10000);
   BOOST_REQUIRE_EQUAL(records.size(), static_cast<std::size_t>(threads * per_thread));
-  for (std::size_t i = 0; i < records.size(); ++i) BOOST_TEST_REQUIRE(records[i].seq == static_cast<std::int64_t>(i + 1));
+  for (std::size_t i = 0; i < records.size(); ++i)
+    BOOST_TEST_REQUIRE(records[i].seq == static_cast<std::int64_t>(i + 1));
   std::map<std::string, int> per_worker;
   for (const auto& r : records) ++per_worker[r.action];
   for (int w = 0; w < threads; ++w) BOOST_TEST(per_worker["w" + std::to_string(w)] == per_thread);
@@ -463,11 +469,11 @@ BOOST_AUTO_TEST_CASE(the_cli_exports_a_chain_that_verifies_offline) {
   };
   const std::string out = dir + "/out.txt", chain = dir + "/chain.jsonl";
   BOOST_TEST(run_cli({"audit", "append", tenant, "alice", "deploy", "svc/api", "--details", R"({"b":2,"a":1.50})",
-                  "--payload-digest", "00ff", "--payload-ref", "cas://x"},
-                 out) == 0);
+                      "--payload-digest", "00ff", "--payload-ref", "cas://x"},
+                     out) == 0);
   BOOST_TEST(slurp(out).find("seq=1\n") != std::string::npos);
   BOOST_TEST(run_cli({"audit", "append", tenant, "bob", "rollback", "svc/api", "--occurred-at", "2026-01-01T00:00:00Z"},
-                 out) == 0);
+                     out) == 0);
   BOOST_TEST(run_cli({"audit", "append", tenant, "", "x", "y"}, out) == 4);  // refused: empty actor
   BOOST_TEST(run_cli({"audit", "head", tenant}, out) == 0);
   const std::string head = slurp(out);
@@ -493,8 +499,9 @@ BOOST_AUTO_TEST_CASE(the_cli_exports_a_chain_that_verifies_offline) {
   BOOST_TEST(run_cli({"audit", "verify", "--file", chain}, out) == 1);
   BOOST_TEST(slurp(out).find("first_bad_seq=2") != std::string::npos);
   { std::ofstream(chain) << exported.substr(0, exported.find('\n') + 1); }  // the tail cut
-  BOOST_TEST(run_cli({"audit", "verify", "--file", chain}, out) == 0);       // fine on its own ...
-  BOOST_TEST(run_cli({"audit", "verify", "--file", chain, "--anchor", anchor}, out) == 1);  // ... not against the anchor
+  BOOST_TEST(run_cli({"audit", "verify", "--file", chain}, out) == 0);      // fine on its own ...
+  BOOST_TEST(run_cli({"audit", "verify", "--file", chain, "--anchor", anchor}, out) ==
+             1);  // ... not against the anchor
   std::filesystem::remove_all(dir);
 }
 

@@ -15,8 +15,8 @@
 namespace conformance {
 
 TestClock::TestClock()
-    : usecs_(std::chrono::duration_cast<std::chrono::microseconds>(
-                 std::chrono::system_clock::now().time_since_epoch()).count()) {}
+    : usecs_(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+                 .count()) {}
 
 namespace {
 std::string required_env(const char* name) {

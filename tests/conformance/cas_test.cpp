@@ -21,7 +21,9 @@ struct CasFixture : conformance::Backend {
     exec_sql("INSERT INTO " + table + " (tenant_id, id, value, note) VALUES ('" + tenant + "', 1, 10, 'first')");
   }
   Fields key(std::int64_t id = 1) const { return {{"tenant_id", tenant}, {"id", id}}; }
-  std::int64_t value_of(const forgeyard::VersionedRow& row) const { return std::get<std::int64_t>(row.values.at("value")); }
+  std::int64_t value_of(const forgeyard::VersionedRow& row) const {
+    return std::get<std::int64_t>(row.values.at("value"));
+  }
 };
 }  // namespace
 
@@ -43,8 +45,9 @@ BOOST_AUTO_TEST_CASE(a_new_row_starts_at_version_1_and_each_update_moves_it_by_o
 
 BOOST_AUTO_TEST_CASE(a_stale_version_is_a_conflict_naming_expected_and_current) {
   store->versioned_rows().update(table, key(), 1, {{"value", std::int64_t{20}}});
-  const auto e = conformance::expect_error(
-      [&] { store->versioned_rows().update(table, key(), 1, {{"value", std::int64_t{99}}}); });
+  const auto e = conformance::expect_error([&] {
+    store->versioned_rows().update(table, key(), 1, {{"value", std::int64_t{99}}});
+  });
   BOOST_TEST(forgeyard::to_string(e.kind()) == "Conflict");
   BOOST_TEST(e.sqlstate() == "FY002");
   BOOST_TEST(e.detail() == "expected version 1, current version 2");
@@ -63,15 +66,16 @@ BOOST_AUTO_TEST_CASE(bad_keys_and_changes_are_refused_and_change_nothing) {
   auto& rows = store->versioned_rows();
   const Fields change{{"value", std::int64_t{5}}};
   FY_CHECK_ERROR(rows.update(table, key(), 1, {{"bogus", std::int64_t{1}}}), ErrorKind::InvalidArgument, "22023");
-  FY_CHECK_ERROR(rows.update(table, key(), 1, {{"entity_version", std::int64_t{7}}}), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(rows.update(table, key(), 1, {{"entity_version", std::int64_t{7}}}), ErrorKind::InvalidArgument,
+                 "22023");
   FY_CHECK_ERROR(rows.update(table, key(), 1, {{"tenant_id", "other"}}), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(rows.update(table, key(), 1, {{"id", std::int64_t{2}}}), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(rows.update(table, key(), 1, {}), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(rows.update(table, {{"id", std::int64_t{1}}}, 1, change), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(rows.update(table, {{"tenant_id", tenant}}, 1, change), ErrorKind::InvalidArgument, "22023");
-  FY_CHECK_ERROR(rows.update(table, {{"tenant_id", tenant}, {"id", std::int64_t{1}}, {"nope", std::int64_t{1}}}, 1,
-                             change),
-                 ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(
+      rows.update(table, {{"tenant_id", tenant}, {"id", std::int64_t{1}}, {"nope", std::int64_t{1}}}, 1, change),
+      ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(rows.update(table, key(), 0, change), ErrorKind::InvalidArgument, "22023");
   const auto e = conformance::expect_error([&] { rows.update(table, key(), 1, {{"bogus", std::int64_t{1}}}); });
   BOOST_TEST(std::string(e.what()).find("bogus") != std::string::npos);
@@ -97,8 +101,10 @@ BOOST_AUTO_TEST_CASE(only_versioned_tables_with_a_proper_column_are_accepted) {
 
 BOOST_AUTO_TEST_CASE(a_key_may_add_tenant_id_to_a_globally_unique_id) {
   const std::string global = unique_identifier("global");
-  exec_sql("CREATE TABLE " + global + " (id integer PRIMARY KEY, tenant_id text NOT NULL, value integer,"
-           " entity_version " + std::string(is_postgres() ? "bigint" : "INTEGER") + " NOT NULL DEFAULT 1)");
+  exec_sql("CREATE TABLE " + global +
+           " (id integer PRIMARY KEY, tenant_id text NOT NULL, value integer,"
+           " entity_version " +
+           std::string(is_postgres() ? "bigint" : "INTEGER") + " NOT NULL DEFAULT 1)");
   store->versioned_rows().enable(global);
   exec_sql("INSERT INTO " + global + " (id, tenant_id, value) VALUES (7, '" + tenant + "', 1)");
   const Fields k{{"tenant_id", tenant}, {"id", std::int64_t{7}}};

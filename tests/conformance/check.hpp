@@ -25,10 +25,10 @@ forgeyard::Error expect_error(F&& f) {
 // Checks the kind and SQLSTATE of the error `statement` throws and, when a fourth argument is
 // given, its message too: where both backends raise the core's error (fencing, argument checks)
 // the texts must match word for word, so a twin SQL predicate that drifts shows up here.
-#define FY_CHECK_ERROR(statement, expected_kind, expected_sqlstate, ...)                   \
-  do {                                                                                     \
-    const forgeyard::Error fy_e = ::conformance::expect_error([&] { statement; });         \
-    BOOST_TEST(forgeyard::to_string(fy_e.kind()) == forgeyard::to_string(expected_kind));  \
-    BOOST_TEST(fy_e.sqlstate() == (expected_sqlstate));                                    \
-    __VA_OPT__(BOOST_TEST(std::string(fy_e.what()) == std::string(__VA_ARGS__));)          \
+#define FY_CHECK_ERROR(statement, expected_kind, expected_sqlstate, ...)                  \
+  do {                                                                                    \
+    const forgeyard::Error fy_e = ::conformance::expect_error([&] { statement; });        \
+    BOOST_TEST(forgeyard::to_string(fy_e.kind()) == forgeyard::to_string(expected_kind)); \
+    BOOST_TEST(fy_e.sqlstate() == (expected_sqlstate));                                   \
+    __VA_OPT__(BOOST_TEST(std::string(fy_e.what()) == std::string(__VA_ARGS__));)         \
   } while (0)

@@ -23,8 +23,8 @@ BOOST_AUTO_TEST_CASE(the_cli_prints_its_version_and_the_stores) {
   if (is_postgres()) {
     BOOST_TEST(printed == "client_version=" + version + "\nbackend=postgresql\nextension_version=" + version + "\n");
   } else {
-    BOOST_TEST(printed == "client_version=" + version + "\nbackend=sqlite\nschema_version=" +
-                              store->status().schema_version + "\n");
+    BOOST_TEST(printed == "client_version=" + version +
+                              "\nbackend=sqlite\nschema_version=" + store->status().schema_version + "\n");
   }
 }
 

@@ -43,10 +43,11 @@ BOOST_AUTO_TEST_CASE(a_new_key_starts_and_a_completed_one_replays_its_response) 
 
 BOOST_AUTO_TEST_CASE(the_same_key_with_another_request_is_a_mismatch) {
   auto b = idem().begin(key, digest);
-  FY_CHECK_ERROR(idem().begin(key, forgeyard::request_digest("something else")), ErrorKind::IdempotencyMismatch, "FY011",
-                 "idempotency key \"" + key.key + "\" was used with a different request");
+  FY_CHECK_ERROR(idem().begin(key, forgeyard::request_digest("something else")), ErrorKind::IdempotencyMismatch,
+                 "FY011", "idempotency key \"" + key.key + "\" was used with a different request");
   idem().complete(key, std::string("ok"), b.attempt);
-  FY_CHECK_ERROR(idem().begin(key, forgeyard::request_digest("something else")), ErrorKind::IdempotencyMismatch, "FY011");
+  FY_CHECK_ERROR(idem().begin(key, forgeyard::request_digest("something else")), ErrorKind::IdempotencyMismatch,
+                 "FY011");
 }
 
 BOOST_AUTO_TEST_CASE(a_live_attempt_makes_others_wait_and_an_expired_one_is_taken_over) {

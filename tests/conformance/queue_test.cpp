@@ -307,15 +307,14 @@ BOOST_AUTO_TEST_CASE(nack_retries_with_capped_backoff_then_dead_letters) {
     auto d = take();
     BOOST_REQUIRE(d.size() == 1u);
     BOOST_TEST(d[0].attempt == attempt);
-    BOOST_TEST((queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "boom") ==
-                forgeyard::NackOutcome::Retry));
+    BOOST_TEST((queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "boom") == forgeyard::NackOutcome::Retry));
     clock.advance(4s);  // the cap: after it the retry is visible whatever the jitter drew
   }
   auto d = take();
   BOOST_REQUIRE(d.size() == 1u);
   BOOST_TEST(d[0].attempt == 3);
-  BOOST_TEST((queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "still boom") ==
-              forgeyard::NackOutcome::Dead));
+  BOOST_TEST(
+      (queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "still boom") == forgeyard::NackOutcome::Dead));
   auto stats = queues().stats(tenant, queue);
   BOOST_TEST(stats.dead == 1);
   BOOST_TEST(stats.bytes == 0);  // dead letters do not count against the queue
@@ -325,7 +324,7 @@ BOOST_AUTO_TEST_CASE(nack_retries_with_capped_backoff_then_dead_letters) {
   BOOST_TEST(dead[0].attempt == 3);
   BOOST_TEST(dead[0].error == "still boom");
   BOOST_TEST(dead[0].error_class == "max_attempts");
-  BOOST_TEST(!dead[0].payload.has_value());  // dropped by default
+  BOOST_TEST(!dead[0].payload.has_value());                    // dropped by default
   queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);  // acking a dead message: a no-op
   FY_CHECK_ERROR(queues().redrive(tenant, queue, {id}), ErrorKind::InvalidArgument, "22023",
                  "dead letter " + std::to_string(id) + " cannot be redriven: its payload was dropped");
@@ -352,8 +351,8 @@ BOOST_AUTO_TEST_CASE(a_permanent_failure_dead_letters_at_once_and_kept_payloads_
   create(o);
   const auto id = send("poison");
   auto d = take();
-  BOOST_TEST((queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "bad input", true) ==
-              forgeyard::NackOutcome::Dead));
+  BOOST_TEST(
+      (queues().nack(tenant, queue, d[0].msg_id, d[0].claim_token, "bad input", true) == forgeyard::NackOutcome::Dead));
   auto dead = queues().dead_letters(tenant, queue);
   BOOST_REQUIRE(dead.size() == 1u);
   BOOST_TEST(dead[0].error_class == "permanent");
@@ -619,8 +618,9 @@ BOOST_AUTO_TEST_CASE(a_consumer_whose_connection_dies_mid_claim_loses_nothing) {
     BOOST_TEST(tx->queues().claim(tenant, queue, "victim", 3).size() == 3u);
     if (is_postgres()) {
       // The server kills the consumer's connection while its claim is open.
-      exec_sql("SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity"
-               " WHERE application_name = 'fy_victim'");
+      exec_sql(
+          "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity"
+          " WHERE application_name = 'fy_victim'");
       FY_CHECK_ERROR(tx->commit(), ErrorKind::CommitUnknown, "08006");
     }
   }  // SQLite: the consumer goes away with its transaction open

@@ -62,9 +62,8 @@ BOOST_AUTO_TEST_CASE(a_stale_holder_cannot_commit_a_fenced_write) {
 }
 
 BOOST_AUTO_TEST_CASE(transact_helper_commits_and_returns_the_result) {
-  auto epoch = forgeyard::transact(*store, [&](forgeyard::Transaction& tx) {
-    return tx.leases().acquire(tenant, "helper", "w", 30s).epoch;
-  });
+  auto epoch = forgeyard::transact(
+      *store, [&](forgeyard::Transaction& tx) { return tx.leases().acquire(tenant, "helper", "w", 30s).epoch; });
   BOOST_TEST(store->leases().get(tenant, "helper")->epoch == epoch);
 }
 

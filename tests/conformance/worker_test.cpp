@@ -57,17 +57,16 @@ BOOST_AUTO_TEST_CASE(the_worker_keeps_its_whole_batch_alive_while_handlers_run_l
   options.stop_when_idle = true;
   auto other = open_another(1);
   bool stolen = false;
-  auto stats = forgeyard::run_worker(
-      store->queues(), options,
-      [&](const forgeyard::Delivery&) {
-        for (int i = 0; i < 4; ++i) {
-          std::this_thread::sleep_for(400ms);
-          clock.advance(400ms);  // time passes for the store too
-          stolen = stolen || !other->queues().claim(tenant, "slow", "thief", 1).empty();
-        }
-        return forgeyard::HandlerResult::ack();
-      },
-      {});
+  auto stats = forgeyard::run_worker(store->queues(), options,
+                                     [&](const forgeyard::Delivery&) {
+                                       for (int i = 0; i < 4; ++i) {
+                                         std::this_thread::sleep_for(400ms);
+                                         clock.advance(400ms);  // time passes for the store too
+                                         stolen = stolen || !other->queues().claim(tenant, "slow", "thief", 1).empty();
+                                       }
+                                       return forgeyard::HandlerResult::ack();
+                                     },
+                                     {});
   BOOST_TEST(stats.extended >= 2u);
   BOOST_TEST(!stolen);  // 3.2 s of work on a 0.9 s visibility: nobody else got either message
   BOOST_TEST(stats.acked == 2u);
@@ -86,16 +85,16 @@ BOOST_AUTO_TEST_CASE(a_lapsed_delivery_in_a_batch_does_not_stop_the_worker) {
   options.stop_when_idle = true;
   auto other = open_another(1);
   std::vector<forgeyard::Delivery> taken;
-  auto stats = forgeyard::run_worker(
-      store->queues(), options,
-      [&](const forgeyard::Delivery& d) {
-        if (d.payload == "m1") {
-          clock.advance(11s);  // both deliveries lapse, and another consumer takes them over
-          taken = other->queues().claim(tenant, "lapse", "other", 2);
-        }
-        return forgeyard::HandlerResult::ack();
-      },
-      {});
+  auto stats =
+      forgeyard::run_worker(store->queues(), options,
+                            [&](const forgeyard::Delivery& d) {
+                              if (d.payload == "m1") {
+                                clock.advance(11s);  // both deliveries lapse, and another consumer takes them over
+                                taken = other->queues().claim(tenant, "lapse", "other", 2);
+                              }
+                              return forgeyard::HandlerResult::ack();
+                            },
+                            {});
   BOOST_TEST(taken.size() == 2u);
   BOOST_TEST(stats.stale == 2u);  // its late acks were refused, one by one, and the loop went on
   BOOST_TEST(stats.acked == 0u);
@@ -128,7 +127,8 @@ BOOST_AUTO_TEST_CASE(the_cli_sends_while_its_worker_runs) {
   // while it runs, and SIGTERM stops it cleanly.
   store->queues().create(tenant, "cli", {});
   const std::string out = (std::filesystem::temp_directory_path() / ("forgeyard-worker-" + unique("out"))).string();
-  const pid_t worker = spawn_cli({"queue", "work", tenant, "cli", "cat >> " + out + "; echo >> " + out, "--batch", "1"});
+  const pid_t worker =
+      spawn_cli({"queue", "work", tenant, "cli", "cat >> " + out + "; echo >> " + out, "--batch", "1"});
   for (int i = 0; i < 5; ++i) {
     int status = 0;
     waitpid(spawn_cli({"queue", "send", tenant, "cli", "job-" + std::to_string(i)}), &status, 0);

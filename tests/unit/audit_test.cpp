@@ -101,7 +101,7 @@ BOOST_AUTO_TEST_CASE(the_verifier_names_the_first_bad_seq) {
   BOOST_TEST(*v.first_bad_seq == 2);
   BOOST_TEST(v.reason->find("missing") != std::string::npos);
 
-  std::vector<std::string> cut(good.begin(), good.begin() + 3);  // tail cut after 3
+  std::vector<std::string> cut(good.begin(), good.begin() + 3);   // tail cut after 3
   BOOST_TEST(core::verify_exported_chain(cut, std::nullopt).ok);  // undetectable without an anchor
   v = core::verify_exported_chain(cut, core::Anchor{5, head});
   BOOST_TEST(!v.ok);
@@ -136,9 +136,9 @@ BOOST_AUTO_TEST_CASE(details_must_be_a_small_json_object) {
   BOOST_TEST(code_of([] { core::canonical_details("{\"a\":\"\\u0000\"}"); }) == "22023");
   BOOST_TEST(code_of([] { core::canonical_details("{\"a\":\"\\ud800\"}"); }) == "22023");
   BOOST_TEST(code_of([] { core::canonical_details("{\"a\":\"\\udc00\"}"); }) == "22023");
-  BOOST_TEST(code_of([] { core::canonical_details("{\"a\":\"\xc3\x28\"}"); }) == "22023");  // bad UTF-8
+  BOOST_TEST(code_of([] { core::canonical_details("{\"a\":\"\xc3\x28\"}"); }) == "22023");      // bad UTF-8
   BOOST_TEST(code_of([] { core::canonical_details("{\"a\":\"\xed\xa0\x80\"}"); }) == "22023");  // encoded surrogate
-  BOOST_TEST(code_of([] { core::canonical_details("{\"a\":\"tab\there\"}"); }) == "22023");  // raw control
+  BOOST_TEST(code_of([] { core::canonical_details("{\"a\":\"tab\there\"}"); }) == "22023");     // raw control
   std::string deep = "{\"a\":";
   for (int i = 0; i < core::max_details_depth; ++i) deep += "[";
   for (int i = 0; i < core::max_details_depth; ++i) deep += "]";
@@ -202,7 +202,8 @@ BOOST_AUTO_TEST_CASE(timestamps_and_uuids_have_one_text_form) {
   BOOST_TEST(core::format_timestamp(951782400123456) == "2000-02-29T00:00:00.123456Z");
   for (std::int64_t t : {0LL, -1LL, 951782400123456LL, 1796040000000001LL, -62135596800000000LL})
     BOOST_TEST(*core::parse_timestamp(core::format_timestamp(t)) == t);
-  BOOST_TEST(*core::parse_timestamp("2026-11-29T13:00:00.5+01:00") == *core::parse_timestamp("2026-11-29T12:00:00.500000Z"));
+  BOOST_TEST(*core::parse_timestamp("2026-11-29T13:00:00.5+01:00") ==
+             *core::parse_timestamp("2026-11-29T12:00:00.500000Z"));
   BOOST_TEST(!core::parse_timestamp("2026-11-29 12:00:00"));  // no zone
   BOOST_TEST(!core::parse_timestamp("2026-13-01T00:00:00Z"));
   const std::string id = "0123456789abcdef0123456789abcdef";

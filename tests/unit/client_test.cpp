@@ -22,18 +22,30 @@ BOOST_AUTO_TEST_CASE(every_sqlstate_of_the_contract_maps_to_its_kind) {
     bool retryable;
   };
   const Row table[] = {
-      {"FY001", ErrorKind::StaleFence, false},       {"FY002", ErrorKind::Conflict, false},
-      {"FY010", ErrorKind::InProgress, true},        {"FY011", ErrorKind::IdempotencyMismatch, false},
-      {"FY020", ErrorKind::QueueFull, true},         {"FY021", ErrorKind::PayloadTooLarge, false},
-      {"FY030", ErrorKind::AppendOnly, false},       {"FY040", ErrorKind::TenantDenied, false},
-      {"22004", ErrorKind::InvalidArgument, false},  {"22001", ErrorKind::InvalidArgument, false},
-      {"22023", ErrorKind::InvalidArgument, false},  {"42704", ErrorKind::NotFound, false},
-      {"P0002", ErrorKind::NotFound, false},         {"42501", ErrorKind::PermissionDenied, false},
-      {"40001", ErrorKind::SerializationFailure, true}, {"40P01", ErrorKind::SerializationFailure, true},
-      {"08006", ErrorKind::Unavailable, true},       {"08001", ErrorKind::Unavailable, true},
-      {"57P01", ErrorKind::Unavailable, true},       {"57P03", ErrorKind::Unavailable, true},
-      {"57014", ErrorKind::Timeout, false},          {"XX001", ErrorKind::Corruption, false},
-      {"XX002", ErrorKind::Corruption, false},       {"XX000", ErrorKind::Internal, false},
+      {"FY001", ErrorKind::StaleFence, false},
+      {"FY002", ErrorKind::Conflict, false},
+      {"FY010", ErrorKind::InProgress, true},
+      {"FY011", ErrorKind::IdempotencyMismatch, false},
+      {"FY020", ErrorKind::QueueFull, true},
+      {"FY021", ErrorKind::PayloadTooLarge, false},
+      {"FY030", ErrorKind::AppendOnly, false},
+      {"FY040", ErrorKind::TenantDenied, false},
+      {"22004", ErrorKind::InvalidArgument, false},
+      {"22001", ErrorKind::InvalidArgument, false},
+      {"22023", ErrorKind::InvalidArgument, false},
+      {"42704", ErrorKind::NotFound, false},
+      {"P0002", ErrorKind::NotFound, false},
+      {"42501", ErrorKind::PermissionDenied, false},
+      {"40001", ErrorKind::SerializationFailure, true},
+      {"40P01", ErrorKind::SerializationFailure, true},
+      {"08006", ErrorKind::Unavailable, true},
+      {"08001", ErrorKind::Unavailable, true},
+      {"57P01", ErrorKind::Unavailable, true},
+      {"57P03", ErrorKind::Unavailable, true},
+      {"57014", ErrorKind::Timeout, false},
+      {"XX001", ErrorKind::Corruption, false},
+      {"XX002", ErrorKind::Corruption, false},
+      {"XX000", ErrorKind::Internal, false},
   };
   for (const Row& r : table) {
     BOOST_TEST_CONTEXT(r.code) {
@@ -71,7 +83,13 @@ BOOST_AUTO_TEST_CASE(retry_retries_only_retryable_kinds_and_never_an_unknown_com
   BOOST_TEST(calls == 3);
 
   calls = 0;
-  BOOST_CHECK_THROW(forgeyard::with_retry([&]() -> int { ++calls; throw Error("40P01", "deadlock"); }, policy), Error);
+  BOOST_CHECK_THROW(forgeyard::with_retry(
+                        [&]() -> int {
+                          ++calls;
+                          throw Error("40P01", "deadlock");
+                        },
+                        policy),
+                    Error);
   BOOST_TEST(calls == 4);  // bounded
 
   calls = 0;
@@ -85,15 +103,33 @@ BOOST_AUTO_TEST_CASE(retry_retries_only_retryable_kinds_and_never_an_unknown_com
   BOOST_TEST(calls == 1);
 
   calls = 0;
-  BOOST_CHECK_THROW(forgeyard::with_retry([&]() -> int { ++calls; throw Error("08006", "lost"); }, policy), Error);
+  BOOST_CHECK_THROW(forgeyard::with_retry(
+                        [&]() -> int {
+                          ++calls;
+                          throw Error("08006", "lost");
+                        },
+                        policy),
+                    Error);
   BOOST_TEST(calls == 1);  // not idempotent: a lost connection is not retried
   policy.idempotent = true;
   calls = 0;
-  BOOST_CHECK_THROW(forgeyard::with_retry([&]() -> int { ++calls; throw Error("08006", "lost"); }, policy), Error);
+  BOOST_CHECK_THROW(forgeyard::with_retry(
+                        [&]() -> int {
+                          ++calls;
+                          throw Error("08006", "lost");
+                        },
+                        policy),
+                    Error);
   BOOST_TEST(calls == 4);
 
   calls = 0;
-  BOOST_CHECK_THROW(forgeyard::with_retry([&]() -> int { ++calls; throw Error("FY001", "stale"); }, policy), Error);
+  BOOST_CHECK_THROW(forgeyard::with_retry(
+                        [&]() -> int {
+                          ++calls;
+                          throw Error("FY001", "stale");
+                        },
+                        policy),
+                    Error);
   BOOST_TEST(calls == 1);
 }
 
@@ -186,7 +222,10 @@ BOOST_AUTO_TEST_CASE(pool_drops_connections_past_their_lifetime) {
   options.max_connections = 1;
   options.max_lifetime = 1ms;
   forgeyard::detail::Pool<FakeConn> pool(options, [] { return std::make_unique<FakeConn>(); });
-  { auto a = pool.acquire(); std::this_thread::sleep_for(5ms); }
+  {
+    auto a = pool.acquire();
+    std::this_thread::sleep_for(5ms);
+  }
   auto b = pool.acquire();
   BOOST_TEST(pool.stats().created == 2u);
   BOOST_TEST(pool.stats().closed == 1u);

@@ -56,7 +56,10 @@ BOOST_AUTO_TEST_CASE(default_store_lives_under_xdg_data_home_else_home) {
   BOOST_TEST(forgeyard::default_sqlite_path() == "/home/someone/.local/share/forgeyard/forgeyard.db");
   setenv("XDG_DATA_HOME", "relative/not/allowed", 1);  // the XDG spec ignores relative paths
   BOOST_TEST(forgeyard::default_sqlite_path() == "/home/someone/.local/share/forgeyard/forgeyard.db");
-  if (old_xdg) setenv("XDG_DATA_HOME", saved_xdg.c_str(), 1); else unsetenv("XDG_DATA_HOME");
+  if (old_xdg)
+    setenv("XDG_DATA_HOME", saved_xdg.c_str(), 1);
+  else
+    unsetenv("XDG_DATA_HOME");
   setenv("HOME", saved_home.c_str(), 1);
 }
 
@@ -70,7 +73,10 @@ BOOST_AUTO_TEST_CASE(empty_url_opens_the_default_store) {
     BOOST_TEST(store->status().location == (dir.path / "forgeyard" / "forgeyard.db").string());
   }
   BOOST_TEST(fs::exists(dir.path / "forgeyard" / "forgeyard.db"));
-  if (old_xdg) setenv("XDG_DATA_HOME", saved.c_str(), 1); else unsetenv("XDG_DATA_HOME");
+  if (old_xdg)
+    setenv("XDG_DATA_HOME", saved.c_str(), 1);
+  else
+    unsetenv("XDG_DATA_HOME");
 }
 
 BOOST_AUTO_TEST_CASE(bad_urls_are_refused) {

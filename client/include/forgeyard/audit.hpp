@@ -55,7 +55,7 @@ struct AuditRecord {
 
 struct AuditVerification {
   bool ok = true;
-  std::int64_t checked = 0;                  // events whose hash and link were recomputed
+  std::int64_t checked = 0;                   // events whose hash and link were recomputed
   std::optional<std::int64_t> first_bad_seq;  // the first seq that is missing, edited or unlinked
   std::optional<std::string> reason;
 };
@@ -87,7 +87,8 @@ FORGEYARD_API std::string audit_export_line(const AuditRecord& record);
 FORGEYARD_API AuditRecord parse_audit_export_line(std::string_view line);
 // Checks an exported chain (JSON lines of one tenant in seq order; an export that starts after
 // seq 1 trusts its first prev_hash) with the same encoding the stores use.
-FORGEYARD_API AuditVerification verify_audit_export(std::istream& lines, std::optional<AuditHead> anchor = std::nullopt);
+FORGEYARD_API AuditVerification verify_audit_export(std::istream& lines,
+                                                    std::optional<AuditHead> anchor = std::nullopt);
 
 // RFC 3339 timestamps as the export writes them ("2026-11-29T12:00:00.000001Z"); parse also
 // takes an offset ("+01:00") and 0..6 fractional digits.

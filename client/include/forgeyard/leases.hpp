@@ -47,8 +47,7 @@ class FORGEYARD_API Leases {
   virtual LeaseGrant acquire(std::string_view tenant, std::string_view resource, std::string_view owner,
                              Duration ttl) = 0;
   // The new expiry; StaleFence if `epoch` is not the live grant.
-  virtual TimePoint renew(std::string_view tenant, std::string_view resource, std::int64_t epoch,
-                          Duration ttl) = 0;
+  virtual TimePoint renew(std::string_view tenant, std::string_view resource, std::int64_t epoch, Duration ttl) = 0;
   // Whether `epoch` was the live grant.
   virtual bool release(std::string_view tenant, std::string_view resource, std::int64_t epoch) = 0;
   // Inside a transaction: StaleFence unless `epoch` is the live grant; the grant then cannot

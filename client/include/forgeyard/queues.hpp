@@ -31,7 +31,7 @@ struct QueueOptions {
   std::int64_t max_attempts = 5;
   Duration backoff_base = std::chrono::seconds(1);
   Duration backoff_max = std::chrono::minutes(5);
-  bool partition_ordered = false;       // ordering = partition
+  bool partition_ordered = false;  // ordering = partition
   bool keep_dead_letter_payload = false;
   Duration retain_acked = Duration::zero();
   std::int64_t max_dead = 100000;
@@ -100,8 +100,8 @@ class FORGEYARD_API Queues {
   virtual void ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) = 0;
   // A worker's steady state in one round trip: ack the last batch, claim the next.
   virtual std::vector<Delivery> ack_and_claim(std::string_view tenant, std::string_view queue,
-                                              std::string_view consumer, const std::vector<Ack>& acks,
-                                              int max_messages, std::optional<Duration> visibility = std::nullopt) = 0;
+                                              std::string_view consumer, const std::vector<Ack>& acks, int max_messages,
+                                              std::optional<Duration> visibility = std::nullopt) = 0;
   virtual NackOutcome nack(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
                            std::int64_t claim_token, std::string_view error, bool permanent = false) = 0;
   // StaleFence when the delivery was taken over or its visibility already ran out.

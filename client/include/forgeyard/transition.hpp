@@ -1,6 +1,6 @@
-// A state transition, its audit event and its outbox message in one transaction (docs/architecture.md#atomicity-across-semantics-state-audit-and-outbox,
-// atomicity): they commit together or not at all. Long work (uploads, network calls) belongs
-// before it, never inside.
+// A state transition, its audit event and its outbox message in one transaction
+// (docs/architecture.md#atomicity-across-semantics-state-audit-and-outbox, atomicity): they commit together or not at
+// all. Long work (uploads, network calls) belongs before it, never inside.
 #pragma once
 
 #include "forgeyard/export.hpp"

@@ -11,7 +11,11 @@ using Clock = std::chrono::system_clock;
 using TimePoint = std::chrono::time_point<Clock, std::chrono::microseconds>;
 using Duration = std::chrono::microseconds;
 
-inline TimePoint from_unix_usecs(std::int64_t us) { return TimePoint(Duration(us)); }
-inline std::int64_t unix_usecs(TimePoint t) { return t.time_since_epoch().count(); }
+inline TimePoint from_unix_usecs(std::int64_t us) {
+  return TimePoint(Duration(us));
+}
+inline std::int64_t unix_usecs(TimePoint t) {
+  return t.time_since_epoch().count();
+}
 
 }  // namespace forgeyard

@@ -41,6 +41,7 @@ struct WorkerStats {
   std::uint64_t acked = 0, retried = 0, dead = 0, extended = 0, idle_polls = 0, stale = 0;
 };
 
-FORGEYARD_API WorkerStats run_worker(Queues& queues, const WorkerOptions& options, const Handler& handler, std::stop_token stop);
+FORGEYARD_API WorkerStats run_worker(Queues& queues, const WorkerOptions& options, const Handler& handler,
+                                     std::stop_token stop);
 
 }  // namespace forgeyard

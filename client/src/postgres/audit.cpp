@@ -65,16 +65,18 @@ std::string array_param(const std::vector<std::optional<std::string>>& elements)
   return out;
 }
 
-AuditHead head_of(const PgResult& r, int row) { return AuditHead{r.int8(row, 0), r.bytea(row, 1)}; }
+AuditHead head_of(const PgResult& r, int row) {
+  return AuditHead{r.int8(row, 0), r.bytea(row, 1)};
+}
 
 }  // namespace
 
 AuditHead PgAudit::append(std::string_view tenant, const AuditEvent& event) {
   return session_.measure("audit.append", [&] {
     const fy::core::AuditEvent e = audit_input(tenant, event);
-    PgResult r = session_.run(append_sql, {e.tenant, e.actor, e.action, e.resource, e.details,
-                                           optional_bytea(e.payload_digest), e.payload_ref,
-                                           timestamp_param(event.occurred_at), uuid_param(e)});
+    PgResult r =
+        session_.run(append_sql, {e.tenant, e.actor, e.action, e.resource, e.details, optional_bytea(e.payload_digest),
+                                  e.payload_ref, timestamp_param(event.occurred_at), uuid_param(e)});
     return head_of(r, 0);
   });
 }
@@ -95,10 +97,9 @@ std::vector<AuditHead> PgAudit::append_batch(std::string_view tenant, const std:
       occurred.push_back(timestamp_param(event.occurred_at));
       ids.push_back(uuid_param(e));
     }
-    PgResult r = session_.run(append_batch_sql,
-                              {std::string(tenant), array_param(actors), array_param(actions), array_param(resources),
-                               array_param(details), array_param(digests), array_param(refs), array_param(occurred),
-                               array_param(ids)});
+    PgResult r = session_.run(append_batch_sql, {std::string(tenant), array_param(actors), array_param(actions),
+                                                 array_param(resources), array_param(details), array_param(digests),
+                                                 array_param(refs), array_param(occurred), array_param(ids)});
     std::vector<AuditHead> out;
     for (int i = 0; i < r.rows(); ++i) out.push_back(head_of(r, i));
     return out;
@@ -112,11 +113,10 @@ AuditHead PgAudit::head(std::string_view tenant) {
 AuditVerification PgAudit::verify(std::string_view tenant, std::int64_t from_seq, std::optional<std::int64_t> to_seq,
                                   std::optional<AuditHead> anchor) {
   return session_.measure("audit.verify", [&] {
-    PgResult r = session_.run(
-        verify_sql, {std::string(tenant), std::to_string(from_seq),
-                     to_seq ? std::optional(std::to_string(*to_seq)) : std::nullopt,
-                     anchor ? std::optional(std::to_string(anchor->seq)) : std::nullopt,
-                     anchor ? std::optional(bytea_param(anchor->hash)) : std::nullopt});
+    PgResult r = session_.run(verify_sql, {std::string(tenant), std::to_string(from_seq),
+                                           to_seq ? std::optional(std::to_string(*to_seq)) : std::nullopt,
+                                           anchor ? std::optional(std::to_string(anchor->seq)) : std::nullopt,
+                                           anchor ? std::optional(bytea_param(anchor->hash)) : std::nullopt});
     AuditVerification v;
     v.ok = r.boolean(0, 0);
     v.checked = r.int8(0, 1);

@@ -20,7 +20,9 @@ const char* PgResult::value(int row, int col) const {
   return PQgetvalue(result_.get(), row, col);
 }
 
-std::string PgResult::text(int row, int col) const { return value(row, col); }
+std::string PgResult::text(int row, int col) const {
+  return value(row, col);
+}
 
 std::int64_t PgResult::int8(int row, int col) const {
   const char* s = value(row, col);
@@ -45,7 +47,9 @@ std::string PgResult::bytea(int row, int col) const {
   return *bytes;
 }
 
-std::string bytea_param(std::string_view bytes) { return "\\x" + fy::core::to_hex(bytes); }
+std::string bytea_param(std::string_view bytes) {
+  return "\\x" + fy::core::to_hex(bytes);
+}
 
 PgConnection::PgConnection(const std::string& url, bool prepared_statements)
     : prepared_statements_(prepared_statements) {
@@ -61,7 +65,9 @@ PgConnection::PgConnection(const std::string& url, bool prepared_statements)
   }
 }
 
-PgConnection::~PgConnection() { PQfinish(conn_); }
+PgConnection::~PgConnection() {
+  PQfinish(conn_);
+}
 
 bool PgConnection::reusable() const {
   return PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) == PQTRANS_IDLE;
@@ -102,8 +108,7 @@ PgResult PgConnection::exec(const PgStatement& statement, const PgParams& params
   } else {
     r = PQexecParams(conn_, statement.sql, n, nullptr, values.data(), nullptr, nullptr, 0);
   }
-  if (r == nullptr || (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK))
-    fail(r, false);
+  if (r == nullptr || (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK)) fail(r, false);
   return PgResult(r);
 }
 

@@ -8,8 +8,8 @@ namespace forgeyard::detail {
 namespace {
 
 const PgStatement acquire_sql{"fy_lease_acquire",
-                              "SELECT acquired, epoch, holder, " FY_USECS("expires_at")
-                              " FROM forgeyard.lease_acquire($1, $2, $3, $4::pg_catalog.interval)",
+                              "SELECT acquired, epoch, holder, " FY_USECS(
+                                  "expires_at") " FROM forgeyard.lease_acquire($1, $2, $3, $4::pg_catalog.interval)",
                               4};
 const PgStatement renew_sql{"fy_lease_renew",
                             "SELECT " FY_USECS("forgeyard.lease_renew($1, $2, $3, $4::pg_catalog.interval)"), 4};
@@ -19,17 +19,17 @@ const PgStatement get_sql{"fy_lease_get",
                           "SELECT owner, epoch, " FY_USECS("acquired_at") ", " FY_USECS("expires_at") ", state"
                           " FROM forgeyard.lease_get($1, $2)",
                           2};
-const PgStatement reap_sql{"fy_lease_reap",
-                           "SELECT tenant, resource, epoch, holder, " FY_USECS("expired_at")
-                           " FROM forgeyard.lease_reap($1, $2)",
-                           2};
+const PgStatement reap_sql{
+    "fy_lease_reap",
+    "SELECT tenant, resource, epoch, holder, " FY_USECS("expired_at") " FROM forgeyard.lease_reap($1, $2)", 2};
 
-std::string str(std::string_view s) { return std::string(s); }
+std::string str(std::string_view s) {
+  return std::string(s);
+}
 
 }  // namespace
 
-LeaseGrant PgLeases::acquire(std::string_view tenant, std::string_view resource, std::string_view owner,
-                             Duration ttl) {
+LeaseGrant PgLeases::acquire(std::string_view tenant, std::string_view resource, std::string_view owner, Duration ttl) {
   return session_.measure("lease.acquire", [&] {
     PgResult r = session_.run(acquire_sql, {str(tenant), str(resource), str(owner), interval_param(ttl)});
     return LeaseGrant{r.boolean(0, 0), r.int8(0, 1), r.text(0, 2), from_unix_usecs(r.int8(0, 3))};

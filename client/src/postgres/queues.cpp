@@ -16,10 +16,8 @@ const PgStatement enqueue_sql{"fy_enqueue",
                               "SELECT forgeyard.enqueue($1, $2, $3::pg_catalog.bytea, $4::pg_catalog.uuid, $5, $6,"
                               " $7::pg_catalog.interval)",
                               7};
-const PgStatement claim_sql{"fy_claim",
-                            "SELECT " FY_DELIVERY_COLUMNS
-                            " FROM forgeyard.claim($1, $2, $3, $4, $5::pg_catalog.interval)",
-                            5};
+const PgStatement claim_sql{
+    "fy_claim", "SELECT " FY_DELIVERY_COLUMNS " FROM forgeyard.claim($1, $2, $3, $4, $5::pg_catalog.interval)", 5};
 const PgStatement ack_and_claim_sql{"fy_ack_and_claim",
                                     "SELECT " FY_DELIVERY_COLUMNS
                                     " FROM forgeyard.ack_and_claim($1, $2, $3, $4::pg_catalog.int8[],"
@@ -30,20 +28,22 @@ const PgStatement nack_sql{"fy_nack", "SELECT forgeyard.nack($1, $2, $3, $4, $5,
 const PgStatement extend_sql{"fy_extend",
                              "SELECT " FY_USECS("forgeyard.extend($1, $2, $3, $4, $5::pg_catalog.interval)"), 5};
 const PgStatement stats_sql{"fy_queue_stats",
-                            "SELECT ready, in_flight, delayed, dead, bytes, " FY_USECS("oldest_ready_age")
-                            ", pressure FROM forgeyard.queue_stats($1, $2)",
+                            "SELECT ready, in_flight, delayed, dead, bytes, " FY_USECS(
+                                "oldest_ready_age") ", pressure FROM forgeyard.queue_stats($1, $2)",
                             2};
-const PgStatement dead_list_sql{"fy_dead_list",
-                                "SELECT msg_id, event_id, partition_key, priority, attempt, error, error_class, "
-                                FY_USECS("dead_at") ", payload FROM forgeyard.dead_list($1, $2, $3, $4)",
-                                4};
-const PgStatement redrive_sql{"fy_dead_redrive",
-                              "SELECT forgeyard.dead_redrive($1, $2, $3::pg_catalog.int8[], $4)", 4};
+const PgStatement dead_list_sql{
+    "fy_dead_list",
+    "SELECT msg_id, event_id, partition_key, priority, attempt, error, error_class, " FY_USECS(
+        "dead_at") ", payload FROM forgeyard.dead_list($1, $2, $3, $4)",
+    4};
+const PgStatement redrive_sql{"fy_dead_redrive", "SELECT forgeyard.dead_redrive($1, $2, $3::pg_catalog.int8[], $4)", 4};
 const PgStatement purge_dead_sql{"fy_dead_purge", "SELECT forgeyard.dead_purge($1, $2, $3::pg_catalog.int8[])", 3};
 const PgStatement inbox_sql{"fy_inbox_accept", "SELECT forgeyard.inbox_accept($1, $2, $3::pg_catalog.uuid)", 3};
 #undef FY_DELIVERY_COLUMNS
 
-std::string str(std::string_view s) { return std::string(s); }
+std::string str(std::string_view s) {
+  return std::string(s);
+}
 
 std::optional<std::string> visibility_param(std::optional<Duration> d) {
   return d ? std::optional<std::string>(interval_param(*d)) : std::nullopt;
@@ -77,13 +77,13 @@ std::vector<Delivery> deliveries(const PgResult& r) {
 }  // namespace
 
 void PgQueues::create(std::string_view tenant, std::string_view queue, const QueueOptions& options) {
-  session_.measure("queue.create",
-                                 [&] { session_.run(create_sql, {str(tenant), str(queue), options_json(options)}); });
+  session_.measure("queue.create", [&] { session_.run(create_sql, {str(tenant), str(queue), options_json(options)}); });
 }
 
 bool PgQueues::drop(std::string_view tenant, std::string_view queue) {
-  return session_.measure(
-      "queue.drop", [&] { return session_.run(drop_sql, {str(tenant), str(queue)}).boolean(0, 0); });
+  return session_.measure("queue.drop", [&] {
+    return session_.run(drop_sql, {str(tenant), str(queue)}).boolean(0, 0);
+  });
 }
 
 std::int64_t PgQueues::enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& m) {
@@ -110,26 +110,25 @@ void PgQueues::ack(std::string_view tenant, std::string_view queue, std::int64_t
 }
 
 std::vector<Delivery> PgQueues::ack_and_claim(std::string_view tenant, std::string_view queue,
-                                              std::string_view consumer, const std::vector<Ack>& acks,
-                                              int max_messages, std::optional<Duration> visibility) {
+                                              std::string_view consumer, const std::vector<Ack>& acks, int max_messages,
+                                              std::optional<Duration> visibility) {
   return session_.measure("queue.ack_and_claim", [&] {
     std::vector<std::int64_t> ids, tokens;
     for (const auto& [id, token] : acks) ids.push_back(id), tokens.push_back(token);
-    return deliveries(session_.run(ack_and_claim_sql,
-                                   {str(tenant), str(queue), str(consumer), ids_param(ids, false),
-                                    ids_param(tokens, false), std::to_string(max_messages),
-                                    visibility_param(visibility)}));
+    return deliveries(session_.run(
+        ack_and_claim_sql, {str(tenant), str(queue), str(consumer), ids_param(ids, false), ids_param(tokens, false),
+                            std::to_string(max_messages), visibility_param(visibility)}));
   });
 }
 
 NackOutcome PgQueues::nack(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
                            std::int64_t claim_token, std::string_view error, bool permanent) {
   return session_.measure("queue.nack", [&] {
-    const std::string outcome = session_
-                                    .run(nack_sql, {str(tenant), str(queue), std::to_string(msg_id),
-                                                    std::to_string(claim_token), str(error),
-                                                    std::string(permanent ? "true" : "false")})
-                                    .text(0, 0);
+    const std::string outcome =
+        session_
+            .run(nack_sql, {str(tenant), str(queue), std::to_string(msg_id), std::to_string(claim_token), str(error),
+                            std::string(permanent ? "true" : "false")})
+            .text(0, 0);
     if (outcome == "dead") return NackOutcome::Dead;
     if (outcome == "retry") return NackOutcome::Retry;
     throw Error(ErrorKind::Corruption, "XX000", "invalid nack outcome read back: " + outcome);
@@ -158,8 +157,8 @@ QueueStats PgQueues::stats(std::string_view tenant, std::string_view queue) {
 std::vector<DeadLetter> PgQueues::dead_letters(std::string_view tenant, std::string_view queue,
                                                std::int64_t after_msg_id, int max_rows) {
   return session_.measure("queue.dead_letters", [&] {
-    PgResult r = session_.run(dead_list_sql, {str(tenant), str(queue), std::to_string(after_msg_id),
-                                              std::to_string(max_rows)});
+    PgResult r =
+        session_.run(dead_list_sql, {str(tenant), str(queue), std::to_string(after_msg_id), std::to_string(max_rows)});
     std::vector<DeadLetter> out;
     for (int i = 0; i < r.rows(); ++i) {
       DeadLetter d;
@@ -189,7 +188,8 @@ int PgQueues::redrive(std::string_view tenant, std::string_view queue, const std
 
 int PgQueues::purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) {
   return session_.measure("queue.purge_dead", [&] {
-    return static_cast<int>(session_.run(purge_dead_sql, {str(tenant), str(queue), ids_param(msg_ids, true)}).int8(0, 0));
+    return static_cast<int>(
+        session_.run(purge_dead_sql, {str(tenant), str(queue), ids_param(msg_ids, true)}).int8(0, 0));
   });
 }
 

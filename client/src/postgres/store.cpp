@@ -12,15 +12,16 @@
 
 namespace forgeyard::detail {
 
-std::string interval_param(Duration d) { return std::to_string(d.count()) + " microseconds"; }
+std::string interval_param(Duration d) {
+  return std::to_string(d.count()) + " microseconds";
+}
 
 namespace {
 
-const PgStatement set_clock_sql{"fy_set_clock",
-                                "SELECT pg_catalog.set_config('forgeyard.now_override', $1, true)", 1};
+const PgStatement set_clock_sql{"fy_set_clock", "SELECT pg_catalog.set_config('forgeyard.now_override', $1, true)", 1};
 const PgStatement maintain_sql{"fy_maintain", "SELECT task, \"rows\" FROM forgeyard.maintain($1, $2)", 2};
-const PgStatement version_sql{
-    "fy_extension_version", "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'", 0};
+const PgStatement version_sql{"fy_extension_version",
+                              "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'", 0};
 
 std::string iso_utc(TimePoint t) {
   const std::int64_t us = unix_usecs(t);
@@ -29,8 +30,8 @@ std::string iso_utc(TimePoint t) {
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%06ld+00", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%06ld+00", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
   return buf;
 }
 

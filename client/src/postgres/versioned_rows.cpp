@@ -26,12 +26,14 @@ const PgStatement complete_sql{"fy_idem_complete",
                                "SELECT forgeyard.idem_complete($1, $2, $3, $4::pg_catalog.bytea, $5)", 5};
 const PgStatement abandon_sql{"fy_idem_abandon", "SELECT forgeyard.idem_abandon($1, $2, $3, $4)", 4};
 const PgStatement status_sql{"fy_idem_status",
-                             "SELECT status, attempt, recovery_point, " FY_USECS("locked_until") ", "
-                             FY_USECS("expires_at") " FROM forgeyard.idem_status($1, $2, $3)",
+                             "SELECT status, attempt, recovery_point, " FY_USECS("locked_until") ", " FY_USECS(
+                                 "expires_at") " FROM forgeyard.idem_status($1, $2, $3)",
                              3};
 const PgStatement purge_sql{"fy_idem_purge", "SELECT forgeyard.idem_purge($1, $2)", 2};
 
-std::string str(std::string_view s) { return std::string(s); }
+std::string str(std::string_view s) {
+  return std::string(s);
+}
 
 }  // namespace
 
@@ -67,8 +69,10 @@ IdempotencyBegin PgIdempotency::begin(const IdempotencyKey& key, const Bytes& re
                                           interval_param(lock_ttl), interval_param(retain)});
     IdempotencyBegin b;
     const std::string status = r.text(0, 0);
-    if (status == "replay") b.status = IdempotencyBegin::Status::Replay;
-    else if (status != "started") throw Error(ErrorKind::Corruption, "XX000", "invalid idempotency status: " + status);
+    if (status == "replay")
+      b.status = IdempotencyBegin::Status::Replay;
+    else if (status != "started")
+      throw Error(ErrorKind::Corruption, "XX000", "invalid idempotency status: " + status);
     if (!r.is_null(0, 1)) b.recovery_point = r.text(0, 1);
     if (!r.is_null(0, 2)) b.response = r.bytea(0, 2);
     b.attempt = r.int8(0, 3);

@@ -49,10 +49,16 @@ std::optional<std::string> optional_blob(Query& q, int column) {
   return q.blob(column);
 }
 void bind_optional_text(Query& q, int index, const std::optional<std::string>& v) {
-  if (v) q.bind(index, *v); else q.bind_null(index);
+  if (v)
+    q.bind(index, *v);
+  else
+    q.bind_null(index);
 }
 void bind_optional_blob(Query& q, int index, const std::optional<std::string>& v) {
-  if (v) q.bind_blob(index, *v); else q.bind_null(index);
+  if (v)
+    q.bind_blob(index, *v);
+  else
+    q.bind_null(index);
 }
 
 // An event_id already in the chain: its (seq, hash) when the retry carries the same contents.
@@ -125,7 +131,9 @@ std::vector<AuditHead> append_events(Db& db, std::int64_t now, const std::string
   return out;
 }
 
-void check_tenant_name(std::string_view tenant) { core::check_name("tenant", true, tenant, core::max_tenant_bytes); }
+void check_tenant_name(std::string_view tenant) {
+  core::check_name("tenant", true, tenant, core::max_tenant_bytes);
+}
 
 }  // namespace
 
@@ -133,7 +141,9 @@ AuditHead SqliteAudit::append(std::string_view tenant, const AuditEvent& event) 
   return session_.measure("audit.append", [&] {
     std::vector<Input> inputs{make_input(tenant, event)};
     std::vector<AuditHead> heads;
-    session_.write([&](Db& db) { heads = core_guarded([&] { return append_events(db, session_.now_usecs(), std::string(tenant), inputs); }); });
+    session_.write([&](Db& db) {
+      heads = core_guarded([&] { return append_events(db, session_.now_usecs(), std::string(tenant), inputs); });
+    });
     return heads.front();
   });
 }
@@ -148,7 +158,9 @@ std::vector<AuditHead> SqliteAudit::append_batch(std::string_view tenant, const 
     for (const AuditEvent& event : events) inputs.push_back(make_input(tenant, event));
     std::vector<AuditHead> heads;
     if (inputs.empty()) return heads;
-    session_.write([&](Db& db) { heads = core_guarded([&] { return append_events(db, session_.now_usecs(), std::string(tenant), inputs); }); });
+    session_.write([&](Db& db) {
+      heads = core_guarded([&] { return append_events(db, session_.now_usecs(), std::string(tenant), inputs); });
+    });
     return heads;
   });
 }
@@ -237,8 +249,8 @@ std::vector<AuditRecord> SqliteAudit::read(std::string_view tenant, std::int64_t
   return session_.measure("audit.read", [&] {
     core_guarded([&] { check_tenant_name(tenant); });
     if (from_seq < 1) throw Error(sqlstate::invalid_parameter, "from_seq must be at least 1");
-    if (max_events < 1 || max_events > 10000) throw Error(sqlstate::invalid_parameter,
-                                                          "max_events must be between 1 and 10000");
+    if (max_events < 1 || max_events > 10000)
+      throw Error(sqlstate::invalid_parameter, "max_events must be between 1 and 10000");
     std::vector<AuditRecord> out;
     session_.write([&](Db& db) {
       out.clear();

@@ -79,8 +79,8 @@ double Query::real(int column) const {
 }
 
 Db::Db(const std::string& path, const StoreOptions& options) : path_(path) {
-  int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close_v2(db_);
@@ -140,6 +140,8 @@ Query Db::query_text(const std::string& sql) {
   return Query(*this, it->second);
 }
 
-void Db::fail(int rc) const { throw sqlite_error(rc, sqlite3_errmsg(db_)); }
+void Db::fail(int rc) const {
+  throw sqlite_error(rc, sqlite3_errmsg(db_));
+}
 
 }  // namespace forgeyard::detail

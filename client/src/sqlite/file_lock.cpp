@@ -48,8 +48,8 @@ FileLock::FileLock(const std::string& path, const std::string& purpose, std::chr
   }
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);
-  const std::string line = "pid " + std::to_string(::getpid()) + " (" + self_command() + ") on " + host +
-                           ", " + purpose + ", since unix time " + std::to_string(std::time(nullptr)) + "\n";
+  const std::string line = "pid " + std::to_string(::getpid()) + " (" + self_command() + ") on " + host + ", " +
+                           purpose + ", since unix time " + std::to_string(std::time(nullptr)) + "\n";
   if (::ftruncate(fd_, 0) == 0) {
     ssize_t written = ::pwrite(fd_, line.data(), line.size(), 0);
     (void)written;  // the description is informative only

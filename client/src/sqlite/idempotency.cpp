@@ -38,8 +38,7 @@ std::optional<Stored> read_key(Db& db, const IdempotencyKey& key) {
 
 Stored require_key(Db& db, const IdempotencyKey& key) {
   std::optional<Stored> stored = read_key(db, key);
-  if (!stored)
-    fy::core::throw_unknown_key(key.scope, key.key);
+  if (!stored) fy::core::throw_unknown_key(key.scope, key.key);
   return *stored;
 }
 
@@ -52,8 +51,8 @@ IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes
       check_key(key);
       if (request_digest.empty()) throw Error(sqlstate::invalid_parameter, "request_digest must not be empty");
       if (request_digest.size() > fy::core::max_request_digest_bytes)
-        throw Error(sqlstate::string_too_long, "request_digest is longer than " +
-                                 std::to_string(fy::core::max_request_digest_bytes) + " bytes");
+        throw Error(sqlstate::string_too_long,
+                    "request_digest is longer than " + std::to_string(fy::core::max_request_digest_bytes) + " bytes");
       const std::int64_t lock =
           fy::core::check_duration("lock_ttl", {0, 0, lock_ttl.count()}, fy::core::max_idempotency_lock_usecs);
       const std::int64_t keep =
@@ -82,7 +81,10 @@ IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes
               "   created_at = CASE WHEN excluded.recovery_point IS NULL THEN excluded.created_at ELSE created_at END,"
               "   expires_at = excluded.expires_at");
           q.bind(1, key.tenant).bind(2, key.scope).bind(3, key.key).bind_blob(4, request_digest).bind(5, attempt);
-          if (recovery_point) q.bind(6, *recovery_point); else q.bind_null(6);
+          if (recovery_point)
+            q.bind(6, *recovery_point);
+          else
+            q.bind_null(6);
           q.bind(7, lock).bind(8, keep).bind(9, now + lock).bind(10, now).bind(11, now + keep).run();
           b.attempt = attempt;
           b.recovery_point = recovery_point;
@@ -116,15 +118,20 @@ void SqliteIdempotency::checkpoint(const IdempotencyKey& key, std::string_view r
     core_guarded([&] {
       check_key(key);
       if (recovery_point.size() > fy::core::max_recovery_point_bytes)
-        throw Error(sqlstate::string_too_long, "recovery_point is longer than " +
-                                 std::to_string(fy::core::max_recovery_point_bytes) + " bytes");
+        throw Error(sqlstate::string_too_long,
+                    "recovery_point is longer than " + std::to_string(fy::core::max_recovery_point_bytes) + " bytes");
       session_.write([&](Db& db) {
         const Stored stored = require_key(db, key);
         fy::core::check_attempt(stored.row, &attempt, "checkpoint");
-        db.query("UPDATE idempotency_keys SET recovery_point = ?4, locked_until = ?5, expires_at = max(expires_at, ?5)"
-                 " WHERE tenant_id = ?1 AND scope = ?2 AND key = ?3")
-            .bind(1, key.tenant).bind(2, key.scope).bind(3, key.key).bind(4, recovery_point)
-            .bind(5, session_.now_usecs() + stored.lock_usecs).run();
+        db.query(
+              "UPDATE idempotency_keys SET recovery_point = ?4, locked_until = ?5, expires_at = max(expires_at, ?5)"
+              " WHERE tenant_id = ?1 AND scope = ?2 AND key = ?3")
+            .bind(1, key.tenant)
+            .bind(2, key.scope)
+            .bind(3, key.key)
+            .bind(4, recovery_point)
+            .bind(5, session_.now_usecs() + stored.lock_usecs)
+            .run();
       });
     });
   });
@@ -142,10 +149,14 @@ void SqliteIdempotency::complete(const IdempotencyKey& key, const std::optional<
         const Stored stored = require_key(db, key);
         fy::core::check_attempt(stored.row, &attempt, "complete");
         const std::int64_t now = session_.now_usecs();
-        auto q = db.query("UPDATE idempotency_keys SET status = 'completed', response = ?4, completed_at = ?5,"
-                          "   locked_until = ?5, expires_at = ?6 WHERE tenant_id = ?1 AND scope = ?2 AND key = ?3");
+        auto q = db.query(
+            "UPDATE idempotency_keys SET status = 'completed', response = ?4, completed_at = ?5,"
+            "   locked_until = ?5, expires_at = ?6 WHERE tenant_id = ?1 AND scope = ?2 AND key = ?3");
         q.bind(1, key.tenant).bind(2, key.scope).bind(3, key.key);
-        if (response) q.bind_blob(4, *response); else q.bind_null(4);
+        if (response)
+          q.bind_blob(4, *response);
+        else
+          q.bind_null(4);
         q.bind(5, now).bind(6, now + stored.retain_usecs).run();
       });
     });
@@ -160,7 +171,10 @@ void SqliteIdempotency::abandon(const IdempotencyKey& key, std::int64_t attempt)
         const Stored stored = require_key(db, key);
         fy::core::check_attempt(stored.row, &attempt, "abandon");
         db.query("DELETE FROM idempotency_keys WHERE tenant_id = ?1 AND scope = ?2 AND key = ?3")
-            .bind(1, key.tenant).bind(2, key.scope).bind(3, key.key).run();
+            .bind(1, key.tenant)
+            .bind(2, key.scope)
+            .bind(3, key.key)
+            .run();
       });
     });
   });
@@ -200,7 +214,10 @@ int SqliteIdempotency::purge(int max_keys, std::optional<std::string> tenant) {
             "   WHERE expires_at <= ?1 AND (status = 'completed' OR locked_until <= ?1)"
             "     AND (?3 IS NULL OR tenant_id = ?3) ORDER BY expires_at LIMIT ?2)");
         q.bind(1, session_.now_usecs()).bind(2, static_cast<std::int64_t>(max_keys));
-        if (tenant) q.bind(3, *tenant); else q.bind_null(3);
+        if (tenant)
+          q.bind(3, *tenant);
+        else
+          q.bind_null(3);
         purged = q.run();
       });
       return purged;

@@ -19,9 +19,14 @@ bool SqliteQueues::inbox_accept(std::string_view tenant, std::string_view consum
       const std::string id = canonical_uuid(event_id);
       bool first = false;
       session_.write([&](Db& db) {
-        first = db.query("INSERT INTO inbox (tenant_id, consumer, event_id, accepted_at) VALUES (?1, ?2, ?3, ?4)"
-                         " ON CONFLICT DO NOTHING")
-                    .bind(1, tenant).bind(2, consumer).bind(3, id).bind(4, session_.now_usecs()).run() > 0;
+        first = db.query(
+                      "INSERT INTO inbox (tenant_id, consumer, event_id, accepted_at) VALUES (?1, ?2, ?3, ?4)"
+                      " ON CONFLICT DO NOTHING")
+                    .bind(1, tenant)
+                    .bind(2, consumer)
+                    .bind(3, id)
+                    .bind(4, session_.now_usecs())
+                    .run() > 0;
       });
       return first;
     });

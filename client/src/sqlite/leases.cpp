@@ -65,13 +65,21 @@ LeaseGrant SqliteLeases::acquire(std::string_view tenant, std::string_view resou
                   " ON CONFLICT (tenant_id, resource) DO UPDATE SET owner = excluded.owner,"
                   " epoch = excluded.epoch, acquired_at = excluded.acquired_at,"
                   " expires_at = excluded.expires_at, released_at = NULL, reaped_at = NULL")
-                .bind(1, tenant).bind(2, resource).bind(3, owner).bind(4, decision.epoch).bind(5, now)
-                .bind(6, expires_at).run();
+                .bind(1, tenant)
+                .bind(2, resource)
+                .bind(3, owner)
+                .bind(4, decision.epoch)
+                .bind(5, now)
+                .bind(6, expires_at)
+                .run();
             break;
           case AcquireAction::extend:  // never shortened: a keeper may hold it for longer
             expires_at = std::max(expires_at, current->expires_at);
             db.query("UPDATE leases SET expires_at = ?3 WHERE tenant_id = ?1 AND resource = ?2")
-                .bind(1, tenant).bind(2, resource).bind(3, expires_at).run();
+                .bind(1, tenant)
+                .bind(2, resource)
+                .bind(3, expires_at)
+                .run();
             break;
         }
         grant = {true, decision.epoch, std::string(owner), from_unix_usecs(expires_at)};
@@ -81,8 +89,7 @@ LeaseGrant SqliteLeases::acquire(std::string_view tenant, std::string_view resou
   });
 }
 
-TimePoint SqliteLeases::renew(std::string_view tenant, std::string_view resource, std::int64_t epoch,
-                              Duration ttl) {
+TimePoint SqliteLeases::renew(std::string_view tenant, std::string_view resource, std::int64_t epoch, Duration ttl) {
   return session_.measure("lease.renew", [&] {
     return core_guarded([&] {
       check_key(tenant, resource);
@@ -91,9 +98,15 @@ TimePoint SqliteLeases::renew(std::string_view tenant, std::string_view resource
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         expires_at = now + ttl_us;
-        const int renewed = db.query_text("UPDATE leases SET expires_at = ?4"
-                                          " WHERE tenant_id = ?2 AND resource = ?3 AND epoch = ?5 AND " + live_grant())
-                                .bind(1, now).bind(2, tenant).bind(3, resource).bind(4, expires_at).bind(5, epoch)
+        const int renewed = db.query_text(
+                                  "UPDATE leases SET expires_at = ?4"
+                                  " WHERE tenant_id = ?2 AND resource = ?3 AND epoch = ?5 AND " +
+                                  live_grant())
+                                .bind(1, now)
+                                .bind(2, tenant)
+                                .bind(3, resource)
+                                .bind(4, expires_at)
+                                .bind(5, epoch)
                                 .run();
         if (renewed == 0) fy::core::throw_stale_lease(resource, epoch);
       });
@@ -108,9 +121,14 @@ bool SqliteLeases::release(std::string_view tenant, std::string_view resource, s
       check_key(tenant, resource);
       bool released = false;
       session_.write([&](Db& db) {
-        released = db.query_text("UPDATE leases SET released_at = ?1"
-                                 " WHERE tenant_id = ?2 AND resource = ?3 AND epoch = ?4 AND " + live_grant())
-                       .bind(1, session_.now_usecs()).bind(2, tenant).bind(3, resource).bind(4, epoch)
+        released = db.query_text(
+                         "UPDATE leases SET released_at = ?1"
+                         " WHERE tenant_id = ?2 AND resource = ?3 AND epoch = ?4 AND " +
+                         live_grant())
+                       .bind(1, session_.now_usecs())
+                       .bind(2, tenant)
+                       .bind(3, resource)
+                       .bind(4, epoch)
                        .run() > 0;
       });
       return released;
@@ -172,7 +190,10 @@ std::vector<ReapedLease> SqliteLeases::reap(int max_leases, std::optional<std::s
             "     AND (?3 IS NULL OR tenant_id = ?3) ORDER BY expires_at LIMIT ?2)"
             " RETURNING tenant_id, resource, epoch, owner, expires_at");
         q.bind(1, session_.now_usecs()).bind(2, static_cast<std::int64_t>(max_leases));
-        if (tenant) q.bind(3, *tenant); else q.bind_null(3);
+        if (tenant)
+          q.bind(3, *tenant);
+        else
+          q.bind_null(3);
         while (q.step()) out.push_back({q.text(0), q.text(1), q.int64(2), q.text(3), from_unix_usecs(q.int64(4))});
       });
       return out;

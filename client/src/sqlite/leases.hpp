@@ -9,8 +9,7 @@ namespace forgeyard::detail {
 class SqliteLeases final : public Leases {
  public:
   explicit SqliteLeases(SqliteSession& session) : session_(session) {}
-  LeaseGrant acquire(std::string_view tenant, std::string_view resource, std::string_view owner,
-                     Duration ttl) override;
+  LeaseGrant acquire(std::string_view tenant, std::string_view resource, std::string_view owner, Duration ttl) override;
   TimePoint renew(std::string_view tenant, std::string_view resource, std::int64_t epoch, Duration ttl) override;
   bool release(std::string_view tenant, std::string_view resource, std::int64_t epoch) override;
   void fence(std::string_view tenant, std::string_view resource, std::int64_t epoch) override;

@@ -31,14 +31,21 @@ std::map<std::string, std::int64_t> purge_expired(Db& db, std::int64_t now, int 
   for (const auto& [name, sql] : tasks) {
     auto q = db.query(sql);
     q.bind(1, now).bind(2, static_cast<std::int64_t>(max_rows));
-    if (tenant) q.bind(3, *tenant); else q.bind_null(3);
+    if (tenant)
+      q.bind(3, *tenant);
+    else
+      q.bind_null(3);
     done[name] = q.run();
   }
-  auto inbox = db.query("DELETE FROM inbox WHERE (tenant_id, consumer, event_id) IN (SELECT tenant_id, consumer,"
-                        " event_id FROM inbox WHERE accepted_at < ?1 AND (?3 IS NULL OR tenant_id = ?3)"
-                        " ORDER BY accepted_at LIMIT ?2)");
+  auto inbox = db.query(
+      "DELETE FROM inbox WHERE (tenant_id, consumer, event_id) IN (SELECT tenant_id, consumer,"
+      " event_id FROM inbox WHERE accepted_at < ?1 AND (?3 IS NULL OR tenant_id = ?3)"
+      " ORDER BY accepted_at LIMIT ?2)");
   inbox.bind(1, now - inbox_retention).bind(2, static_cast<std::int64_t>(max_rows));
-  if (tenant) inbox.bind(3, *tenant); else inbox.bind_null(3);
+  if (tenant)
+    inbox.bind(3, *tenant);
+  else
+    inbox.bind_null(3);
   done["inbox"] = inbox.run();
   return done;
 }

@@ -32,8 +32,9 @@ std::vector<Migration> load_migrations(const std::string& directory) {
     text << in.rdbuf();
     out.push_back({version_of(name), name, text.str()});
   }
-  if (ec) throw Error(ErrorKind::Unavailable, sqlstate::io_error,
-                      "cannot read migrations from " + directory + ": " + ec.message());
+  if (ec)
+    throw Error(ErrorKind::Unavailable, sqlstate::io_error,
+                "cannot read migrations from " + directory + ": " + ec.message());
   std::sort(out.begin(), out.end(), [](const Migration& a, const Migration& b) { return a.version < b.version; });
   return out;
 }
@@ -50,8 +51,8 @@ MigrationState migrate(Db& db, const std::vector<Migration>& migrations, bool ap
       const int version = static_cast<int>(q.int64(0));
       const std::string name = q.text(1);
       const std::string checksum = q.text(2);
-      auto known = std::find_if(migrations.begin(), migrations.end(),
-                                [&](const Migration& m) { return m.version == version; });
+      auto known =
+          std::find_if(migrations.begin(), migrations.end(), [&](const Migration& m) { return m.version == version; });
       if (known == migrations.end())
         throw Error(ErrorKind::InvalidArgument, sqlstate::invalid_parameter,
                     "the store has migration " + name + " applied, which this client does not know",
@@ -74,8 +75,9 @@ MigrationState migrate(Db& db, const std::vector<Migration>& migrations, bool ap
     db.exec("BEGIN IMMEDIATE");
     try {
       db.exec(m.sql.c_str());
-      const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
-                           std::chrono::system_clock::now().time_since_epoch()).count();
+      const auto now =
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
       db.query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)")
           .bind(1, static_cast<std::int64_t>(m.version))
           .bind(2, m.name)

@@ -24,8 +24,7 @@ Queue load(Db& db, std::string_view tenant, std::string_view queue) {
       "       admit_interactive, admit_background, admit_bulk, notify, used_messages, used_bytes"
       "  FROM queues WHERE tenant_id = ?1 AND queue = ?2");
   q.bind(1, tenant).bind(2, queue);
-  if (!q.step())
-    fy::core::throw_unknown_queue(tenant, queue);
+  if (!q.step()) fy::core::throw_unknown_queue(tenant, queue);
   Queue out{std::string(tenant), std::string(queue), {}, {}};
   fy::core::QueueOptions& o = out.options;
   o.max_messages = q.int64(0), o.max_bytes = q.int64(1), o.max_payload_bytes = q.int64(2);
@@ -40,22 +39,38 @@ Queue load(Db& db, std::string_view tenant, std::string_view queue) {
 }
 
 void change_usage(Db& db, const Queue& queue, std::int64_t messages, std::int64_t bytes) {
-  db.query("UPDATE queues SET used_messages = used_messages + ?3, used_bytes = used_bytes + ?4"
-           " WHERE tenant_id = ?1 AND queue = ?2")
-      .bind(1, queue.tenant).bind(2, queue.name).bind(3, messages).bind(4, bytes).run();
+  db.query(
+        "UPDATE queues SET used_messages = used_messages + ?3, used_bytes = used_bytes + ?4"
+        " WHERE tenant_id = ?1 AND queue = ?2")
+      .bind(1, queue.tenant)
+      .bind(2, queue.name)
+      .bind(3, messages)
+      .bind(4, bytes)
+      .run();
 }
 
 // A message leaves the live queue: room back, and the next of its partition becomes the head.
 void release(Db& db, const Queue& queue, std::int64_t bytes, const std::optional<std::string>& key) {
   change_usage(db, queue, -1, -bytes);
   if (!key || !queue.options.partitioned) return;
-  db.query("UPDATE queue_partitions SET pending = pending - 1 WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3")
-      .bind(1, queue.tenant).bind(2, queue.name).bind(3, *key).run();
+  db.query(
+        "UPDATE queue_partitions SET pending = pending - 1 WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3")
+      .bind(1, queue.tenant)
+      .bind(2, queue.name)
+      .bind(3, *key)
+      .run();
   db.query("DELETE FROM queue_partitions WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3 AND pending = 0")
-      .bind(1, queue.tenant).bind(2, queue.name).bind(3, *key).run();
-  db.query("UPDATE messages SET is_head = 1 WHERE msg_id = (SELECT msg_id FROM messages WHERE tenant_id = ?1"
-           " AND queue = ?2 AND partition_key = ?3 AND state = 'pending' ORDER BY msg_id LIMIT 1)")
-      .bind(1, queue.tenant).bind(2, queue.name).bind(3, *key).run();
+      .bind(1, queue.tenant)
+      .bind(2, queue.name)
+      .bind(3, *key)
+      .run();
+  db.query(
+        "UPDATE messages SET is_head = 1 WHERE msg_id = (SELECT msg_id FROM messages WHERE tenant_id = ?1"
+        " AND queue = ?2 AND partition_key = ?3 AND state = 'pending' ORDER BY msg_id LIMIT 1)")
+      .bind(1, queue.tenant)
+      .bind(2, queue.name)
+      .bind(3, *key)
+      .run();
 }
 
 // The spellings PostgreSQL's uuid input accepts, through the core's one parser, as PostgreSQL prints them.

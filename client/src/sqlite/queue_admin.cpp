@@ -30,7 +30,11 @@ QueueStats SqliteQueues::stats(std::string_view tenant, std::string_view queue) 
             "  FROM messages WHERE tenant_id = ?1 AND queue = ?2");
         r.bind(1, tenant).bind(2, queue).bind(3, now);
         r.step();
-        s = QueueStats{r.int64(0), r.int64(1), r.int64(2), r.int64(3), q.used.bytes,
+        s = QueueStats{r.int64(0),
+                       r.int64(1),
+                       r.int64(2),
+                       r.int64(3),
+                       q.used.bytes,
                        r.is_null(4) ? std::nullopt : std::optional<Duration>(Duration(now - r.int64(4))),
                        fy::core::pressure(q.options, q.used)};
       });
@@ -43,8 +47,8 @@ std::vector<DeadLetter> SqliteQueues::dead_letters(std::string_view tenant, std:
                                                    std::int64_t after_msg_id, int max_rows) {
   return session_.measure("queue.dead_letters", [&] {
     return core_guarded([&] {
-      if (max_rows < 1 || max_rows > 10000) throw Error(sqlstate::invalid_parameter,
-                                                        "max_rows must be between 1 and 10000");
+      if (max_rows < 1 || max_rows > 10000)
+        throw Error(sqlstate::invalid_parameter, "max_rows must be between 1 and 10000");
       std::vector<DeadLetter> out;
       session_.write([&](Db& db) {
         load(db, tenant, queue);
@@ -76,8 +80,8 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
                           int max_rows) {
   return session_.measure("queue.redrive", [&] {
     return core_guarded([&] {
-      if (max_rows < 1 || max_rows > 10000) throw Error(sqlstate::invalid_parameter,
-                                                        "max_rows must be between 1 and 10000");
+      if (max_rows < 1 || max_rows > 10000)
+        throw Error(sqlstate::invalid_parameter, "max_rows must be between 1 and 10000");
       int redriven = 0;
       session_.write([&](Db& db) {
         redriven = 0;
@@ -93,7 +97,10 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
               " WHERE tenant_id = ?1 AND queue = ?2 AND state = 'dead' AND (?3 IS NULL OR msg_id = ?3)"
               "   AND (?3 IS NOT NULL OR payload IS NOT NULL) ORDER BY msg_id LIMIT ?4");
           q.bind(1, tenant).bind(2, queue);
-          if (id) q.bind(3, *id); else q.bind_null(3);
+          if (id)
+            q.bind(3, *id);
+          else
+            q.bind_null(3);
           q.bind(4, static_cast<std::int64_t>(max_rows));
           while (q.step())
             dead.push_back({q.int64(0), q.int64(1), q.int64(2),
@@ -103,15 +110,18 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
         if (msg_ids.empty()) pick(std::nullopt);
         for (std::int64_t id : std::set<std::int64_t>(msg_ids.begin(), msg_ids.end())) pick(id);
         for (const Dead& d : dead) {
-          if (!d.has_payload)
-            fy::core::throw_not_redrivable(d.msg_id);
+          if (!d.has_payload) fy::core::throw_not_redrivable(d.msg_id);
           admit(db, q, static_cast<int>(d.priority), d.bytes);
           q.used.messages += 1, q.used.bytes += d.bytes;
           const bool is_head = join_partition(db, q, d.key);
-          db.query("UPDATE messages SET state = 'pending', attempt = 0, claim_token = NULL, claimed_by = NULL,"
-                   " visible_at = ?2, finished_at = NULL, error_class = NULL, is_head = ?3"
-                   " WHERE msg_id = ?1 AND state = 'dead'")
-              .bind(1, d.msg_id).bind(2, session_.now_usecs()).bind(3, static_cast<std::int64_t>(is_head ? 1 : 0)).run();
+          db.query(
+                "UPDATE messages SET state = 'pending', attempt = 0, claim_token = NULL, claimed_by = NULL,"
+                " visible_at = ?2, finished_at = NULL, error_class = NULL, is_head = ?3"
+                " WHERE msg_id = ?1 AND state = 'dead'")
+              .bind(1, d.msg_id)
+              .bind(2, session_.now_usecs())
+              .bind(3, static_cast<std::int64_t>(is_head ? 1 : 0))
+              .run();
           ++redriven;
         }
       });
@@ -120,7 +130,8 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
   });
 }
 
-int SqliteQueues::purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) {
+int SqliteQueues::purge_dead(std::string_view tenant, std::string_view queue,
+                             const std::vector<std::int64_t>& msg_ids) {
   return session_.measure("queue.purge_dead", [&] {
     return core_guarded([&] {
       int purged = 0;
@@ -129,12 +140,18 @@ int SqliteQueues::purge_dead(std::string_view tenant, std::string_view queue, co
         load(db, tenant, queue);
         if (msg_ids.empty()) {
           purged = db.query("DELETE FROM messages WHERE tenant_id = ?1 AND queue = ?2 AND state = 'dead'")
-                       .bind(1, tenant).bind(2, queue).run();
+                       .bind(1, tenant)
+                       .bind(2, queue)
+                       .run();
           return;
         }
         for (std::int64_t id : msg_ids)
-          purged += db.query("DELETE FROM messages WHERE tenant_id = ?1 AND queue = ?2 AND state = 'dead' AND msg_id = ?3")
-                        .bind(1, tenant).bind(2, queue).bind(3, id).run();
+          purged +=
+              db.query("DELETE FROM messages WHERE tenant_id = ?1 AND queue = ?2 AND state = 'dead' AND msg_id = ?3")
+                  .bind(1, tenant)
+                  .bind(2, queue)
+                  .bind(3, id)
+                  .run();
       });
       return purged;
     });

@@ -15,9 +15,9 @@ namespace forgeyard::detail {
 namespace sqlite_queue {
 
 std::int64_t visibility_usecs(const Queue& queue, std::optional<Duration> visibility) {
-  return visibility ? fy::core::check_duration("visibility", {0, 0, visibility->count()},
-                                               fy::core::max_queue_duration_usecs)
-                    : queue.options.visibility_usecs;
+  return visibility
+             ? fy::core::check_duration("visibility", {0, 0, visibility->count()}, fy::core::max_queue_duration_usecs)
+             : queue.options.visibility_usecs;
 }
 
 std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view consumer, int max_messages,
@@ -30,9 +30,13 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
   for (int p = 0; p < fy::core::priority_classes && static_cast<int>(out.size()) < max_messages; ++p) {
     std::vector<std::int64_t> ids;
     {
-      auto q = db.query("SELECT msg_id FROM messages WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3"
-                        " AND state = 'pending' AND is_head AND visible_at <= ?4 ORDER BY visible_at, msg_id LIMIT ?5");
-      q.bind(1, queue.tenant).bind(2, queue.name).bind(3, static_cast<std::int64_t>(p)).bind(4, now)
+      auto q = db.query(
+          "SELECT msg_id FROM messages WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3"
+          " AND state = 'pending' AND is_head AND visible_at <= ?4 ORDER BY visible_at, msg_id LIMIT ?5");
+      q.bind(1, queue.tenant)
+          .bind(2, queue.name)
+          .bind(3, static_cast<std::int64_t>(p))
+          .bind(4, now)
           .bind(5, static_cast<std::int64_t>(max_messages - out.size()));
       while (q.step()) ids.push_back(q.int64(0));
     }
@@ -63,10 +67,13 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
       }
       if (d.attempt > queue.options.max_attempts) {
         // Its visibility ran out on every attempt (the consumer died or hung): dead-letter it.
-        db.query("UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, is_head = 0,"
-                 " last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',"
-                 " payload = CASE WHEN ?3 THEN payload END WHERE msg_id = ?1")
-            .bind(1, d.msg_id).bind(2, now).bind(3, static_cast<std::int64_t>(queue.options.keep_dead_payload ? 1 : 0))
+        db.query(
+              "UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, is_head = 0,"
+              " last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',"
+              " payload = CASE WHEN ?3 THEN payload END WHERE msg_id = ?1")
+            .bind(1, d.msg_id)
+            .bind(2, now)
+            .bind(3, static_cast<std::int64_t>(queue.options.keep_dead_payload ? 1 : 0))
             .run();
         release(db, queue, bytes, d.partition_key);
         continue;

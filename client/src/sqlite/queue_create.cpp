@@ -25,16 +25,26 @@ void SqliteQueues::create(std::string_view tenant, std::string_view queue, const
             "   admit_realtime, admit_interactive, admit_background, admit_bulk, notify, created_at)"
             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,"
             "         ?22, ?23) ON CONFLICT DO NOTHING");
-        q.bind(1, tenant).bind(2, queue).bind(3, o.max_messages).bind(4, o.max_bytes).bind(5, o.max_payload_bytes)
-            .bind(6, o.visibility_usecs).bind(7, o.max_attempts).bind(8, o.backoff_base_usecs)
-            .bind(9, o.backoff_max_usecs).bind(10, o.partitioned ? "partition" : "none")
-            .bind(11, o.keep_dead_payload ? "keep" : "drop").bind(12, o.retain_acked_usecs).bind(13, o.max_dead)
-            .bind(14, o.dead_retention_usecs).bind(15, o.dedup_window_usecs);
+        q.bind(1, tenant)
+            .bind(2, queue)
+            .bind(3, o.max_messages)
+            .bind(4, o.max_bytes)
+            .bind(5, o.max_payload_bytes)
+            .bind(6, o.visibility_usecs)
+            .bind(7, o.max_attempts)
+            .bind(8, o.backoff_base_usecs)
+            .bind(9, o.backoff_max_usecs)
+            .bind(10, o.partitioned ? "partition" : "none")
+            .bind(11, o.keep_dead_payload ? "keep" : "drop")
+            .bind(12, o.retain_acked_usecs)
+            .bind(13, o.max_dead)
+            .bind(14, o.dead_retention_usecs)
+            .bind(15, o.dedup_window_usecs);
         for (int p = 0; p < fy::core::priority_classes; ++p) q.bind(16 + p, o.admit_percent[p]);
         q.bind(22, static_cast<std::int64_t>(o.notify ? 1 : 0)).bind(23, session_.now_usecs());
         if (q.run() == 0)
-          throw Error(sqlstate::duplicate_object, "queue \"" + std::string(queue) + "\" already exists for tenant \"" +
-                                   std::string(tenant) + "\"");
+          throw Error(sqlstate::duplicate_object,
+                      "queue \"" + std::string(queue) + "\" already exists for tenant \"" + std::string(tenant) + "\"");
       });
     });
   });
@@ -50,7 +60,8 @@ bool SqliteQueues::drop(std::string_view tenant, std::string_view queue) {
                                 "DELETE FROM queue_events WHERE tenant_id = ?1 AND queue = ?2",
                                 "DELETE FROM queue_partitions WHERE tenant_id = ?1 AND queue = ?2"})
           db.query(sql).bind(1, tenant).bind(2, queue).run();
-        dropped = db.query("DELETE FROM queues WHERE tenant_id = ?1 AND queue = ?2").bind(1, tenant).bind(2, queue).run() > 0;
+        dropped =
+            db.query("DELETE FROM queues WHERE tenant_id = ?1 AND queue = ?2").bind(1, tenant).bind(2, queue).run() > 0;
       });
       return dropped;
     });

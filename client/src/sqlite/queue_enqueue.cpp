@@ -40,22 +40,21 @@ std::int64_t enqueue_one(Db& db, const Queue& queue, const OutgoingMessage& m, s
   const fy::core::QueueOptions& o = queue.options;
   const int priority = priority_index(m.priority);
   const auto bytes = static_cast<std::int64_t>(m.payload.size());
-  if (bytes > o.max_payload_bytes)
-    fy::core::throw_payload_too_large(queue.name, o, bytes);
-  if (o.partitioned && !m.partition_key)
-    fy::core::throw_partition_key_required(queue.name);
+  if (bytes > o.max_payload_bytes) fy::core::throw_payload_too_large(queue.name, o, bytes);
+  if (o.partitioned && !m.partition_key) fy::core::throw_partition_key_required(queue.name);
   if (m.partition_key) fy::core::check_name("partition_key", true, *m.partition_key, fy::core::max_partition_key_bytes);
-  if (m.delay.count() != 0) fy::core::check_duration("delay", {0, 0, m.delay.count()}, fy::core::max_queue_duration_usecs);
+  if (m.delay.count() != 0)
+    fy::core::check_duration("delay", {0, 0, m.delay.count()}, fy::core::max_queue_duration_usecs);
   const std::string digest = fy::core::sha256_hex(m.payload);
   std::optional<std::string> event_id;
   if (m.event_id) {
     event_id = canonical_uuid(*m.event_id);
-    auto q = db.query("SELECT msg_id, payload_digest FROM queue_events"
-                      " WHERE tenant_id = ?1 AND queue = ?2 AND event_id = ?3 AND expires_at > ?4");
+    auto q = db.query(
+        "SELECT msg_id, payload_digest FROM queue_events"
+        " WHERE tenant_id = ?1 AND queue = ?2 AND event_id = ?3 AND expires_at > ?4");
     q.bind(1, queue.tenant).bind(2, queue.name).bind(3, *event_id).bind(4, now);
     if (q.step()) {
-      if (q.text(1) != digest)
-        fy::core::throw_event_id_mismatch(q.int64(0));
+      if (q.text(1) != digest) fy::core::throw_event_id_mismatch(q.int64(0));
       return q.int64(0);
     }
   }
@@ -65,20 +64,32 @@ std::int64_t enqueue_one(Db& db, const Queue& queue, const OutgoingMessage& m, s
       "INSERT INTO messages (tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes,"
       "   enqueued_at, visible_at) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING msg_id");
   insert.bind(1, queue.tenant).bind(2, queue.name).bind(3, static_cast<std::int64_t>(priority));
-  if (m.partition_key) insert.bind(4, *m.partition_key); else insert.bind_null(4);
+  if (m.partition_key)
+    insert.bind(4, *m.partition_key);
+  else
+    insert.bind_null(4);
   insert.bind(5, static_cast<std::int64_t>(is_head ? 1 : 0));
-  if (event_id) insert.bind(6, *event_id); else insert.bind_null(6);
+  if (event_id)
+    insert.bind(6, *event_id);
+  else
+    insert.bind_null(6);
   insert.bind_blob(7, m.payload).bind(8, bytes).bind(9, now).bind(10, now + m.delay.count());
   insert.step();
   const std::int64_t msg_id = insert.int64(0);
   while (insert.step()) {
   }
   if (event_id)
-    db.query("INSERT INTO queue_events (tenant_id, queue, event_id, msg_id, payload_digest, expires_at)"
-             " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET msg_id = excluded.msg_id,"
-             " payload_digest = excluded.payload_digest, expires_at = excluded.expires_at")
-        .bind(1, queue.tenant).bind(2, queue.name).bind(3, *event_id).bind(4, msg_id).bind(5, digest)
-        .bind(6, now + queue.options.dedup_window_usecs).run();
+    db.query(
+          "INSERT INTO queue_events (tenant_id, queue, event_id, msg_id, payload_digest, expires_at)"
+          " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET msg_id = excluded.msg_id,"
+          " payload_digest = excluded.payload_digest, expires_at = excluded.expires_at")
+        .bind(1, queue.tenant)
+        .bind(2, queue.name)
+        .bind(3, *event_id)
+        .bind(4, msg_id)
+        .bind(5, digest)
+        .bind(6, now + queue.options.dedup_window_usecs)
+        .run();
   return msg_id;
 }
 

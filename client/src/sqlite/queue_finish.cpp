@@ -22,22 +22,29 @@ struct Current {
 };
 
 std::optional<Current> current(Db& db, const Queue& queue, std::int64_t msg_id) {
-  auto q = db.query("SELECT state, claim_token, visible_at, attempt, bytes, partition_key FROM messages"
-                    " WHERE msg_id = ?1 AND tenant_id = ?2 AND queue = ?3");
+  auto q = db.query(
+      "SELECT state, claim_token, visible_at, attempt, bytes, partition_key FROM messages"
+      " WHERE msg_id = ?1 AND tenant_id = ?2 AND queue = ?3");
   q.bind(1, msg_id).bind(2, queue.tenant).bind(3, queue.name);
   if (!q.step()) return std::nullopt;
   return Current{{q.text(0), q.is_null(1) ? std::nullopt : std::optional<std::int64_t>(q.int64(1)), q.int64(2)},
-                 q.int64(3), q.int64(4), q.is_null(5) ? std::nullopt : std::optional<std::string>(q.text(5))};
+                 q.int64(3),
+                 q.int64(4),
+                 q.is_null(5) ? std::nullopt : std::optional<std::string>(q.text(5))};
 }
 
-const fy::core::DeliveryRow* fence_of(const std::optional<Current>& c) { return c ? &c->fence : nullptr; }
+const fy::core::DeliveryRow* fence_of(const std::optional<Current>& c) {
+  return c ? &c->fence : nullptr;
+}
 
 void ack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t token, std::int64_t now) {
   std::optional<Current> c = current(db, queue, msg_id);
   if (fy::core::decide_ack(fence_of(c), msg_id, token) == fy::core::AckAction::no_op) return;
   if (queue.options.retain_acked_usecs > 0)
     db.query("UPDATE messages SET state = 'acked', finished_at = ?2, payload = NULL WHERE msg_id = ?1")
-        .bind(1, msg_id).bind(2, now).run();
+        .bind(1, msg_id)
+        .bind(2, now)
+        .run();
   else
     db.query("DELETE FROM messages WHERE msg_id = ?1").bind(1, msg_id).run();
   release(db, queue, c->bytes, c->partition_key);
@@ -84,18 +91,27 @@ NackOutcome SqliteQueues::nack(std::string_view tenant, std::string_view queue, 
         std::optional<Current> c = current(db, q, msg_id);
         fy::core::check_nack(fence_of(c), msg_id, claim_token);
         if (fy::core::dead_after_failure(q.options, c->attempt, permanent)) {
-          db.query("UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, last_error = ?3,"
-                   " error_class = ?4, is_head = 0, payload = CASE WHEN ?5 THEN payload END WHERE msg_id = ?1")
-              .bind(1, msg_id).bind(2, now).bind(3, error).bind(4, permanent ? "permanent" : "max_attempts")
-              .bind(5, static_cast<std::int64_t>(q.options.keep_dead_payload ? 1 : 0)).run();
+          db.query(
+                "UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, last_error = ?3,"
+                " error_class = ?4, is_head = 0, payload = CASE WHEN ?5 THEN payload END WHERE msg_id = ?1")
+              .bind(1, msg_id)
+              .bind(2, now)
+              .bind(3, error)
+              .bind(4, permanent ? "permanent" : "max_attempts")
+              .bind(5, static_cast<std::int64_t>(q.options.keep_dead_payload ? 1 : 0))
+              .run();
           release(db, q, c->bytes, c->partition_key);
           outcome = NackOutcome::Dead;
           return;
         }
         const std::int64_t delay = fy::core::retry_delay_usecs(q.options, c->attempt, fy::core::unit_random());
-        db.query("UPDATE messages SET claim_token = NULL, claimed_by = NULL, visible_at = ?2, last_error = ?3"
-                 " WHERE msg_id = ?1")
-            .bind(1, msg_id).bind(2, now + delay).bind(3, error).run();
+        db.query(
+              "UPDATE messages SET claim_token = NULL, claimed_by = NULL, visible_at = ?2, last_error = ?3"
+              " WHERE msg_id = ?1")
+            .bind(1, msg_id)
+            .bind(2, now + delay)
+            .bind(3, error)
+            .run();
       });
       return outcome;
     });

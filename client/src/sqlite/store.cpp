@@ -33,8 +33,7 @@ struct Shared {
         pool(options.pool, [this] { return std::make_unique<Db>(path, options); }) {}
 
   std::int64_t now_usecs() const {
-    return unix_usecs(options.clock ? options.clock()
-                                    : std::chrono::time_point_cast<Duration>(Clock::now()));
+    return unix_usecs(options.clock ? options.clock() : std::chrono::time_point_cast<Duration>(Clock::now()));
   }
 };
 
@@ -122,8 +121,8 @@ class SqliteStore final : public Store {
     const auto dir = std::filesystem::path(path).parent_path();
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec) throw Error(ErrorKind::Unavailable, sqlstate::io_error,
-                        "cannot create " + dir.string() + ": " + ec.message());
+    if (ec)
+      throw Error(ErrorKind::Unavailable, sqlstate::io_error, "cannot create " + dir.string() + ": " + ec.message());
     check_local_filesystem(dir.string());
     FileLock lock(path + ".lock", "migrating",
                   std::chrono::duration_cast<std::chrono::milliseconds>(options.sqlite_busy_timeout));

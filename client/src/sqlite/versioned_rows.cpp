@@ -66,8 +66,10 @@ Table read_table(Db& db, std::string_view table) {
     auto q = db.query("SELECT name FROM pragma_index_info(?1)");
     q.bind(1, index);
     while (q.step()) {
-      if (q.is_null(0)) expression = true;
-      else columns.insert(q.text(0));
+      if (q.is_null(0))
+        expression = true;
+      else
+        columns.insert(q.text(0));
     }
     if (!expression) t.unique_keys.push_back(columns);
   }
@@ -130,22 +132,22 @@ void check_changes(const Table& t, const Fields& key, const Fields& changes) {
   if (changes.empty()) throw Error(sqlstate::invalid_parameter, "changes must name at least one column");
   for (const auto& [c, v] : changes) {
     auto it = t.columns.find(c);
-    if (it == t.columns.end()) throw Error(sqlstate::invalid_parameter,
-                                           "changes name unknown column \"" + c + "\" of " + t.name);
+    if (it == t.columns.end())
+      throw Error(sqlstate::invalid_parameter, "changes name unknown column \"" + c + "\" of " + t.name);
     if (c == fy::core::version_column)
       throw Error(sqlstate::invalid_parameter,
                   "changes must not set entity_version: cas_update sets it to expected + 1");
     if (c == fy::core::tenant_column) throw Error(sqlstate::invalid_parameter, "changes must not set tenant_id");
     if (key.contains(c)) throw Error(sqlstate::invalid_parameter, "changes must not set key column \"" + c + "\"");
-    if (it->second.generated) throw Error(sqlstate::invalid_parameter,
-                                          "changes must not set generated column \"" + c + "\"");
+    if (it->second.generated)
+      throw Error(sqlstate::invalid_parameter, "changes must not set generated column \"" + c + "\"");
   }
 }
 
 Table versioned_table(Db& db, std::string_view table) {
   Table t = describe(db, table);
-  if (!t.has(fy::core::version_column)) throw Error(sqlstate::invalid_parameter,
-                                                    t.name + " has no entity_version column");
+  if (!t.has(fy::core::version_column))
+    throw Error(sqlstate::invalid_parameter, t.name + " has no entity_version column");
   if (!is_versioned(db, t))
     throw Error(sqlstate::invalid_parameter, t.name + " is not under version control", "call enable_versioning first");
   return t;
@@ -155,11 +157,16 @@ void bind_value(Query& q, int index, const Value& v) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::nullptr_t>) q.bind_null(index);
-        else if constexpr (std::is_same_v<T, bool>) q.bind(index, static_cast<std::int64_t>(x ? 1 : 0));
-        else if constexpr (std::is_same_v<T, std::int64_t>) q.bind(index, x);
-        else if constexpr (std::is_same_v<T, double>) q.bind_real(index, x);
-        else q.bind(index, std::string_view(x));
+        if constexpr (std::is_same_v<T, std::nullptr_t>)
+          q.bind_null(index);
+        else if constexpr (std::is_same_v<T, bool>)
+          q.bind(index, static_cast<std::int64_t>(x ? 1 : 0));
+        else if constexpr (std::is_same_v<T, std::int64_t>)
+          q.bind(index, x);
+        else if constexpr (std::is_same_v<T, double>)
+          q.bind_real(index, x);
+        else
+          q.bind(index, std::string_view(x));
       },
       v);
 }
@@ -178,11 +185,12 @@ void SqliteVersionedRows::enable(std::string_view table) {
       const Table t = describe(db, table);
       auto column = t.columns.find(fy::core::version_column);
       if (column == t.columns.end())
-        throw Error(sqlstate::undefined_column,
-                    t.name + " has no entity_version column", "add: entity_version INTEGER NOT NULL DEFAULT 1");
+        throw Error(sqlstate::undefined_column, t.name + " has no entity_version column",
+                    "add: entity_version INTEGER NOT NULL DEFAULT 1");
       std::string type = column->second.type;
       std::transform(type.begin(), type.end(), type.begin(), ::toupper);
-      if ((type != "INTEGER" && type != "BIGINT") || !column->second.not_null || (column->second.default_value != "1" && column->second.default_value != "'1'"))
+      if ((type != "INTEGER" && type != "BIGINT") || !column->second.not_null ||
+          (column->second.default_value != "1" && column->second.default_value != "'1'"))
         throw Error(sqlstate::invalid_parameter, "entity_version of " + t.name + " must be INTEGER NOT NULL DEFAULT 1");
       if (is_versioned(db, t)) return;
       db.exec(("CREATE TRIGGER " + quote("forgeyard_versioning_insert_" + t.name) + " BEFORE INSERT ON " + t.quoted +
@@ -245,11 +253,21 @@ std::optional<VersionedRow> SqliteVersionedRows::get(std::string_view table, con
       for (int c = 0; c < q.column_count(); ++c) {
         Value v;
         switch (q.column_type(c)) {
-          case SQLITE_NULL: v = nullptr; break;
-          case SQLITE_INTEGER: v = q.int64(c); break;
-          case SQLITE_FLOAT: v = q.real(c); break;
-          case SQLITE_BLOB: v = q.blob(c); break;
-          default: v = q.text(c); break;
+          case SQLITE_NULL:
+            v = nullptr;
+            break;
+          case SQLITE_INTEGER:
+            v = q.int64(c);
+            break;
+          case SQLITE_FLOAT:
+            v = q.real(c);
+            break;
+          case SQLITE_BLOB:
+            v = q.blob(c);
+            break;
+          default:
+            v = q.text(c);
+            break;
         }
         row->values[q.column_name(c)] = v;
       }
