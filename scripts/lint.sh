@@ -22,7 +22,10 @@ else
     status=1
   }
 fi
-[ "$mode" = "--format" ] && exit $status
+if [ "$mode" = "--format" ]; then
+  [ $status -eq 0 ] && echo "lint: format ok (${#files[@]} files)"
+  exit $status
+fi
 
 [ -f "$build/compile_commands.json" ] || { echo "lint: $build/compile_commands.json missing: run cmake -S . -B $build"; exit 2; }
 server=$(pg_config --includedir-server)

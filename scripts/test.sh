@@ -38,9 +38,10 @@ count() {  # count NAME PASSED FAILED
   printf '   %-28s %4d passed, %d failed\n' "$1" "$2" "$3"
 }
 
-echo "== checks: C++/PostgreSQL boundary, exported symbols"
+echo "== checks: C++/PostgreSQL boundary, exported symbols, formatting"
 if scripts/check-boundary.sh; then count boundary-check 1 0; else count boundary-check 0 1; fi
 if scripts/check-symbols.sh build; then count exported-symbols 1 0; else count exported-symbols 0 1; fi
+if scripts/lint.sh --format; then count format-check 1 0; else count format-check 0 1; fi
 
 echo "== pgTAP (pg_prove regress/)"
 pg_prove --failures regress/*.sql 2>&1 | tee build/pg_prove.log
