@@ -16,7 +16,7 @@ namespace fy::core {
 
 inline constexpr std::size_t max_actor_bytes = 256;
 inline constexpr std::size_t max_action_bytes = 128;
-inline constexpr std::size_t max_details_bytes = 64 * 1024;  // of the canonical form
+inline constexpr std::size_t max_details_bytes = std::size_t{64} * 1024;  // of the canonical form
 inline constexpr std::size_t max_payload_digest_bytes = 64;
 inline constexpr std::size_t max_payload_ref_bytes = 2048;
 inline constexpr int max_details_depth = 64;

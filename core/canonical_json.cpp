@@ -74,11 +74,11 @@ class Parser {
           skip_space();
           Json member = value(depth + 1);
           // A repeated key keeps its last value, as jsonb does.
-          auto same = std::find_if(v.members.begin(), v.members.end(), [&](const auto& m) { return m.first == key; });
+          auto same = std::find_if(v.members.begin(), v.members.end(), [&](const auto& m) { return m.key == key; });
           if (same != v.members.end())
-            same->second = std::move(member);
+            same->value = std::move(member);
           else
-            v.members.emplace_back(std::move(key), std::move(member));
+            v.members.push_back({std::move(key), std::move(member)});
           skip_space();
           if (eat('}')) return v;
           expect(',');
@@ -319,17 +319,17 @@ void emit(const Json& v, std::string& out, const char* argument, std::size_t lim
       out.push_back(']');
       break;
     case Json::Kind::object: {
-      std::vector<const std::pair<std::string, Json>*> sorted;
+      std::vector<const Json::Member*> sorted;
       sorted.reserve(v.members.size());
       for (const auto& m : v.members) sorted.push_back(&m);
       // std::string compares as unsigned bytes: UTF-8 byte order is code point order.
-      std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+      std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->key < b->key; });
       out.push_back('{');
       for (std::size_t k = 0; k < sorted.size(); ++k) {
         if (k > 0) out.push_back(',');
-        out += json_quote(sorted[k]->first);
+        out += json_quote(sorted[k]->key);
         out.push_back(':');
-        emit(sorted[k]->second, out, argument, limit);
+        emit(sorted[k]->value, out, argument, limit);
       }
       out.push_back('}');
       break;
@@ -346,7 +346,7 @@ void over_limit(const char* argument, std::size_t limit) {
 
 const Json* Json::find(std::string_view key) const {
   for (const auto& m : members)
-    if (m.first == key) return &m.second;
+    if (m.key == key) return &m.value;
   return nullptr;
 }
 

@@ -18,9 +18,14 @@ struct Json {
   Kind kind = Kind::null;
   std::string text;  // number: its lexeme; string: the decoded UTF-8; boolean: "true" / "false"
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
+  struct Member;  // a std::pair of an incomplete Json is not allowed; a vector of one is
+  std::vector<Member> members;
 
   const Json* find(std::string_view key) const;
+};
+struct Json::Member {
+  std::string key;
+  Json value;
 };
 
 // Strict RFC 8259 JSON (UTF-8, no \u0000, no lone surrogates, at most max_depth objects and

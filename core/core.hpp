@@ -33,8 +33,8 @@ inline constexpr std::size_t max_identifier_bytes = 63;
 inline constexpr std::size_t max_scope_bytes = 256;
 inline constexpr std::size_t max_idempotency_key_bytes = 256;
 inline constexpr std::size_t max_request_digest_bytes = 64;
-inline constexpr std::size_t max_recovery_point_bytes = 64 * 1024;
-inline constexpr std::size_t max_response_bytes = 1024 * 1024;
+inline constexpr std::size_t max_recovery_point_bytes = std::size_t{64} * 1024;
+inline constexpr std::size_t max_response_bytes = std::size_t{1024} * 1024;
 inline constexpr std::int64_t max_idempotency_lock_usecs = usecs_per_day;
 inline constexpr std::int64_t max_idempotency_retention_usecs = 90 * usecs_per_day;
 

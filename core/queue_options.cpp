@@ -83,7 +83,7 @@ void set_queue_option(QueueOptions& o, std::string_view key, std::string_view va
   else if (key == "max_bytes")
     o.max_bytes = positive_integer(key, value, big);
   else if (key == "max_payload_bytes")
-    o.max_payload_bytes = positive_integer(key, value, 64 * 1024 * 1024);
+    o.max_payload_bytes = positive_integer(key, value, std::int64_t{64} * 1024 * 1024);
   else if (key == "max_attempts")
     o.max_attempts = positive_integer(key, value, 1000);
   else if (key == "max_dead")

@@ -28,7 +28,7 @@ inline constexpr std::int64_t max_queue_retention_usecs = 365 * usecs_per_day;
 struct QueueOptions {
   std::int64_t max_messages = 100000;
   std::int64_t max_bytes = 1LL << 30;
-  std::int64_t max_payload_bytes = 64 * 1024;
+  std::int64_t max_payload_bytes = std::int64_t{64} * 1024;
   std::int64_t visibility_usecs = 30 * usecs_per_second;
   std::int64_t max_attempts = 5;
   std::int64_t backoff_base_usecs = usecs_per_second;

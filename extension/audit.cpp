@@ -22,7 +22,7 @@ constexpr int verify_page = 200;
 constexpr int read_page = 100;
 constexpr int max_read_events = 10000;
 // audit_read stops adding rows past this many bytes of details (at least one row is returned).
-constexpr std::size_t max_read_bytes = 8 * 1024 * 1024;
+constexpr std::size_t max_read_bytes = std::size_t{8} * 1024 * 1024;
 
 [[noreturn]] void invalid(const std::string& message) {
   throw core::Error(core::sqlstate::invalid_parameter, message);

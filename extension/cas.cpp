@@ -161,7 +161,9 @@ std::string key_condition(const std::vector<std::string>& key) {
   std::string sql;
   for (const std::string& c : key) {
     const std::string q = pg::quote_identifier(c);
-    sql += (sql.empty() ? "" : " AND ") + ("t." + q + " OPERATOR(pg_catalog.=) k." + q);
+    if (!sql.empty()) sql += " AND ";
+    sql += "t." + q;
+    sql += " OPERATOR(pg_catalog.=) k." + q;
   }
   return sql;
 }

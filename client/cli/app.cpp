@@ -49,7 +49,10 @@ std::vector<std::string> synopsis(const CLI::App& command, const std::string& pa
     if (o->get_positional() || o == command.get_help_ptr()) continue;
     std::string word = "--" + o->get_lnames().front();
     if (!o->get_type_name().empty()) word += " " + o->get_type_name();  // none for a flag
-    if (!o->get_required()) word = "[" + word + "]";
+    if (!o->get_required()) {
+      word.insert(0, 1, '[');
+      word += ']';
+    }
     if (o->get_multi_option_policy() == CLI::MultiOptionPolicy::TakeAll) word += "...";
     words.push_back(word);
   }
@@ -185,6 +188,7 @@ int run(int argc, char** argv) {
 
   std::vector<std::string> args = fold_old_flag_values(argc, argv);
   std::vector<const char*> argp;
+  argp.reserve(args.size());
   for (const std::string& a : args) argp.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(argp.size()), argp.data());

@@ -31,6 +31,7 @@ int run_command(const std::string& command, const Delivery& d, const std::string
   env.push_back("FORGEYARD_PARTITION_KEY=" + d.partition_key.value_or(""));
   env.push_back("FORGEYARD_EVENT_ID=" + d.event_id.value_or(""));
   std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   const char* argv[] = {"sh", "-c", command.c_str(), nullptr};

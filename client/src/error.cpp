@@ -96,7 +96,7 @@ ErrorKind kind_for_sqlstate(std::string_view s) noexcept {
 Error::Error(ErrorKind kind, std::string sqlstate, const std::string& message, std::string detail)
     : std::runtime_error(message), kind_(kind), sqlstate_(std::move(sqlstate)), detail_(std::move(detail)) {}
 
-Error::Error(std::string sqlstate, const std::string& message, std::string detail)
+Error::Error(const std::string& sqlstate, const std::string& message, std::string detail)
     : Error(kind_for_sqlstate(sqlstate), sqlstate, message, std::move(detail)) {}
 
 namespace detail {

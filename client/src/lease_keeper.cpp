@@ -6,7 +6,7 @@
 namespace forgeyard {
 
 std::unique_ptr<LeaseKeeper> LeaseKeeper::acquire(Leases& leases, std::string tenant, std::string resource,
-                                                  std::string owner, LeaseKeeperOptions options) {
+                                                  const std::string& owner, LeaseKeeperOptions options) {
   // Validity is counted from before the request left: the server's expiry cannot be earlier.
   const auto sent = Steady::now();
   LeaseGrant grant = leases.acquire(tenant, resource, owner, options.ttl);

@@ -24,7 +24,7 @@ std::string default_sqlite_path() {
   return std::string(home) + "/.local/share/forgeyard/forgeyard.db";
 }
 
-std::unique_ptr<Store> open(std::string_view url, StoreOptions options) {
+std::unique_ptr<Store> open(std::string_view url, const StoreOptions& options) {
   if (url.empty()) return detail::open_sqlite(default_sqlite_path(), options);
   if (url.starts_with("postgresql://") || url.starts_with("postgres://"))
     return detail::open_postgres(std::string(url), options);

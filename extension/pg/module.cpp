@@ -2,8 +2,9 @@
 
 extern "C" {
 PG_MODULE_MAGIC;
-void _PG_init(void);
-void _PG_init(void) {
+// PostgreSQL calls a module's _PG_init by that reserved name.
+void _PG_init(void);   // NOLINT(bugprone-reserved-identifier)
+void _PG_init(void) {  // NOLINT(bugprone-reserved-identifier)
   fy::pg::define_settings();
 }
 }

@@ -238,9 +238,10 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_and_changes_nothing) {
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.details = "[1]"; })), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.details = "{\"a\":"; })), ErrorKind::InvalidArgument,
                  "22023");
-  FY_CHECK_ERROR(
-      audit().append(tenant, with([](auto& e) { e.details = "{\"a\":\"" + std::string(64 * 1024, 'x') + "\"}"; })),
-      ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) {
+                                  e.details = "{\"a\":\"" + std::string(std::size_t{64} * 1024, 'x') + "\"}";
+                                })),
+                 ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.payload_digest = std::string(); })),
                  ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(audit().append(tenant, with([](auto& e) { e.payload_digest = std::string(65, 'd'); })),

@@ -48,7 +48,8 @@ BOOST_AUTO_TEST_SUITE(sqlite_shim)
 BOOST_AUTO_TEST_CASE(default_store_lives_under_xdg_data_home_else_home) {
   const char* old_xdg = std::getenv("XDG_DATA_HOME");
   const std::string saved_xdg = old_xdg ? old_xdg : "";
-  const std::string saved_home = std::getenv("HOME") ? std::getenv("HOME") : "";
+  const char* old_home = std::getenv("HOME");
+  const std::string saved_home = old_home ? old_home : "";
   setenv("XDG_DATA_HOME", "/xdg/data", 1);
   BOOST_TEST(forgeyard::default_sqlite_path() == "/xdg/data/forgeyard/forgeyard.db");
   unsetenv("XDG_DATA_HOME");

@@ -43,7 +43,7 @@ class FORGEYARD_API Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, std::string sqlstate, const std::string& message, std::string detail = {});
   // The kind follows from the SQLSTATE.
-  Error(std::string sqlstate, const std::string& message, std::string detail = {});
+  Error(const std::string& sqlstate, const std::string& message, std::string detail = {});
 
   ErrorKind kind() const noexcept { return kind_; }
   const std::string& sqlstate() const noexcept { return sqlstate_; }

@@ -35,7 +35,7 @@ class FORGEYARD_API LeaseKeeper {
  public:
   // Acquires the lease and starts renewing; nullopt if another owner holds it.
   static std::unique_ptr<LeaseKeeper> acquire(Leases& leases, std::string tenant, std::string resource,
-                                              std::string owner, LeaseKeeperOptions options = {});
+                                              const std::string& owner, LeaseKeeperOptions options = {});
   ~LeaseKeeper();
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;

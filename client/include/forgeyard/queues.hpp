@@ -26,7 +26,7 @@ FORGEYARD_API Priority priority_from_string(std::string_view name);
 struct QueueOptions {
   std::int64_t max_messages = 100000;
   std::int64_t max_bytes = std::int64_t{1} << 30;
-  std::int64_t max_payload_bytes = 64 * 1024;
+  std::int64_t max_payload_bytes = std::int64_t{64} * 1024;
   Duration visibility_timeout = std::chrono::seconds(30);
   std::int64_t max_attempts = 5;
   Duration backoff_base = std::chrono::seconds(1);

@@ -114,7 +114,7 @@ class FORGEYARD_API Store {
                                                        std::optional<std::string> tenant = std::nullopt) = 0;
 };
 
-FORGEYARD_API std::unique_ptr<Store> open(std::string_view url = {}, StoreOptions options = {});
+FORGEYARD_API std::unique_ptr<Store> open(std::string_view url = {}, const StoreOptions& options = {});
 
 // The SQLite file used when no URL is given.
 FORGEYARD_API std::string default_sqlite_path();

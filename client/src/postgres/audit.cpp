@@ -101,6 +101,7 @@ std::vector<AuditHead> PgAudit::append_batch(std::string_view tenant, const std:
                                                  array_param(resources), array_param(details), array_param(digests),
                                                  array_param(refs), array_param(occurred), array_param(ids)});
     std::vector<AuditHead> out;
+    out.reserve(static_cast<std::size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i) out.push_back(head_of(r, i));
     return out;
   });

@@ -68,6 +68,7 @@ std::vector<ReapedLease> PgLeases::reap(int max_leases, std::optional<std::strin
   return session_.measure("lease.reap", [&] {
     PgResult r = session_.run(reap_sql, {std::to_string(max_leases), tenant});
     std::vector<ReapedLease> out;
+    out.reserve(static_cast<std::size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i)
       out.push_back({r.text(i, 0), r.text(i, 1), r.int8(i, 2), r.text(i, 3), from_unix_usecs(r.int8(i, 4))});
     return out;

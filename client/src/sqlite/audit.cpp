@@ -155,6 +155,7 @@ std::vector<AuditHead> SqliteAudit::append_batch(std::string_view tenant, const 
       throw Error(sqlstate::invalid_parameter,
                   "a batch holds at most " + std::to_string(core::max_audit_batch) + " events");
     std::vector<Input> inputs;
+    inputs.reserve(events.size());
     for (const AuditEvent& event : events) inputs.push_back(make_input(tenant, event));
     std::vector<AuditHead> heads;
     if (inputs.empty()) return heads;
