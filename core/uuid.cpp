@@ -38,4 +38,11 @@ std::optional<std::string> parse_uuid(std::string_view text) {
   return from_hex(hex);  // 32 characters: nullopt unless all are hex digits
 }
 
+std::optional<std::string> parse_dashed_uuid(std::string_view text) {
+  if (text.size() != 36) return std::nullopt;
+  for (std::size_t dash : {8, 13, 18, 23})
+    if (text[dash] != '-') return std::nullopt;
+  return parse_uuid(text);
+}
+
 }  // namespace fy::core

@@ -13,5 +13,8 @@ std::string format_uuid(std::string_view bytes16);
 // hex digits in either case, optionally a '-' after any group of four of them (not after the
 // last), the whole optionally in braces; no spaces. nullopt for anything else.
 std::optional<std::string> parse_uuid(std::string_view text);
+// The same parser held to the 8-4-4-4-12 layout (either case): what an audit export line carries,
+// so an exported chain has one spelling per event.
+std::optional<std::string> parse_dashed_uuid(std::string_view text);
 
 }  // namespace fy::core

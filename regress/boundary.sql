@@ -209,13 +209,13 @@ SELECT cmp_ok((SELECT a.bytes - b.bytes FROM mem a, mem b WHERE a.k = 'rss_after
 -------------------------------------------------------------------------------------------------
 CREATE SCHEMA boundary_probe;
 CREATE FUNCTION boundary_probe.parse_input(type regtype, input text) RETURNS boolean
-    LANGUAGE c AS 'forgeyard', 'fy_boundary_parse_input';
+    LANGUAGE c AS '$libdir/forgeyard', 'fy_boundary_parse_input';
 CREATE FUNCTION boundary_probe.throw_repeat(sqlstate text, piece text, times int) RETURNS void
-    LANGUAGE c AS 'forgeyard', 'fy_boundary_throw_repeat';
+    LANGUAGE c AS '$libdir/forgeyard', 'fy_boundary_throw_repeat';
 CREATE FUNCTION boundary_probe.break_stacks(exception_stack boolean, context_stack boolean, then_throw boolean)
-    RETURNS boolean LANGUAGE c AS 'forgeyard', 'fy_boundary_break_stacks';
+    RETURNS boolean LANGUAGE c AS '$libdir/forgeyard', 'fy_boundary_break_stacks';
 CREATE FUNCTION boundary_probe.peak_memory(sql text) RETURNS bigint
-    LANGUAGE c AS 'forgeyard', 'fy_boundary_peak_memory';
+    LANGUAGE c AS '$libdir/forgeyard', 'fy_boundary_peak_memory';
 -- {sqlstate, message, context} of the error sql raises.
 CREATE FUNCTION pg_temp.caught_context(sql text) RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE st text; msg text; ctx text;

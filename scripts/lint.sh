@@ -12,7 +12,10 @@ jobs=${JOBS:-2}
 mode=${1:-check}
 status=0
 
+mkdir -p "$build"
 mapfile -t files < <(git ls-files '*.cpp' '*.hpp')
+# No file means git could not list the tree (not a checkout, or one git refuses to read): fail.
+[ ${#files[@]} -gt 0 ] || { echo "lint: git ls-files lists no C++ file here"; exit 2; }
 if [ "$mode" = "--fix" ]; then
   clang-format -i "${files[@]}"
 else

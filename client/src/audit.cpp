@@ -49,8 +49,8 @@ fy::core::AuditEvent from_record(const AuditRecord& r) {
   fy::core::AuditEvent e;
   e.tenant = r.tenant;
   e.seq = r.seq;
-  std::optional<std::string> id = fy::core::parse_uuid(r.event_id);
-  if (!id) throw Error("22023", "event_id \"" + r.event_id + "\" is not a UUID");
+  std::optional<std::string> id = fy::core::parse_dashed_uuid(r.event_id);
+  if (!id) throw Error(fy::core::sqlstate::invalid_parameter, "event_id \"" + r.event_id + "\" is not a UUID");
   e.event_id = *id;
   e.occurred_at = unix_usecs(r.occurred_at);
   e.recorded_at = unix_usecs(r.recorded_at);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "backends.hpp"
+#include "core/errors.hpp"
 #include "forgeyard/error.hpp"
 
 namespace forgeyard {
@@ -20,7 +21,8 @@ std::string default_sqlite_path() {
     home = pw != nullptr ? pw->pw_dir : nullptr;
   }
   if (home == nullptr || home[0] == '\0')
-    throw Error(ErrorKind::InvalidArgument, "22023", "no XDG_DATA_HOME or HOME to place the default store in");
+    throw Error(ErrorKind::InvalidArgument, fy::core::sqlstate::invalid_parameter,
+                "no XDG_DATA_HOME or HOME to place the default store in");
   return std::string(home) + "/.local/share/forgeyard/forgeyard.db";
 }
 
@@ -31,11 +33,11 @@ std::unique_ptr<Store> open(std::string_view url, const StoreOptions& options) {
   if (url.starts_with("sqlite://")) {
     std::string path(url.substr(9));
     if (path.empty() || path[0] != '/')
-      throw Error(ErrorKind::InvalidArgument, "22023",
+      throw Error(ErrorKind::InvalidArgument, fy::core::sqlstate::invalid_parameter,
                   "a SQLite URL needs an absolute path: sqlite:///path/to/store.db");
     return detail::open_sqlite(path, options);
   }
-  throw Error(ErrorKind::InvalidArgument, "22023",
+  throw Error(ErrorKind::InvalidArgument, fy::core::sqlstate::invalid_parameter,
               "unknown store URL scheme (use postgresql://... or sqlite:///path): " + std::string(url.substr(0, 16)));
 }
 

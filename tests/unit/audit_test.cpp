@@ -71,6 +71,17 @@ BOOST_AUTO_TEST_CASE(an_export_line_round_trips) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(an_export_line_refuses_another_uuid_spelling) {
+  const std::string line = read_lines("audit-v1.jsonl").front();
+  const core::AuditEvent e = core::parse_audit_json_line(line);
+  const std::string dashed = core::format_uuid(e.event_id);
+  std::string undashed = dashed;
+  std::erase(undashed, '-');
+  std::string changed = line;
+  changed.replace(changed.find(dashed), dashed.size(), undashed);
+  BOOST_CHECK_THROW(core::parse_audit_json_line(changed), core::Error);
+}
+
 BOOST_AUTO_TEST_CASE(the_verifier_names_the_first_bad_seq) {
   const std::vector<std::string> good = read_lines("audit-v1.jsonl");
   const std::string head = core::parse_audit_json_line(good.back()).hash;
@@ -211,6 +222,11 @@ BOOST_AUTO_TEST_CASE(timestamps_and_uuids_have_one_text_form) {
   BOOST_TEST(core::format_uuid(bytes) == "01234567-89ab-cdef-0123-456789abcdef");
   BOOST_TEST(*core::parse_uuid("01234567-89AB-cdef-0123-456789abcdef") == bytes);
   BOOST_TEST(!core::parse_uuid("--234567-89ab-cdef-0123-456789abcdef"));
+  // An export line carries the 8-4-4-4-12 layout only.
+  BOOST_TEST(*core::parse_dashed_uuid("01234567-89AB-cdef-0123-456789abcdef") == bytes);
+  BOOST_TEST(!core::parse_dashed_uuid("0123456789abcdef0123456789abcdef"));
+  BOOST_TEST(!core::parse_dashed_uuid("{01234567-89ab-cdef-0123-456789abcde}"));
+  BOOST_TEST(!core::parse_dashed_uuid("0123-4567-89ab-cdef-0123-456789abcdef"));
   BOOST_TEST(!core::parse_uuid("01234567-89ab-cdef-0123-456789abcdeg"));
   BOOST_TEST(!core::parse_timestamp("2026-02-31T00:00:00Z"));
   BOOST_TEST(!core::parse_timestamp("2023-02-29T00:00:00Z"));
