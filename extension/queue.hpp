@@ -29,7 +29,8 @@ struct Queue {
 Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing = false);
 // Takes room for one message of `bytes` in a capacity slot (FY020 when no slot admits the
 // class) and returns the slot.
-int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes);
+// `seen`, when given, receives the slot's usage read under its lock, before this message.
+int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, core::Usage* seen = nullptr);
 // Counts a pending message into its partition (a keyed message of a partition-ordered queue);
 // true if it is the head (always, for any other message).
 bool join_partition(pg::Spi& spi, const Queue& queue, const std::optional<std::string>& key);

@@ -16,7 +16,7 @@ using core::sqlstate::invalid_parameter;
 
 // Unlocked slots are tried first, so that concurrent producers spread over the slots; only when
 // none of them admits does admit wait for the locked ones.
-int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes) {
+int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, core::Usage* seen) {
   static const char* usage_sql =
       "SELECT a.slot, a.admitted_messages OPERATOR(pg_catalog.-) r.released_messages,"
       "       a.admitted_bytes OPERATOR(pg_catalog.-) r.released_bytes"
@@ -45,11 +45,14 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes) {
   // The common case first: this backend's own slot, free of other producers' locks and with room.
   const int home = start % queue.slots;
   bool home_fits = false;
+  core::Usage used;
   spi.run(lock_free, {queue.t, queue.q, pg::int4_value(home)}, [&](const pg::Row& r) {
-    home_fits = fits(home, {*r.int8(2), *r.int8(3)});
+    used = {*r.int8(2), *r.int8(3)};
+    home_fits = fits(home, used);
   });
   if (home_fits) {
     spi.run(take, {queue.t, queue.q, pg::int4_value(home), pg::int8_value(bytes)});
+    if (seen) *seen = used;
     return home;
   }
   // Candidates by the current counts (an undercount of releases only refuses early).
@@ -64,7 +67,8 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes) {
   for (pg::Statement* lock : {&lock_free, &lock_wait}) {
     for (int slot : candidates) {
       spi.run(*lock, {queue.t, queue.q, pg::int4_value(slot)}, [&](const pg::Row& r) {
-        if (chosen < 0 && fits(slot, {*r.int8(2), *r.int8(3)})) chosen = slot;
+        used = {*r.int8(2), *r.int8(3)};
+        if (chosen < 0 && fits(slot, used)) chosen = slot;
       });
       if (chosen >= 0) break;
     }
@@ -72,6 +76,7 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes) {
   }
   if (chosen < 0) core::throw_queue_full(queue.name, queue.options, priority);
   spi.run(take, {queue.t, queue.q, pg::int4_value(chosen), pg::int8_value(bytes)});
+  if (seen) *seen = used;
   return chosen;
 }
 
@@ -90,6 +95,53 @@ bool join_partition(pg::Spi& spi, const Queue& queue, const std::optional<std::s
 
 namespace {
 
+// A batch keeps the slot it last locked and counts what it admits there in memory, writing the
+// counters once: updating the same row per message leaves a chain of row versions this
+// transaction cannot prune, which every later read walks (quadratic in the batch). The row lock
+// is held to commit, so no other producer admits into the slot meanwhile; releases it misses only
+// refuse early, and when the slot is full the tally is written before admit() reads the slots.
+class BatchAdmission {
+ public:
+  BatchAdmission(pg::Spi& spi, const Queue& queue) : spi_(spi), queue_(queue) {}
+
+  int admit(int priority, std::int64_t bytes) {
+    if (slot_ >= 0) {
+      const core::Usage used{base_.messages + pending_.messages, base_.bytes + pending_.bytes};
+      if (core::admits(queue_.options, priority, used, core::slot_budget(queue_.options, queue_.slots, slot_), bytes)) {
+        pending_.messages += 1;
+        pending_.bytes += bytes;
+        return slot_;
+      }
+      flush();
+    }
+    core::Usage seen;
+    slot_ = queue::admit(spi_, queue_, priority, bytes, &seen);
+    base_ = {seen.messages + 1, seen.bytes + bytes};
+    return slot_;
+  }
+
+  // Writes the tally of the slot held; must run before anything else reads the slot counters.
+  void flush() {
+    static pg::Statement take_n(
+        "UPDATE forgeyard.queue_slots SET admitted_messages = admitted_messages OPERATOR(pg_catalog.+) $4,"
+        "   admitted_bytes = admitted_bytes OPERATOR(pg_catalog.+) $5"
+        " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
+        "   AND slot OPERATOR(pg_catalog.=) $3",
+        {TEXTOID, TEXTOID, INT4OID, INT8OID, INT8OID});
+    if (slot_ >= 0 && pending_.messages > 0)
+      spi_.run(take_n, {queue_.t, queue_.q, pg::int4_value(slot_), pg::int8_value(pending_.messages),
+                        pg::int8_value(pending_.bytes)});
+    slot_ = -1;
+    base_ = pending_ = {};
+  }
+
+ private:
+  pg::Spi& spi_;
+  const Queue& queue_;
+  int slot_ = -1;
+  core::Usage base_, pending_;
+};
+
 struct Message {
   std::string payload;
   std::optional<std::string> event_id;  // 16 bytes
@@ -97,7 +149,7 @@ struct Message {
 };
 
 std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int priority, std::int64_t delay,
-                         TimestampTz now) {
+                         TimestampTz now, BatchAdmission* batch = nullptr) {
   static pg::Statement next_id("SELECT pg_catalog.nextval('forgeyard.message_ids')", {});
   static pg::Statement claim_event(
       "INSERT INTO forgeyard.queue_events (tenant_id, queue, event_id, msg_id, payload_digest, expires_at)"
@@ -145,7 +197,7 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
       return existing;
     }
   }
-  const int slot = admit(spi, queue, priority, bytes);
+  const int slot = batch ? batch->admit(priority, bytes) : admit(spi, queue, priority, bytes);
   const bool is_head = join_partition(spi, queue, m.partition_key);
   spi.run(insert, {pg::int8_value(msg_id),
                    queue.t,
@@ -211,11 +263,14 @@ FY_FUNCTION(fy_enqueue_batch) {
   const std::int64_t delay = delay_arg(fcinfo, 6);
   const TimestampTz now = pg::now();
   std::vector<std::int64_t> ids;
+  ids.reserve(payloads->size());
+  BatchAdmission admission(spi, queue);
   for (std::size_t i = 0; i < payloads->size(); ++i) {
     if (!(*payloads)[i]) throw core::Error(core::sqlstate::null_value, "payloads must not contain NULL");
     Message m{*(*payloads)[i], event_ids ? (*event_ids)[i] : std::nullopt, keys ? (*keys)[i] : std::nullopt};
-    ids.push_back(enqueue_one(spi, queue, m, priority, delay, now));
+    ids.push_back(enqueue_one(spi, queue, m, priority, delay, now, &admission));
   }
+  admission.flush();
   spi.finish();
   pg::TableResult out(fcinfo);
   for (std::int64_t id : ids) out.add_row({pg::int8_value(id)});

@@ -9,7 +9,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(611);
+SELECT plan(615);
 
 SET TIME ZONE 'UTC';
 
@@ -485,6 +485,27 @@ SELECT throws_ok($$SELECT * FROM forgeyard.enqueue_batch('t1', 'bt', ARRAY['p', 
 SELECT is(pg_temp.snap(), (SELECT s FROM snaps WHERE k = 'batch'), 'every refused batch enqueued nothing: all or nothing');
 SELECT is((SELECT count(*) FROM forgeyard.enqueue_batch('t1', 'bt', ARRAY['w', 'x', 'y', 'z']::bytea[])), 4::bigint,
           'a batch of 4 fits exactly (9 interactive of 10)');
+-- A large batch counts its admissions in memory and writes the slot counters once: the ids, the
+-- in-batch dedup, the counters and the refusal must be what one enqueue per message would give.
+SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'bt10k', '{"max_messages": 100000}')$$, 'queue bt10k');
+CREATE TEMP TABLE bt10k AS
+  SELECT b.o, b.msg_id FROM forgeyard.enqueue_batch('t1', 'bt10k',
+    (SELECT pg_catalog.array_agg(pg_catalog.convert_to('p' || (i % 5000), 'UTF8') ORDER BY i) FROM generate_series(0, 9999) i),
+    (SELECT pg_catalog.array_agg(pg_catalog.md5('e' || (i % 5000))::uuid ORDER BY i) FROM generate_series(0, 9999) i))
+    WITH ORDINALITY AS b(msg_id, o);
+SELECT is((SELECT pg_catalog.count(DISTINCT msg_id) FILTER (WHERE o <= 5000) || '/' || pg_catalog.count(*)
+             || '/' || pg_catalog.count(*) FILTER (WHERE o > 5000 AND msg_id = (SELECT x.msg_id FROM bt10k x WHERE x.o = bt10k.o - 5000))
+           FROM bt10k), '5000/10000/5000',
+          'a batch of 10,000 with each event_id twice: 5,000 messages, the repeat gets the first msg_id');
+SELECT is((SELECT pg_catalog.sum(a.admitted_messages - r.released_messages) || '/' || pg_catalog.sum(a.admitted_bytes - r.released_bytes)
+             || '/' || (SELECT pg_catalog.count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'bt10k')
+           FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r USING (tenant_id, queue, slot)
+          WHERE a.tenant_id = 't1' AND a.queue = 'bt10k'),
+          '5000/' || (SELECT pg_catalog.sum(pg_catalog.octet_length('p' || i)) FROM generate_series(0, 4999) i) || '/5000',
+          'the slot counters hold exactly the 5,000 messages and their bytes');
+SELECT throws_ok($$SELECT * FROM forgeyard.enqueue_batch('t1', 'bt',
+                   (SELECT pg_catalog.array_agg(pg_catalog.convert_to('q' || i, 'UTF8')) FROM generate_series(1, 10000) i))$$,
+                 'FY020', NULL, 'a batch of 10,000 into the full queue bt: FY020');
 
 -------------------------------------------------------------------------------------------------
 -- Bounds: per-class admission with the default thresholds, never past max_messages / max_bytes

@@ -18,3 +18,4 @@ build/bench/cas_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
 build/bench/queue_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
 build/bench/audit_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
 PG_BIN="$PG_BIN" bench/claim_depth.sh 1000000
+bench/enqueue_batch_scaling.sh
