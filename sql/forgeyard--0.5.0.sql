@@ -1,0 +1,975 @@
+-- forgeyard 0.5.0, the whole SQL API in one script: CREATE EXTENSION forgeyard runs this file alone.
+-- Databases created at an older version reach the same catalog through the upgrade scripts
+-- forgeyard--U--V.sql; tests/pg/upgrade.sh compares the two paths object by object.
+-- Sections, in order: clock; tenancy and roles; leases; compare-and-set; idempotency keys; queues;
+-- inbox; maintenance; audit log; views for psql; boundary probes; what each access kind grants;
+-- grants; pg_dump registrations. Each object's COMMENT follows it.
+-- Every API function has a pinned search_path and schema-qualified names, and is SECURITY DEFINER
+-- unless it works on the caller's own tables with the caller's rights (compare-and-set).
+\echo Use "CREATE EXTENSION forgeyard" to load this file. \quit
+
+-------------------------------------------------------------------------------------------------
+-- Clock
+-------------------------------------------------------------------------------------------------
+
+-- forgeyard.now_override, the setting that moves this clock, is defined by the library when it
+-- loads (extension/pg/clock.cpp), not here.
+CREATE FUNCTION forgeyard.now() RETURNS timestamptz
+    LANGUAGE c VOLATILE PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'fy_now';
+COMMENT ON FUNCTION forgeyard.now() IS
+  'The clock that decides expiry: clock_timestamp(), or the superuser-only setting forgeyard.now_override when set (tests).';
+
+-------------------------------------------------------------------------------------------------
+-- Tenancy and roles
+-------------------------------------------------------------------------------------------------
+
+CREATE TABLE forgeyard.role_access (
+    role_id regrole NOT NULL,
+    access  text    NOT NULL CHECK (access IN ('usage', 'maintenance', 'inspect')),
+    PRIMARY KEY (role_id, access)
+);
+COMMENT ON TABLE forgeyard.role_access IS
+  'Roles given access with grant_usage / grant_maintenance / grant_inspect; upgrades re-apply these grants to new objects.';
+
+CREATE TABLE forgeyard.tenant_bindings (
+    role_id   regrole NOT NULL,
+    tenant_id text    NOT NULL,
+    PRIMARY KEY (role_id, tenant_id)
+);
+COMMENT ON TABLE forgeyard.tenant_bindings IS
+  'Tenants a role is bound to (bind_tenant). A role that is, or is a member of, a bound role may act only for the tenants bound to those roles (FY040 otherwise).';
+
+-- What each access kind grants (filled at the end of this script). An upgrade script adds the
+-- objects it creates, so it can re-grant them to every recorded role (apply_access).
+CREATE TABLE forgeyard.access_catalog (
+    access    text NOT NULL CHECK (access IN ('usage', 'maintenance', 'inspect')),
+    privilege text NOT NULL CHECK (privilege IN ('EXECUTE', 'SELECT')),
+    object    text NOT NULL,
+    PRIMARY KEY (access, object)
+);
+COMMENT ON TABLE forgeyard.access_catalog IS
+  'The privileges each access kind (usage, maintenance, inspect) grants; filled by the extension''s scripts.';
+
+CREATE FUNCTION forgeyard.access_objects(access text)
+    RETURNS TABLE (privilege text, object text)
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT c.privilege, c.object FROM forgeyard.access_catalog c
+     WHERE c.access OPERATOR(pg_catalog.=) $1 ORDER BY c.object
+    $$;
+COMMENT ON FUNCTION forgeyard.access_objects(text) IS
+  'The privileges each access kind (usage, maintenance, inspect) grants, from forgeyard.access_catalog.';
+
+CREATE FUNCTION forgeyard.apply_access(role regrole)
+    RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    g record;
+BEGIN
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA forgeyard TO %s', role);
+    FOR g IN SELECT o.privilege, o.object
+               FROM forgeyard.role_access a, forgeyard.access_objects(a.access) o
+              WHERE a.role_id OPERATOR(pg_catalog.=) role
+    LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON %s TO %s', g.privilege, g.object, role);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION forgeyard.apply_access(regrole) IS
+  'Grant a role everything its recorded access kinds include. Upgrade scripts call it for every recorded role.';
+
+CREATE FUNCTION forgeyard.grant_usage(role regrole)
+    RETURNS void
+    LANGUAGE sql
+    SET search_path = pg_catalog, pg_temp
+    BEGIN ATOMIC
+        INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'usage') ON CONFLICT DO NOTHING;
+        SELECT forgeyard.apply_access(role);
+    END;
+COMMENT ON FUNCTION forgeyard.grant_usage(regrole) IS
+  'Application role: EXECUTE on the tenant-scoped API, no table privileges, so the semantics cannot be bypassed with DML.';
+
+CREATE FUNCTION forgeyard.grant_maintenance(role regrole)
+    RETURNS void
+    LANGUAGE sql
+    SET search_path = pg_catalog, pg_temp
+    BEGIN ATOMIC
+        INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'usage'), (role, 'maintenance')
+            ON CONFLICT DO NOTHING;
+        SELECT forgeyard.apply_access(role);
+    END;
+COMMENT ON FUNCTION forgeyard.grant_maintenance(regrole) IS
+  'Maintenance role: the application API plus the cross-tenant maintenance calls (lease_reap, purges, maintain).';
+
+CREATE FUNCTION forgeyard.grant_inspect(role regrole)
+    RETURNS void
+    LANGUAGE sql
+    SET search_path = pg_catalog, pg_temp
+    BEGIN ATOMIC
+        INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'inspect') ON CONFLICT DO NOTHING;
+        SELECT forgeyard.apply_access(role);
+    END;
+COMMENT ON FUNCTION forgeyard.grant_inspect(regrole) IS
+  'Inspection role: SELECT on the forgeyard views (for psql), nothing else.';
+
+CREATE FUNCTION forgeyard.revoke_access(role regrole)
+    RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN SELECT DISTINCT o.privilege, o.object
+               FROM forgeyard.role_access a, forgeyard.access_objects(a.access) o
+              WHERE a.role_id OPERATOR(pg_catalog.=) role
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE %s ON %s FROM %s', g.privilege, g.object, role);
+    END LOOP;
+    EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA forgeyard FROM %s', role);
+    DELETE FROM forgeyard.role_access a WHERE a.role_id OPERATOR(pg_catalog.=) role;
+END
+$$;
+COMMENT ON FUNCTION forgeyard.revoke_access(regrole) IS
+  'Take back every access kind granted to a role (its tenant bindings stay).';
+
+CREATE FUNCTION forgeyard.bind_tenant(role regrole, tenant text)
+    RETURNS void
+    LANGUAGE sql
+    SET search_path = pg_catalog, pg_temp
+    BEGIN ATOMIC
+        INSERT INTO forgeyard.tenant_bindings (role_id, tenant_id) VALUES (role, tenant) ON CONFLICT DO NOTHING;
+    END;
+COMMENT ON FUNCTION forgeyard.bind_tenant(regrole, text) IS
+  'Restrict a role to its bound tenants: once bound, a call for any other tenant (or for all tenants) fails with FY040.';
+
+CREATE FUNCTION forgeyard.unbind_tenant(role regrole, tenant text)
+    RETURNS boolean
+    LANGUAGE sql
+    SET search_path = pg_catalog, pg_temp
+    BEGIN ATOMIC
+        WITH d AS (DELETE FROM forgeyard.tenant_bindings b
+                    WHERE b.role_id OPERATOR(pg_catalog.=) role AND b.tenant_id OPERATOR(pg_catalog.=) tenant
+                    RETURNING 1)
+        SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 FROM d;
+    END;
+COMMENT ON FUNCTION forgeyard.unbind_tenant(regrole, text) IS
+  'Remove one tenant binding of a role; returns whether it existed. A role with no bindings left is unrestricted.';
+
+-------------------------------------------------------------------------------------------------
+-- Leases
+-------------------------------------------------------------------------------------------------
+
+CREATE TABLE forgeyard.leases (
+    tenant_id   text        NOT NULL,
+    resource    text        NOT NULL,
+    owner       text        NOT NULL,
+    epoch       bigint      NOT NULL CHECK (epoch > 0),
+    acquired_at timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    released_at timestamptz,
+    reaped_at   timestamptz,
+    PRIMARY KEY (tenant_id, resource)
+) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.05, autovacuum_vacuum_cost_delay = 0);
+COMMENT ON TABLE forgeyard.leases IS
+  'One row per (tenant, resource) ever leased. Release keeps the row so an epoch is never handed out twice. Use the API, not DML.';
+COMMENT ON COLUMN forgeyard.leases.epoch IS
+  'Fencing token of the current or last grant: max(previous + 1, clock in microseconds since 1970).';
+COMMENT ON COLUMN forgeyard.leases.reaped_at IS
+  'When lease_reap reported this expired grant; NULL until then and again after a new grant.';
+
+CREATE FUNCTION forgeyard.lease_acquire(tenant text, resource text, owner text, ttl interval)
+    RETURNS TABLE (acquired boolean, epoch bigint, holder text, expires_at timestamptz)
+    LANGUAGE c VOLATILE SECURITY DEFINER ROWS 1
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_lease_acquire';
+COMMENT ON FUNCTION forgeyard.lease_acquire(text, text, text, interval) IS
+  'Acquire the lease on (tenant, resource) for ttl. Free or expired: acquired with a new, strictly greater epoch. Held by owner: same epoch, expiry moved to now + ttl. Held by another: acquired = false and the current holder, epoch and expiry.';
+
+CREATE FUNCTION forgeyard.lease_renew(tenant text, resource text, epoch bigint, ttl interval)
+    RETURNS timestamptz
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_lease_renew';
+COMMENT ON FUNCTION forgeyard.lease_renew(text, text, bigint, interval) IS
+  'Extend the live grant with this epoch to now + ttl and return the new expiry. FY001 if the epoch is not the live grant (expired, released or taken over).';
+
+CREATE FUNCTION forgeyard.lease_release(tenant text, resource text, epoch bigint)
+    RETURNS boolean
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_lease_release';
+COMMENT ON FUNCTION forgeyard.lease_release(text, text, bigint) IS
+  'Release the grant with this epoch. Returns whether it was the live grant. The epoch is never reused.';
+
+CREATE FUNCTION forgeyard.lease_fence(tenant text, resource text, epoch bigint)
+    RETURNS void
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_lease_fence';
+COMMENT ON FUNCTION forgeyard.lease_fence(text, text, bigint) IS
+  'Call inside the transaction of a protected write: FY001 unless the epoch is the live grant; the grant cannot change hands until that transaction ends.';
+
+CREATE FUNCTION forgeyard.lease_reap(max_leases integer DEFAULT 100, tenant text DEFAULT NULL)
+    RETURNS TABLE (tenant text, resource text, epoch bigint, holder text, expired_at timestamptz)
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_lease_reap';
+COMMENT ON FUNCTION forgeyard.lease_reap(integer, text) IS
+  'Maintenance: return up to max_leases grants that expired without release, each once, for reconcilers. tenant NULL = all tenants. Safe to run from several places at once.';
+
+CREATE FUNCTION forgeyard.lease_get(tenant text, resource text)
+    RETURNS TABLE (owner text, epoch bigint, acquired_at timestamptz, expires_at timestamptz, state text)
+    LANGUAGE c VOLATILE SECURITY DEFINER ROWS 1
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_lease_get';
+COMMENT ON FUNCTION forgeyard.lease_get(text, text) IS
+  'The stored lease of (tenant, resource): owner, epoch, times and state (live, expired, reaped, released). No row if the resource was never leased.';
+
+-------------------------------------------------------------------------------------------------
+-- Compare-and-set (SECURITY INVOKER: they act with the caller's own rights on its own tables)
+-------------------------------------------------------------------------------------------------
+
+CREATE FUNCTION forgeyard.versioning_trigger()
+    RETURNS trigger
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'fy_versioning_trigger';
+COMMENT ON FUNCTION forgeyard.versioning_trigger() IS
+  'Row trigger installed by enable_versioning: a new row must start at entity_version 1; every UPDATE must set entity_version to the current version + 1 (FY002 otherwise, with expected and current versions in DETAIL).';
+
+CREATE FUNCTION forgeyard.enable_versioning(rel regclass)
+    RETURNS void
+    LANGUAGE c VOLATILE SECURITY INVOKER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_enable_versioning';
+COMMENT ON FUNCTION forgeyard.enable_versioning(regclass) IS
+  'Put a table with "entity_version bigint NOT NULL DEFAULT 1" under version control: from then on every UPDATE, from any path, must move entity_version from expected to expected + 1. Needs UPDATE and TRIGGER rights on the table (runs with the caller''s rights). Idempotent.';
+
+CREATE FUNCTION forgeyard.disable_versioning(rel regclass)
+    RETURNS boolean
+    LANGUAGE c VOLATILE SECURITY INVOKER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_disable_versioning';
+COMMENT ON FUNCTION forgeyard.disable_versioning(regclass) IS
+  'Take a table out of version control (drops the trigger; the column and its values stay). Returns whether it was versioned.';
+
+CREATE FUNCTION forgeyard.cas_update(rel regclass, key jsonb, expected_version bigint, changes jsonb)
+    RETURNS bigint
+    LANGUAGE c VOLATILE SECURITY INVOKER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_cas_update';
+COMMENT ON FUNCTION forgeyard.cas_update(regclass, jsonb, bigint, jsonb) IS
+  'Update the row of a versioned table named by key (the columns of its primary key or a unique index, tenant_id included where the table has one) from expected_version, applying changes; returns the new version. FY002 if the row is at another version, P0002 if no row matches, 22023 for unknown, key, version or tenant_id columns in changes. Runs with the caller''s rights.';
+
+CREATE FUNCTION forgeyard.cas_get(rel regclass, key jsonb)
+    RETURNS TABLE ("row" jsonb, entity_version bigint)
+    LANGUAGE c VOLATILE SECURITY INVOKER ROWS 1
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_cas_get';
+COMMENT ON FUNCTION forgeyard.cas_get(regclass, jsonb) IS
+  'Read the row of a versioned table named by key, as jsonb, with its entity_version (the expected version of a following cas_update). No row if none matches. Runs with the caller''s rights.';
+
+-------------------------------------------------------------------------------------------------
+-- Idempotency keys
+-------------------------------------------------------------------------------------------------
+
+-- Attempt numbers: one counter for all keys, so an attempt number is never handed out twice.
+CREATE SEQUENCE forgeyard.idempotency_attempts;
+COMMENT ON SEQUENCE forgeyard.idempotency_attempts IS
+  'Attempt numbers of idempotency keys: strictly increasing, never reused (the fencing token of checkpoint / complete / abandon).';
+
+CREATE TABLE forgeyard.idempotency_keys (
+    tenant_id      text        NOT NULL,
+    scope          text        NOT NULL,
+    key            text        NOT NULL,
+    request_digest bytea       NOT NULL,
+    status         text        NOT NULL CHECK (status IN ('in_progress', 'completed')),
+    attempt        bigint      NOT NULL CHECK (attempt > 0),
+    recovery_point text,
+    response       bytea,
+    lock_usecs     bigint      NOT NULL CHECK (lock_usecs > 0),
+    retain_usecs   bigint      NOT NULL CHECK (retain_usecs > 0),
+    locked_until   timestamptz NOT NULL,
+    created_at     timestamptz NOT NULL,
+    completed_at   timestamptz,
+    expires_at     timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, scope, key)
+) WITH (fillfactor = 80);
+CREATE INDEX idempotency_keys_expiry ON forgeyard.idempotency_keys (expires_at);
+COMMENT ON TABLE forgeyard.idempotency_keys IS
+  'One row per (tenant, scope, key): the request digest, in-progress lock and attempt, recovery point, and the stored response once completed. Purged after its retention (idem_purge). Use the API, not DML.';
+
+CREATE FUNCTION forgeyard.idem_begin(tenant text, scope text, key text, request_digest bytea,
+                                     lock_ttl interval DEFAULT '5 minutes', retain interval DEFAULT '24 hours')
+    RETURNS TABLE (status text, recovery_point text, response bytea, attempt bigint)
+    LANGUAGE c VOLATILE SECURITY DEFINER ROWS 1
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_idem_begin';
+COMMENT ON FUNCTION forgeyard.idem_begin(text, text, text, bytea, interval, interval) IS
+  'Start (status started: do the work, attempt N) or replay (status replay: the stored response) the command under this key. FY011 if the key was used with another request digest, FY010 while a committed begin holds a live lock; an expired lock is taken over with the last recovery point and a new, greater attempt number (attempt numbers are never reused). Inside a transaction a concurrent duplicate waits for the first and then replays (or proceeds if it rolled back).';
+
+CREATE FUNCTION forgeyard.idem_checkpoint(tenant text, scope text, key text, recovery_point text,
+                                          attempt bigint DEFAULT NULL)
+    RETURNS void
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_idem_checkpoint';
+COMMENT ON FUNCTION forgeyard.idem_checkpoint(text, text, text, text, bigint) IS
+  'Record the recovery point of multi-step work and extend the lock by its lock_ttl. FY001 for a stale attempt or a completed key; P0002 for an unknown key.';
+
+CREATE FUNCTION forgeyard.idem_complete(tenant text, scope text, key text, response bytea,
+                                        attempt bigint DEFAULT NULL)
+    RETURNS void
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_idem_complete';
+COMMENT ON FUNCTION forgeyard.idem_complete(text, text, text, bytea, bigint) IS
+  'Store the response; every later begin with the same key and digest replays it until the retention ends. FY001 for a stale attempt or a completed key; P0002 for an unknown key.';
+
+CREATE FUNCTION forgeyard.idem_abandon(tenant text, scope text, key text, attempt bigint DEFAULT NULL)
+    RETURNS void
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_idem_abandon';
+COMMENT ON FUNCTION forgeyard.idem_abandon(text, text, text, bigint) IS
+  'Give the key up: the next begin starts afresh (no recovery point, a new attempt number). FY001 for a stale attempt or a completed key; P0002 for an unknown key.';
+
+CREATE FUNCTION forgeyard.idem_status(tenant text, scope text, key text)
+    RETURNS TABLE (status text, attempt bigint, recovery_point text, locked_until timestamptz, expires_at timestamptz)
+    LANGUAGE c VOLATILE SECURITY DEFINER ROWS 1
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_idem_status';
+COMMENT ON FUNCTION forgeyard.idem_status(text, text, text) IS
+  'The state of a key for operators: in_progress, completed or expired (retention over), its attempt, recovery point, lock and expiry. No row for an unknown key.';
+
+CREATE FUNCTION forgeyard.idem_purge(max_keys integer DEFAULT 1000, tenant text DEFAULT NULL)
+    RETURNS integer
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_idem_purge';
+COMMENT ON FUNCTION forgeyard.idem_purge(integer, text) IS
+  'Maintenance: delete up to max_keys keys whose retention ended (oldest first), never one an attempt still holds a live lock on; tenant NULL = all tenants. Safe to run from several places at once.';
+
+-------------------------------------------------------------------------------------------------
+-- Queues
+-------------------------------------------------------------------------------------------------
+
+CREATE TABLE forgeyard.queues (
+    tenant_id              text        NOT NULL,
+    queue                  text        NOT NULL,
+    max_messages           bigint      NOT NULL CHECK (max_messages > 0),
+    max_bytes              bigint      NOT NULL CHECK (max_bytes > 0),
+    max_payload_bytes      bigint      NOT NULL CHECK (max_payload_bytes > 0),
+    visibility_usecs       bigint      NOT NULL CHECK (visibility_usecs > 0),
+    max_attempts           bigint      NOT NULL CHECK (max_attempts > 0),
+    backoff_base_usecs     bigint      NOT NULL CHECK (backoff_base_usecs > 0),
+    backoff_max_usecs      bigint      NOT NULL CHECK (backoff_max_usecs >= backoff_base_usecs),
+    ordering               text        NOT NULL CHECK (ordering IN ('none', 'partition')),
+    dead_letter_payload    text        NOT NULL CHECK (dead_letter_payload IN ('drop', 'keep')),
+    retain_acked_usecs     bigint      NOT NULL CHECK (retain_acked_usecs >= 0),
+    max_dead               bigint      NOT NULL CHECK (max_dead > 0),
+    dead_retention_usecs   bigint      NOT NULL CHECK (dead_retention_usecs > 0),
+    dedup_window_usecs     bigint      NOT NULL CHECK (dedup_window_usecs > 0),
+    admit_emergency        bigint      NOT NULL CHECK (admit_emergency BETWEEN 1 AND 100),
+    admit_security_control bigint      NOT NULL CHECK (admit_security_control BETWEEN 1 AND 100),
+    admit_realtime         bigint      NOT NULL CHECK (admit_realtime BETWEEN 1 AND 100),
+    admit_interactive      bigint      NOT NULL CHECK (admit_interactive BETWEEN 1 AND 100),
+    admit_background       bigint      NOT NULL CHECK (admit_background BETWEEN 1 AND 100),
+    admit_bulk             bigint      NOT NULL CHECK (admit_bulk BETWEEN 1 AND 100),
+    notify                 boolean     NOT NULL,
+    slots                  integer     NOT NULL CHECK (slots BETWEEN 1 AND 8),
+    created_at             timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, queue)
+);
+COMMENT ON TABLE forgeyard.queues IS
+  'One row per queue: its limits and policy (queue_create / queue_alter). Durations are microseconds; admit_<class> is the percentage of the limits up to which the class is admitted.';
+
+-- Capacity is counted in `slots` rows per queue so producers do not serialize on one row: the
+-- admitted side is updated by producers, the released side by consumers (ack, dead-letter), so
+-- an ack never waits for a producer's open transaction.
+CREATE TABLE forgeyard.queue_slots (
+    tenant_id         text    NOT NULL,
+    queue             text    NOT NULL,
+    slot              integer NOT NULL,
+    admitted_messages bigint  NOT NULL DEFAULT 0,
+    admitted_bytes    bigint  NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, queue, slot)
+) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+COMMENT ON TABLE forgeyard.queue_slots IS
+  'Messages and bytes admitted into each capacity slot of a queue (producers'' side of the bound).';
+
+CREATE TABLE forgeyard.queue_releases (
+    tenant_id         text    NOT NULL,
+    queue             text    NOT NULL,
+    slot              integer NOT NULL,
+    released_messages bigint  NOT NULL DEFAULT 0,
+    released_bytes    bigint  NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, queue, slot)
+) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+COMMENT ON TABLE forgeyard.queue_releases IS
+  'Messages and bytes that left each capacity slot (acked or dead-lettered): the consumers'' side of the bound.';
+
+CREATE SEQUENCE forgeyard.message_ids;
+CREATE SEQUENCE forgeyard.claim_tokens;
+COMMENT ON SEQUENCE forgeyard.message_ids IS 'Message ids: enqueue order.';
+COMMENT ON SEQUENCE forgeyard.claim_tokens IS 'Claim tokens: one per delivery, the fencing token of ack / nack / extend.';
+
+CREATE TABLE forgeyard.messages (
+    msg_id        bigint      PRIMARY KEY,
+    tenant_id     text        NOT NULL,
+    queue         text        NOT NULL,
+    state         text        NOT NULL CHECK (state IN ('pending', 'acked', 'dead')),
+    priority      smallint    NOT NULL CHECK (priority BETWEEN 0 AND 5),
+    partition_key text,
+    is_head       boolean     NOT NULL,
+    event_id      uuid,
+    payload       bytea,
+    bytes         bigint      NOT NULL,
+    slot          smallint    NOT NULL,
+    enqueued_at   timestamptz NOT NULL,
+    visible_at    timestamptz NOT NULL,
+    attempt       integer     NOT NULL DEFAULT 0,
+    claim_token   bigint,
+    claimed_by    text,
+    last_error    text,
+    error_class   text,
+    finished_at   timestamptz
+) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02,
+        autovacuum_vacuum_cost_delay = 0);
+-- The claim path: per class, the visible heads in visibility order. Only pending heads are in it.
+CREATE INDEX messages_claim ON forgeyard.messages (tenant_id, queue, priority, visible_at, msg_id)
+    WHERE state = 'pending' AND is_head;
+CREATE INDEX messages_partition ON forgeyard.messages (tenant_id, queue, partition_key, msg_id)
+    WHERE state = 'pending' AND partition_key IS NOT NULL;
+CREATE INDEX messages_finished ON forgeyard.messages (tenant_id, queue, msg_id) WHERE state <> 'pending';
+COMMENT ON TABLE forgeyard.messages IS
+  'Queued messages: pending (ready, delayed or in flight by visible_at and claim_token), acked (kept for retain_acked) or dead (dead letters). Use the API, not DML.';
+
+CREATE TABLE forgeyard.queue_events (
+    tenant_id      text        NOT NULL,
+    queue          text        NOT NULL,
+    event_id       uuid        NOT NULL,
+    msg_id         bigint      NOT NULL,
+    payload_digest text        NOT NULL,
+    expires_at     timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, queue, event_id)
+);
+CREATE INDEX queue_events_expiry ON forgeyard.queue_events (expires_at);
+COMMENT ON TABLE forgeyard.queue_events IS
+  'Producer dedup: the first message of each event_id within the queue''s dedup window (also after it was acked).';
+
+CREATE TABLE forgeyard.queue_partitions (
+    tenant_id     text   NOT NULL,
+    queue         text   NOT NULL,
+    partition_key text   NOT NULL,
+    pending       bigint NOT NULL CHECK (pending >= 0),
+    PRIMARY KEY (tenant_id, queue, partition_key)
+) WITH (fillfactor = 70);
+COMMENT ON TABLE forgeyard.queue_partitions IS
+  'Pending messages per partition key of partition-ordered queues; only the oldest of a key (its head) is claimable.';
+
+CREATE FUNCTION forgeyard.queue_create(tenant text, queue text, options jsonb DEFAULT '{}')
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_queue_create';
+COMMENT ON FUNCTION forgeyard.queue_create(text, text, jsonb) IS
+  'Create a queue of the tenant. Options (each validated, 22023 naming it): max_messages, max_bytes, max_payload_bytes (64 KiB), visibility_timeout, max_attempts, backoff_base, backoff_max, ordering (none|partition), dead_letter_payload (drop|keep), retain_acked, max_dead, dead_letter_retention, dedup_window (24 h), admit_<class> percentages (bulk 70, background 80, interactive 90, realtime 95, security_control and emergency 100), notify. 42710 if it exists.';
+
+CREATE FUNCTION forgeyard.queue_alter(tenant text, queue text, options jsonb)
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_queue_alter';
+COMMENT ON FUNCTION forgeyard.queue_alter(text, text, jsonb) IS
+  'Change the given options of a queue (ordering cannot change). 42704 for an unknown queue.';
+
+CREATE FUNCTION forgeyard.queue_drop(tenant text, queue text)
+    RETURNS boolean LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_queue_drop';
+COMMENT ON FUNCTION forgeyard.queue_drop(text, text) IS
+  'Drop a queue with its messages, dead letters and dedup events. Returns whether it existed.';
+
+CREATE FUNCTION forgeyard.queue_list(tenant text)
+    RETURNS TABLE (queue text, options jsonb) LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_queue_list';
+COMMENT ON FUNCTION forgeyard.queue_list(text) IS 'The queues of a tenant with all their options.';
+
+CREATE FUNCTION forgeyard.enqueue(tenant text, queue text, payload bytea, event_id uuid DEFAULT NULL,
+                                  partition_key text DEFAULT NULL, priority text DEFAULT 'interactive',
+                                  delay interval DEFAULT '0')
+    RETURNS bigint LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_enqueue';
+COMMENT ON FUNCTION forgeyard.enqueue(text, text, bytea, uuid, text, text, interval) IS
+  'Enqueue inside the caller''s transaction (visible to consumers after commit, gone on rollback); returns msg_id. A repeated event_id within the dedup window returns the first msg_id (even when full); with another payload FY011. FY020 when full for the class, FY021 over max_payload_bytes, 42704 unknown queue, 22023 bad class or missing partition_key.';
+
+CREATE FUNCTION forgeyard.enqueue_batch(tenant text, queue text, payloads bytea[], event_ids uuid[] DEFAULT NULL,
+                                        partition_keys text[] DEFAULT NULL, priority text DEFAULT 'interactive',
+                                        delay interval DEFAULT '0')
+    RETURNS TABLE (msg_id bigint) LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_enqueue_batch';
+COMMENT ON FUNCTION forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval) IS
+  'Enqueue several messages (event_ids and partition_keys, when given, parallel to payloads); msg_ids in order. All or nothing.';
+
+CREATE FUNCTION forgeyard.claim(tenant text, queue text, consumer text, max_messages integer DEFAULT 1,
+                                visibility interval DEFAULT NULL)
+    RETURNS TABLE (msg_id bigint, event_id uuid, partition_key text, priority text, attempt integer,
+                   claim_token bigint, payload bytea, enqueued_at timestamptz)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_claim';
+COMMENT ON FUNCTION forgeyard.claim(text, text, text, integer, interval) IS
+  'Claim up to max_messages visible messages, highest class first, then oldest, each with a new claim_token, invisible to others for visibility (default: the queue''s). Never hands one message to two claimers at once and never waits on producers (SKIP LOCKED). In partition queues only the oldest pending message of each key is claimable.';
+
+CREATE FUNCTION forgeyard.ack_and_claim(tenant text, queue text, consumer text, msg_ids bigint[], claim_tokens bigint[],
+                                        max_messages integer DEFAULT 1, visibility interval DEFAULT NULL)
+    RETURNS TABLE (msg_id bigint, event_id uuid, partition_key text, priority text, attempt integer,
+                   claim_token bigint, payload bytea, enqueued_at timestamptz)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_ack_and_claim';
+COMMENT ON FUNCTION forgeyard.ack_and_claim(text, text, text, bigint[], bigint[], integer, interval) IS
+  'A worker''s steady state in one round trip: ack the last batch (as ack_batch), then claim the next (as claim).';
+
+CREATE FUNCTION forgeyard.ack(tenant text, queue text, msg_id bigint, claim_token bigint)
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_ack';
+COMMENT ON FUNCTION forgeyard.ack(text, text, bigint, bigint) IS
+  'Finish a delivery. FY001 if claim_token is not the current delivery (it was claimed again, or nacked). Accepted after the visibility ran out if nobody claimed it since. A no-op for a message already acked, dead or gone (safe to retry).';
+
+CREATE FUNCTION forgeyard.ack_batch(tenant text, queue text, msg_ids bigint[], claim_tokens bigint[])
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_ack_batch';
+COMMENT ON FUNCTION forgeyard.ack_batch(text, text, bigint[], bigint[]) IS
+  'ack for each (msg_id, claim_token) pair; all or nothing (FY001 for any stale token).';
+
+CREATE FUNCTION forgeyard.nack(tenant text, queue text, msg_id bigint, claim_token bigint, error text,
+                               permanent boolean DEFAULT false)
+    RETURNS text LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_nack';
+COMMENT ON FUNCTION forgeyard.nack(text, text, bigint, bigint, text, boolean) IS
+  'Fail a delivery: retry after exponential backoff with full jitter capped at backoff_max (returns retry), or dead-letter after max_attempts or when permanent (returns dead). FY001 for a stale claim_token.';
+
+CREATE FUNCTION forgeyard.nack_batch(tenant text, queue text, msg_ids bigint[], claim_tokens bigint[], error text,
+                                     permanent boolean DEFAULT false)
+    RETURNS TABLE (msg_id bigint, outcome text) LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_nack_batch';
+COMMENT ON FUNCTION forgeyard.nack_batch(text, text, bigint[], bigint[], text, boolean) IS
+  'nack for each (msg_id, claim_token) pair, with each outcome; all or nothing.';
+
+CREATE FUNCTION forgeyard.extend(tenant text, queue text, msg_id bigint, claim_token bigint, visibility interval)
+    RETURNS timestamptz LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_extend';
+COMMENT ON FUNCTION forgeyard.extend(text, text, bigint, bigint, interval) IS
+  'Keep a live delivery invisible for visibility from now; returns the new visible_at. FY001 if the token is stale or the visibility already ran out (the delivery lapsed).';
+
+CREATE FUNCTION forgeyard.extend_batch(tenant text, queue text, msg_ids bigint[], claim_tokens bigint[],
+                                       visibility interval)
+    RETURNS timestamptz LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_extend_batch';
+COMMENT ON FUNCTION forgeyard.extend_batch(text, text, bigint[], bigint[], interval) IS
+  'extend for each (msg_id, claim_token) pair; all or nothing.';
+
+CREATE FUNCTION forgeyard.queue_stats(tenant text, queue text)
+    RETURNS TABLE (ready bigint, in_flight bigint, delayed bigint, dead bigint, bytes bigint,
+                   oldest_ready_age interval, pressure text)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_queue_stats';
+COMMENT ON FUNCTION forgeyard.queue_stats(text, text) IS
+  'Depth of a queue: ready (visible), in flight, delayed, dead; bytes admitted; age of the oldest ready message; pressure (normal below 70% of a limit, elevated to 90%, saturated above).';
+
+CREATE FUNCTION forgeyard.dead_list(tenant text, queue text, after_msg_id bigint DEFAULT 0, max_rows integer DEFAULT 100)
+    RETURNS TABLE (msg_id bigint, event_id uuid, partition_key text, priority text, attempt integer, error text,
+                   error_class text, dead_at timestamptz, payload bytea)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_dead_list';
+COMMENT ON FUNCTION forgeyard.dead_list(text, text, bigint, integer) IS
+  'Dead letters in msg_id order after after_msg_id (keyset pagination). payload is NULL unless the queue keeps it.';
+
+CREATE FUNCTION forgeyard.dead_redrive(tenant text, queue text, msg_ids bigint[] DEFAULT NULL, max_rows integer DEFAULT 100)
+    RETURNS integer LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_dead_redrive';
+COMMENT ON FUNCTION forgeyard.dead_redrive(text, text, bigint[], integer) IS
+  'Put dead letters back in the queue (attempt 0, visible now, admitted like new messages: FY020 when full). Without msg_ids: the oldest max_rows that kept their payload. 22023 for a listed one whose payload was dropped.';
+
+CREATE FUNCTION forgeyard.dead_purge(tenant text, queue text, msg_ids bigint[] DEFAULT NULL)
+    RETURNS integer LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_dead_purge';
+COMMENT ON FUNCTION forgeyard.dead_purge(text, text, bigint[]) IS
+  'Delete the listed dead letters of a queue (all of them without msg_ids); returns how many.';
+
+CREATE FUNCTION forgeyard.claim_plan(tenant text, queue text)
+    RETURNS TABLE (plan text) LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_claim_plan';
+COMMENT ON FUNCTION forgeyard.claim_plan(text, text) IS
+  'Maintenance: EXPLAIN of the claim statement as claim runs it (an index range scan on messages_claim; never a Seq Scan or a Sort of the queue).';
+
+-------------------------------------------------------------------------------------------------
+-- Inbox
+-------------------------------------------------------------------------------------------------
+
+CREATE TABLE forgeyard.inbox (
+    tenant_id   text        NOT NULL,
+    consumer    text        NOT NULL,
+    event_id    uuid        NOT NULL,
+    accepted_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, consumer, event_id)
+);
+CREATE INDEX inbox_accepted ON forgeyard.inbox (accepted_at);
+COMMENT ON TABLE forgeyard.inbox IS
+  'Consumer dedup: events a consumer accepted (inbox_accept), for an exactly-once effect over at-least-once delivery.';
+
+CREATE FUNCTION forgeyard.inbox_accept(tenant text, consumer text, event_id uuid)
+    RETURNS boolean LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_inbox_accept';
+COMMENT ON FUNCTION forgeyard.inbox_accept(text, text, uuid) IS
+  'Inside the consumer''s transaction: true the first time (do the effect), false for every duplicate (skip it).';
+
+CREATE FUNCTION forgeyard.inbox_purge(older_than interval DEFAULT '7 days', max_rows integer DEFAULT 10000,
+                                      tenant text DEFAULT NULL)
+    RETURNS integer LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_inbox_purge';
+COMMENT ON FUNCTION forgeyard.inbox_purge(interval, integer, text) IS
+  'Maintenance: delete up to max_rows inbox entries accepted more than older_than ago; tenant NULL = all tenants.';
+
+-------------------------------------------------------------------------------------------------
+-- Maintenance
+-------------------------------------------------------------------------------------------------
+
+CREATE FUNCTION forgeyard.maintain(max_rows integer DEFAULT 1000, tenant text DEFAULT NULL)
+    RETURNS TABLE (task text, "rows" bigint) LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_maintain';
+COMMENT ON FUNCTION forgeyard.maintain(integer, text) IS
+  'Maintenance, one bounded pass (schedule it, e.g. with pg_cron; safe from several places at once): expired idempotency keys, queue dedup events past their window, acked messages past retain_acked, dead letters past retention or over max_dead, inbox entries older than 7 days. Leases are not reaped here (lease_reap hands each to a reconciler).';
+
+-------------------------------------------------------------------------------------------------
+-- Audit log
+-------------------------------------------------------------------------------------------------
+
+-- hash = SHA-256(canonical(event) || prev_hash); docs/architecture.md#the-audit-chain defines
+-- canonical(event). Rows are never updated or deleted (triggers below, ENABLE ALWAYS).
+CREATE TABLE forgeyard.audit_events (
+    tenant_id      text        NOT NULL,
+    seq            bigint      NOT NULL CHECK (seq > 0),
+    event_id       uuid        NOT NULL,
+    occurred_at    timestamptz NOT NULL,
+    recorded_at    timestamptz NOT NULL,
+    actor          text        NOT NULL,
+    action         text        NOT NULL,
+    resource       text        NOT NULL,
+    details        jsonb,
+    payload_digest bytea,
+    payload_ref    text,
+    prev_hash      bytea       NOT NULL,
+    hash           bytea       NOT NULL,
+    PRIMARY KEY (tenant_id, seq),
+    UNIQUE (tenant_id, event_id)
+);
+COMMENT ON TABLE forgeyard.audit_events IS
+  'The audit log: per tenant a gap-free seq from 1 and a hash chain (hash = SHA-256(canonical(event) || prev_hash), prev_hash of seq 1 = 32 zero bytes). Append-only: UPDATE, DELETE and TRUNCATE fail with FY030 for every role. Written only by audit_append / audit_append_batch.';
+
+-- The head of each tenant's chain. Appenders lock this row, so a tenant's appends take seq and
+-- prev_hash one after another and a rolled-back append leaves no gap.
+CREATE TABLE forgeyard.audit_heads (
+    tenant_id text   NOT NULL PRIMARY KEY,
+    seq       bigint NOT NULL CHECK (seq >= 0),
+    hash      bytea  NOT NULL
+) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+COMMENT ON TABLE forgeyard.audit_heads IS
+  'The last seq and hash of each tenant''s audit chain; appends of one tenant serialize on its row.';
+
+CREATE FUNCTION forgeyard.audit_append_only()
+    RETURNS trigger
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'fy_audit_append_only';
+COMMENT ON FUNCTION forgeyard.audit_append_only() IS
+  'Trigger on forgeyard.audit_events: refuses UPDATE, DELETE and TRUNCATE with FY030.';
+
+CREATE TRIGGER audit_events_no_change BEFORE UPDATE OR DELETE ON forgeyard.audit_events
+    FOR EACH ROW EXECUTE FUNCTION forgeyard.audit_append_only();
+CREATE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON forgeyard.audit_events
+    FOR EACH STATEMENT EXECUTE FUNCTION forgeyard.audit_append_only();
+-- ALWAYS: session_replication_role = replica does not switch them off.
+ALTER TABLE forgeyard.audit_events ENABLE ALWAYS TRIGGER audit_events_no_change;
+ALTER TABLE forgeyard.audit_events ENABLE ALWAYS TRIGGER audit_events_no_truncate;
+
+CREATE FUNCTION forgeyard.audit_append(tenant text, actor text, action text, resource text, details jsonb DEFAULT NULL,
+                                       payload_digest bytea DEFAULT NULL, payload_ref text DEFAULT NULL,
+                                       occurred_at timestamptz DEFAULT NULL, event_id uuid DEFAULT NULL)
+    RETURNS TABLE (seq bigint, hash bytea) LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_audit_append';
+COMMENT ON FUNCTION forgeyard.audit_append(text, text, text, text, jsonb, bytea, text, timestamptz, uuid) IS
+  'Append one event to the tenant''s audit chain; returns its seq (gap-free from 1) and hash. details: a JSON object of at most 64 KiB in canonical form (large payloads go elsewhere: pass their payload_digest and payload_ref). occurred_at defaults to the time of recording. event_id (default: a new UUID) makes a retry safe: an event_id already in the chain with the same contents returns its seq and hash; with other contents it is FY011.';
+
+CREATE FUNCTION forgeyard.audit_append_batch(tenant text, actors text[], actions text[], resources text[],
+                                             details jsonb[] DEFAULT NULL, payload_digests bytea[] DEFAULT NULL,
+                                             payload_refs text[] DEFAULT NULL, occurred_ats timestamptz[] DEFAULT NULL,
+                                             event_ids uuid[] DEFAULT NULL)
+    RETURNS TABLE (seq bigint, hash bytea) LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_audit_append_batch';
+COMMENT ON FUNCTION forgeyard.audit_append_batch(text, text[], text[], text[], jsonb[], bytea[], text[], timestamptz[], uuid[]) IS
+  'Append up to 1000 events in order (the optional arrays, when given, parallel to actors; their elements may be NULL); returns (seq, hash) per event, in order. All or nothing.';
+
+CREATE FUNCTION forgeyard.audit_head(tenant text)
+    RETURNS TABLE (seq bigint, hash bytea) LANGUAGE c STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_audit_head';
+COMMENT ON FUNCTION forgeyard.audit_head(text) IS
+  'The last seq and hash of the tenant''s chain ((0, 32 zero bytes) when it is empty). Store it outside the database as an anchor for audit_verify: it detects a cut tail and a rewritten chain.';
+
+CREATE FUNCTION forgeyard.audit_verify(tenant text, from_seq bigint DEFAULT 1, to_seq bigint DEFAULT NULL,
+                                       anchor_seq bigint DEFAULT NULL, anchor_hash bytea DEFAULT NULL)
+    RETURNS TABLE (ok boolean, checked bigint, first_bad_seq bigint, reason text)
+    LANGUAGE c STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_audit_verify';
+COMMENT ON FUNCTION forgeyard.audit_verify(text, bigint, bigint, bigint, bytea) IS
+  'Recompute the tenant''s chain from from_seq to to_seq (default: its head): every seq present, every prev_hash the hash before it, every hash its contents''. Names the first bad seq and why. With an anchor (seq and hash from audit_head, kept elsewhere) also reports a tail cut below the anchor or a chain rewritten up to it. A chain starting after seq 1 links to the stored hash of event from_seq - 1.';
+
+CREATE FUNCTION forgeyard.audit_read(tenant text, from_seq bigint DEFAULT 1, max_events integer DEFAULT 1000)
+    RETURNS TABLE (seq bigint, event_id uuid, occurred_at timestamptz, recorded_at timestamptz, actor text, action text,
+                   resource text, details jsonb, payload_digest bytea, payload_ref text, prev_hash bytea, hash bytea)
+    LANGUAGE c STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_audit_read';
+COMMENT ON FUNCTION forgeyard.audit_read(text, bigint, integer) IS
+  'Up to max_events (at most 10000) events of the tenant''s chain from from_seq on, in seq order (keyset pagination for tail and export). Returns fewer once the rows hold 8 MiB of details: continue from the last seq + 1 until a call returns no row.';
+
+CREATE FUNCTION forgeyard.audit_hash(tenant text, seq bigint, event_id uuid, occurred_at timestamptz,
+                                     recorded_at timestamptz, actor text, action text, resource text, details jsonb,
+                                     payload_digest bytea, payload_ref text, prev_hash bytea)
+    RETURNS bytea LANGUAGE c IMMUTABLE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_audit_hash';
+COMMENT ON FUNCTION forgeyard.audit_hash(text, bigint, uuid, timestamptz, timestamptz, text, text, text, jsonb, bytea, text, bytea) IS
+  'The hash an event with these fields gets: SHA-256(canonical(event) || prev_hash), the function audit_append and audit_verify use. For checking the encoding against the shipped test vectors.';
+
+CREATE FUNCTION forgeyard.audit_canonical_details(details jsonb)
+    RETURNS text LANGUAGE c IMMUTABLE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_audit_canonical_details';
+COMMENT ON FUNCTION forgeyard.audit_canonical_details(jsonb) IS
+  'The canonical text of a details object as it is hashed: keys sorted by UTF-8 bytes, numbers as plain decimals without exponent or trailing zeros, no whitespace.';
+
+-------------------------------------------------------------------------------------------------
+-- Views for psql
+-------------------------------------------------------------------------------------------------
+
+-- Every view is security_barrier: the tenant filter runs before any caller-supplied condition, so a
+-- bound role cannot see other tenants' rows through a cheap function in its own WHERE clause.
+-- scope: the tenants bound to the caller or to any role it is a member of (directly or not);
+-- the same rule as check_tenant in extension/tenant.cpp. Superusers get no shortcut here.
+CREATE VIEW forgeyard.lease_status WITH (security_barrier) AS
+WITH RECURSIVE member_of(oid) AS (
+    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
+    UNION
+    SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN member_of ON m.member = member_of.oid
+), scope AS (
+    SELECT b.tenant_id FROM forgeyard.tenant_bindings b WHERE b.role_id::oid IN (SELECT oid FROM member_of)
+)
+SELECT l.tenant_id, l.resource, l.owner, l.epoch, l.acquired_at, l.expires_at, l.released_at, l.reaped_at,
+       CASE WHEN l.released_at IS NOT NULL THEN 'released'
+            WHEN l.reaped_at IS NOT NULL THEN 'reaped'
+            WHEN l.expires_at <= c.now THEN 'expired'
+            ELSE 'live' END AS state,
+       CASE WHEN l.released_at IS NULL AND l.reaped_at IS NULL AND l.expires_at > c.now
+            THEN l.expires_at - c.now END AS remaining
+  FROM forgeyard.leases l
+ CROSS JOIN (SELECT forgeyard.now() AS now) c
+ WHERE NOT EXISTS (SELECT 1 FROM scope) OR l.tenant_id IN (SELECT scope.tenant_id FROM scope);
+COMMENT ON VIEW forgeyard.lease_status IS
+  'Every lease with its state (live, expired, reaped, released) and remaining time by forgeyard.now(). A role bound to tenants sees only those.';
+
+CREATE VIEW forgeyard.queue_depth WITH (security_barrier) AS
+WITH RECURSIVE member_of(oid) AS (
+    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
+    UNION
+    SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN member_of ON m.member = member_of.oid
+), scope AS (
+    SELECT b.tenant_id FROM forgeyard.tenant_bindings b WHERE b.role_id::oid IN (SELECT oid FROM member_of)
+)
+SELECT m.tenant_id, m.queue,
+       (ARRAY['emergency', 'security_control', 'realtime', 'interactive', 'background', 'bulk'])[m.priority + 1] AS class,
+       CASE WHEN m.state <> 'pending' THEN m.state
+            WHEN m.visible_at <= c.now THEN 'ready'
+            WHEN m.claim_token IS NOT NULL THEN 'in_flight'
+            ELSE 'delayed' END AS state,
+       count(*) AS messages, sum(m.bytes) AS bytes, c.now - min(m.enqueued_at) AS oldest_age
+  FROM forgeyard.messages m CROSS JOIN (SELECT forgeyard.now() AS now) c
+ WHERE NOT EXISTS (SELECT 1 FROM scope) OR m.tenant_id IN (SELECT scope.tenant_id FROM scope)
+ GROUP BY 1, 2, 3, 4, c.now;
+COMMENT ON VIEW forgeyard.queue_depth IS
+  'Depth of every queue by class and state (ready, in_flight, delayed, acked, dead) with bytes and the oldest message''s age. A role bound to tenants sees only those.';
+
+CREATE VIEW forgeyard.queue_overview WITH (security_barrier) AS
+WITH RECURSIVE member_of(oid) AS (
+    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
+    UNION
+    SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN member_of ON m.member = member_of.oid
+), scope AS (
+    SELECT b.tenant_id FROM forgeyard.tenant_bindings b WHERE b.role_id::oid IN (SELECT oid FROM member_of)
+), used AS (
+    SELECT a.tenant_id, a.queue, sum(a.admitted_messages - r.released_messages) AS messages,
+           sum(a.admitted_bytes - r.released_bytes) AS bytes
+      FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r USING (tenant_id, queue, slot)
+     GROUP BY a.tenant_id, a.queue
+)
+SELECT q.tenant_id, q.queue, q.ordering, u.messages AS admitted_messages, q.max_messages, u.bytes AS admitted_bytes,
+       q.max_bytes,
+       CASE WHEN greatest(u.messages::float8 / q.max_messages, u.bytes::float8 / q.max_bytes) < 0.70 THEN 'normal'
+            WHEN greatest(u.messages::float8 / q.max_messages, u.bytes::float8 / q.max_bytes) <= 0.90 THEN 'elevated'
+            ELSE 'saturated' END AS pressure
+  FROM forgeyard.queues q JOIN used u USING (tenant_id, queue)
+ WHERE NOT EXISTS (SELECT 1 FROM scope) OR q.tenant_id IN (SELECT scope.tenant_id FROM scope);
+COMMENT ON VIEW forgeyard.queue_overview IS
+  'Every queue with the messages and bytes it holds against its limits and its pressure (normal / elevated / saturated). A role bound to tenants sees only those.';
+
+CREATE VIEW forgeyard.audit_status WITH (security_barrier) AS
+WITH RECURSIVE member_of(oid) AS (
+    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
+    UNION
+    SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN member_of ON m.member = member_of.oid
+), scope AS (
+    SELECT b.tenant_id FROM forgeyard.tenant_bindings b WHERE b.role_id::oid IN (SELECT oid FROM member_of)
+)
+SELECT h.tenant_id, h.seq AS head_seq, h.hash AS head_hash, e.recorded_at AS last_recorded_at
+  FROM forgeyard.audit_heads h
+  LEFT JOIN forgeyard.audit_events e ON e.tenant_id = h.tenant_id AND e.seq = h.seq
+ WHERE NOT EXISTS (SELECT 1 FROM scope) OR h.tenant_id IN (SELECT scope.tenant_id FROM scope);
+COMMENT ON VIEW forgeyard.audit_status IS
+  'The head (seq, hash) of every tenant''s audit chain and when its last event was recorded. A role bound to tenants sees only those.';
+
+-------------------------------------------------------------------------------------------------
+-- Boundary probes (superuser-only; used by the regression suite)
+-------------------------------------------------------------------------------------------------
+
+CREATE FUNCTION forgeyard.boundary_throw(sqlstate text, message text DEFAULT 'boom')
+    RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'fy_boundary_throw';
+COMMENT ON FUNCTION forgeyard.boundary_throw(text, text) IS
+  'Test probe: throws a C++ exception with this SQLSTATE (NULL: a plain std::runtime_error) to prove it surfaces as a clean ERROR.';
+
+CREATE FUNCTION forgeyard.boundary_pg_error(sql text)
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'fy_boundary_pg_error';
+COMMENT ON FUNCTION forgeyard.boundary_pg_error(text) IS
+  'Test probe: runs sql through the guarded SPI path with C++ objects live; a PostgreSQL error comes back unchanged. Runs with the caller''s rights.';
+
+-------------------------------------------------------------------------------------------------
+-- Access kinds: what each grants (grant_usage, grant_maintenance, grant_inspect)
+-------------------------------------------------------------------------------------------------
+
+-- apply_access() grants exactly these rows; nothing else is granted to anyone.
+INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
+    -- usage
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.now()'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_acquire(text, text, text, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_renew(text, text, bigint, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_release(text, text, bigint)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_fence(text, text, bigint)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_get(text, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.versioning_trigger()'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.enable_versioning(regclass)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.disable_versioning(regclass)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.cas_update(regclass, jsonb, bigint, jsonb)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.cas_get(regclass, jsonb)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_begin(text, text, text, bytea, interval, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_checkpoint(text, text, text, text, bigint)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_complete(text, text, text, bytea, bigint)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_abandon(text, text, text, bigint)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.idem_status(text, text, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_create(text, text, jsonb)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_alter(text, text, jsonb)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_drop(text, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_list(text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.enqueue(text, text, bytea, uuid, text, text, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.claim(text, text, text, integer, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.ack_and_claim(text, text, text, bigint[], bigint[], integer, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.ack(text, text, bigint, bigint)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.ack_batch(text, text, bigint[], bigint[])'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.nack(text, text, bigint, bigint, text, boolean)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.nack_batch(text, text, bigint[], bigint[], text, boolean)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.extend(text, text, bigint, bigint, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.extend_batch(text, text, bigint[], bigint[], interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_stats(text, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.dead_list(text, text, bigint, integer)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.dead_redrive(text, text, bigint[], integer)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.dead_purge(text, text, bigint[])'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.inbox_accept(text, text, uuid)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.audit_append(text, text, text, text, jsonb, bytea, text, timestamptz, uuid)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.audit_append_batch(text, text[], text[], text[], jsonb[], bytea[], text[], timestamptz[], uuid[])'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.audit_head(text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.audit_verify(text, bigint, bigint, bigint, bytea)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.audit_read(text, bigint, integer)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.audit_hash(text, bigint, uuid, timestamptz, timestamptz, text, text, text, jsonb, bytea, text, bytea)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.audit_canonical_details(jsonb)'),
+    -- maintenance
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.lease_reap(integer, text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.idem_purge(integer, text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.inbox_purge(interval, integer, text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.maintain(integer, text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.claim_plan(text, text)'),
+    -- inspect
+    ('inspect',     'EXECUTE', 'FUNCTION forgeyard.now()'),
+    ('inspect',     'SELECT',  'TABLE forgeyard.lease_status'),
+    ('inspect',     'SELECT',  'TABLE forgeyard.queue_depth'),
+    ('inspect',     'SELECT',  'TABLE forgeyard.queue_overview'),
+    ('inspect',     'SELECT',  'TABLE forgeyard.audit_status');
+
+-------------------------------------------------------------------------------------------------
+-- 0.5.0: hot paths (queue claim, ack and enqueue)
+-------------------------------------------------------------------------------------------------
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
+-- 0.5.0: application schema migrations, daemon registry, health
+-------------------------------------------------------------------------------------------------
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
+-- 0.5.0: restore safety: fencing values that never rewind, restore_reconcile
+-------------------------------------------------------------------------------------------------
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
+-- 0.5.0: topics: durable pub/sub and the event type registry
+-------------------------------------------------------------------------------------------------
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
+-- 0.5.0: hardening: argument checks and attack surface
+-------------------------------------------------------------------------------------------------
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
+-- Grants
+-------------------------------------------------------------------------------------------------
+
+-- New functions are executable by PUBLIC by default; nothing here is meant for PUBLIC.
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA forgeyard FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA forgeyard FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA forgeyard FROM PUBLIC;
+
+-------------------------------------------------------------------------------------------------
+-- pg_dump
+-------------------------------------------------------------------------------------------------
+
+-- The tables and sequences that hold data are dumped with the database (access_catalog is this
+-- script's own and is not); see docs/operations.md, "pg_dump and restore".
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.leases', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.tenant_bindings', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.role_access', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.idempotency_keys', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.idempotency_attempts', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queues', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_slots', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_releases', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.messages', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_events', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_partitions', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.inbox', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.message_ids', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.claim_tokens', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.audit_events', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.audit_heads', '');
