@@ -1,10 +1,12 @@
 // What the queue functions share (queue.hpp): loading a queue and its options, the usage of its
 // capacity slots, giving capacity back, and argument checks (docs/sql-api.md#queues).
+#include <map>
 #include <string>
 
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
+#include "pg/table_cache.hpp"
 #include "queue.hpp"
 #include "tenant.hpp"
 
@@ -62,18 +64,46 @@ Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing) {
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
       " FOR KEY SHARE",
       {TEXTOID, TEXTOID});
+  // Consumers read the options from this backend's cache (pg/table_cache.hpp): a queue_alter
+  // applies from the next command of its own transaction and, in other sessions, from their
+  // next call after it committed. Producers lock the row anyway, and read it with the lock.
+  struct Cached {
+    core::QueueOptions options;
+    int slots;
+  };
+  static std::map<std::string, Cached> cache;
+  static std::uint64_t cache_generation = 0;
+  constexpr std::size_t max_cached = 4096;
   Queue queue;
   queue.tenant = tenant_arg(fcinfo);
   queue.name = queue_arg(fcinfo);
   check_tenant(spi, queue.tenant);
   queue.t = pg::text_value(queue.tenant);
   queue.q = pg::text_value(queue.name);
+  const std::string key = queue.tenant + std::string(1, '\0') + queue.name;
+  if (!producing) {
+    const std::uint64_t generation = pg::cache_generation(pg::CachedTable::queues);
+    if (generation != cache_generation) {
+      cache.clear();
+      cache_generation = generation;
+    }
+    if (auto it = cache.find(key); it != cache.end()) {
+      queue.options = it->second.options;
+      queue.slots = it->second.slots;
+      return queue;
+    }
+  }
   bool found = false;
   spi.run(producing ? read_for_producer : read, {queue.t, queue.q}, [&](const pg::Row& r) {
     queue.options = options_from(r, &queue.slots);
     found = true;
   });
   if (!found) core::throw_unknown_queue(queue.tenant, queue.name);
+  // Kept only if no invalidation came in while the row was read.
+  if (!producing && pg::cache_generation(pg::CachedTable::queues) == cache_generation) {
+    if (cache.size() >= max_cached) cache.clear();
+    cache[key] = {queue.options, queue.slots};
+  }
   return queue;
 }
 

@@ -69,8 +69,10 @@ void return_claimed(FunctionCallInfo fcinfo, const std::vector<Claimed>& claimed
 int max_messages_arg(FunctionCallInfo fcinfo, int n);
 std::int64_t visibility_arg(FunctionCallInfo fcinfo, int n, const Queue& queue);
 
-// The claim of one priority class ($1 tenant, $2 queue, $3 class, $4 limit, $5 visible until,
-// $6 consumer, $7 now): an index range scan that stops at the first message not yet visible.
-extern const char claim_class_sql[];
+// The claim statement of up to `limit` messages ($1 tenant, $2 queue, $3 visible until,
+// $4 consumer, $5 now), highest class first: per class an index range scan that stops at the
+// first message not yet visible. Planned once per backend and limit, generic (queue_claim.cpp).
+std::string claim_sql(int limit);
+pg::Statement& claim_statement(int limit);
 
 }  // namespace fy::queue

@@ -1,4 +1,4 @@
-// Consuming: claim, one index range scan per priority class, and the dead-lettering of deliveries
+// Consuming: claim, one statement over the priority classes, and the dead-lettering of deliveries
 // that lapsed on every attempt (docs/sql-api.md#queues).
 #include <algorithm>
 #include <string>
@@ -12,24 +12,45 @@
 
 namespace fy::queue {
 
-// The claim of one class: an index range scan (messages_claim) that stops at the first message
-// not yet visible, skipping rows other claimers hold. Never a scan or sort of the queue.
-const char claim_class_sql[] =
-    "UPDATE forgeyard.messages m SET claim_token = pg_catalog.nextval('forgeyard.claim_tokens'),"
-    "   attempt = m.attempt OPERATOR(pg_catalog.+) 1, visible_at = $5, claimed_by = $6"
-    "  FROM (SELECT c.msg_id FROM forgeyard.messages c"
-    "         WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.queue OPERATOR(pg_catalog.=) $2"
-    "           AND c.priority OPERATOR(pg_catalog.=) $3 AND c.state OPERATOR(pg_catalog.=) 'pending' AND c.is_head"
-    "           AND c.visible_at OPERATOR(pg_catalog.<=) $7"
-    "         ORDER BY c.visible_at, c.msg_id LIMIT $4 FOR UPDATE SKIP LOCKED) picked"
-    " WHERE m.msg_id OPERATOR(pg_catalog.=) picked.msg_id"
-    " RETURNING m.msg_id, m.event_id, m.partition_key, m.priority, m.attempt, m.claim_token, m.payload, m.enqueued_at,"
-    "   m.slot, m.bytes";
+// The claim: one statement. Per class, highest first, an index range scan of messages_claim that
+// stops at the first message not yet visible, skipping rows other claimers hold; the classes are
+// the branches of one Append under the limit, so an empty class costs one index descent and a
+// class after the limit is filled is never read. The limit is part of the statement text (one
+// kept plan per limit asked for), so the generic plan, planned once per backend, is the index
+// scan whatever the depth: never a scan or sort of the queue, never planned again per call. The
+// rows picked (and locked) are updated by their tuple ids: a nested loop over a Tid Scan, whatever
+// the table size was when the plan was made (a row we locked cannot move under us).
+std::string claim_sql(int limit) {
+  const std::string n = std::to_string(limit);
+  std::string picks;
+  for (int p = 0; p < core::priority_classes; ++p) {
+    if (p > 0) picks += " UNION ALL ";
+    picks +=
+        "SELECT * FROM (SELECT c.ctid FROM forgeyard.messages c"
+        "  WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.queue OPERATOR(pg_catalog.=) $2"
+        "    AND c.priority OPERATOR(pg_catalog.=) " +
+        std::to_string(p) +
+        "::pg_catalog.int2 AND c.state OPERATOR(pg_catalog.=) 'pending' AND c.is_head"
+        "    AND c.visible_at OPERATOR(pg_catalog.<=) $5"
+        "  ORDER BY c.visible_at, c.msg_id LIMIT " +
+        n + " FOR UPDATE SKIP LOCKED) c" + std::to_string(p);
+  }
+  return "WITH picked AS (" + picks + " LIMIT " + n +
+         ")"
+         " UPDATE forgeyard.messages m SET claim_token = pg_catalog.nextval('forgeyard.claim_tokens'),"
+         "   attempt = m.attempt OPERATOR(pg_catalog.+) 1, visible_at = $3, claimed_by = $4"
+         "  FROM picked WHERE m.ctid OPERATOR(pg_catalog.=) picked.ctid"
+         " RETURNING m.msg_id, m.event_id, m.partition_key, m.priority, m.attempt, m.claim_token, m.payload,"
+         "   m.enqueued_at, m.slot, m.bytes";
+}
+
+pg::Statement& claim_statement(int limit) {
+  return pg::Statement::cached(claim_sql(limit), {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID},
+                               pg::Planning::generic);
+}
 
 std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& consumer, int max_messages,
                            std::int64_t visibility, TimestampTz now) {
-  static pg::Statement claim_class(claim_class_sql,
-                                   {TEXTOID, TEXTOID, INT2OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID});
   // A delivery that lapsed once too often (its consumer died or hung every time) is not handed
   // out again: it is dead-lettered like a nack after max_attempts.
   static pg::Statement dead(
@@ -42,29 +63,29 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   std::vector<std::int64_t> doomed;
   Releases lapsed;
   const pg::Value c = pg::text_value(consumer);
-  for (int p = 0; p < core::priority_classes && static_cast<int>(out.size()) < max_messages; ++p) {
-    const std::size_t before = out.size();
-    spi.run(claim_class,
-            {queue.t,
-             queue.q,
-             {Int16GetDatum(p), false},
-             pg::int4_value(max_messages - static_cast<int>(out.size())),
-             pg::timestamptz_value(now + visibility),
-             c,
-             pg::timestamptz_value(now)},
-            [&](const pg::Row& r) {
-              if (*r.int8(5) > queue.options.max_attempts) {  // (no SPI call while these rows are read)
-                lapsed.add(queue, static_cast<int>(*r.int8(9)), *r.int8(10), r.text(3));
-                doomed.push_back(*r.int8(1));
-                return;
-              }
-              out.push_back({*r.int8(1), r.uuid(2), r.text(3), static_cast<int>(*r.int8(4)), *r.int8(5), *r.int8(6),
-                             r.bytea(7), *r.timestamptz(8)});
-            });
-    // Delivery order within the class: oldest first (RETURNING does not keep the scan order).
-    std::sort(out.begin() + static_cast<std::ptrdiff_t>(before), out.end(),
-              [](const Claimed& a, const Claimed& b) { return a.msg_id < b.msg_id; });
+  // Lapsed deliveries taken by the statement do not count: ask again for the rest (they are
+  // now locked and no longer visible, so they are not taken twice).
+  for (;;) {
+    const int asked = max_messages - static_cast<int>(out.size());
+    const std::size_t doomed_before = doomed.size();
+    const std::uint64_t taken =
+        spi.run(claim_statement(asked),
+                {queue.t, queue.q, pg::timestamptz_value(now + visibility), c, pg::timestamptz_value(now)},
+                [&](const pg::Row& r) {
+                  if (*r.int8(5) > queue.options.max_attempts) {  // (no SPI call while these rows are read)
+                    lapsed.add(queue, static_cast<int>(*r.int8(9)), *r.int8(10), r.text(3));
+                    doomed.push_back(*r.int8(1));
+                    return;
+                  }
+                  out.push_back({*r.int8(1), r.uuid(2), r.text(3), static_cast<int>(*r.int8(4)), *r.int8(5), *r.int8(6),
+                                 r.bytea(7), *r.timestamptz(8)});
+                });
+    if (doomed.size() == doomed_before || taken < static_cast<std::uint64_t>(asked)) break;
   }
+  // Delivery order: class, then oldest first (RETURNING does not keep the scan order).
+  std::sort(out.begin(), out.end(), [](const Claimed& a, const Claimed& b) {
+    return a.priority != b.priority ? a.priority < b.priority : a.msg_id < b.msg_id;
+  });
   for (std::int64_t msg_id : doomed)
     spi.run(dead,
             {pg::int8_value(msg_id), pg::timestamptz_value(now), pg::bool_value(queue.options.keep_dead_payload)});

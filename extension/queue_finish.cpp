@@ -49,8 +49,46 @@ enum class Finish { done, already_finished };
 
 // ack: delete (or keep as acked for retain_acked) and give the room back. An ack of a message
 // that is already acked, dead or gone is a no-op; a token that is not the current claim is FY001.
+// The fast path, one statement: the current delivery ($3, $4) is deleted (or kept as acked) and
+// its room given back to its slot in the same statement, message row first, then the slot's
+// release row (the order of the slow path). No row: the slow path decides (no-op or FY001).
+// A partition queue's next head is still the job of apply() (the key comes back in releases).
+bool ack_current(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token, TimestampTz now,
+                 Releases& releases) {
+  static const char* give_back =
+      " RETURNING slot, bytes, partition_key),"
+      " r AS (UPDATE forgeyard.queue_releases r SET"
+      "   released_messages = r.released_messages OPERATOR(pg_catalog.+) 1,"
+      "   released_bytes = r.released_bytes OPERATOR(pg_catalog.+) d.bytes"
+      "   FROM d WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 AND r.queue OPERATOR(pg_catalog.=) $2"
+      "    AND r.slot OPERATOR(pg_catalog.=) d.slot)"
+      " SELECT d.partition_key FROM d";
+  static const char* current =
+      " WHERE msg_id OPERATOR(pg_catalog.=) $3 AND tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND queue OPERATOR(pg_catalog.=) $2 AND state OPERATOR(pg_catalog.=) 'pending'"
+      "   AND claim_token OPERATOR(pg_catalog.=) $4";
+  static pg::Statement remove(std::string("WITH d AS (DELETE FROM forgeyard.messages") + current + give_back,
+                              {TEXTOID, TEXTOID, INT8OID, INT8OID});
+  static pg::Statement keep(std::string("WITH d AS (UPDATE forgeyard.messages SET state = 'acked', finished_at = $5,"
+                                        " payload = NULL") +
+                                current + give_back,
+                            {TEXTOID, TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID});
+  bool done = false;
+  auto collect = [&](const pg::Row& r) {
+    done = true;
+    if (auto key = r.text(1); key && queue.options.partitioned) releases.keys[*key] += 1;
+  };
+  if (queue.options.retain_acked_usecs > 0)
+    spi.run(keep, {queue.t, queue.q, pg::int8_value(msg_id), pg::int8_value(token), pg::timestamptz_value(now)},
+            collect);
+  else
+    spi.run(remove, {queue.t, queue.q, pg::int8_value(msg_id), pg::int8_value(token)}, collect);
+  return done;
+}
+
 Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token, TimestampTz now,
                Releases& releases) {
+  if (ack_current(spi, queue, msg_id, token, now, releases)) return Finish::done;
   static pg::Statement remove("DELETE FROM forgeyard.messages WHERE msg_id OPERATOR(pg_catalog.=) $1", {INT8OID});
   static pg::Statement keep(
       "UPDATE forgeyard.messages SET state = 'acked', finished_at = $2, payload = NULL"
@@ -87,6 +125,10 @@ void ack_many(pg::Spi& spi, const Queue& queue, const pg::Value& msg_ids, const 
                                         " payload = NULL") +
                                 match,
                             {TEXTOID, TEXTOID, INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID});
+  if (deliveries.size() == 1) {  // one message (ack_and_claim's steady state): the fast path
+    ack_one(spi, queue, deliveries[0].first, deliveries[0].second, now, releases);
+    return;
+  }
   std::set<std::int64_t> done;
   auto collect = [&](const pg::Row& r) {
     done.insert(*r.int8(1));

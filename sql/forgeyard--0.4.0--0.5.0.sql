@@ -7,6 +7,22 @@
 -- 0.5.0: hot paths (queue claim, ack and enqueue)
 -------------------------------------------------------------------------------------------------
 
+-- Per-backend caches of queue options and tenant bindings: a statement trigger on each cached
+-- table queues a relcache invalidation of it, which every backend applies before its next use.
+CREATE FUNCTION forgeyard.invalidate_caches() RETURNS trigger LANGUAGE c
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_invalidate_caches';
+COMMENT ON FUNCTION forgeyard.invalidate_caches() IS
+  'Internal statement trigger: makes every backend drop its cached rows of the table (queue options, tenant bindings) when they change.';
+CREATE TRIGGER invalidate_caches AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON forgeyard.queues
+    FOR EACH STATEMENT EXECUTE FUNCTION forgeyard.invalidate_caches();
+COMMENT ON TRIGGER invalidate_caches ON forgeyard.queues IS
+  'Backends cache queue options; any change to this table makes them read the options again.';
+CREATE TRIGGER invalidate_caches AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON forgeyard.tenant_bindings
+    FOR EACH STATEMENT EXECUTE FUNCTION forgeyard.invalidate_caches();
+COMMENT ON TRIGGER invalidate_caches ON forgeyard.tenant_bindings IS
+  'Backends cache tenant bindings; any change to this table makes them read the bindings again.';
+
 -- (end of section)
 
 -------------------------------------------------------------------------------------------------

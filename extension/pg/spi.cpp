@@ -1,7 +1,10 @@
 #include "pg/spi.hpp"
 
 extern "C" {
+#include "commands/explain.h"
+#include "executor/spi_priv.h"
 #include "mb/pg_wchar.h"
+#include "utils/plancache.h"
 }
 
 #include <algorithm>
@@ -62,15 +65,15 @@ Value optional_bytea_value(const std::optional<std::string>& bytes) {
   return bytes ? bytea_value(*bytes) : null_value();
 }
 
-Statement::Statement(std::string sql, std::initializer_list<Oid> arg_types)
-    : sql_(std::move(sql)), nargs_(static_cast<int>(arg_types.size())) {
+Statement::Statement(std::string sql, std::initializer_list<Oid> arg_types, Planning planning)
+    : sql_(std::move(sql)), nargs_(static_cast<int>(arg_types.size())), planning_(planning) {
   std::copy(arg_types.begin(), arg_types.begin() + std::min(nargs_, max_args), types_);
 }
 
-Statement& Statement::cached(const std::string& sql, std::initializer_list<Oid> arg_types) {
+Statement& Statement::cached(const std::string& sql, std::initializer_list<Oid> arg_types, Planning planning) {
   static std::map<std::string, std::unique_ptr<Statement>> statements;
   auto it = statements.find(sql);
-  if (it == statements.end()) it = statements.emplace(sql, std::make_unique<Statement>(sql, arg_types)).first;
+  if (it == statements.end()) it = statements.emplace(sql, std::make_unique<Statement>(sql, arg_types, planning)).first;
   return *it->second;
 }
 
@@ -80,7 +83,8 @@ SPIPlanPtr Statement::plan() {
   const char* sql = sql_.c_str();
   SPIPlanPtr prepared = guard([&]() noexcept {
     const MemoryContext caller = CurrentMemoryContext;
-    SPIPlanPtr p = SPI_prepare(sql, nargs_, types_);
+    SPIPlanPtr p =
+        SPI_prepare_cursor(sql, nargs_, types_, planning_ == Planning::generic ? CURSOR_OPT_GENERIC_PLAN : 0);
     MemoryContextSwitchTo(caller);
     return p;
   });
@@ -90,6 +94,51 @@ SPIPlanPtr Statement::plan() {
   guard([&]() noexcept { return SPI_keepplan(prepared); });
   plan_ = prepared;
   return plan_;
+}
+
+namespace {
+
+// Whether the one generic plan of a kept statement is planned and valid.
+bool generic_plan_ready(SPIPlanPtr plan) {
+  if (list_length(plan->plancache_list) != 1) return true;  // (not a plan of ours: leave it to SPI)
+  const CachedPlanSource* source = static_cast<CachedPlanSource*>(linitial(plan->plancache_list));
+  return source->is_valid && source->gplan != nullptr && source->gplan->is_valid;
+}
+
+// Plans a Planning::generic statement's generic plan with sequential scans ruled out. Its shape
+// must not depend on how big the tables were when it was planned: a plan made on an almost empty
+// queue is kept until the next ANALYZE, and must stay an index scan as the queue grows.
+void plan_generic(SPIPlanPtr plan) {
+  guard([&]() noexcept {
+    const int level = NewGUCNestLevel();
+    set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    CachedPlan* cached = SPI_plan_get_cached_plan(plan);
+    if (cached != nullptr) ReleaseCachedPlan(cached, CurrentResourceOwner);
+    AtEOXact_GUC(true, level);
+  });
+}
+
+}  // namespace
+
+std::string Statement::explain() {
+  SPIPlanPtr p = plan();
+  if (planning_ == Planning::generic && !generic_plan_ready(p)) plan_generic(p);
+  char* text = guard([&]() noexcept {
+    CachedPlan* cached = SPI_plan_get_cached_plan(p);
+    ExplainState* es = NewExplainState();
+    es->costs = false;
+    es->format = EXPLAIN_FORMAT_TEXT;
+    ExplainBeginOutput(es);
+    ListCell* lc;
+    foreach (lc, cached->stmt_list) {
+      PlannedStmt* stmt = lfirst_node(PlannedStmt, lc);
+      ExplainOnePlan(stmt, nullptr, es, "", nullptr, nullptr, nullptr, nullptr);
+    }
+    ExplainEndOutput(es);
+    ReleaseCachedPlan(cached, CurrentResourceOwner);
+    return es->str->data;
+  });
+  return std::string(text);
 }
 
 Datum Row::datum(int column, bool* is_null) const {
@@ -175,6 +224,8 @@ std::uint64_t Spi::execute(Statement& statement, std::initializer_list<Value> ar
   if (static_cast<int>(args.size()) != n)
     throw core::Error(core::sqlstate::internal_error, "statement argument count mismatch");
   SPIPlanPtr plan = statement.plan();  // refuses more than max_args arguments
+  // (invalidations were accepted at the start of the call: see pg/table_cache.hpp)
+  if (statement.generic() && !generic_plan_ready(plan)) plan_generic(plan);
   Datum values[Statement::max_args];
   char nulls[Statement::max_args];
   int i = 0;

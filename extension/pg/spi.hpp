@@ -48,15 +48,25 @@ bool database_is_utf8();
 Value interval_value(std::int64_t usecs);
 Value optional_bytea_value(const std::optional<std::string>& bytes);
 
+// How a kept statement is planned: PostgreSQL's plan cache choosing between custom and generic
+// plans, or always the one generic plan (planned once per backend, never again per call; only for
+// statements whose generic plan is the right one whatever the arguments: the hot paths).
+enum class Planning { chosen, generic };
+
 // A schema-qualified statement, prepared on first use and kept for the life of the backend.
 class Statement {
  public:
-  Statement(std::string sql, std::initializer_list<Oid> arg_types);
+  Statement(std::string sql, std::initializer_list<Oid> arg_types, Planning planning = Planning::chosen);
   SPIPlanPtr plan();
   int arg_count() const { return nargs_; }
+  bool generic() const { return planning_ == Planning::generic; }
+  // EXPLAIN (COSTS OFF) of the plan calls run: for a Planning::generic statement, its one
+  // generic plan (for the plan-shape tests and forgeyard.claim_plan).
+  std::string explain();
 
   // A statement built at run time (from catalog names), kept per distinct SQL text.
-  static Statement& cached(const std::string& sql, std::initializer_list<Oid> arg_types);
+  static Statement& cached(const std::string& sql, std::initializer_list<Oid> arg_types,
+                           Planning planning = Planning::chosen);
 
   static constexpr int max_args = 32;
 
@@ -64,6 +74,7 @@ class Statement {
   std::string sql_;
   Oid types_[max_args];
   int nargs_;
+  Planning planning_;
   SPIPlanPtr plan_ = nullptr;
 };
 

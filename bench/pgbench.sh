@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Server-side hot paths against the hand-written SKIP LOCKED queue, with pgbench (the client
+# costs the same for both): a throwaway cluster with fsync on, both schemas loaded, baseline and
+# forgeyard interleaved, 1 and 2 clients, two rounds. Prints messages/s and the ratio per line.
+# Not part of the test command. Run from scripts/bench.sh, or alone (it starts its own cluster).
+#   FY_PGBENCH_ROUNDS=2  rounds            FY_PGBENCH_SCALE=1  transaction count multiplier
+#   FY_PGBENCH_SYNC=on   synchronous_commit (off: CPU alone, no commit wait)
+#   FY_PGBENCH_ONLY=     only lines whose name contains this word
+set -uo pipefail
+cd "$(dirname "$0")/.."
+rounds=${FY_PGBENCH_ROUNDS:-2}
+scale=${FY_PGBENCH_SCALE:-1}
+sync=${FY_PGBENCH_SYNC:-on}
+only=${FY_PGBENCH_ONLY:-}
+scripts=bench/pgbench
+source scripts/lib/cluster.sh
+trap cluster_stop EXIT INT TERM
+cluster_start || exit 1
+# cluster.sh turns fsync off for tests; the figures here are with fsync on.
+psql -X -q -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM SET synchronous_commit = $sync" \
+  -c "ALTER SYSTEM SET shared_buffers = '256MB'" -c "ALTER SYSTEM SET max_wal_size = '2GB'" >/dev/null || exit 1
+cluster_pg_ctl restart || exit 1
+psql -X -q -v ON_ERROR_STOP=1 -f "$scripts/setup.sql" >/dev/null || exit 1
+sql() { psql -X -q -v ON_ERROR_STOP=1 "$@" >/dev/null; }
+
+# Fresh queues holding $1 ready messages of 16 bytes (class interactive, as enqueue's default).
+fill() {
+  local n=$1
+  sql -c "TRUNCATE bench_q" \
+    -c "INSERT INTO bench_q (payload) SELECT '\x7b226f72646572223a2031323334357d'::bytea FROM generate_series(1, $n)" \
+    -c "SELECT forgeyard.queue_drop('bench', 'q')" \
+    -c "SELECT forgeyard.queue_create('bench', 'q', '{\"max_messages\": 100000000, \"max_bytes\": 100000000000}')" \
+    -c "INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, is_head, payload, bytes, slot,
+                                        enqueued_at, visible_at)
+        SELECT pg_catalog.nextval('forgeyard.message_ids'), 'bench', 'q', 'pending', 3, true,
+               '\x7b226f72646572223a2031323334357d'::bytea, 16, 0, now(), now() FROM generate_series(1, $n)" \
+    -c "UPDATE forgeyard.queue_slots SET admitted_messages = $n, admitted_bytes = 16 * $n
+         WHERE tenant_id = 'bench' AND queue = 'q' AND slot = 0" \
+    -c "VACUUM ANALYZE bench_q" -c "VACUUM ANALYZE forgeyard.messages" -c "VACUUM ANALYZE forgeyard.queue_slots" \
+    -c "VACUUM ANALYZE forgeyard.queue_releases" -c "CHECKPOINT"
+}
+
+# Messages/s of one script: pgbench's tps times the messages per script run.
+run() {  # script clients transactions_per_client messages_per_transaction
+  local out tps
+  out=$("$PG_BIN/pgbench" -n -M prepared -c "$2" -j "$2" -t "$3" -D ids='{}' -D toks='{}' -f "$scripts/$1.sql" 2>&1)
+  tps=$(sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' <<<"$out")
+  if [ -z "$tps" ] || grep -q 'aborted\|ERROR' <<<"$out"; then
+    echo "pgbench $1 failed:" >&2
+    echo "$out" | tail -5 >&2
+    echo 0
+    return
+  fi
+  awk -v t="$tps" -v m="$4" 'BEGIN { printf "%.0f", t * m }'
+}
+
+# name baseline-script forgeyard-script transactions-per-client messages-per-transaction target
+lines=(
+  "claim1+ack baseline_claim1_ack forgeyard_claim1_ack 6000 1 1.0"
+  "ack_and_claim1 baseline_claim1_ack forgeyard_ack_and_claim1 6000 1 1.5"
+  "claim100+ack baseline_claim100_ack forgeyard_claim100_ack 400 100 1.4"
+  "enqueue1 baseline_enqueue forgeyard_enqueue 6000 1 0.95"
+)
+printf '%-16s %-7s %-5s %12s %12s %7s %s\n' line clients round baseline forgeyard ratio target
+for round in $(seq "$rounds"); do
+  for line in "${lines[@]}"; do
+    read -r name base fy t m target <<<"$line"
+    [ -n "$only" ] && [[ "$name" != *"$only"* ]] && continue
+    t=$((t * scale))
+    for clients in 1 2; do
+      fill $((clients * t * m + 1000))
+      b=$(run "$base" "$clients" "$t" "$m")
+      fill $((clients * t * m + 1000))
+      f=$(run "$fy" "$clients" "$t" "$m")
+      awk -v n="$name" -v c="$clients" -v r="$round" -v b="$b" -v f="$f" -v g="$target" \
+        'BEGIN { printf "%-16s %-7s %-5s %12d %12d %6.2fx >= %sx\n", n, c, r, b, f, (b > 0 ? f / b : 0), g }'
+    done
+  done
+done

@@ -1,0 +1,1 @@
+INSERT INTO bench_q (payload) VALUES ('\x7b226f72646572223a2031323334357d'::bytea);

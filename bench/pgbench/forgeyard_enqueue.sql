@@ -1,0 +1,1 @@
+SELECT forgeyard.enqueue('bench', 'q', '\x7b226f72646572223a2031323334357d'::bytea);

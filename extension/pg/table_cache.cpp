@@ -1,0 +1,64 @@
+#include "pg/table_cache.hpp"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "commands/trigger.h"
+#include "utils/inval.h"
+#include "utils/rel.h"
+}
+
+namespace fy::pg {
+
+namespace {
+
+struct Watched {
+  const char* name;
+  Oid relid = InvalidOid;  // resolved on first use, forgotten when the relation is invalidated
+  std::uint64_t generation = 1;
+};
+Watched watched[] = {{"queues"}, {"tenant_bindings"}};
+bool registered = false;
+
+void relation_callback(Datum, Oid relid) {
+  for (Watched& w : watched) {
+    if (relid != InvalidOid && relid != w.relid) continue;
+    ++w.generation;
+    w.relid = InvalidOid;  // the table may have been dropped and made again (DROP EXTENSION)
+  }
+}
+
+}  // namespace
+
+std::uint64_t cache_generation(CachedTable table) {
+  Watched& w = watched[static_cast<int>(table)];
+  if (!registered) {
+    guard([]() noexcept { CacheRegisterRelcacheCallback(relation_callback, (Datum)0); });
+    registered = true;
+  }
+  if (w.relid == InvalidOid) {
+    // Until the relation is known, no invalidation can be matched to it: change the generation
+    // so nothing cached before counts.
+    ++w.generation;
+    w.relid = guard([&]() noexcept {
+      const Oid schema = get_namespace_oid("forgeyard", true);
+      return schema == InvalidOid ? InvalidOid : get_relname_relid(w.name, schema);
+    });
+  }
+  return w.generation;
+}
+
+void accept_invalidations() {
+  guard([]() noexcept { AcceptInvalidationMessages(); });
+}
+
+}  // namespace fy::pg
+
+// forgeyard.invalidate_caches(): statement trigger (AFTER INSERT, UPDATE, DELETE, TRUNCATE) on the
+// tables whose rows backends cache.
+FY_FUNCTION(fy_invalidate_caches) {
+  if (!CALLED_AS_TRIGGER(fcinfo))
+    throw fy::core::Error(fy::core::sqlstate::internal_error, "invalidate_caches must be called as a trigger");
+  Relation rel = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation;
+  fy::pg::guard([&]() noexcept { CacheInvalidateRelcache(rel); });
+  return PointerGetDatum(nullptr);
+}

@@ -1,0 +1,26 @@
+// Per-backend caches of rows that rarely change (queue options, tenant bindings), invalidated
+// through PostgreSQL's own relcache invalidation: a statement trigger on the watched table
+// (forgeyard.invalidate_caches) queues a relcache invalidation of that table, which this backend
+// applies at the end of the changing command (so a transaction sees its own change at once, and
+// forgets it again if it rolls back) and every other backend applies when it next accepts
+// invalidation messages (each call of a cached path accepts them first).
+#pragma once
+
+#include <cstdint>
+
+#include "pg/guard.hpp"
+#include "pg/postgres.hpp"
+
+namespace fy::pg {
+
+// The forgeyard tables whose rows are cached.
+enum class CachedTable { queues, tenant_bindings };
+
+// A number that changes whenever the table's cache must be dropped. Read it before running the
+// query whose result is cached, and keep the result only while it stays the same.
+std::uint64_t cache_generation(CachedTable table);
+
+// Applies the invalidation messages other backends committed (cheap when there are none).
+void accept_invalidations();
+
+}  // namespace fy::pg
