@@ -23,8 +23,13 @@ const char claim_class_sql[] =
     "           AND c.visible_at OPERATOR(pg_catalog.<=) $7"
     "         ORDER BY c.visible_at, c.msg_id LIMIT $4 FOR UPDATE SKIP LOCKED) picked"
     " WHERE m.msg_id OPERATOR(pg_catalog.=) picked.msg_id"
-    " RETURNING m.msg_id, m.event_id, m.partition_key, m.priority, m.attempt, m.claim_token, m.payload, m.enqueued_at,"
-    "   m.slot, m.bytes";
+    " RETURNING m.msg_id, m.event_id, m.partition_key, m.priority, m.attempt, m.claim_token,"
+    // A subscription's message has no payload of its own: it is its topic event's (topic_claim.cpp).
+    "   COALESCE(m.payload, (SELECT e.payload FROM forgeyard.subscriptions s JOIN forgeyard.topic_events e"
+    "      ON e.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND e.topic OPERATOR(pg_catalog.=) s.topic"
+    "     WHERE s.tenant_id OPERATOR(pg_catalog.=) m.tenant_id AND s.subscription OPERATOR(pg_catalog.=) m.queue"
+    "       AND e.event_id OPERATOR(pg_catalog.=) m.event_id)),"
+    "   m.enqueued_at, m.slot, m.bytes";
 
 std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& consumer, int max_messages,
                            std::int64_t visibility, TimestampTz now) {
