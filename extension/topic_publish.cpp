@@ -25,10 +25,14 @@ struct Publisher {
 };
 
 Publisher start(pg::Spi& spi, FunctionCallInfo fcinfo) {
-  static pg::Statement registered(
-      "SELECT 1 FROM forgeyard.event_types WHERE tenant_id OPERATOR(pg_catalog.=) $1"
-      "   AND event_type OPERATOR(pg_catalog.=) $2 AND version OPERATOR(pg_catalog.=) $3",
-      {TEXTOID, TEXTOID, INT4OID});
+  // The topic (kept from being dropped until commit) and whether the pair is registered, in one go.
+  static pg::Statement topic_and_type(
+      "SELECT t.max_subscriptions, t.retention_usecs, t.dedup_window_usecs,"
+      "       EXISTS (SELECT 1 FROM forgeyard.event_types e WHERE e.tenant_id OPERATOR(pg_catalog.=) t.tenant_id"
+      "                  AND e.event_type OPERATOR(pg_catalog.=) $3 AND e.version OPERATOR(pg_catalog.=) $4)"
+      "  FROM forgeyard.topics t WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.topic OPERATOR(pg_catalog.=) $2"
+      "   FOR KEY SHARE OF t",
+      {TEXTOID, TEXTOID, TEXTOID, INT4OID});
   const std::string tenant = queue::tenant_arg(fcinfo);
   const std::string topic_name = topic_arg(fcinfo, 1);
   const std::string event_type = pg::name_arg(fcinfo, 2, "event_type", core::max_event_type_bytes);
@@ -36,10 +40,19 @@ Publisher start(pg::Spi& spi, FunctionCallInfo fcinfo) {
   core::check_event_version("version", version);
   const int priority = core::priority_from_name("priority", pg::name_arg(fcinfo, 7, "priority", 64));
   check_tenant(spi, tenant);
-  // Publishers keep the topic from being dropped under them until they commit.
-  Publisher p{load(spi, tenant, topic_name, Lock::key_share), event_type, version, priority, {}, {}};
-  if (spi.run(registered, {p.topic.t, pg::text_value(event_type), pg::int4_value(version)}) == 0)
-    core::throw_unregistered_event_type(tenant, event_type, version);
+  Publisher p{{tenant, topic_name, pg::text_value(tenant), pg::text_value(topic_name), {}}, event_type, version,
+              priority, {}, {}};
+  bool found = false, registered = false;
+  spi.run(topic_and_type, {p.topic.t, p.topic.n, pg::text_value(event_type), pg::int4_value(version)},
+          [&](const pg::Row& r) {
+            p.topic.options.max_subscriptions = static_cast<int>(*r.int8(1));
+            p.topic.options.retention_usecs = *r.int8(2);
+            p.topic.options.dedup_window_usecs = *r.int8(3);
+            registered = *r.boolean(4);
+            found = true;
+          });
+  if (!found) core::throw_unknown_topic(tenant, topic_name);
+  if (!registered) core::throw_unregistered_event_type(tenant, event_type, version);
   p.routes = routes(spi, p.topic, event_type);
   for (const Route& r : p.routes) p.queues.push_back(queue::load(spi, tenant, r.subscription, true));
   return p;
