@@ -52,6 +52,13 @@ core::QueueOptions options_from(const pg::Row& r, int* slots) {
 }  // namespace
 
 Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing) {
+  const std::string tenant = tenant_arg(fcinfo);
+  const std::string name = queue_arg(fcinfo);
+  check_tenant(spi, tenant);
+  return load(spi, tenant, name, producing);
+}
+
+Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, bool producing) {
   static pg::Statement read("SELECT " FY_QUEUE_COLUMNS
                             " FROM forgeyard.queues"
                             " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
@@ -75,9 +82,8 @@ Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing) {
   static std::uint64_t cache_generation = 0;
   constexpr std::size_t max_cached = 4096;
   Queue queue;
-  queue.tenant = tenant_arg(fcinfo);
-  queue.name = queue_arg(fcinfo);
-  check_tenant(spi, queue.tenant);
+  queue.tenant = tenant;
+  queue.name = name;
   queue.t = pg::text_value(queue.tenant);
   queue.q = pg::text_value(queue.name);
   const std::string key = queue.tenant + std::string(1, '\0') + queue.name;

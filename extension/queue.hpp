@@ -27,6 +27,8 @@ struct Queue {
 // The queue named by the first two arguments, after the tenant check; 42704 if it does not exist.
 // `producing`: the call adds messages, and keeps the queue from being dropped until it commits.
 Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing = false);
+// The same for names already checked (the tenant too), e.g. the subscriptions of a topic.
+Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, bool producing);
 // Takes room for one message of `bytes` in a capacity slot (FY020 when no slot admits the
 // class) and returns the slot.
 // `seen`, when given, receives the slot's usage read under its lock, before this message.

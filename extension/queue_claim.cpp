@@ -40,7 +40,12 @@ std::string claim_sql(int limit) {
          " UPDATE forgeyard.messages m SET claim_token = pg_catalog.nextval('forgeyard.claim_tokens'),"
          "   attempt = m.attempt OPERATOR(pg_catalog.+) 1, visible_at = $3, claimed_by = $4"
          "  FROM picked WHERE m.ctid OPERATOR(pg_catalog.=) picked.ctid"
-         " RETURNING m.msg_id, m.event_id, m.partition_key, m.priority, m.attempt, m.claim_token, m.payload,"
+         " RETURNING m.msg_id, m.event_id, m.partition_key, m.priority, m.attempt, m.claim_token,"
+         // A subscription's message has no payload of its own: it is its topic event's (topic_claim.cpp).
+         "   COALESCE(m.payload, (SELECT e.payload FROM forgeyard.subscriptions s JOIN forgeyard.topic_events e"
+         "      ON e.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND e.topic OPERATOR(pg_catalog.=) s.topic"
+         "     WHERE s.tenant_id OPERATOR(pg_catalog.=) m.tenant_id AND s.subscription OPERATOR(pg_catalog.=) m.queue"
+         "       AND e.event_id OPERATOR(pg_catalog.=) m.event_id)),"
          "   m.enqueued_at, m.slot, m.bytes";
 }
 

@@ -131,6 +131,8 @@ SELECT set_eq(
           'forgeyard.messages', 'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
           'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.queue_depth', 'forgeyard.queue_overview',
           'forgeyard.idempotency_attempts', 'forgeyard.access_catalog', 'forgeyard.audit_events',
+          'forgeyard.event_types', 'forgeyard.topics', 'forgeyard.subscriptions', 'forgeyard.topic_events',
+          'forgeyard.topic_event_seqs', 'forgeyard.subscription_lag',
           'forgeyard.audit_heads', 'forgeyard.audit_status'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
@@ -139,6 +141,8 @@ SELECT set_eq(
           'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_releases', 'forgeyard.messages',
           'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
           'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.idempotency_attempts',
+          'forgeyard.event_types', 'forgeyard.topics', 'forgeyard.subscriptions', 'forgeyard.topic_events',
+          'forgeyard.topic_event_seqs',
           'forgeyard.audit_events', 'forgeyard.audit_heads'],
     'pg_extension.extconfig registers every table and sequence for pg_dump (the views are not data)');
 SELECT is((SELECT extrelocatable FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), false,

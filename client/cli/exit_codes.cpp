@@ -36,6 +36,7 @@ int exit_code_for(ErrorKind kind) noexcept {
     case ErrorKind::PayloadTooLarge:
     case ErrorKind::AppendOnly:
     case ErrorKind::TenantDenied:
+    case ErrorKind::SchemaUnsupported:
     case ErrorKind::InvalidArgument:
     case ErrorKind::NotFound:
     case ErrorKind::PermissionDenied:

@@ -25,6 +25,8 @@ std::string_view to_string(ErrorKind kind) noexcept {
       return "AppendOnly";
     case ErrorKind::TenantDenied:
       return "TenantDenied";
+    case ErrorKind::SchemaUnsupported:
+      return "SchemaUnsupported";
     case ErrorKind::InvalidArgument:
       return "InvalidArgument";
     case ErrorKind::NotFound:
@@ -73,6 +75,7 @@ ErrorKind kind_for_sqlstate(std::string_view s) noexcept {
       {"FY021", ErrorKind::PayloadTooLarge},
       {"FY030", ErrorKind::AppendOnly},
       {"FY040", ErrorKind::TenantDenied},
+      {"FY050", ErrorKind::SchemaUnsupported},
       {"42704", ErrorKind::NotFound},
       {"42P01", ErrorKind::NotFound},
       {"42703", ErrorKind::InvalidArgument},

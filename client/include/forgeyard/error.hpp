@@ -19,6 +19,7 @@ enum class ErrorKind {
   PayloadTooLarge,       // FY021: store bytes elsewhere, send a reference
   AppendOnly,            // FY030
   TenantDenied,          // FY040
+  SchemaUnsupported,     // FY050: event type or version not registered: never
   InvalidArgument,       // 22004, 22001, 22023, other class 22 and bad client input
   NotFound,              // 42704, P0002
   PermissionDenied,      // 42501
