@@ -3,18 +3,19 @@
 # costs the same for both): a throwaway cluster with fsync on, both schemas loaded, baseline and
 # forgeyard interleaved, 1 and 2 clients, two rounds. Prints messages/s and the ratio per line.
 # Not part of the test command. Run from scripts/bench.sh, or alone (it starts its own cluster).
-#   FY_PGBENCH_ROUNDS=2  rounds            FY_PGBENCH_SCALE=1  transaction count multiplier
+#   FY_PGBENCH_ROUNDS=2  rounds            FY_PGBENCH_SCALE=100  transaction counts, in percent
 #   FY_PGBENCH_SYNC=on   synchronous_commit (off: CPU alone, no commit wait)
-#   FY_PGBENCH_ONLY=     only lines whose name contains this word
+#   FY_PGBENCH_ONLY=     only lines whose name matches this regular expression
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rounds=${FY_PGBENCH_ROUNDS:-2}
-scale=${FY_PGBENCH_SCALE:-1}
+scale=${FY_PGBENCH_SCALE:-100}
 sync=${FY_PGBENCH_SYNC:-on}
 only=${FY_PGBENCH_ONLY:-}
 scripts=bench/pgbench
 source scripts/lib/cluster.sh
-trap cluster_stop EXIT INT TERM
+trap cluster_stop EXIT
+trap 'exit 1' INT TERM
 cluster_start || exit 1
 # cluster.sh turns fsync off for tests; the figures here are with fsync on.
 psql -X -q -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM SET synchronous_commit = $sync" \
@@ -56,17 +57,17 @@ run() {  # script clients transactions_per_client messages_per_transaction
 
 # name baseline-script forgeyard-script transactions-per-client messages-per-transaction target
 lines=(
-  "claim1+ack baseline_claim1_ack forgeyard_claim1_ack 6000 1 1.0"
-  "ack_and_claim1 baseline_claim1_ack forgeyard_ack_and_claim1 6000 1 1.5"
-  "claim100+ack baseline_claim100_ack forgeyard_claim100_ack 400 100 1.4"
-  "enqueue1 baseline_enqueue forgeyard_enqueue 6000 1 0.95"
+  "claim1+ack baseline_claim1_ack forgeyard_claim1_ack 4000 1 1.0"
+  "ack_and_claim1 baseline_claim1_ack forgeyard_ack_and_claim1 4000 1 1.5"
+  "claim100+ack baseline_claim100_ack forgeyard_claim100_ack 200 100 1.4"
+  "enqueue1 baseline_enqueue forgeyard_enqueue 4000 1 0.95"
 )
 printf '%-16s %-7s %-5s %12s %12s %7s %s\n' line clients round baseline forgeyard ratio target
 for round in $(seq "$rounds"); do
   for line in "${lines[@]}"; do
     read -r name base fy t m target <<<"$line"
-    [ -n "$only" ] && [[ "$name" != *"$only"* ]] && continue
-    t=$((t * scale))
+    [ -n "$only" ] && ! [[ "$name" =~ $only ]] && continue
+    t=$((t * scale / 100))
     for clients in 1 2; do
       fill $((clients * t * m + 1000))
       b=$(run "$base" "$clients" "$t" "$m")

@@ -3,4 +3,4 @@ WITH c AS (
    WHERE msg_id IN (SELECT msg_id FROM bench_q WHERE vt <= now() ORDER BY vt, msg_id LIMIT 100 FOR UPDATE SKIP LOCKED)
   RETURNING msg_id)
 SELECT coalesce(array_agg(msg_id), '{}') AS ids FROM c \gset
-DELETE FROM bench_q WHERE msg_id = ANY (:'ids'::bigint[]);
+DELETE FROM bench_q WHERE msg_id = ANY (:ids::bigint[]);
