@@ -40,8 +40,12 @@ Publisher start(pg::Spi& spi, FunctionCallInfo fcinfo) {
   core::check_event_version("version", version);
   const int priority = core::priority_from_name("priority", pg::name_arg(fcinfo, 7, "priority", 64));
   check_tenant(spi, tenant);
-  Publisher p{{tenant, topic_name, pg::text_value(tenant), pg::text_value(topic_name), {}}, event_type, version,
-              priority, {}, {}};
+  Publisher p{{tenant, topic_name, pg::text_value(tenant), pg::text_value(topic_name), {}},
+              event_type,
+              version,
+              priority,
+              {},
+              {}};
   bool found = false, registered = false;
   spi.run(topic_and_type, {p.topic.t, p.topic.n, pg::text_value(event_type), pg::int4_value(version)},
           [&](const pg::Row& r) {
