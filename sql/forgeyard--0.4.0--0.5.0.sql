@@ -71,8 +71,24 @@ $$;
 COMMENT ON FUNCTION forgeyard.check_tenant(text) IS
   'Internal: the tenant rules of every API function (22004 NULL, 22023 empty, 22001 over 128 bytes) for bind_tenant and unbind_tenant.';
 
--- The access-management functions answer 22004 for a NULL role or tenant and 42704 for an OID
+-- The access-management functions answer 22004 for a NULL role, tenant or access kind and 42704 for an OID
 -- naming no role, like every other function (they answered 23502 or 42601 before).
+CREATE OR REPLACE FUNCTION forgeyard.access_objects(access text)
+    RETURNS TABLE (privilege text, object text)
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    IF access IS NULL THEN
+        RAISE EXCEPTION 'access must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY SELECT c.privilege, c.object FROM forgeyard.access_catalog c
+                  WHERE c.access OPERATOR(pg_catalog.=) $1 ORDER BY c.object;
+END
+$$;
+COMMENT ON FUNCTION forgeyard.access_objects(text) IS
+  'The privileges each access kind (usage, maintenance, inspect) grants, from forgeyard.access_catalog.';
+
 CREATE OR REPLACE FUNCTION forgeyard.apply_access(role regrole)
     RETURNS void
     LANGUAGE plpgsql

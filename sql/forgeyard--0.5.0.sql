@@ -53,12 +53,17 @@ COMMENT ON TABLE forgeyard.access_catalog IS
 
 CREATE FUNCTION forgeyard.access_objects(access text)
     RETURNS TABLE (privilege text, object text)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT c.privilege, c.object FROM forgeyard.access_catalog c
-     WHERE c.access OPERATOR(pg_catalog.=) $1 ORDER BY c.object
-    $$;
+BEGIN
+    IF access IS NULL THEN
+        RAISE EXCEPTION 'access must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY SELECT c.privilege, c.object FROM forgeyard.access_catalog c
+                  WHERE c.access OPERATOR(pg_catalog.=) $1 ORDER BY c.object;
+END
+$$;
 COMMENT ON FUNCTION forgeyard.access_objects(text) IS
   'The privileges each access kind (usage, maintenance, inspect) grants, from forgeyard.access_catalog.';
 
