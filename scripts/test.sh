@@ -64,6 +64,14 @@ else
   tail -n 40 build/model-check.log; count model-check 0 1
 fi
 
+echo "== fuzz: parsers of outside input, bounded run (libFuzzer, tests/fuzz/run.sh, build-fuzz/)"
+if tests/fuzz/run.sh >build/fuzz.log 2>&1; then
+  count fuzz-targets "$(grep -oE '^fuzz: [0-9]+ targets' build/fuzz.log | grep -oE '[0-9]+')" 0
+else
+  tail -n 40 build/fuzz.log; count fuzz-targets 0 1
+fi
+grep -E 'executions' build/fuzz.log | sed 's/^/   /'
+
 echo "== Boost.Test (ctest: unit, conformance on SQLite and PostgreSQL)"
 psql -q -c "CREATE EXTENSION IF NOT EXISTS forgeyard" >/dev/null || exit 1
 (cd build && ctest --output-on-failure -j"$jobs") 2>&1 | tee build/ctest.log
