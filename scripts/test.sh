@@ -57,6 +57,21 @@ if tests/pg/restart_restore.sh; then count restart-restore 1 0; else count resta
 echo "== upgrade chain: ALTER EXTENSION forgeyard UPDATE vs a fresh install"
 if tests/pg/upgrade.sh; then count upgrade 1 0; else count upgrade 0 1; fi
 
+echo "== model check: delivery and lease protocols (spin, tests/model/check.sh)"
+if tests/model/check.sh >build/model-check.log 2>&1; then
+  count model-check "$(grep -oE '^model check: [0-9]+ passed' build/model-check.log | grep -oE '[0-9]+')" 0
+else
+  tail -n 40 build/model-check.log; count model-check 0 1
+fi
+
+echo "== fuzz: parsers of outside input, bounded run (libFuzzer, tests/fuzz/run.sh, build-fuzz/)"
+if tests/fuzz/run.sh >build/fuzz.log 2>&1; then
+  count fuzz-targets "$(grep -oE '^fuzz: [0-9]+ targets' build/fuzz.log | grep -oE '[0-9]+')" 0
+else
+  tail -n 40 build/fuzz.log; count fuzz-targets 0 1
+fi
+grep -E 'executions' build/fuzz.log | sed 's/^/   /'
+
 echo "== Boost.Test (ctest: unit, conformance on SQLite and PostgreSQL)"
 psql -q -c "CREATE EXTENSION IF NOT EXISTS forgeyard" >/dev/null || exit 1
 (cd build && ctest --output-on-failure -j"$jobs") 2>&1 | tee build/ctest.log

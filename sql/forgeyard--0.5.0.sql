@@ -53,12 +53,17 @@ COMMENT ON TABLE forgeyard.access_catalog IS
 
 CREATE FUNCTION forgeyard.access_objects(access text)
     RETURNS TABLE (privilege text, object text)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT c.privilege, c.object FROM forgeyard.access_catalog c
-     WHERE c.access OPERATOR(pg_catalog.=) $1 ORDER BY c.object
-    $$;
+BEGIN
+    IF access IS NULL THEN
+        RAISE EXCEPTION 'access must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY SELECT c.privilege, c.object FROM forgeyard.access_catalog c
+                  WHERE c.access OPERATOR(pg_catalog.=) $1 ORDER BY c.object;
+END
+$$;
 COMMENT ON FUNCTION forgeyard.access_objects(text) IS
   'The privileges each access kind (usage, maintenance, inspect) grants, from forgeyard.access_catalog.';
 
@@ -70,6 +75,7 @@ CREATE FUNCTION forgeyard.apply_access(role regrole)
 DECLARE
     g record;
 BEGIN
+    PERFORM forgeyard.check_role(role);
     EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA forgeyard TO %s', role);
     FOR g IN SELECT o.privilege, o.object
                FROM forgeyard.role_access a, forgeyard.access_objects(a.access) o
@@ -84,35 +90,44 @@ COMMENT ON FUNCTION forgeyard.apply_access(regrole) IS
 
 CREATE FUNCTION forgeyard.grant_usage(role regrole)
     RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path = pg_catalog, pg_temp
-    BEGIN ATOMIC
-        INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'usage') ON CONFLICT DO NOTHING;
-        SELECT forgeyard.apply_access(role);
-    END;
+    AS $$
+BEGIN
+    PERFORM forgeyard.check_role(role);
+    INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'usage') ON CONFLICT DO NOTHING;
+    PERFORM forgeyard.apply_access(role);
+END
+$$;
 COMMENT ON FUNCTION forgeyard.grant_usage(regrole) IS
   'Application role: EXECUTE on the tenant-scoped API, no table privileges, so the semantics cannot be bypassed with DML.';
 
 CREATE FUNCTION forgeyard.grant_maintenance(role regrole)
     RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path = pg_catalog, pg_temp
-    BEGIN ATOMIC
-        INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'usage'), (role, 'maintenance')
-            ON CONFLICT DO NOTHING;
-        SELECT forgeyard.apply_access(role);
-    END;
+    AS $$
+BEGIN
+    PERFORM forgeyard.check_role(role);
+    INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'usage'), (role, 'maintenance')
+        ON CONFLICT DO NOTHING;
+    PERFORM forgeyard.apply_access(role);
+END
+$$;
 COMMENT ON FUNCTION forgeyard.grant_maintenance(regrole) IS
   'Maintenance role: the application API plus the cross-tenant maintenance calls (lease_reap, purges, maintain).';
 
 CREATE FUNCTION forgeyard.grant_inspect(role regrole)
     RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path = pg_catalog, pg_temp
-    BEGIN ATOMIC
-        INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'inspect') ON CONFLICT DO NOTHING;
-        SELECT forgeyard.apply_access(role);
-    END;
+    AS $$
+BEGIN
+    PERFORM forgeyard.check_role(role);
+    INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'inspect') ON CONFLICT DO NOTHING;
+    PERFORM forgeyard.apply_access(role);
+END
+$$;
 COMMENT ON FUNCTION forgeyard.grant_inspect(regrole) IS
   'Inspection role: SELECT on the forgeyard views (for psql), nothing else.';
 
@@ -124,6 +139,7 @@ CREATE FUNCTION forgeyard.revoke_access(role regrole)
 DECLARE
     g record;
 BEGIN
+    PERFORM forgeyard.check_role(role);
     FOR g IN SELECT DISTINCT o.privilege, o.object
                FROM forgeyard.role_access a, forgeyard.access_objects(a.access) o
               WHERE a.role_id OPERATOR(pg_catalog.=) role
@@ -139,24 +155,31 @@ COMMENT ON FUNCTION forgeyard.revoke_access(regrole) IS
 
 CREATE FUNCTION forgeyard.bind_tenant(role regrole, tenant text)
     RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path = pg_catalog, pg_temp
-    BEGIN ATOMIC
-        INSERT INTO forgeyard.tenant_bindings (role_id, tenant_id) VALUES (role, tenant) ON CONFLICT DO NOTHING;
-    END;
+    AS $$
+BEGIN
+    PERFORM forgeyard.check_role(role);
+    PERFORM forgeyard.check_tenant(tenant);
+    INSERT INTO forgeyard.tenant_bindings (role_id, tenant_id) VALUES (role, tenant) ON CONFLICT DO NOTHING;
+END
+$$;
 COMMENT ON FUNCTION forgeyard.bind_tenant(regrole, text) IS
   'Restrict a role to its bound tenants: once bound, a call for any other tenant (or for all tenants) fails with FY040.';
 
 CREATE FUNCTION forgeyard.unbind_tenant(role regrole, tenant text)
     RETURNS boolean
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path = pg_catalog, pg_temp
-    BEGIN ATOMIC
-        WITH d AS (DELETE FROM forgeyard.tenant_bindings b
-                    WHERE b.role_id OPERATOR(pg_catalog.=) role AND b.tenant_id OPERATOR(pg_catalog.=) tenant
-                    RETURNING 1)
-        SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 FROM d;
-    END;
+    AS $$
+BEGIN
+    PERFORM forgeyard.check_role(role);
+    PERFORM forgeyard.check_tenant(tenant);
+    DELETE FROM forgeyard.tenant_bindings b
+     WHERE b.role_id OPERATOR(pg_catalog.=) role AND b.tenant_id OPERATOR(pg_catalog.=) tenant;
+    RETURN FOUND;
+END
+$$;
 COMMENT ON FUNCTION forgeyard.unbind_tenant(regrole, text) IS
   'Remove one tenant binding of a role; returns whether it existed. A role with no bindings left is unrestricted.';
 
@@ -1152,6 +1175,46 @@ SELECT pg_catalog.pg_extension_config_dump('forgeyard.topic_event_seqs', '');
 -------------------------------------------------------------------------------------------------
 -- 0.5.0: hardening: argument checks and attack surface
 -------------------------------------------------------------------------------------------------
+
+-- The argument checks of the access-management functions (grant_*, revoke_access, apply_access,
+-- bind_tenant, unbind_tenant): the SQLSTATEs every other function answers (docs/errors.md).
+CREATE FUNCTION forgeyard.check_role(role regrole)
+    RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) role::oid) THEN
+        RAISE EXCEPTION 'role with OID % does not exist', role::oid USING ERRCODE = '42704';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION forgeyard.check_role(regrole) IS
+  'Internal: 22004 for a NULL role, 42704 for an OID naming no role (the access-management functions call it first).';
+
+CREATE FUNCTION forgeyard.check_tenant(tenant text)
+    RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    IF tenant IS NULL THEN
+        RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF tenant OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'tenant must not be empty' USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.octet_length(tenant) OPERATOR(pg_catalog.>) 128 THEN
+        RAISE EXCEPTION 'tenant is longer than 128 bytes' USING ERRCODE = '22001',
+            DETAIL = pg_catalog.format('length is %s bytes', pg_catalog.octet_length(tenant));
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION forgeyard.check_tenant(text) IS
+  'Internal: the tenant rules of every API function (22004 NULL, 22023 empty, 22001 over 128 bytes) for bind_tenant and unbind_tenant.';
 
 -- (end of section)
 
