@@ -1,6 +1,8 @@
 # Throwaway PostgreSQL 15 cluster for tests: a temp dir, its own port and socket, run by an
 # unprivileged OS user (initdb refuses root). Source this file, then cluster_start / cluster_stop.
 # Exports PGHOST, PGPORT, PGUSER, PGDATABASE and FORGEYARD_TEST_PG_URL.
+# The server also listens on 127.0.0.1 at the same port (FORGEYARD_TEST_PG_TCP_PORT), for the
+# fault suite's TCP proxy; CLUSTER_TCP=0 turns that off.
 
 PG_BIN=${PG_BIN:-$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)}
 [ -x "$PG_BIN/initdb" ] || PG_BIN=/usr/lib/postgresql/15/bin
@@ -28,7 +30,7 @@ cluster_start() {
   cluster_as_owner "$PG_BIN/initdb" -D "$CLUSTER_DIR/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$CLUSTER_DIR/initdb.log" 2>&1 \
     || { cat "$CLUSTER_DIR/initdb.log"; return 1; }
   cat >>"$CLUSTER_DIR/data/postgresql.conf" <<CONF
-listen_addresses = ''
+listen_addresses = '$([ "${CLUSTER_TCP:-1}" = 0 ] || echo 127.0.0.1)'
 port = $CLUSTER_PORT
 unix_socket_directories = '$CLUSTER_DIR/socket'
 max_connections = 100
@@ -40,6 +42,7 @@ CONF
   export PGHOST="$CLUSTER_DIR/socket" PGPORT="$CLUSTER_PORT" PGUSER=postgres PGDATABASE=forgeyard_test
   "$PG_BIN/createdb" forgeyard_test
   export FORGEYARD_TEST_PG_URL="postgresql://postgres@/forgeyard_test?host=$CLUSTER_DIR/socket&port=$CLUSTER_PORT"
+  [ "${CLUSTER_TCP:-1}" = 0 ] || export FORGEYARD_TEST_PG_TCP_PORT=$CLUSTER_PORT
 }
 
 cluster_pg_ctl() {

@@ -1,0 +1,198 @@
+// PostgreSQL under faults: the workloads run through a TCP proxy that delays and cuts
+// connections (before a statement, after it before the reply, during COMMIT), while backends are
+// terminated, statements time out, serializable transactions conflict and deadlock, and the
+// server restarts (immediate); then the history is checked.
+#include <libpq-fe.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "harness.hpp"
+#include "tcp_proxy.hpp"
+#include "workload.hpp"
+
+using namespace std::chrono_literals;
+
+namespace faults {
+
+namespace {
+
+std::string required_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || v[0] == '\0')
+    throw std::runtime_error(std::string(name) + " is not set: run the suite through scripts/test.sh");
+  return v;
+}
+
+// A libpq connection of the test itself (not through the proxy, not a target of the faults).
+class Admin {
+ public:
+  explicit Admin(std::string url) : url_(std::move(url)) {}
+  ~Admin() { PQfinish(conn_); }
+  // Runs `sql`; on a broken connection reconnects once. Returns the first value or "".
+  std::string exec(const std::string& sql) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
+        PQfinish(conn_);
+        conn_ = PQconnectdb(url_.c_str());
+      }
+      PGresult* r = PQexec(conn_, sql.c_str());
+      const auto st = PQresultStatus(r);
+      if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+        std::string v = st == PGRES_TUPLES_OK && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+        PQclear(r);
+        return v;
+      }
+      std::string message = PQerrorMessage(conn_);
+      PQclear(r);
+      if (PQstatus(conn_) == CONNECTION_OK) throw std::runtime_error("admin SQL failed: " + message);
+    }
+    throw std::runtime_error("admin connection lost");
+  }
+  std::string user() { return exec("SELECT current_user"); }
+  std::string db() { return exec("SELECT current_database()"); }
+
+ private:
+  std::string url_;
+  PGconn* conn_ = nullptr;
+};
+
+std::string run_id() {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return std::to_string(rng() % 1000000000);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(postgres_faults)
+
+BOOST_AUTO_TEST_CASE(workloads_under_cuts_kills_timeouts_conflicts_and_a_restart) {
+  const std::string direct_url = required_env("FORGEYARD_TEST_PG_URL");
+  const int tcp_port = std::stoi(required_env("FORGEYARD_TEST_PG_TCP_PORT"));
+  required_env("CLUSTER_DIR");  // the restart goes through scripts/lib/cluster.sh
+  Admin admin(direct_url);
+  const std::string user = admin.user(), db = admin.db();
+  admin.exec("CREATE EXTENSION IF NOT EXISTS forgeyard");
+
+  TcpProxy proxy(tcp_port);
+  const std::string base = "postgresql://" + user + "@127.0.0.1:" + std::to_string(proxy.port()) + "/" + db +
+                           "?sslmode=disable&connect_timeout=5&application_name=forgeyard-faults";
+  forgeyard::StoreOptions options;
+  options.pool.max_connections = 16;
+  auto store = forgeyard::open(base, options);
+  // Serializable, with a short deadlock_timeout: the pair workers conflict and deadlock for real.
+  auto serializable = forgeyard::open(
+      base + "&options=-c%20default_transaction_isolation%3Dserializable%20-c%20deadlock_timeout%3D50ms", options);
+  // A statement_timeout that a held row lock runs into.
+  auto impatient = forgeyard::open(base + "&options=-c%20statement_timeout%3D150", options);
+
+  const std::string id = run_id();
+  Names names(id);
+  history::Recorder rec(0);
+  set_up(*forgeyard::open(direct_url), names, false, [&](const std::string& sql) { admin.exec(sql); });
+  Workload w(names, rec, 0);
+  Figures f;
+  f.backend = "postgresql";
+
+  proxy.set_faults({.delay = 0.03, .delay_ms_max = 30, .cut_before = 0.004, .cut_after = 0.004, .cut_commit = 0.03});
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) threads.emplace_back([&] { w.producer(*store, stop); });
+  for (int i = 0; i < 3; ++i) threads.emplace_back([&] { w.consumer(*store, stop); });
+  for (int i = 0; i < 3; ++i) threads.emplace_back([&] { w.lease_worker(*store, stop); });
+  for (int i = 0; i < 2; ++i) threads.emplace_back([&] { w.cas_worker(*store, stop, 0, names.cas_rows); });
+  threads.emplace_back([&] { w.cas_worker(*impatient, stop, 0, 1); });
+  for (int i = 0; i < 3; ++i) threads.emplace_back([&] { w.pair_worker(*serializable, stop); });
+  for (int i = 0; i < 2; ++i) threads.emplace_back([&] { w.idempotent_worker(*store, stop); });
+  threads.emplace_back([&] { w.audit_worker(*store, stop); });
+
+  std::mutex figures_mutex;
+  auto count_fault = [&](const std::string& kind) {
+    std::lock_guard lock(figures_mutex);
+    ++f.faults[kind];
+  };
+  // Backends of the workload terminated at random points.
+  threads.emplace_back([&] {
+    Admin killer(direct_url);
+    std::mt19937 rng{std::random_device{}()};
+    while (!stop) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 300));
+      try {
+        if (killer.exec("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM (SELECT pid FROM "
+                        "pg_catalog.pg_stat_activity WHERE application_name = 'forgeyard-faults' "
+                        "ORDER BY random() LIMIT 1) s") == "1")
+          count_fault("pg_terminate_backend");
+      } catch (const std::exception&) {
+        // The server is restarting.
+      }
+    }
+  });
+  // A row lock held past the impatient store's statement_timeout.
+  threads.emplace_back([&] {
+    Admin locker(direct_url);
+    while (!stop) {
+      std::this_thread::sleep_for(700ms);
+      try {
+        locker.exec("BEGIN");
+        locker.exec("SELECT 1 FROM " + names.cas_table + " WHERE tenant_id = '" + names.tenant +
+                    "' AND id = 0 FOR UPDATE");
+        std::this_thread::sleep_for(400ms);
+        locker.exec("COMMIT");
+        count_fault("row_lock_past_statement_timeout");
+      } catch (const std::exception&) {
+      }
+    }
+  });
+
+  const auto seconds = std::chrono::seconds(run_seconds());
+  std::this_thread::sleep_for(seconds * 2 / 5);
+  // An immediate restart (a crash, recovery at start) in the middle of the run.
+  const std::string restart = std::string("bash -c 'source \"") + FORGEYARD_SOURCE_DIR +
+                              "/scripts/lib/cluster.sh\" && cluster_pg_ctl restart -m immediate'";
+  BOOST_TEST_REQUIRE(std::system(restart.c_str()) == 0);
+  count_fault("server_restart_immediate");
+  std::this_thread::sleep_for(seconds * 3 / 5);
+  stop = true;
+  for (auto& t : threads) t.join();
+  proxy.set_faults({});
+  for (const auto& [kind, n] : proxy.injected()) f.faults["proxy_" + kind] = n;
+
+  auto clean = forgeyard::open(direct_url);
+  read_back(*clean, names, w, rec);
+  f.errors = w.errors();
+  const auto ops = rec.ops();
+  f.operations = static_cast<std::int64_t>(ops.size());
+  f.reports = history::check_all(ops);
+  BOOST_TEST_MESSAGE(f.format());
+  std::printf("%s", f.format().c_str());
+
+  BOOST_TEST(f.violations() == 0);
+  for (const auto& r : f.reports) BOOST_TEST(r.ops > 0, r.check << " saw no operations");
+  // Each fault was injected, and each surfaced as its documented kind.
+  for (const char* kind :
+       {"proxy_delay", "proxy_cut_before_statement", "proxy_cut_after_statement", "proxy_cut_during_commit",
+        "pg_terminate_backend", "server_restart_immediate", "row_lock_past_statement_timeout"})
+    BOOST_TEST(f.faults[kind] > 0, "fault " << kind << " never injected");
+  auto seen = [&](const std::string& prefix) {
+    std::int64_t n = 0;
+    for (const auto& [k, v] : f.errors)
+      if (k.rfind(prefix, 0) == 0) n += v;
+    return n;
+  };
+  BOOST_TEST(seen("CommitUnknown/08006") > 0);
+  BOOST_TEST(seen("Unavailable/") > 0);
+  BOOST_TEST(seen("Timeout/57014") > 0);
+  BOOST_TEST(seen("SerializationFailure/40001") > 0);
+  BOOST_TEST(seen("SerializationFailure/40P01") > 0);
+  BOOST_TEST(seen("Internal") == 0);
+  BOOST_TEST(seen("exception") == 0);
+  const auto s = clean->queues().stats(names.tenant, names.work_queue);
+  BOOST_TEST(s.ready + s.in_flight + s.delayed + s.dead == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace faults

@@ -1,0 +1,463 @@
+#include "workload.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <thread>
+
+namespace faults {
+
+using forgeyard::Error;
+using forgeyard::ErrorKind;
+using forgeyard::Fields;
+using history::Op;
+using namespace std::chrono_literals;
+
+Names::Names(const std::string& run)
+    : tenant("faults-" + run),
+      consumer_group("inbox-" + run),
+      cas_table("fault_cas_" + run),
+      audit_tenant(tenant + "-audit") {}
+
+std::string new_uuid() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::uint64_t a = rng(), b = rng();
+  char s[37];
+  std::snprintf(s, sizeof s, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
+                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
+                static_cast<unsigned long long>(b & 0xffffffffffffULL));
+  return s;
+}
+
+namespace {
+
+Op op(std::string kind, std::string key, std::map<std::string, std::int64_t> args = {}, std::string text = {}) {
+  Op o;
+  o.kind = std::move(kind);
+  o.key = std::move(key);
+  o.args = std::move(args);
+  o.text = std::move(text);
+  return o;
+}
+
+Fields row_key(const Names& n, int row) {
+  return {{"tenant_id", n.tenant}, {"id", std::int64_t{row}}};
+}
+
+std::string row_name(int row) {
+  return "row-" + std::to_string(row);
+}
+
+forgeyard::QueueOptions work_queue_options() {
+  forgeyard::QueueOptions o;
+  o.visibility_timeout = 500ms;  // short, so a slow consumer's token goes stale
+  o.max_attempts = 1000000;      // never dead-letter: every message must reach its effect
+  o.backoff_base = 1ms;
+  o.backoff_max = 10ms;
+  return o;
+}
+
+}  // namespace
+
+void set_up(forgeyard::Store& store, const Names& n, bool sqlite,
+            const std::function<void(const std::string&)>& exec_sql) {
+  store.queues().create(n.tenant, n.work_queue, work_queue_options());
+  forgeyard::QueueOptions effects;
+  effects.visibility_timeout = 60s;
+  store.queues().create(n.tenant, n.effects_queue, effects);
+  const std::string integer = sqlite ? "INTEGER" : "bigint";
+  exec_sql("CREATE TABLE " + n.cas_table + " (tenant_id text NOT NULL, id " + integer + " NOT NULL, value " + integer +
+           " NOT NULL DEFAULT 0, note text NOT NULL DEFAULT '', entity_version " + integer +
+           " NOT NULL DEFAULT 1, PRIMARY KEY (tenant_id, id))");
+  for (int i = 0; i < n.cas_rows + n.pair_rows; ++i)
+    exec_sql("INSERT INTO " + n.cas_table + " (tenant_id, id) VALUES ('" + n.tenant + "', " + std::to_string(i) + ")");
+  store.versioned_rows().enable(n.cas_table);
+}
+
+Workload::Workload(const Names& names, history::Recorder& recorder, int process)
+    : names_(names), rec_(recorder), process_(process), rng_(std::random_device{}()) {}
+
+std::map<std::string, std::int64_t> Workload::errors() const {
+  std::lock_guard lock(mutex_);
+  return errors_;
+}
+
+int Workload::random_below(int n) {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(rng_() % static_cast<std::uint64_t>(n));
+}
+
+std::string Workload::tag() {
+  return "p" + std::to_string(process_) + "n" + std::to_string(next_++);
+}
+
+void Workload::pause() {
+  const int ms = pause_ms_;
+  if (ms > 0 && random_below(4) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(random_below(ms) + 1));
+}
+
+std::string Workload::error_kind() {
+  std::string kind, counted;
+  try {
+    throw;
+  } catch (const Error& e) {
+    kind = std::string(forgeyard::to_string(e.kind()));
+    counted = kind + "/" + e.sqlstate();
+  } catch (const std::exception& e) {
+    kind = counted = "exception";
+  }
+  std::lock_guard lock(mutex_);
+  ++errors_[counted];
+  return kind;
+}
+
+void Workload::settle(std::size_t id, Phase phase) {
+  const std::string kind = error_kind();
+  const bool in_doubt = kind == "CommitUnknown" || kind == "Unavailable" || kind == "Timeout" || kind == "Internal" ||
+                        kind == "exception";
+  if (phase == Phase::Commit && in_doubt)
+    rec_.unknown(id, kind);
+  else
+    rec_.failed(id, kind);
+}
+
+void Workload::producer(forgeyard::Store& store, const std::atomic<bool>& stop) {
+  while (!stop) {
+    const std::string event = new_uuid();
+    // A lost answer is retried with the same event id: the dedup window returns the first msg_id.
+    for (int attempt = 0; attempt < 3 && !stop; ++attempt) {
+      const auto id = rec_.invoke(op("enqueue", event));
+      try {
+        forgeyard::OutgoingMessage m;
+        m.payload = event;
+        m.event_id = event;
+        const std::int64_t msg = store.queues().enqueue(names_.tenant, names_.work_queue, m);
+        rec_.ok(id, {{"msg_id", msg}});
+        break;
+      } catch (...) {
+        settle(id, Phase::Commit);  // autocommit
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(random_below(5)));
+  }
+}
+
+namespace {
+// Consumes one delivery: inbox_accept, the effect and the ack commit together.
+bool consume_one(forgeyard::Store& store, const Names& n, const forgeyard::Delivery& d, bool& committing) {
+  auto tx = store.begin();
+  const bool accepted = tx->queues().inbox_accept(n.tenant, n.consumer_group, *d.event_id);
+  if (accepted) {
+    forgeyard::OutgoingMessage effect;
+    effect.payload = "inbox:" + *d.event_id;
+    tx->queues().enqueue(n.tenant, n.effects_queue, effect);
+  }
+  tx->queues().ack(n.tenant, n.work_queue, d.msg_id, d.claim_token);
+  committing = true;
+  tx->commit();
+  return accepted;
+}
+}  // namespace
+
+void Workload::consumer(forgeyard::Store& store, const std::atomic<bool>& stop) {
+  const std::string name = "consumer-" + std::to_string(process_) + "-" + std::to_string(history::thread_index());
+  while (!stop) {
+    std::vector<forgeyard::Delivery> batch;
+    const std::int64_t invoked = history::now_us();
+    try {
+      batch = store.queues().claim(names_.tenant, names_.work_queue, name, 2);
+    } catch (...) {
+      error_kind();
+      continue;
+    }
+    const std::int64_t completed = history::now_us();
+    for (const auto& d : batch) {
+      Op c = op("claim", d.event_id.value_or(""));
+      c.result = {{"msg_id", d.msg_id}, {"token", d.claim_token}};
+      c.invoked_us = invoked;
+      c.completed_us = completed;
+      c.outcome = history::Outcome::Ok;
+      rec_.record(std::move(c));
+    }
+    if (batch.empty()) std::this_thread::sleep_for(5ms);
+    for (const auto& d : batch) {
+      if (random_below(40) == 0) std::this_thread::sleep_for(700ms);  // past the visibility: a stale token
+      const auto id =
+          rec_.invoke(op("consume", d.event_id.value_or(""), {{"msg_id", d.msg_id}, {"token", d.claim_token}}));
+      bool committing = false;
+      try {
+        const bool accepted = consume_one(store, names_, d, committing);
+        rec_.ok(id, {{"accepted", accepted ? 1 : 0}});
+      } catch (...) {
+        settle(id, committing ? Phase::Commit : Phase::InTransaction);
+      }
+    }
+  }
+}
+
+void Workload::lease_worker(forgeyard::Store& store, const std::atomic<bool>& stop) {
+  const std::string owner = "holder-" + std::to_string(process_) + "-" + std::to_string(history::thread_index());
+  while (!stop) {
+    const std::string& resource = names_.lease_resources[random_below(static_cast<int>(names_.lease_resources.size()))];
+    const auto aid = rec_.invoke(op("acquire", resource, {}, owner));
+    forgeyard::LeaseGrant grant;
+    try {
+      grant = store.leases().acquire(names_.tenant, resource, owner, 300ms);
+      rec_.ok(aid, {{"acquired", grant.acquired ? 1 : 0}, {"epoch", grant.epoch}}, owner);
+    } catch (...) {
+      settle(aid, Phase::Commit);
+      continue;
+    }
+    if (!grant.acquired) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5 + random_below(20)));
+      continue;
+    }
+    const int writes = 1 + random_below(3);
+    for (int w = 0; w < writes && !stop; ++w) {
+      if (random_below(10) == 0) std::this_thread::sleep_for(400ms);  // outlive the ttl: a stale holder
+      const std::int64_t wid = std::int64_t{process_} * 1'000'000'000 + next_++;
+      const auto id = rec_.invoke(op("write", resource, {{"epoch", grant.epoch}, {"wid", wid}}, owner));
+      bool committing = false;
+      try {
+        auto tx = store.begin();
+        tx->leases().fence(names_.tenant, resource, grant.epoch);
+        forgeyard::AuditEvent e;
+        e.actor = owner;
+        e.action = "fenced.write";
+        e.resource = "e" + std::to_string(grant.epoch) + "/w" + std::to_string(wid);
+        tx->audit().append(names_.lease_log_tenant(resource), e);
+        pause();
+        committing = true;
+        tx->commit();
+        rec_.ok(id);
+      } catch (...) {
+        settle(id, committing ? Phase::Commit : Phase::InTransaction);
+        break;
+      }
+    }
+    if (random_below(3) == 0) {
+      try {
+        store.leases().release(names_.tenant, resource, grant.epoch);
+      } catch (...) {
+        error_kind();
+      }
+    }
+  }
+}
+
+void Workload::cas_worker(forgeyard::Store& store, const std::atomic<bool>& stop, int first, int count) {
+  while (!stop) {
+    const int row = first + random_below(count);
+    std::optional<forgeyard::VersionedRow> current;
+    try {
+      current = store.versioned_rows().get(names_.cas_table, row_key(names_, row));
+    } catch (...) {
+      error_kind();
+      continue;
+    }
+    if (!current) throw std::runtime_error("compare-and-set row vanished");
+    const std::string t = tag();
+    const std::string& log = std::get<std::string>(current->values.at("note"));
+    const auto id = rec_.invoke(op("cas", row_name(row), {{"expected", current->version}}, t));
+    try {
+      const std::int64_t v =
+          store.versioned_rows().update(names_.cas_table, row_key(names_, row), current->version,
+                                        {{"note", log.empty() ? t : log + "," + t}, {"value", current->version}});
+      rec_.ok(id, {{"version", v}}, t);
+    } catch (...) {
+      settle(id, Phase::Commit);
+    }
+  }
+}
+
+void Workload::pair_worker(forgeyard::Store& store, const std::atomic<bool>& stop) {
+  while (!stop) {
+    int rows[2] = {names_.cas_rows, names_.cas_rows + 1};
+    if (random_below(2) == 0) std::swap(rows[0], rows[1]);
+    std::vector<std::size_t> ids;
+    bool committing = false;
+    try {
+      auto tx = store.begin();
+      for (int row : rows) {
+        auto current = tx->versioned_rows().get(names_.cas_table, row_key(names_, row));
+        if (!current) throw std::runtime_error("compare-and-set row vanished");
+        const std::string t = tag();
+        const std::string& log = std::get<std::string>(current->values.at("note"));
+        ids.push_back(rec_.invoke(op("cas", row_name(row), {{"expected", current->version}}, t)));
+        tx->versioned_rows().update(names_.cas_table, row_key(names_, row), current->version,
+                                    {{"note", log.empty() ? t : log + "," + t}, {"value", current->version}});
+        std::this_thread::sleep_for(std::chrono::milliseconds(random_below(3)));
+      }
+      committing = true;
+      tx->commit();
+      for (auto id : ids) rec_.ok(id);
+    } catch (...) {
+      const std::string kind = error_kind();
+      const bool in_doubt = committing && (kind == "CommitUnknown" || kind == "Unavailable" || kind == "Timeout" ||
+                                           kind == "Internal" || kind == "exception");
+      for (auto id : ids) in_doubt ? rec_.unknown(id, kind) : rec_.failed(id, kind);
+    }
+  }
+}
+
+void Workload::idempotent_worker(forgeyard::Store& store, const std::atomic<bool>& stop) {
+  while (!stop) {
+    const std::string key = "cmd-" + tag();
+    const forgeyard::IdempotencyKey k{names_.tenant, "fault.command", key};
+    const auto digest = forgeyard::request_digest(key);
+    // Retried, also across CommitUnknown: the key makes the retries one effect.
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      const auto id = rec_.invoke(op("idem", key));
+      bool committing = false;
+      try {
+        auto tx = store.begin();
+        auto begun = tx->idempotency().begin(k, digest, 2s);
+        const bool replay = begun.status == forgeyard::IdempotencyBegin::Status::Replay;
+        if (!replay) {
+          forgeyard::OutgoingMessage effect;
+          effect.payload = "idem:" + key;
+          tx->queues().enqueue(names_.tenant, names_.effects_queue, effect);
+          tx->idempotency().complete(k, key, begun.attempt);
+        }
+        pause();
+        committing = true;
+        tx->commit();
+        rec_.ok(id, {{"replay", replay ? 1 : 0}});
+        break;
+      } catch (...) {
+        settle(id, committing ? Phase::Commit : Phase::InTransaction);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10 + random_below(20)));
+      }
+      if (stop && attempt > 5) break;
+    }
+  }
+}
+
+void Workload::audit_worker(forgeyard::Store& store, const std::atomic<bool>& stop) {
+  while (!stop) {
+    forgeyard::AuditEvent e;
+    e.actor = "auditor-" + std::to_string(process_);
+    e.action = "fault.append";
+    e.resource = tag();
+    e.event_id = new_uuid();
+    e.occurred_at = forgeyard::TimePoint(std::chrono::duration_cast<forgeyard::Duration>(
+        forgeyard::Clock::now().time_since_epoch()));  // fixed, so a retry has the same contents
+    // The same event id on a retry: a safe retry returns the first (seq, hash).
+    for (int attempt = 0; attempt < 3 && !stop; ++attempt) {
+      const auto id = rec_.invoke(op("audit_append", names_.audit_tenant, {}, *e.event_id));
+      try {
+        const auto head = store.audit().append(names_.audit_tenant, e);
+        rec_.ok(id, {{"seq", head.seq}});
+        break;
+      } catch (...) {
+        settle(id, Phase::Commit);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(random_below(5)));
+  }
+}
+
+void read_back(forgeyard::Store& store, const Names& n, Workload& workload, history::Recorder& rec) {
+  // Drain the work queue through the inbox consumer until nothing is ready, in flight or delayed.
+  std::atomic<bool> stop{false};
+  std::thread drainer([&] { workload.consumer(store, stop); });
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto s = store.queues().stats(n.tenant, n.work_queue);
+    if (s.ready + s.in_flight + s.delayed == 0) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  stop = true;
+  drainer.join();
+  const auto s = store.queues().stats(n.tenant, n.work_queue);
+  // What is still there counts as present (never expected: the drain above empties the queue).
+  for (const auto& d : store.queues().claim(n.tenant, n.work_queue, "reader", 1000, 600s)) {
+    Op p;
+    p.kind = "present";
+    p.key = d.event_id.value_or("");
+    rec.observe(p);
+  }
+  Op q;
+  q.kind = "queue_final";
+  q.key = n.work_queue;
+  q.result = {
+      {"ready", s.ready}, {"in_flight", s.in_flight}, {"delayed", s.delayed}, {"dead", s.dead}, {"bytes", s.bytes}};
+  rec.observe(q);
+
+  // Effects: every message of the effects queue, claimed and acked once.
+  while (true) {
+    auto batch = store.queues().claim(n.tenant, n.effects_queue, "reader", 1000, 600s);
+    if (batch.empty()) break;
+    for (const auto& d : batch) {
+      Op e;
+      const auto colon = d.payload.find(':');
+      e.kind = d.payload.substr(0, colon) == "inbox" ? "effect" : "idem_effect";
+      e.key = d.payload.substr(colon + 1);
+      rec.observe(e);
+      store.queues().ack(n.tenant, n.effects_queue, d.msg_id, d.claim_token);
+    }
+  }
+
+  // Audit chains: the lease logs and the audit workload's chain.
+  auto read_chain = [&](const std::string& tenant, const std::function<void(const forgeyard::AuditRecord&)>& each) {
+    std::int64_t from = 1;
+    while (true) {
+      auto records = store.audit().read(tenant, from, 1000);
+      if (records.empty()) break;
+      for (const auto& r : records) each(r);
+      from = records.back().seq + 1;
+    }
+    const auto v = store.audit().verify(tenant);
+    Op o;
+    o.kind = "audit_verify";
+    o.key = tenant;
+    o.result = {{"ok", v.ok ? 1 : 0}, {"checked", v.checked}, {"head_seq", store.audit().head(tenant).seq}};
+    rec.observe(o);
+  };
+  for (const std::string& resource : n.lease_resources) {
+    read_chain(n.lease_log_tenant(resource), [&](const forgeyard::AuditRecord& r) {
+      long long epoch = 0, wid = 0;
+      std::sscanf(r.resource.c_str(), "e%lld/w%lld", &epoch, &wid);
+      Op w;
+      w.kind = "write_seen";
+      w.key = resource;
+      w.text = r.actor;
+      w.args = {{"seq", r.seq}, {"epoch", epoch}, {"wid", wid}};
+      rec.observe(w);
+      Op a;
+      a.kind = "audit_seen";
+      a.key = n.lease_log_tenant(resource);
+      a.text = r.event_id;
+      a.args = {{"seq", r.seq}};
+      rec.observe(a);
+    });
+  }
+  read_chain(n.audit_tenant, [&](const forgeyard::AuditRecord& r) {
+    Op a;
+    a.kind = "audit_seen";
+    a.key = n.audit_tenant;
+    a.text = r.event_id;
+    a.args = {{"seq", r.seq}};
+    rec.observe(a);
+  });
+
+  // Compare-and-set rows: the log of committed updates and the version.
+  for (int row = 0; row < n.cas_rows + n.pair_rows; ++row) {
+    auto current = store.versioned_rows().get(n.cas_table, row_key(n, row));
+    Op f;
+    f.kind = "cas_final";
+    f.key = row_name(row);
+    f.text = current ? std::get<std::string>(current->values.at("note")) : "";
+    f.result = {{"version", current ? current->version : 0}};
+    rec.observe(f);
+  }
+}
+
+std::string format_counts(const std::map<std::string, std::int64_t>& counts) {
+  std::string s;
+  for (const auto& [k, v] : counts) s += (s.empty() ? "" : " ") + k + "=" + std::to_string(v);
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace faults
