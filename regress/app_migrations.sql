@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(58);
+SELECT plan(57);
 
 SET TIME ZONE 'UTC';
 SET forgeyard.now_override = '2030-01-01 00:00:00+00';

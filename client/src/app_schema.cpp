@@ -342,16 +342,18 @@ void DaemonPresence::open() {
   registered_ = true;
 }
 
-HealthStatus DaemonPresence::check(SchemaInfo& schema, std::vector<std::string>& details) {
+HealthStatus DaemonPresence::check(SchemaInfo& schema, std::vector<std::string>& details, bool renew) {
   schema.app = app_;
   schema.min_schema = min_schema_;
   schema.max_schema = max_schema_;
   if (app_.empty()) return HealthStatus::Healthy;
-  auto txn = backend_.begin(app_, std::nullopt);
+  auto txn = backend_.begin(app_, std::nullopt, renew);
   const auto applied = txn->applied();
   schema.applied_through = applied_through(applied);
-  txn->register_daemon(instance_, min_schema_, max_schema_, lease_);
-  txn->commit();
+  if (renew) {
+    txn->register_daemon(instance_, min_schema_, max_schema_, lease_);
+    txn->commit();
+  }
   std::string why;
   switch (core::check_daemon_range(core_records(applied), min_schema_, max_schema_, why)) {
     case core::DaemonFit::Ok:

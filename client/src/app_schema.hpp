@@ -60,8 +60,9 @@ class DaemonPresence {
   // At open: registers, refuses a changed history (with app_migrations_dir) and a schema this
   // daemon predates; returns the applied-through id.
   void open();
-  // Renews the lease; the schema part of health(): MigrationRequired or Healthy.
-  HealthStatus check(SchemaInfo& schema, std::vector<std::string>& details);
+  // The schema part of health(): MigrationRequired, Unavailable (too old) or Healthy; renews the
+  // lease unless the store accepts reads only.
+  HealthStatus check(SchemaInfo& schema, std::vector<std::string>& details, bool renew = true);
   bool active() const { return !app_.empty(); }
 
  private:

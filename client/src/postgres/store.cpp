@@ -188,7 +188,7 @@ class PgStore final : public Store {
         h.schema.store_version = r.text(0, 0);
         read_only = r.boolean(0, 1) || r.text(0, 2) == "on";
       }
-      h.status = presence_.check(h.schema, h.details);
+      h.status = presence_.check(h.schema, h.details, !read_only);
       if (read_only && h.status == HealthStatus::Healthy) {
         h.status = HealthStatus::Degraded;
         h.details.push_back(
