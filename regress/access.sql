@@ -133,7 +133,8 @@ SELECT set_eq(
           'forgeyard.idempotency_attempts', 'forgeyard.access_catalog', 'forgeyard.audit_events',
           'forgeyard.event_types', 'forgeyard.topics', 'forgeyard.subscriptions', 'forgeyard.topic_events',
           'forgeyard.topic_event_seqs', 'forgeyard.subscription_lag',
-          'forgeyard.audit_heads', 'forgeyard.audit_status'],
+          'forgeyard.audit_heads', 'forgeyard.audit_status',
+          'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
@@ -143,7 +144,8 @@ SELECT set_eq(
           'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.idempotency_attempts',
           'forgeyard.event_types', 'forgeyard.topics', 'forgeyard.subscriptions', 'forgeyard.topic_events',
           'forgeyard.topic_event_seqs',
-          'forgeyard.audit_events', 'forgeyard.audit_heads'],
+          'forgeyard.audit_events', 'forgeyard.audit_heads',
+          'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills'],
     'pg_extension.extconfig registers every table and sequence for pg_dump (the views are not data)');
 SELECT is((SELECT extrelocatable FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), false,
           'the extension is not relocatable');

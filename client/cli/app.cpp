@@ -99,6 +99,13 @@ void add_command_line(std::string& out, const CLI::App& command, const std::stri
   out += "\n";
 }
 
+// A leaf command's line, or the lines of its subcommands ("storage migrate status").
+void add_command_lines(std::string& out, const CLI::App& command, const std::string& path) {
+  const auto subcommands = subcommands_of(command);
+  if (subcommands.empty()) add_command_line(out, command, path);
+  for (const CLI::App* sub : subcommands) add_command_lines(out, *sub, path + " " + sub->get_name());
+}
+
 // `forgeyard --help`: every command on one line or a few, generated from the tree.
 std::string overview(const CLI::App& app) {
   std::string out =
@@ -107,11 +114,7 @@ std::string overview(const CLI::App& app) {
       "       forgeyard [--store URL] --version\n\n";
   out += stores_text;
   out += "\nCommands:\n";
-  for (const CLI::App* group : subcommands_of(app)) {
-    const auto verbs = subcommands_of(*group);
-    if (verbs.empty()) add_command_line(out, *group, group->get_name());
-    for (const CLI::App* verb : verbs) add_command_line(out, *verb, group->get_name() + " " + verb->get_name());
-  }
+  for (const CLI::App* group : subcommands_of(app)) add_command_lines(out, *group, group->get_name());
   out += "\n";
   out += values_text;
   out += "Exit codes:\n";
@@ -179,6 +182,7 @@ int run(int argc, char** argv) {
       "no named prepared statements (PgBouncer in transaction mode)");
   app.add_flag("--version", show_version, "the client's version, and the store's with --store");
   add_storage_commands(app, commands);
+  add_migrate_commands(app, commands);
   add_lease_commands(app, commands);
   add_cas_commands(app, commands);
   add_idem_commands(app, commands);

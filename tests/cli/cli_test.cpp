@@ -6,6 +6,9 @@
 #define BOOST_TEST_MODULE forgeyard cli
 #include <boost/test/unit_test.hpp>
 
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
+
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -390,3 +393,89 @@ BOOST_AUTO_TEST_CASE(version_with_a_store_names_the_store_and_its_schema) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// storage migrate: exit codes and the --json shape, read back by a JSON parser.
+namespace {
+
+boost::property_tree::ptree parse_json(const std::string& text) {
+  boost::property_tree::ptree tree;
+  std::istringstream in(text);
+  boost::property_tree::read_json(in, tree);  // throws on anything that is not JSON
+  return tree;
+}
+
+std::vector<boost::property_tree::ptree> items(const boost::property_tree::ptree& tree, const std::string& key) {
+  std::vector<boost::property_tree::ptree> out;
+  for (const auto& [name, child] : tree.get_child(key)) out.push_back(child);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(storage_migrate_exit_codes_and_json) {
+  const Sqlite run;
+  const std::string dir = (run.dir / "migrations").string();
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/0001_create.sql") << "CREATE TABLE things (id integer PRIMARY KEY, old text);\n";
+  std::ofstream(dir + "/0002_drop_old.sql") << "-- forgeyard: phase=contract\nALTER TABLE things DROP COLUMN old;\n";
+
+  Run r = run({"storage", "migrate", "status", "--dir", dir, "--app", "billing", "--json"});
+  BOOST_TEST(r.code == 1, r.err);  // pending
+  auto j = parse_json(r.out);
+  BOOST_TEST(j.get<std::string>("app") == "billing");
+  BOOST_TEST(j.get<int>("pending") == 2);
+  BOOST_TEST(j.get<int>("applied") == 0);
+  BOOST_REQUIRE(items(j, "migrations").size() == 2u);
+  BOOST_TEST(items(j, "migrations")[1].get<std::string>("phase") == "contract");
+  BOOST_TEST(items(j, "migrations")[0].get<std::string>("state") == "pending");
+
+  r = run({"storage", "migrate", "plan", "--dir", dir, "--app", "billing", "--json"});
+  BOOST_TEST(r.code == 1, r.err);  // the contract is held back
+  j = parse_json(r.out);
+  BOOST_TEST(j.get<int>("will_run") == 1);
+  BOOST_TEST(j.get<int>("held_back") == 1);
+  BOOST_TEST(items(j, "steps")[1].get<std::string>("reason").find("--allow-contract") != std::string::npos);
+
+  r = run({"storage", "migrate", "apply", "--dir", dir, "--app", "billing", "--app-version", "7.1", "--json"});
+  BOOST_TEST(r.code == 1, r.err);
+  j = parse_json(r.out);
+  BOOST_REQUIRE(items(j, "applied").size() == 1u);
+  BOOST_TEST(items(j, "applied")[0].get<std::string>("name") == "0001_create.sql");
+  BOOST_TEST(items(j, "applied")[0].get<std::string>("sha256").size() == 64u);
+  BOOST_TEST(items(j, "held_back").size() == 1u);
+  BOOST_TEST(r.err.find("applying migrations") != std::string::npos);  // progress on stderr
+
+  r = run({"storage", "migrate", "apply", "--dir", dir, "--app", "billing", "--allow-contract"});
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(r.out.find("migration.0002=applied contract 0002_drop_old.sql") != std::string::npos, r.out);
+
+  r = run({"storage", "migrate", "status", "--dir", dir, "--app", "billing", "--json"});
+  BOOST_TEST(r.code == 0, r.err);
+  j = parse_json(r.out);
+  BOOST_TEST(j.get<int>("applied") == 2);
+  BOOST_TEST(j.get<int>("applied_through") == 2);
+  BOOST_TEST(items(j, "migrations")[0].get<std::string>("app_version") == "7.1");
+  BOOST_TEST(items(j, "migrations")[0].get<std::string>("file_sha256") ==
+             items(j, "migrations")[0].get<std::string>("recorded_sha256"));
+  r = run({"storage", "migrate", "status", "--dir", dir, "--app", "billing"});
+  BOOST_TEST(r.code == 0);
+  BOOST_TEST(r.out.starts_with("app=billing\napplied_through=2\napplied=2\npending=0\nchanged=0\n"), r.out);
+
+  // A changed applied file: status answers 1 and names it, apply refuses (4) and runs nothing.
+  std::ofstream(dir + "/0001_create.sql") << "CREATE TABLE things (id integer PRIMARY KEY, other text);\n";
+  r = run({"storage", "migrate", "status", "--dir", dir, "--app", "billing", "--json"});
+  BOOST_TEST(r.code == 1);
+  j = parse_json(r.out);
+  BOOST_TEST(j.get<int>("changed") == 1);
+  BOOST_TEST(items(j, "migrations")[0].get<std::string>("state") == "changed");
+  r = run({"storage", "migrate", "apply", "--dir", dir, "--app", "billing"});
+  BOOST_TEST(r.code == 4);
+  BOOST_TEST(r.err.find("SQLSTATE 22023") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("0001_create.sql") != std::string::npos, r.err);
+
+  // Usage errors: 2.
+  BOOST_TEST(run({"storage", "migrate", "status"}).code == 2);
+  BOOST_TEST(run({"storage", "migrate", "apply", "--dir", dir, "--lock-wait", "soon"}).code == 2);
+  BOOST_TEST(run({"storage", "migrate", "status", "--dir", dir, "--app", ""}).code == 4);
+  BOOST_TEST(run({"storage", "migrate", "status", "--dir", dir + "/none"}).code == 4);
+}

@@ -6,6 +6,7 @@
 #include "forgeyard/idempotency.hpp"
 #include "forgeyard/lease_keeper.hpp"
 #include "forgeyard/leases.hpp"
+#include "forgeyard/migrations.hpp"
 #include "forgeyard/queues.hpp"
 #include "forgeyard/retry.hpp"
 #include "forgeyard/store.hpp"

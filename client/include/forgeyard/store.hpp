@@ -18,6 +18,7 @@
 #include "forgeyard/audit.hpp"
 #include "forgeyard/idempotency.hpp"
 #include "forgeyard/leases.hpp"
+#include "forgeyard/migrations.hpp"
 #include "forgeyard/queues.hpp"
 #include "forgeyard/types.hpp"
 #include "forgeyard/versioned_rows.hpp"
@@ -45,6 +46,18 @@ struct StoreOptions {
   // Replaces the clock that decides expiry, for tests. SQLite: called at each operation.
   // PostgreSQL: sent as forgeyard.now_override in each transaction (needs a superuser).
   std::function<TimePoint()> clock;
+  // A daemon of an application (docs/operations.md, "Migrating your application's schema"): with
+  // app_name set, open registers it under a heartbeat lease and checks the application's schema
+  // against [min_schema, max_schema] (migration ids; max 0 = no bound). Below min: health() says
+  // MigrationRequired. A contract above max is applied: open refuses. With app_migrations_dir,
+  // open also refuses a changed or missing applied file.
+  std::string app_name;
+  std::string instance_id;  // default: host:pid
+  std::string app_version;
+  int min_schema = 0;
+  int max_schema = 0;
+  std::string app_migrations_dir;
+  Duration daemon_lease = std::chrono::seconds(60);
 };
 
 struct StorageStatus {
@@ -106,6 +119,13 @@ class FORGEYARD_API Store {
   virtual std::unique_ptr<Transaction> begin() = 0;
   virtual StorageStatus status() = 0;
   virtual Metrics metrics() const = 0;
+  // The application's schema migrations (forgeyard/migrations.hpp).
+  virtual Migrations& migrations() = 0;
+  // One round trip: Healthy, Degraded (reads work, writes refused), Unavailable or
+  // MigrationRequired. Renews this daemon's registration lease when it has one.
+  virtual Health health() = 0;
+  // Ready to take work: health() is Healthy.
+  bool ready() { return health().status == HealthStatus::Healthy; }
   // One bounded clean-up pass (at most max_rows per task; safe from several places at once):
   // expired idempotency keys, dedup events past their window, acked messages past retention,
   // dead letters past retention or over their cap, inbox entries older than 7 days. Returns

@@ -118,6 +118,13 @@ void PgConnection::command(const char* sql) {
   PQclear(r);
 }
 
+void PgConnection::script(const std::string& sql) {
+  PGresult* r = PQexec(conn_, sql.c_str());
+  const ExecStatusType status = r == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r);
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && status != PGRES_EMPTY_QUERY) fail(r, false);
+  PQclear(r);
+}
+
 void PgConnection::commit() {
   PGresult* r = PQexec(conn_, "COMMIT");
   if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK) fail(r, true);

@@ -58,6 +58,9 @@ class PgConnection {
   PgResult exec(const PgStatement& statement, const PgParams& params);
   // A command without parameters (BEGIN, ROLLBACK).
   void command(const char* sql);
+  // A script of one or more statements without parameters (an application's migration file):
+  // the simple query protocol, inside the caller's transaction if one is open.
+  void script(const std::string& sql);
   // COMMIT; a connection lost while it was in flight is CommitUnknown.
   void commit();
   // Healthy and outside any transaction: safe to hand to the next caller.

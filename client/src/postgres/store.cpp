@@ -5,6 +5,7 @@
 #include "backends.hpp"
 #include "pool.hpp"
 #include "transaction_state.hpp"
+#include "postgres/app_migrations.hpp"
 #include "postgres/audit.hpp"
 #include "postgres/leases.hpp"
 #include "postgres/queues.hpp"
@@ -22,6 +23,11 @@ const PgStatement set_clock_sql{"fy_set_clock", "SELECT pg_catalog.set_config('f
 const PgStatement maintain_sql{"fy_maintain", "SELECT task, \"rows\" FROM forgeyard.maintain($1, $2)", 2};
 const PgStatement version_sql{"fy_extension_version",
                               "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'", 0};
+// health(): one round trip; a standby or a read-only default accepts reads only (Degraded).
+const PgStatement health_sql{"fy_health",
+                             "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'),"
+                             " pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('transaction_read_only')",
+                             0};
 
 std::string iso_utc(TimePoint t) {
   const std::int64_t us = unix_usecs(t);
@@ -129,7 +135,11 @@ class PgStore final : public Store {
         rows_(session_),
         idempotency_(session_),
         queues_(session_),
-        audit_(session_) {
+        audit_(session_),
+        app_schema_(make_pg_app_schema(shared_.pool, [this](PgConnection& c) { shared_.apply_clock(c); })),
+        migrations_(make_migrations(*app_schema_)),
+        presence_(*app_schema_, options) {
+    presence_.open();
     log().info("opened PostgreSQL store {}", redact(url));
   }
   Leases& leases() override { return leases_; }
@@ -160,6 +170,37 @@ class PgStore final : public Store {
     return s;
   }
   Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats()}; }
+  Migrations& migrations() override { return *migrations_; }
+  Health health() override {
+    Health h;
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      bool read_only = false;
+      {
+        auto conn = shared_.pool.acquire();
+        PgResult r = conn->exec(health_sql, {});
+        h.latency = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - started);
+        if (r.is_null(0, 0)) {
+          h.status = HealthStatus::Unavailable;
+          h.details.push_back("the forgeyard extension is not installed in this database (CREATE EXTENSION forgeyard)");
+          return h;
+        }
+        h.schema.store_version = r.text(0, 0);
+        read_only = r.boolean(0, 1) || r.text(0, 2) == "on";
+      }
+      h.status = presence_.check(h.schema, h.details, !read_only);
+      if (read_only && h.status == HealthStatus::Healthy) {
+        h.status = HealthStatus::Degraded;
+        h.details.push_back(
+            "the database accepts reads only (a standby, or default_transaction_read_only): writes fail");
+      }
+    } catch (const Error& e) {
+      h.latency = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - started);
+      h.status = HealthStatus::Unavailable;
+      h.details.push_back(std::string(to_string(e.kind())) + ": " + e.what());
+    }
+    return h;
+  }
   std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
     return shared_.instruments.measure("store.maintain", [&] {
       PgResult r = session_.run(maintain_sql, {std::to_string(max_rows), tenant});
@@ -177,6 +218,9 @@ class PgStore final : public Store {
   PgIdempotency idempotency_;
   PgQueues queues_;
   PgAudit audit_;
+  std::unique_ptr<AppSchemaBackend> app_schema_;
+  std::unique_ptr<Migrations> migrations_;
+  DaemonPresence presence_;
 };
 
 }  // namespace

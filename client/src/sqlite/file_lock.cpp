@@ -70,6 +70,14 @@ std::string FileLock::describe_holder(const std::string& path) {
   return line.empty() ? "unknown" : line;
 }
 
+bool FileLock::held(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool taken = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // also drops the shared lock
+  return taken;
+}
+
 void check_local_filesystem(const std::string& directory) {
   struct statfs fs {};
   if (::statfs(directory.c_str(), &fs) != 0)

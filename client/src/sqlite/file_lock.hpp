@@ -18,6 +18,8 @@ class FileLock {
 
   // Who holds (or last held) the lock, as its holder wrote it.
   static std::string describe_holder(const std::string& path);
+  // Whether a process holds the lock now (a shared probe; writes nothing).
+  static bool held(const std::string& path);
 
  private:
   int fd_ = -1;

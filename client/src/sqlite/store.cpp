@@ -1,11 +1,14 @@
 // The embedded SQLite Store: one file, WAL, BEGIN IMMEDIATE for every write, a small pool of
 // connections so that threads (and other processes) can share the store.
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "backends.hpp"
 #include "core/errors.hpp"
 #include "pool.hpp"
 #include "transaction_state.hpp"
+#include "sqlite/app_migrations.hpp"
 #include "sqlite/audit.hpp"
 #include "sqlite/file_lock.hpp"
 #include "sqlite/leases.hpp"
@@ -117,17 +120,23 @@ class SqliteStore final : public Store {
         rows_(session_),
         idempotency_(session_),
         queues_(session_),
-        audit_(session_) {
+        audit_(session_),
+        app_schema_(make_sqlite_app_schema(shared_.pool, path + ".lock", [this] { return shared_.now_usecs(); })),
+        migrations_(make_migrations(*app_schema_)),
+        presence_(*app_schema_, options) {
     const auto dir = std::filesystem::path(path).parent_path();
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec)
       throw Error(ErrorKind::Unavailable, sqlstate::io_error, "cannot create " + dir.string() + ": " + ec.message());
     check_local_filesystem(dir.string());
-    FileLock lock(path + ".lock", "migrating",
-                  std::chrono::duration_cast<std::chrono::milliseconds>(options.sqlite_busy_timeout));
-    auto db = shared_.pool.acquire();
-    shared_.migrations = migrate(*db, migrations(), true);
+    {
+      FileLock lock(path + ".lock", "migrating",
+                    std::chrono::duration_cast<std::chrono::milliseconds>(options.sqlite_busy_timeout));
+      auto db = shared_.pool.acquire();
+      shared_.migrations = migrate(*db, migrations_list(), true);
+    }
+    presence_.open();
     log().info("opened SQLite store {} at migration {}", path, shared_.migrations.last);
   }
   Leases& leases() override { return leases_; }
@@ -142,7 +151,7 @@ class SqliteStore final : public Store {
     s.location = shared_.path;
     try {
       auto db = shared_.pool.acquire();
-      MigrationState state = migrate(*db, migrations(), false);
+      MigrationState state = migrate(*db, migrations_list(), false);
       s.schema_version = state.last;
       s.migrations_applied = state.applied;
       s.migrations_pending = state.pending;
@@ -156,6 +165,29 @@ class SqliteStore final : public Store {
     return s;
   }
   Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats()}; }
+  Migrations& migrations() override { return *migrations_; }
+  Health health() override {
+    Health h;
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      {
+        auto db = shared_.pool.acquire();
+        const MigrationState state = migrate(*db, migrations_list(), false);
+        h.latency = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - started);
+        h.schema.store_version = state.last;
+      }
+      h.status = presence_.check(h.schema, h.details);
+      if (h.status == HealthStatus::Healthy && ::access(shared_.path.c_str(), W_OK) != 0) {
+        h.status = HealthStatus::Degraded;
+        h.details.push_back("the store file is not writable: reads work, writes fail");
+      }
+    } catch (const Error& e) {
+      h.latency = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - started);
+      h.status = HealthStatus::Unavailable;
+      h.details.push_back(std::string(to_string(e.kind())) + ": " + e.what());
+    }
+    return h;
+  }
   std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
     return shared_.instruments.measure("store.maintain", [&] {
       if (max_rows <= 0) throw Error(sqlstate::invalid_parameter, "max_rows must be positive");
@@ -166,7 +198,7 @@ class SqliteStore final : public Store {
   }
 
  private:
-  std::vector<Migration> migrations() const {
+  std::vector<Migration> migrations_list() const {
     return shared_.options.sqlite_migrations_dir.empty() ? embedded_sqlite_migrations()
                                                          : load_migrations(shared_.options.sqlite_migrations_dir);
   }
@@ -177,6 +209,9 @@ class SqliteStore final : public Store {
   SqliteIdempotency idempotency_;
   SqliteQueues queues_;
   SqliteAudit audit_;
+  std::unique_ptr<AppSchemaBackend> app_schema_;
+  std::unique_ptr<Migrations> migrations_;
+  DaemonPresence presence_;
 };
 
 }  // namespace
