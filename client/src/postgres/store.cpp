@@ -7,6 +7,7 @@
 #include "transaction_state.hpp"
 #include "postgres/audit.hpp"
 #include "postgres/leases.hpp"
+#include "postgres/operations.hpp"
 #include "postgres/queues.hpp"
 #include "postgres/versioned_rows.hpp"
 
@@ -160,6 +161,19 @@ class PgStore final : public Store {
     return s;
   }
   Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats()}; }
+  StoreStats stats() override { return pg_stats(session_); }
+  DoctorReport doctor() override {
+    DoctorFacts facts;
+    try {
+      auto conn = shared_.pool.acquire();
+      facts = pg_doctor_facts(*conn, session_, shared_.url);
+    } catch (const Error& e) {
+      facts = DoctorFacts{};
+      facts.backend = "postgresql";
+      facts.connect_error = std::string(to_string(e.kind())) + ": " + e.what();
+    }
+    return {evaluate_doctor(facts)};
+  }
   std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
     return shared_.instruments.measure("store.maintain", [&] {
       PgResult r = session_.run(maintain_sql, {std::to_string(max_rows), tenant});
