@@ -325,6 +325,22 @@ SELECT pg_catalog.pg_extension_config_dump('forgeyard.app_migrations', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.app_daemons', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.app_backfills', '');
 
+-- Operations: storage_stats() feeds `storage stats`, `storage status`, `storage doctor` and
+-- `forgeyard metrics` (docs/operations.md, "Stats and metrics"). One long, narrow result so the
+-- client reads every figure in one round trip: (kind, tenant_id, name, state, value). jit is off
+-- for it: its one large statement costs enough to be JIT-compiled, which took seconds for a
+-- query that runs in milliseconds.
+CREATE FUNCTION forgeyard.storage_stats(tenant text DEFAULT NULL)
+    RETURNS TABLE (kind text, tenant_id text, name text, state text, value bigint)
+    LANGUAGE c STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    AS 'MODULE_PATHNAME', 'fy_storage_stats';
+COMMENT ON FUNCTION forgeyard.storage_stats(text) IS
+  'Operations figures as (kind, tenant_id, name, state, value) rows: database and table sizes, row and dead-row estimates, queue depth by state with pressure (0 normal, 1 elevated, 2 saturated), live and expired unreaped leases, idempotency keys by state, audit events per tenant, the oldest open transaction, replication slots holding xmin, and security findings. NULL tenant: every tenant plus the server-wide rows (unbound roles only, FY040 otherwise). docs/sql-api.md, "Operations".';
+
+INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.storage_stats(text)'),
+    ('inspect',     'EXECUTE', 'FUNCTION forgeyard.storage_stats(text)');
+
 -- (end of section)
 
 -------------------------------------------------------------------------------------------------

@@ -183,6 +183,7 @@ int run(int argc, char** argv) {
   app.add_flag("--version", show_version, "the client's version, and the store's with --store");
   add_storage_commands(app, commands);
   add_migrate_commands(app, commands);
+  add_ops_commands(app, commands);
   add_lease_commands(app, commands);
   add_cas_commands(app, commands);
   add_idem_commands(app, commands);

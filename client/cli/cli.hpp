@@ -54,7 +54,8 @@ class Commands {
 };
 
 // One per command group (commands_*.cpp).
-void add_storage_commands(CLI::App& app, Commands& commands);  // storage status, maintain
+void add_storage_commands(CLI::App& app, Commands& commands);  // storage, maintain
+void add_ops_commands(CLI::App& app, Commands& commands);      // storage status|doctor|stats, metrics
 void add_lease_commands(CLI::App& app, Commands& commands);
 void add_cas_commands(CLI::App& app, Commands& commands);
 void add_idem_commands(CLI::App& app, Commands& commands);

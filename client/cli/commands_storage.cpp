@@ -1,4 +1,4 @@
-// storage status and maintain: the store as a whole.
+// storage and maintain: the store as a whole (storage status, doctor, stats: commands_ops.cpp).
 #include <iostream>
 #include <optional>
 
@@ -9,14 +9,7 @@ namespace forgeyard::cli {
 void add_storage_commands(CLI::App& app, Commands& commands) {
   CLI::App* storage = app.add_subcommand("storage", "the store itself");
   storage->require_subcommand(1);
-  CLI::App* status = storage->add_subcommand("status", "backend, location, schema, migrations, health");
-  commands.on(status, [](Context& ctx) {
-    StorageStatus s = ctx.store().status();
-    std::cout << "backend=" << s.backend << "\nlocation=" << s.location << "\nschema_version=" << s.schema_version
-              << "\nmigrations_applied=" << s.migrations_applied << "\nmigrations_pending=" << s.migrations_pending
-              << "\nhealthy=" << (s.healthy ? "true" : "false") << "\ndetail=" << s.detail << "\n";
-    return s.healthy ? 0 : 1;
-  });
+  // status, doctor and stats: commands_ops.cpp.
 
   struct Maintain {
     int max = 1000;

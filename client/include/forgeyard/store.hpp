@@ -19,6 +19,7 @@
 #include "forgeyard/idempotency.hpp"
 #include "forgeyard/leases.hpp"
 #include "forgeyard/migrations.hpp"
+#include "forgeyard/operations.hpp"
 #include "forgeyard/queues.hpp"
 #include "forgeyard/types.hpp"
 #include "forgeyard/versioned_rows.hpp"
@@ -132,6 +133,11 @@ class FORGEYARD_API Store {
   // rows removed per task. Leases are not reaped here (Leases::reap hands them to reconcilers).
   virtual std::map<std::string, std::int64_t> maintain(int max_rows = 1000,
                                                        std::optional<std::string> tenant = std::nullopt) = 0;
+  // Read-only operations figures and checks (forgeyard/operations.hpp). On PostgreSQL they need
+  // forgeyard.storage_stats() (grant_inspect or grant_maintenance); a role bound to tenants sees
+  // only its own tenants' figures.
+  virtual StoreStats stats() = 0;
+  virtual DoctorReport doctor() = 0;
 };
 
 FORGEYARD_API std::unique_ptr<Store> open(std::string_view url = {}, const StoreOptions& options = {});

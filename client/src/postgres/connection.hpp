@@ -65,6 +65,8 @@ class PgConnection {
   void commit();
   // Healthy and outside any transaction: safe to hand to the next caller.
   bool reusable() const;
+  // Whether this connection is encrypted (storage doctor).
+  bool ssl_in_use() const { return PQsslInUse(conn_) != 0; }
 
  private:
   [[noreturn]] void fail(PGresult* result, bool committing);

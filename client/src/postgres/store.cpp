@@ -8,6 +8,7 @@
 #include "postgres/app_migrations.hpp"
 #include "postgres/audit.hpp"
 #include "postgres/leases.hpp"
+#include "postgres/operations.hpp"
 #include "postgres/queues.hpp"
 #include "postgres/versioned_rows.hpp"
 
@@ -200,6 +201,19 @@ class PgStore final : public Store {
       h.details.push_back(std::string(to_string(e.kind())) + ": " + e.what());
     }
     return h;
+  }
+  StoreStats stats() override { return pg_stats(session_); }
+  DoctorReport doctor() override {
+    DoctorFacts facts;
+    try {
+      auto conn = shared_.pool.acquire();
+      facts = pg_doctor_facts(*conn, session_, shared_.url);
+    } catch (const Error& e) {
+      facts = DoctorFacts{};
+      facts.backend = "postgresql";
+      facts.connect_error = std::string(to_string(e.kind())) + ": " + e.what();
+    }
+    return {evaluate_doctor(facts)};
   }
   std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
     return shared_.instruments.measure("store.maintain", [&] {

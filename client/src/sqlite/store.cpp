@@ -14,6 +14,7 @@
 #include "sqlite/leases.hpp"
 #include "sqlite/maintenance.hpp"
 #include "sqlite/migrations.hpp"
+#include "sqlite/operations.hpp"
 #include "sqlite/queues.hpp"
 #include "sqlite/versioned_rows.hpp"
 
@@ -187,6 +188,24 @@ class SqliteStore final : public Store {
       h.details.push_back(std::string(to_string(e.kind())) + ": " + e.what());
     }
     return h;
+  }
+  StoreStats stats() override {
+    return shared_.instruments.measure("store.stats", [&] {
+      auto db = shared_.pool.acquire();
+      return sqlite_stats(*db, queues_, shared_.now_usecs());
+    });
+  }
+  DoctorReport doctor() override {
+    DoctorFacts facts;
+    try {
+      auto db = shared_.pool.acquire();
+      facts = sqlite_doctor_facts(*db, queues_, shared_.now_usecs(), migrations_list());
+    } catch (const Error& e) {
+      facts = DoctorFacts{};
+      facts.backend = "sqlite";
+      facts.connect_error = std::string(to_string(e.kind())) + ": " + e.what();
+    }
+    return {evaluate_doctor(facts)};
   }
   std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
     return shared_.instruments.measure("store.maintain", [&] {

@@ -1,0 +1,264 @@
+// The operator's commands: storage status | doctor | stats, and metrics (docs/operations.md,
+// "storage doctor" and "Stats and metrics"). Read-only. key=value lines by default, --json for
+// one JSON object.
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "exit_codes.hpp"
+
+namespace forgeyard::cli {
+
+namespace {
+
+// JSON text built from already-encoded members: obj({{"a", num(1)}}) -> {"a":1}.
+using Member = std::pair<std::string, std::string>;
+// A JSON string: quotes, backslashes and control characters escaped; other bytes as they are
+// (names and details are UTF-8).
+std::string str(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+std::string num(std::int64_t n) {
+  return std::to_string(n);
+}
+std::string boolean(bool b) {
+  return b ? "true" : "false";
+}
+std::string opt(const std::optional<std::int64_t>& n) {
+  return n ? num(*n) : "null";
+}
+std::string obj(const std::vector<Member>& members) {
+  std::string out = "{";
+  for (const auto& [k, v] : members) out += (out.size() > 1 ? "," : "") + str(k) + ":" + v;
+  return out + "}";
+}
+std::string arr(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (const std::string& i : items) out += (out.size() > 1 ? "," : "") + i;
+  return out + "]";
+}
+
+std::optional<std::int64_t> age_usecs(const QueueBacklog& q) {
+  if (!q.depth.oldest_ready_age) return std::nullopt;
+  return q.depth.oldest_ready_age->count();
+}
+
+std::string pool_json(const PoolStats& p) {
+  return obj({{"created", num(static_cast<std::int64_t>(p.created))},
+              {"closed", num(static_cast<std::int64_t>(p.closed))},
+              {"acquired", num(static_cast<std::int64_t>(p.acquired))},
+              {"waited", num(static_cast<std::int64_t>(p.waited))},
+              {"timed_out", num(static_cast<std::int64_t>(p.timed_out))},
+              {"in_use", num(p.in_use)},
+              {"idle", num(p.idle)}});
+}
+
+void print_pool(const PoolStats& p) {
+  std::cout << "pool_created=" << p.created << "\npool_closed=" << p.closed << "\npool_acquired=" << p.acquired
+            << "\npool_waited=" << p.waited << "\npool_timed_out=" << p.timed_out << "\npool_in_use=" << p.in_use
+            << "\npool_idle=" << p.idle << "\n";
+}
+
+std::string stats_json(const StoreStats& s) {
+  std::vector<std::string> tables, queues, tenants;
+  for (const TableStats& t : s.tables)
+    tables.push_back(obj({{"name", str(t.name)},
+                          {"rows", num(t.rows)},
+                          {"dead_rows", num(t.dead_rows)},
+                          {"bytes", opt(t.bytes)},
+                          {"autovacuum", boolean(t.autovacuum)}}));
+  for (const QueueBacklog& q : s.queues)
+    queues.push_back(obj({{"tenant", str(q.tenant)},
+                          {"queue", str(q.queue)},
+                          {"ready", num(q.depth.ready)},
+                          {"in_flight", num(q.depth.in_flight)},
+                          {"delayed", num(q.depth.delayed)},
+                          {"dead", num(q.depth.dead)},
+                          {"bytes", num(q.depth.bytes)},
+                          {"oldest_ready_age_usecs", opt(age_usecs(q))},
+                          {"pressure", str(q.depth.pressure)},
+                          {"max_messages", num(q.max_messages)},
+                          {"retrying", num(q.retrying)},
+                          {"dead_last_hour", num(q.dead_last_hour)}}));
+  for (const TenantStats& t : s.tenants)
+    tenants.push_back(obj({{"tenant", str(t.tenant)},
+                           {"leases_live", num(t.leases_live)},
+                           {"leases_expired", num(t.leases_expired)},
+                           {"idempotency_in_progress", num(t.idempotency_in_progress)},
+                           {"idempotency_completed", num(t.idempotency_completed)},
+                           {"idempotency_past_retention", num(t.idempotency_past_retention)},
+                           {"audit_events", num(t.audit_events)}}));
+  return obj({{"backend", str(s.backend)},
+              {"database_bytes", opt(s.database_bytes)},
+              {"tables", arr(tables)},
+              {"queues", arr(queues)},
+              {"tenants", arr(tenants)}});
+}
+
+void print_stats(const StoreStats& s) {
+  std::cout << "backend=" << s.backend << "\n";
+  if (s.database_bytes) std::cout << "database_bytes=" << *s.database_bytes << "\n";
+  for (const TableStats& t : s.tables) {
+    std::cout << "table=" << t.name << " rows=" << t.rows << " dead_rows=" << t.dead_rows;
+    if (t.bytes) std::cout << " bytes=" << *t.bytes;
+    if (s.backend == "postgresql") std::cout << " autovacuum=" << (t.autovacuum ? "on" : "off");
+    std::cout << "\n";
+  }
+  for (const QueueBacklog& q : s.queues) {
+    std::cout << "queue=" << q.queue << " tenant=" << q.tenant << " ready=" << q.depth.ready
+              << " in_flight=" << q.depth.in_flight << " delayed=" << q.depth.delayed << " dead=" << q.depth.dead
+              << " bytes=" << q.depth.bytes;
+    if (auto age = age_usecs(q)) std::cout << " oldest_ready_age=" << format_duration(*age);
+    std::cout << " pressure=" << q.depth.pressure << " max_messages=" << q.max_messages << " retrying=" << q.retrying
+              << " dead_last_hour=" << q.dead_last_hour << "\n";
+  }
+  for (const TenantStats& t : s.tenants)
+    std::cout << "tenant=" << t.tenant << " leases_live=" << t.leases_live << " leases_expired=" << t.leases_expired
+              << " idempotency_in_progress=" << t.idempotency_in_progress
+              << " idempotency_completed=" << t.idempotency_completed
+              << " idempotency_past_retention=" << t.idempotency_past_retention << " audit_events=" << t.audit_events
+              << "\n";
+}
+
+struct Output {
+  bool json = false;
+};
+
+void add_json(CLI::App& command, Output& o) {
+  command.add_flag("--json", o.json, "one JSON object instead of key=value lines");
+}
+
+}  // namespace
+
+void add_ops_commands(CLI::App& app, Commands& commands) {
+  CLI::App* storage = app.get_subcommand("storage");
+
+  auto status_out = std::make_shared<Output>();
+  CLI::App* status =
+      storage->add_subcommand("status", "backend, location, schema, migrations, health, pool, sizes, row counts");
+  add_json(*status, *status_out);
+  commands.on(status, [status_out](Context& ctx) {
+    const StorageStatus s = ctx.store().status();
+    const Metrics m = ctx.store().metrics();
+    std::optional<StoreStats> stats;
+    std::string stats_error;
+    if (s.healthy) {
+      try {
+        stats = ctx.store().stats();
+      } catch (const Error& e) {
+        stats_error = e.what();  // e.g. a role without grant_inspect: the rest still answers
+      }
+    }
+    const int code = s.healthy ? exit_done : exit_no;
+    if (status_out->json) {
+      std::vector<Member> tables;
+      if (stats)
+        for (const TableStats& t : stats->tables) tables.emplace_back(t.name, num(t.rows));
+      std::cout << obj({{"backend", str(s.backend)},
+                        {"location", str(s.location)},
+                        {"schema_version", str(s.schema_version)},
+                        {"migrations_applied", num(s.migrations_applied)},
+                        {"migrations_pending", num(s.migrations_pending)},
+                        {"healthy", boolean(s.healthy)},
+                        {"detail", str(s.detail)},
+                        {"database_bytes", stats ? opt(stats->database_bytes) : "null"},
+                        {"table_rows", obj(tables)},
+                        {"stats_error", stats_error.empty() ? "null" : str(stats_error)},
+                        {"pool", pool_json(m.pool)}})
+                << "\n";
+      return code;
+    }
+    std::cout << "backend=" << s.backend << "\nlocation=" << s.location << "\nschema_version=" << s.schema_version
+              << "\nmigrations_applied=" << s.migrations_applied << "\nmigrations_pending=" << s.migrations_pending
+              << "\nhealthy=" << (s.healthy ? "true" : "false") << "\ndetail=" << s.detail << "\n";
+    if (stats) {
+      if (stats->database_bytes) std::cout << "database_bytes=" << *stats->database_bytes << "\n";
+      for (const TableStats& t : stats->tables) std::cout << "rows." << t.name << "=" << t.rows << "\n";
+    }
+    if (!stats_error.empty()) std::cout << "stats_error=" << stats_error << "\n";
+    print_pool(m.pool);
+    return code;
+  });
+
+  auto doctor_out = std::make_shared<Output>();
+  CLI::App* doctor = storage->add_subcommand(
+      "doctor",
+      "checks (required, security, performance, optional), each ok, warn or fail with a fix; exit 1 when a "
+      "required one fails");
+  add_json(*doctor, *doctor_out);
+  commands.on(doctor, [doctor_out](Context& ctx) {
+    const DoctorReport report = ctx.store().doctor();
+    const int code = report.passed() ? exit_done : exit_no;
+    if (doctor_out->json) {
+      std::vector<std::string> checks;
+      for (const DoctorCheck& c : report.checks)
+        checks.push_back(obj({{"group", str(to_string(c.group))},
+                              {"name", str(c.name)},
+                              {"status", str(to_string(c.status))},
+                              {"detail", str(c.detail)},
+                              {"fix", str(c.fix)}}));
+      std::cout << obj({{"passed", boolean(report.passed())}, {"checks", arr(checks)}}) << "\n";
+      return code;
+    }
+    for (const DoctorCheck& c : report.checks) {
+      std::cout << c.name << ".group=" << to_string(c.group) << "\n"
+                << c.name << ".status=" << to_string(c.status) << "\n"
+                << c.name << ".detail=" << c.detail << "\n";
+      if (!c.fix.empty()) std::cout << c.name << ".fix=" << c.fix << "\n";
+    }
+    std::cout << "passed=" << (report.passed() ? "true" : "false") << "\n";
+    return code;
+  });
+
+  auto stats_out = std::make_shared<Output>();
+  CLI::App* stats = storage->add_subcommand(
+      "stats", "table sizes and rows, queue backlog by state, dead letters, leases, idempotency keys, audit");
+  add_json(*stats, *stats_out);
+  commands.on(stats, [stats_out](Context& ctx) {
+    const StoreStats s = ctx.store().stats();
+    if (stats_out->json)
+      std::cout << stats_json(s) << "\n";
+    else
+      print_stats(s);
+    return exit_done;
+  });
+
+  auto metrics_out = std::make_shared<Output>();
+  CLI::App* metrics =
+      app.add_subcommand("metrics", "the store's figures and this client's counters, Prometheus text format");
+  add_json(*metrics, *metrics_out);
+  commands.on(metrics, [metrics_out](Context& ctx) {
+    const StoreStats s = ctx.store().stats();
+    const Metrics m = ctx.store().metrics();
+    if (!metrics_out->json) {
+      std::cout << prometheus_text(s, m);
+      return exit_done;
+    }
+    std::vector<Member> operations;
+    for (const auto& [name, o] : m.operations)
+      operations.emplace_back(name, obj({{"calls", num(static_cast<std::int64_t>(o.calls))},
+                                         {"errors", num(static_cast<std::int64_t>(o.errors))},
+                                         {"total_usecs", num(static_cast<std::int64_t>(o.total_usecs))},
+                                         {"max_usecs", num(static_cast<std::int64_t>(o.max_usecs))}}));
+    std::cout << obj({{"stats", stats_json(s)}, {"operations", obj(operations)}, {"pool", pool_json(m.pool)}}) << "\n";
+    return exit_done;
+  });
+}
+
+}  // namespace forgeyard::cli

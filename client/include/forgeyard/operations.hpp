@@ -1,0 +1,86 @@
+// What an operator reads about a store: Store::stats() (sizes, depths, keys, leases, audit),
+// Store::doctor() (checks grouped REQUIRED / OPTIONAL / PERFORMANCE / SECURITY) and
+// prometheus_text() (the same figures as a Prometheus scrape). Read-only: none of these change
+// the store. Fields and checks are described in docs/operations.md, "Stats and metrics" and
+// "storage doctor".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "forgeyard/export.hpp"
+#include "forgeyard/queues.hpp"
+#include "forgeyard/types.hpp"
+
+namespace forgeyard {
+
+struct Metrics;
+
+struct TableStats {
+  std::string name;
+  std::int64_t rows = 0;              // PostgreSQL: the statistics' live-row estimate; SQLite: exact
+  std::int64_t dead_rows = 0;         // PostgreSQL: dead tuples not yet vacuumed; SQLite: 0
+  std::optional<std::int64_t> bytes;  // with indexes (PostgreSQL) or its pages (SQLite dbstat)
+  bool autovacuum = true;             // PostgreSQL: autovacuum_enabled is not off for the table
+};
+
+struct QueueBacklog {
+  std::string tenant;
+  std::string queue;
+  QueueStats depth;  // ready, in_flight, delayed, dead, bytes, oldest ready age, pressure
+  std::int64_t max_messages = 0;
+  std::int64_t retrying = 0;        // pending messages delivered at least once before
+  std::int64_t dead_last_hour = 0;  // dead-lettered within the last hour (the store's clock)
+};
+
+struct TenantStats {
+  std::string tenant;
+  std::int64_t leases_live = 0;
+  std::int64_t leases_expired = 0;  // expired but neither released nor reaped
+  std::int64_t idempotency_in_progress = 0;
+  std::int64_t idempotency_completed = 0;
+  std::int64_t idempotency_past_retention = 0;  // expired keys maintain() has not purged yet
+  std::int64_t audit_events = 0;
+};
+
+struct StoreStats {
+  std::string backend;  // "postgresql" or "sqlite"
+  std::optional<std::int64_t> database_bytes;
+  std::vector<TableStats> tables;    // by name
+  std::vector<QueueBacklog> queues;  // by tenant, queue
+  std::vector<TenantStats> tenants;  // by tenant
+};
+
+enum class CheckGroup { Required, Optional, Performance, Security };
+enum class CheckStatus { Ok, Warn, Fail };
+
+FORGEYARD_API std::string_view to_string(CheckGroup group) noexcept;    // "required", ...
+FORGEYARD_API std::string_view to_string(CheckStatus status) noexcept;  // "ok", "warn", "fail"
+
+struct DoctorCheck {
+  CheckGroup group = CheckGroup::Required;
+  std::string name;  // stable: "connectivity", "extension_version", "table_privileges", ...
+  CheckStatus status = CheckStatus::Ok;
+  std::string detail;  // what was found, one line
+  std::string fix;     // what to do about it, one line ("" when ok)
+};
+
+struct DoctorReport {
+  std::vector<DoctorCheck> checks;  // grouped: REQUIRED, SECURITY, PERFORMANCE, OPTIONAL
+  // True when no REQUIRED check failed (`storage doctor` exits 0 then, 1 otherwise).
+  bool passed() const noexcept {
+    for (const DoctorCheck& c : checks)
+      if (c.group == CheckGroup::Required && c.status == CheckStatus::Fail) return false;
+    return true;
+  }
+};
+
+// The Prometheus text exposition (format 0.0.4) of a store's figures and a client's
+// per-operation counters. Labels are tenant and queue, plus fixed names of ours (state, table,
+// operation); never a payload, key, resource or actor.
+FORGEYARD_API std::string prometheus_text(const StoreStats& stats, const Metrics& client);
+
+}  // namespace forgeyard

@@ -1,0 +1,75 @@
+// `storage doctor`'s decisions, once for both backends: each backend gathers DoctorFacts (what
+// it can observe; a fact it cannot observe stays empty), and evaluate_doctor() turns them into
+// checks with the thresholds below. A check whose fact is empty is not reported.
+//
+// Adding a check: one fact here, filled by the backend(s) that can see it, and one rule in the
+// table in doctor.cpp (group, name, a function of the facts). E.g. "restore_reconciled"
+// (REQUIRED): a fact `std::optional<std::string> unreconciled_restore` and a rule that fails
+// while it is set.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "forgeyard/operations.hpp"
+
+namespace forgeyard::detail {
+
+// Thresholds (docs/operations.md, "storage doctor").
+namespace doctor_limits {
+constexpr auto latency_warn = std::chrono::milliseconds(100);
+constexpr auto latency_fail = std::chrono::seconds(2);
+constexpr auto clock_skew_warn = std::chrono::seconds(1);
+constexpr std::int64_t dead_rows_warn = 10'000;  // and more than 20% of the live rows
+constexpr double dead_ratio_warn = 0.2;
+constexpr auto transaction_warn = std::chrono::minutes(5);
+constexpr auto transaction_fail = std::chrono::hours(1);
+constexpr std::int64_t slot_xmin_age_warn = 10'000'000;  // transactions
+constexpr std::int64_t slot_xmin_age_fail = 500'000'000;
+constexpr std::int64_t wal_bytes_warn = 256ll << 20;
+}  // namespace doctor_limits
+
+// Tables whose bloat slows the claim path and the API's hot writes.
+inline constexpr const char* hot_tables[] = {"messages",         "queue_slots",      "queue_releases", "leases",
+                                             "idempotency_keys", "queue_partitions", "audit_heads"};
+
+struct DoctorFacts {
+  std::string backend;
+  // REQUIRED
+  std::optional<std::string> connect_error;  // set: nothing else could be observed
+  std::optional<std::chrono::microseconds> latency;
+  std::string expected_schema;                  // the client's version / the last built-in migration
+  std::optional<std::string> installed_schema;  // "" = not installed
+  std::optional<int> pending_schema_migrations;
+  std::optional<std::string> schema_error;  // a changed or unknown applied migration
+  std::optional<std::string> lock_holder;   // "" = the exclusive lock is free
+  std::optional<std::string> integrity;     // SQLite quick_check: "ok" or its first finding
+  std::optional<std::string> stats_error;   // storage_stats() failed (e.g. no privilege)
+  // SECURITY
+  std::optional<std::vector<std::string>> roles_with_table_privileges;
+  std::optional<std::vector<std::string>> unbound_usage_roles;
+  std::optional<std::vector<std::string>> unsafe_search_path;  // what makes name resolution unsafe
+  std::optional<bool> remote_without_tls;
+  std::optional<bool> password_in_url;
+  std::optional<std::string> world_readable_file;  // SQLite: a store file others can read
+  // time
+  std::optional<std::string> timezone;
+  std::optional<std::chrono::microseconds> clock_skew;  // the store's clock minus ours
+  // PERFORMANCE
+  std::optional<bool> autovacuum_on;
+  std::optional<std::string> oldest_transaction;  // who
+  std::optional<std::chrono::microseconds> oldest_transaction_age;
+  std::optional<std::string> slot_holding_xmin;
+  std::optional<std::int64_t> slot_xmin_age;
+  std::optional<std::int64_t> wal_bytes;   // SQLite
+  std::optional<bool> network_filesystem;  // SQLite
+  // OPTIONAL, and the table figures for PERFORMANCE
+  std::optional<StoreStats> stats;
+};
+
+std::vector<DoctorCheck> evaluate_doctor(const DoctorFacts& facts);
+
+}  // namespace forgeyard::detail

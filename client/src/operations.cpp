@@ -1,0 +1,185 @@
+// Names of the doctor's groups and statuses, and the Prometheus text of a store's figures
+// (docs/operations.md, "forgeyard metrics").
+#include <charconv>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "forgeyard/operations.hpp"
+#include "forgeyard/store.hpp"
+
+namespace forgeyard {
+
+std::string_view to_string(CheckGroup group) noexcept {
+  switch (group) {
+    case CheckGroup::Required:
+      return "required";
+    case CheckGroup::Optional:
+      return "optional";
+    case CheckGroup::Performance:
+      return "performance";
+    case CheckGroup::Security:
+      return "security";
+  }
+  return "required";
+}
+
+std::string_view to_string(CheckStatus status) noexcept {
+  switch (status) {
+    case CheckStatus::Ok:
+      return "ok";
+    case CheckStatus::Warn:
+      return "warn";
+    case CheckStatus::Fail:
+      return "fail";
+  }
+  return "fail";
+}
+
+namespace {
+
+using Labels = std::vector<std::pair<const char*, std::string>>;
+
+// A label value with \, " and newline escaped, as the exposition format requires.
+std::string escape(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+// The shortest text that reads back as the same double ("2", "0.25", "1e+20").
+std::string number(double v) {
+  char buf[40];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+// One metric family: its HELP and TYPE lines, then its samples.
+class Family {
+ public:
+  Family(std::string& out, const char* name, const char* type, const char* help) : out_(out), name_(name) {
+    out_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void sample(const Labels& labels, double value) {
+    out_ += name_;
+    if (!labels.empty()) {
+      out_ += '{';
+      for (std::size_t i = 0; i < labels.size(); ++i)
+        out_ += (i ? "," : "") + std::string(labels[i].first) + "=\"" + escape(labels[i].second) + "\"";
+      out_ += '}';
+    }
+    out_ += " " + number(value) + "\n";
+  }
+
+ private:
+  std::string& out_;
+  const char* name_;
+};
+
+double pressure_level(const std::string& pressure) {
+  return pressure == "saturated" ? 2 : pressure == "elevated" ? 1 : 0;
+}
+
+}  // namespace
+
+std::string prometheus_text(const StoreStats& stats, const Metrics& client) {
+  std::string out;
+  if (stats.database_bytes) {
+    Family f(out, "forgeyard_database_bytes", "gauge", "Size of the database or store file in bytes.");
+    f.sample({}, static_cast<double>(*stats.database_bytes));
+  }
+  {
+    Family rows(out, "forgeyard_table_rows", "gauge", "Rows in each forgeyard table (PostgreSQL: estimate).");
+    for (const TableStats& t : stats.tables) rows.sample({{"table", t.name}}, static_cast<double>(t.rows));
+    Family dead(out, "forgeyard_table_dead_rows", "gauge", "Dead tuples not yet vacuumed in each forgeyard table.");
+    for (const TableStats& t : stats.tables) dead.sample({{"table", t.name}}, static_cast<double>(t.dead_rows));
+    Family bytes(out, "forgeyard_table_bytes", "gauge", "Size of each forgeyard table with its indexes in bytes.");
+    for (const TableStats& t : stats.tables)
+      if (t.bytes) bytes.sample({{"table", t.name}}, static_cast<double>(*t.bytes));
+  }
+  {
+    Family depth(out, "forgeyard_queue_messages", "gauge", "Messages in a queue by state.");
+    for (const QueueBacklog& q : stats.queues) {
+      const std::pair<const char*, std::int64_t> states[] = {{"ready", q.depth.ready},
+                                                             {"in_flight", q.depth.in_flight},
+                                                             {"delayed", q.depth.delayed},
+                                                             {"dead", q.depth.dead}};
+      for (const auto& [state, n] : states)
+        depth.sample({{"tenant", q.tenant}, {"queue", q.queue}, {"state", state}}, static_cast<double>(n));
+    }
+    Family bytes(out, "forgeyard_queue_bytes", "gauge", "Payload bytes admitted into a queue.");
+    Family capacity(out, "forgeyard_queue_capacity_messages", "gauge", "A queue's limit in messages.");
+    Family lag(out, "forgeyard_queue_oldest_ready_age_seconds", "gauge",
+               "Age of the oldest ready message (consumer lag); 0 when none is ready.");
+    Family pressure(out, "forgeyard_queue_pressure", "gauge", "Queue pressure: 0 normal, 1 elevated, 2 saturated.");
+    Family retrying(out, "forgeyard_queue_retrying_messages", "gauge",
+                    "Pending messages that were delivered before (retries waiting or in flight).");
+    Family dead_recent(out, "forgeyard_queue_dead_letters_last_hour", "gauge",
+                       "Messages dead-lettered within the last hour.");
+    for (const QueueBacklog& q : stats.queues) {
+      const Labels l{{"tenant", q.tenant}, {"queue", q.queue}};
+      bytes.sample(l, static_cast<double>(q.depth.bytes));
+      capacity.sample(l, static_cast<double>(q.max_messages));
+      lag.sample(l, q.depth.oldest_ready_age ? static_cast<double>(q.depth.oldest_ready_age->count()) / 1e6 : 0.0);
+      pressure.sample(l, pressure_level(q.depth.pressure));
+      retrying.sample(l, static_cast<double>(q.retrying));
+      dead_recent.sample(l, static_cast<double>(q.dead_last_hour));
+    }
+  }
+  {
+    Family leases(out, "forgeyard_leases", "gauge", "Leases held (live) and expired but not yet reaped (expired).");
+    Family keys(out, "forgeyard_idempotency_keys", "gauge",
+                "Idempotency keys by state (in_progress, completed) and past retention.");
+    Family audit(out, "forgeyard_audit_events_total", "counter", "Audit events appended per tenant.");
+    for (const TenantStats& t : stats.tenants) {
+      leases.sample({{"tenant", t.tenant}, {"state", "live"}}, static_cast<double>(t.leases_live));
+      leases.sample({{"tenant", t.tenant}, {"state", "expired"}}, static_cast<double>(t.leases_expired));
+      keys.sample({{"tenant", t.tenant}, {"state", "in_progress"}}, static_cast<double>(t.idempotency_in_progress));
+      keys.sample({{"tenant", t.tenant}, {"state", "completed"}}, static_cast<double>(t.idempotency_completed));
+      keys.sample({{"tenant", t.tenant}, {"state", "past_retention"}},
+                  static_cast<double>(t.idempotency_past_retention));
+      audit.sample({{"tenant", t.tenant}}, static_cast<double>(t.audit_events));
+    }
+  }
+  {
+    Family calls(out, "forgeyard_client_operations_total", "counter", "Calls of each client operation.");
+    Family errors(out, "forgeyard_client_operation_errors_total", "counter", "Failed calls of each client operation.");
+    Family seconds(out, "forgeyard_client_operation_seconds_total", "counter",
+                   "Time spent in each client operation in seconds.");
+    Family slowest(out, "forgeyard_client_operation_max_seconds", "gauge", "The slowest call of each operation.");
+    for (const auto& [name, s] : client.operations) {
+      const Labels l{{"operation", name}};
+      calls.sample(l, static_cast<double>(s.calls));
+      errors.sample(l, static_cast<double>(s.errors));
+      seconds.sample(l, static_cast<double>(s.total_usecs) / 1e6);
+      slowest.sample(l, static_cast<double>(s.max_usecs) / 1e6);
+    }
+  }
+  {
+    const PoolStats& p = client.pool;
+    Family conns(out, "forgeyard_client_pool_connections", "gauge", "Pooled connections in use and idle.");
+    conns.sample({{"state", "in_use"}}, p.in_use);
+    conns.sample({{"state", "idle"}}, p.idle);
+    const std::pair<const char*, std::uint64_t> counters[] = {{"forgeyard_client_pool_created_total", p.created},
+                                                              {"forgeyard_client_pool_closed_total", p.closed},
+                                                              {"forgeyard_client_pool_acquired_total", p.acquired},
+                                                              {"forgeyard_client_pool_waited_total", p.waited},
+                                                              {"forgeyard_client_pool_timed_out_total", p.timed_out}};
+    for (const auto& [name, value] : counters) {
+      Family f(out, name, "counter", "Connection pool counter.");
+      f.sample({}, static_cast<double>(value));
+    }
+  }
+  return out;
+}
+
+}  // namespace forgeyard
