@@ -7,6 +7,7 @@
 #include "forgeyard/lease_keeper.hpp"
 #include "forgeyard/leases.hpp"
 #include "forgeyard/queues.hpp"
+#include "forgeyard/restore.hpp"
 #include "forgeyard/retry.hpp"
 #include "forgeyard/store.hpp"
 #include "forgeyard/transition.hpp"

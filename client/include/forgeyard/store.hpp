@@ -14,11 +14,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "forgeyard/audit.hpp"
 #include "forgeyard/idempotency.hpp"
 #include "forgeyard/leases.hpp"
 #include "forgeyard/queues.hpp"
+#include "forgeyard/restore.hpp"
 #include "forgeyard/types.hpp"
 #include "forgeyard/versioned_rows.hpp"
 
@@ -112,6 +114,11 @@ class FORGEYARD_API Store {
   // rows removed per task. Leases are not reaped here (Leases::reap hands them to reconcilers).
   virtual std::map<std::string, std::int64_t> maintain(int max_rows = 1000,
                                                        std::optional<std::string> tenant = std::nullopt) = 0;
+  // Restore safety (forgeyard/restore.hpp): whether the store was restored or copied since it was
+  // last reconciled, and the reconcile step every restore path runs (idempotent). anchors: audit
+  // heads saved outside the store, to report a cut tail.
+  virtual RestoreStatus restore_status() = 0;
+  virtual ReconcileReport restore_reconcile(const std::vector<AuditAnchor>& anchors = {}) = 0;
 };
 
 FORGEYARD_API std::unique_ptr<Store> open(std::string_view url = {}, const StoreOptions& options = {});

@@ -8,6 +8,7 @@
 #include "postgres/audit.hpp"
 #include "postgres/leases.hpp"
 #include "postgres/queues.hpp"
+#include "postgres/restore.hpp"
 #include "postgres/versioned_rows.hpp"
 
 namespace forgeyard::detail {
@@ -152,14 +153,20 @@ class PgStore final : public Store {
       }
       s.schema_version = r.text(0, 0);
       s.migrations_applied = 1;
-      s.healthy = true;
+      const RestoreStatus restore = pg_restore_status(session_);
+      s.healthy = !restore.needs_reconcile();
       s.detail = "extension forgeyard " + s.schema_version;
+      if (restore.needs_reconcile()) s.detail += "; restore detected, run storage reconcile: " + restore.detail;
     } catch (const Error& e) {
       s.detail = std::string(to_string(e.kind())) + ": " + e.what();
     }
     return s;
   }
   Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats()}; }
+  RestoreStatus restore_status() override { return pg_restore_status(session_); }
+  ReconcileReport restore_reconcile(const std::vector<AuditAnchor>& anchors) override {
+    return pg_restore_reconcile(session_, anchors);
+  }
   std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
     return shared_.instruments.measure("store.maintain", [&] {
       PgResult r = session_.run(maintain_sql, {std::to_string(max_rows), tenant});
