@@ -10,7 +10,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(66);
+SELECT plan(67);
 
 SET TIME ZONE 'UTC';
 CREATE FUNCTION pg_temp.us(t timestamptz) RETURNS bigint LANGUAGE sql IMMUTABLE
@@ -141,6 +141,7 @@ SELECT is(pg_temp.n(1, 'audit_chains_failed'), 1::bigint, 'one chain fails: its 
 SELECT is((SELECT tenant || ' ' || count || ' ' || detail FROM rep WHERE run = 1 AND kind = 'audit_tail_cut'),
           't1 5 events 3..5 were lost with the restore (head 2, anchor 5)', 'the cut tail is reported against the anchor');
 SELECT is(pg_temp.n(1, 'fencing_floor'), pg_temp.us('2030-01-01 00:01:00+00'), 'the fencing floor is the clock in µs');
+SELECT is(pg_temp.n(1, 'access_reapplied'), 4::bigint, 'the four recorded roles got their access kinds granted again');
 SELECT is(pg_temp.state(), 'ok', 'after reconcile the database is ok');
 SELECT is((SELECT last_reconciled_at IS NOT NULL FROM forgeyard.restore_status()), true, 'and was reconciled');
 

@@ -148,6 +148,7 @@ DECLARE
     n_leases bigint;
     n_deliveries bigint;
     n_keys bigint;
+    n_roles bigint;
     n_verified bigint := 0;
     n_failed bigint := 0;
     chain record;
@@ -237,6 +238,11 @@ BEGIN
         END IF;
     END LOOP;
 
+    -- Grants made while ALTER EXTENSION ... UPDATE ran are recorded as the extension's initial
+    -- privileges, which pg_dump leaves out: grant every recorded role its access kinds again.
+    SELECT pg_catalog.count(*) INTO n_roles
+      FROM (SELECT forgeyard.apply_access(r.role_id) FROM (SELECT DISTINCT a.role_id FROM forgeyard.role_access a) r) g;
+
     INSERT INTO forgeyard.store_identity
         SELECT pg_catalog.clock_timestamp(), 'reconcile', i.system_identifier, i.timeline, i.database_oid, i.database_name
           FROM forgeyard.current_store_identity() i;
@@ -258,12 +264,13 @@ BEGIN
     kind := 'audit_chains_verified'; count := n_verified; RETURN NEXT;
     kind := 'audit_chains_failed'; count := n_failed; RETURN NEXT;
     kind := 'fencing_floor'; count := floor_value; RETURN NEXT;
+    kind := 'access_reapplied'; count := n_roles; RETURN NEXT;
     kind := 'operations_audit'; tenant := '_forgeyard.operations'; count := ops.seq;
     detail := pg_catalog.encode(ops.hash, 'hex'); RETURN NEXT;
 END
 $$;
 COMMENT ON FUNCTION forgeyard.restore_reconcile(jsonb) IS
-  'Maintenance, after every restore (pg_restore, PITR, a snapshot, a copy): raises the message-id, claim-token and idempotency-attempt sequences to at least the clock in microseconds; ends every live lease (lease_reap reports each once); makes claimed deliveries claimable again under new tokens (earlier tokens get FY001); ends the lock of in-progress idempotency keys under a new attempt (they resume from their recovery point); verifies every audit chain, reporting a tail cut below the given anchors ({"tenant": {"seq": N, "hash": "hex"}}); records the database''s identity and appends its report to the audit chain of tenant _forgeyard.operations. Returns rows (kind, tenant, count, detail): restore_detected, leases_expired, deliveries_released, idempotency_unlocked, audit_chains_verified, audit_chains_failed, fencing_floor, operations_audit, and one audit_tail_cut or audit_chain_failed per failing chain. Idempotent: a second run changes nothing more than a run at that moment needs.';
+  'Maintenance, after every restore (pg_restore, PITR, a snapshot, a copy): raises the message-id, claim-token and idempotency-attempt sequences to at least the clock in microseconds; ends every live lease (lease_reap reports each once); makes claimed deliveries claimable again under new tokens (earlier tokens get FY001); ends the lock of in-progress idempotency keys under a new attempt (they resume from their recovery point); verifies every audit chain, reporting a tail cut below the given anchors ({"tenant": {"seq": N, "hash": "hex"}}); grants every role recorded by grant_usage / grant_maintenance / grant_inspect its access again (grants made during ALTER EXTENSION UPDATE are lost by pg_dump); records the database''s identity and appends its report to the audit chain of tenant _forgeyard.operations. Returns rows (kind, tenant, count, detail): restore_detected, leases_expired, deliveries_released, idempotency_unlocked, audit_chains_verified, audit_chains_failed, fencing_floor, access_reapplied, operations_audit, and one audit_tail_cut or audit_chain_failed per failing chain. Idempotent: a second run changes nothing more than a run at that moment needs.';
 
 INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.restore_status()'),

@@ -124,4 +124,25 @@ check "$src" "and reconciled" "(SELECT state = 'ok' FROM forgeyard.restore_statu
 check "$src" "after which no claim token of the lost period comes again" \
   "(SELECT bool_and(claim_token > $max_token) FROM forgeyard.claim('t', 'jobs', 'w4', 10, '1 hour'))"
 
-dropdb "$src"; dropdb "$dst"
+# Grants made during ALTER EXTENSION ... UPDATE are recorded as initial privileges, which pg_dump
+# leaves out: after restoring a database updated from 0.4.0 the role has lost them, and reconcile
+# grants them again from forgeyard.role_access.
+upd=fy_drill_updated
+upd_dst=fy_drill_updated_dst
+dropdb --if-exists "$upd"; dropdb --if-exists "$upd_dst"
+q postgres "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'fy_drill_app') THEN CREATE ROLE fy_drill_app; END IF; END \$\$"
+createdb "$upd"
+q "$upd" "CREATE EXTENSION forgeyard VERSION '0.4.0'"
+q "$upd" "SELECT forgeyard.grant_usage('fy_drill_app')" >/dev/null
+q "$upd" "ALTER EXTENSION forgeyard UPDATE"
+grant="has_function_privilege('fy_drill_app', 'forgeyard.lease_acquire(text,text,text,interval)', 'EXECUTE')"
+check "$upd" "a role granted before ALTER EXTENSION UPDATE may call the API" "$grant"
+pg_dump -Fc -d "$upd" -f "$CLUSTER_DIR/updated.dump"
+createdb "$upd_dst"
+pg_restore -d "$upd_dst" "$CLUSTER_DIR/updated.dump"
+check "$upd_dst" "pg_dump left out the grants made during the update" "NOT $grant"
+check "$upd_dst" "reconcile grants every recorded role its access again" \
+  "(SELECT count = 1 FROM forgeyard.restore_reconcile() WHERE kind = 'access_reapplied') AND $grant"
+
+dropdb "$src"; dropdb "$dst"; dropdb "$upd"; dropdb "$upd_dst"
+q postgres "DROP ROLE fy_drill_app"
