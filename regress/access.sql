@@ -131,7 +131,8 @@ SELECT set_eq(
           'forgeyard.messages', 'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
           'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.queue_depth', 'forgeyard.queue_overview',
           'forgeyard.idempotency_attempts', 'forgeyard.access_catalog', 'forgeyard.audit_events',
-          'forgeyard.audit_heads', 'forgeyard.audit_status'],
+          'forgeyard.audit_heads', 'forgeyard.audit_status',
+          'forgeyard.store_identity'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
@@ -139,7 +140,8 @@ SELECT set_eq(
           'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_releases', 'forgeyard.messages',
           'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
           'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.idempotency_attempts',
-          'forgeyard.audit_events', 'forgeyard.audit_heads'],
+          'forgeyard.audit_events', 'forgeyard.audit_heads',
+          'forgeyard.store_identity'],
     'pg_extension.extconfig registers every table and sequence for pg_dump (the views are not data)');
 SELECT is((SELECT extrelocatable FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), false,
           'the extension is not relocatable');
