@@ -54,6 +54,9 @@ else count pgtap $((tests - bad)) $((bad > 0 ? bad : 1)); fi
 echo "== PostgreSQL restart, pg_dump / pg_restore"
 if tests/pg/restart_restore.sh; then count restart-restore 1 0; else count restart-restore 0 1; fi
 
+echo "== restore drill: pg_dump -Fc / pg_restore of an older backup, then restore_reconcile()"
+if tests/pg/restore_drill.sh; then count restore-drill 1 0; else count restore-drill 0 1; fi
+
 echo "== upgrade chain: ALTER EXTENSION forgeyard UPDATE vs a fresh install"
 if tests/pg/upgrade.sh; then count upgrade 1 0; else count upgrade 0 1; fi
 

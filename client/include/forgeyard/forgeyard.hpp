@@ -8,6 +8,7 @@
 #include "forgeyard/leases.hpp"
 #include "forgeyard/migrations.hpp"
 #include "forgeyard/queues.hpp"
+#include "forgeyard/restore.hpp"
 #include "forgeyard/retry.hpp"
 #include "forgeyard/store.hpp"
 #include "forgeyard/transition.hpp"

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "forgeyard/audit.hpp"
 #include "forgeyard/idempotency.hpp"
@@ -21,6 +22,7 @@
 #include "forgeyard/migrations.hpp"
 #include "forgeyard/operations.hpp"
 #include "forgeyard/queues.hpp"
+#include "forgeyard/restore.hpp"
 #include "forgeyard/types.hpp"
 #include "forgeyard/versioned_rows.hpp"
 
@@ -138,6 +140,11 @@ class FORGEYARD_API Store {
   // only its own tenants' figures.
   virtual StoreStats stats() = 0;
   virtual DoctorReport doctor() = 0;
+  // Restore safety (forgeyard/restore.hpp): whether the store was restored or copied since it was
+  // last reconciled, and the reconcile step every restore path runs (idempotent). anchors: audit
+  // heads saved outside the store, to report a cut tail.
+  virtual RestoreStatus restore_status() = 0;
+  virtual ReconcileReport restore_reconcile(const std::vector<AuditAnchor>& anchors = {}) = 0;
 };
 
 FORGEYARD_API std::unique_ptr<Store> open(std::string_view url = {}, const StoreOptions& options = {});

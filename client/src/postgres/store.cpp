@@ -10,6 +10,7 @@
 #include "postgres/leases.hpp"
 #include "postgres/operations.hpp"
 #include "postgres/queues.hpp"
+#include "postgres/restore.hpp"
 #include "postgres/versioned_rows.hpp"
 
 namespace forgeyard::detail {
@@ -163,8 +164,10 @@ class PgStore final : public Store {
       }
       s.schema_version = r.text(0, 0);
       s.migrations_applied = 1;
-      s.healthy = true;
+      const RestoreStatus restore = pg_restore_status(session_);
+      s.healthy = !restore.needs_reconcile();
       s.detail = "extension forgeyard " + s.schema_version;
+      if (restore.needs_reconcile()) s.detail += "; restore detected, run storage reconcile: " + restore.detail;
     } catch (const Error& e) {
       s.detail = std::string(to_string(e.kind())) + ": " + e.what();
     }
@@ -214,6 +217,10 @@ class PgStore final : public Store {
       facts.connect_error = std::string(to_string(e.kind())) + ": " + e.what();
     }
     return {evaluate_doctor(facts)};
+  }
+  RestoreStatus restore_status() override { return pg_restore_status(session_); }
+  ReconcileReport restore_reconcile(const std::vector<AuditAnchor>& anchors) override {
+    return pg_restore_reconcile(session_, anchors);
   }
   std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
     return shared_.instruments.measure("store.maintain", [&] {

@@ -16,6 +16,7 @@
 #include "sqlite/migrations.hpp"
 #include "sqlite/operations.hpp"
 #include "sqlite/queues.hpp"
+#include "sqlite/restore.hpp"
 #include "sqlite/versioned_rows.hpp"
 
 namespace forgeyard::detail {
@@ -136,6 +137,7 @@ class SqliteStore final : public Store {
                     std::chrono::duration_cast<std::chrono::milliseconds>(options.sqlite_busy_timeout));
       auto db = shared_.pool.acquire();
       shared_.migrations = migrate(*db, migrations_list(), true);
+      session_.write([&](Db& d) { record_new_store_identity(d, path, shared_.now_usecs()); });
     }
     presence_.open();
     log().info("opened SQLite store {} at migration {}", path, shared_.migrations.last);
@@ -158,8 +160,10 @@ class SqliteStore final : public Store {
       s.migrations_pending = state.pending;
       auto q = db->query("PRAGMA integrity_check");
       std::string check = q.step() ? q.text(0) : "no answer";
-      s.healthy = check == "ok" && state.pending == 0;
+      const RestoreStatus restore = sqlite_restore_status(*db, shared_.path);
+      s.healthy = check == "ok" && state.pending == 0 && !restore.needs_reconcile();
       s.detail = "integrity " + check + "; last exclusive lock: " + FileLock::describe_holder(shared_.path + ".lock");
+      if (restore.needs_reconcile()) s.detail += "; restore detected, run storage reconcile: " + restore.detail;
     } catch (const Error& e) {
       s.detail = std::string(to_string(e.kind())) + ": " + e.what();
     }
@@ -206,6 +210,16 @@ class SqliteStore final : public Store {
       facts.connect_error = std::string(to_string(e.kind())) + ": " + e.what();
     }
     return {evaluate_doctor(facts)};
+  }
+  RestoreStatus restore_status() override {
+    return shared_.instruments.measure("storage.restore_status", [&] {
+      auto db = shared_.pool.acquire();
+      return sqlite_restore_status(*db, shared_.path);
+    });
+  }
+  ReconcileReport restore_reconcile(const std::vector<AuditAnchor>& anchors) override {
+    return shared_.instruments.measure("storage.reconcile",
+                                       [&] { return sqlite_restore_reconcile(session_, shared_.path, anchors); });
   }
   std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
     return shared_.instruments.measure("store.maintain", [&] {
