@@ -3,10 +3,13 @@
 // terminated, statements time out, serializable transactions conflict and deadlock, and the
 // server restarts (immediate); then the history is checked.
 #include <libpq-fe.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -114,6 +117,38 @@ BOOST_AUTO_TEST_CASE(workloads_under_cuts_kills_timeouts_conflicts_and_a_restart
     std::lock_guard lock(figures_mutex);
     ++f.faults[kind];
   };
+  // Client processes too (every workload in each, through the proxy), SIGKILLed at random and
+  // replaced; their histories are streamed to files and merged at the end.
+  struct Child {
+    pid_t pid;
+    std::string history;
+    int process;
+  };
+  const std::string dir = temp_dir("faults-pg");
+  std::vector<Child> children, finished;
+  int next_process = 1;
+  auto spawn = [&] {
+    const int p = next_process++;
+    Child c{0, dir + "/history-" + std::to_string(p), p};
+    c.pid = spawn_self({"--fault-worker", base, id, c.history, std::to_string(p)});
+    children.push_back(c);
+  };
+  spawn();
+  spawn();
+  threads.emplace_back([&] {
+    std::mt19937 rng{std::random_device{}()};
+    while (!stop) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000 + rng() % 1500));
+      if (stop) break;
+      const std::size_t victim = rng() % children.size();
+      kill(children[victim].pid, SIGKILL);
+      waitpid(children[victim].pid, nullptr, 0);
+      finished.push_back(children[victim]);
+      children.erase(children.begin() + static_cast<long>(victim));
+      spawn();
+      count_fault("sigkill_client_process");
+    }
+  });
   // Backends of the workload terminated at random points.
   threads.emplace_back([&] {
     Admin killer(direct_url);
@@ -157,12 +192,30 @@ BOOST_AUTO_TEST_CASE(workloads_under_cuts_kills_timeouts_conflicts_and_a_restart
   std::this_thread::sleep_for(seconds * 3 / 5);
   stop = true;
   for (auto& t : threads) t.join();
+  for (auto& c : children) {
+    kill(c.pid, SIGTERM);
+    int status = 0;
+    waitpid(c.pid, &status, 0);
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    finished.push_back(c);
+  }
   proxy.set_faults({});
   for (const auto& [kind, n] : proxy.injected()) f.faults["proxy_" + kind] = n;
+  f.errors = w.errors();
+  for (const auto& c : finished) {
+    auto child_ops = history::Recorder::load(c.history, c.process);
+    for (const auto& o : child_ops) {
+      if (o.error == "killed")
+        ++f.faults["op_in_flight_at_kill"];
+      else if (!o.error.empty())
+        ++f.errors[o.error];
+    }
+    rec.merge(child_ops);
+  }
+  std::filesystem::remove_all(dir);
 
   auto clean = forgeyard::open(direct_url);
   read_back(*clean, names, w, rec);
-  f.errors = w.errors();
   const auto ops = rec.ops();
   f.operations = static_cast<std::int64_t>(ops.size());
   f.reports = history::check_all(ops);

@@ -53,7 +53,8 @@ std::string kind_of_current_exception() {
 
 }  // namespace
 
-// fault_tests --fault-worker URL RUN HISTORY PROCESS: runs every workload (threads) until SIGTERM.
+// fault_tests --fault-worker URL RUN HISTORY PROCESS: runs every workload (threads) on the store
+// at URL (either backend) until SIGTERM, streaming its history to the file HISTORY.
 int worker_main(int argc, char* argv[]) {
   if (argc != 6) return 2;
   signal(SIGTERM, on_term);

@@ -59,7 +59,7 @@ class Workload {
   void idempotent_worker(forgeyard::Store& store, const std::atomic<bool>& stop);
   void audit_worker(forgeyard::Store& store, const std::atomic<bool>& stop);
 
-  // Error kinds the operations ended with, by name.
+  // Errors the operations ended with, by "Kind/SQLSTATE".
   std::map<std::string, std::int64_t> errors() const;
   // Sleep this long inside some transactions before COMMIT, so that a kill lands mid-transaction.
   void set_pause_in_transaction(int max_ms) { pause_ms_ = max_ms; }
@@ -70,7 +70,7 @@ class Workload {
   // effect (failed); at COMMIT, or an autocommit call, a lost connection, a timeout or an
   // unexpected error leaves the outcome unknown.
   void settle(std::size_t id, Phase phase);
-  std::string error_kind();  // of the exception in flight, and counted
+  std::string error_kind();  // "Kind/SQLSTATE" of the exception in flight, counted
   std::string tag();
   int random_below(int n);
   void pause();
