@@ -106,6 +106,29 @@ const std::vector<Rule>& rules() {
                           "wait for that migration, backup or restore to finish (a dead holder's lock is released)"};
          return ok("the exclusive store lock is free");
        }},
+      {CheckGroup::Required, "app_migrations",
+       [](const DoctorFacts& f) -> Outcome {
+         if (!f.app_migrations) return std::nullopt;
+         const AppMigrationFacts& a = *f.app_migrations;
+         if (a.changed > 0)
+           return Verdict{CheckStatus::Fail,
+                          "application " + a.app + ": " + std::to_string(a.changed) +
+                              " applied migration(s) changed or missing: " + a.changed_detail,
+                          "restore the applied files exactly as they were applied; never edit or renumber one"};
+         if (a.pending > 0)
+           return Verdict{CheckStatus::Fail,
+                          "application " + a.app + ": " + std::to_string(a.pending) + " migration(s) pending",
+                          "forgeyard storage migrate apply --dir <dir> --app " + a.app};
+         return ok("application " + a.app + ": every migration applied");
+       }},
+      {CheckGroup::Required, "app_migration_lock",
+       [](const DoctorFacts& f) -> Outcome {
+         if (!f.app_migrations) return std::nullopt;
+         if (!f.app_migrations->lock_holder.empty())
+           return Verdict{CheckStatus::Warn, "a migration runner holds the lock: " + f.app_migrations->lock_holder,
+                          "wait for it; a second runner waits and then finds nothing left to do"};
+         return ok("no migration runner holds the lock");
+       }},
       {CheckGroup::Required, "integrity",
        [](const DoctorFacts& f) -> Outcome {
          if (!f.integrity) return std::nullopt;

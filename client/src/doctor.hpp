@@ -36,6 +36,16 @@ constexpr std::int64_t wal_bytes_warn = 256ll << 20;
 inline constexpr const char* hot_tables[] = {"messages",         "queue_slots",      "queue_releases", "leases",
                                              "idempotency_keys", "queue_partitions", "audit_heads"};
 
+// The application's schema migrations (Store::migrations().status(dir, app)): filled where the
+// caller names the application's migration directory.
+struct AppMigrationFacts {
+  std::string app;
+  int pending = 0;
+  int changed = 0;             // changed or missing applied files
+  std::string changed_detail;  // the first one, naming the file and both checksums
+  std::string lock_holder;     // who holds the runner lock now, "" when free
+};
+
 struct DoctorFacts {
   std::string backend;
   // REQUIRED
@@ -48,6 +58,7 @@ struct DoctorFacts {
   std::optional<std::string> lock_holder;   // "" = the exclusive lock is free
   std::optional<std::string> integrity;     // SQLite quick_check: "ok" or its first finding
   std::optional<std::string> stats_error;   // storage_stats() failed (e.g. no privilege)
+  std::optional<AppMigrationFacts> app_migrations;
   // SECURITY
   std::optional<std::vector<std::string>> roles_with_table_privileges;
   std::optional<std::vector<std::string>> unbound_usage_roles;

@@ -3,6 +3,7 @@
 // password in the URL, an old or missing extension, a pending or changed migration, a held
 // lock, a corrupted file), and the CLI's storage status | doctor | stats and metrics: exit
 // codes, --json parsed by a JSON parser, the Prometheus text checked line by line.
+#define BOOST_BIND_GLOBAL_PLACEHOLDERS  // property_tree includes the old boost/bind.hpp
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <boost/test/unit_test.hpp>
@@ -15,11 +16,22 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "backend.hpp"
+
+// Boost.Test prints the values of a failed comparison.
+namespace forgeyard {
+inline std::ostream& operator<<(std::ostream& out, CheckStatus s) {
+  return out << to_string(s);
+}
+inline std::ostream& operator<<(std::ostream& out, CheckGroup g) {
+  return out << to_string(g);
+}
+}  // namespace forgeyard
 
 using boost::property_tree::ptree;
 using forgeyard::CheckGroup;
@@ -486,7 +498,7 @@ BOOST_AUTO_TEST_CASE(a_corrupted_sqlite_file_fails_integrity) {
     sqlite3_close(db);
   }
   BOOST_TEST_REQUIRE(root > 1);
-  BOOST_TEST_REQUIRE(!std::filesystem::exists(path + "-wal") || std::filesystem::file_size(path + "-wal") == 0u);
+  BOOST_TEST_REQUIRE((!std::filesystem::exists(path + "-wal") || std::filesystem::file_size(path + "-wal") == 0u));
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp((root - 1) * page_size);

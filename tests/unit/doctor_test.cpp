@@ -2,10 +2,21 @@
 // thresholds to ok / warn / fail, groups, what makes the report fail, and label escaping.
 #include <boost/test/unit_test.hpp>
 
+#include <ostream>
 #include <string>
 
 #include "doctor.hpp"
 #include "forgeyard/store.hpp"
+
+// Boost.Test prints the values of a failed comparison.
+namespace forgeyard {
+inline std::ostream& operator<<(std::ostream& out, CheckStatus s) {
+  return out << to_string(s);
+}
+inline std::ostream& operator<<(std::ostream& out, CheckGroup g) {
+  return out << to_string(g);
+}
+}  // namespace forgeyard
 
 using forgeyard::CheckGroup;
 using forgeyard::CheckStatus;
@@ -134,6 +145,23 @@ BOOST_AUTO_TEST_CASE(schema_problems_fail) {
   f.lock_holder = "pid 42 (forgeyard) on host, migrating";
   BOOST_TEST(status_of(f, "migration_lock") == CheckStatus::Warn);
   BOOST_TEST(find(evaluate_doctor(f), "migration_lock")->detail.find("pid 42") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(application_migrations_pending_changed_or_locked) {
+  DoctorFacts f = healthy_postgres();
+  BOOST_TEST(find(evaluate_doctor(f), "app_migrations") == nullptr);  // no directory named: no check
+  f.app_migrations = forgeyard::detail::AppMigrationFacts{"billing", 0, 0, "", ""};
+  BOOST_TEST(status_of(f, "app_migrations") == CheckStatus::Ok);
+  BOOST_TEST(status_of(f, "app_migration_lock") == CheckStatus::Ok);
+  f.app_migrations->pending = 2;
+  BOOST_TEST(status_of(f, "app_migrations") == CheckStatus::Fail);
+  BOOST_TEST(find(evaluate_doctor(f), "app_migrations")->fix.find("--app billing") != std::string::npos);
+  BOOST_TEST(!DoctorReport{evaluate_doctor(f)}.passed());
+  f.app_migrations->changed = 1;
+  f.app_migrations->changed_detail = "0002_add_email.sql: recorded abc, file def";
+  BOOST_TEST(find(evaluate_doctor(f), "app_migrations")->detail.find("0002_add_email.sql") != std::string::npos);
+  f.app_migrations->lock_holder = "pid 77 (deploy) migrating";
+  BOOST_TEST(status_of(f, "app_migration_lock") == CheckStatus::Warn);
 }
 
 BOOST_AUTO_TEST_CASE(long_transactions_and_slots_by_age) {

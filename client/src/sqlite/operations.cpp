@@ -102,7 +102,7 @@ StoreStats sqlite_stats(Db& db, Queues& queues, std::int64_t now_usecs) {
         "   (SELECT count(*) FROM idempotency_keys k WHERE k.tenant_id = t.tenant_id AND k.status = 'in_progress'),"
         "   (SELECT count(*) FROM idempotency_keys k WHERE k.tenant_id = t.tenant_id AND k.status = 'completed'),"
         "   (SELECT count(*) FROM idempotency_keys k WHERE k.tenant_id = t.tenant_id AND k.expires_at <= ?1"
-      "       AND (k.status = 'completed' OR k.locked_until <= ?1)),"
+        "       AND (k.status = 'completed' OR k.locked_until <= ?1)),"
         "   coalesce((SELECT h.seq FROM audit_heads h WHERE h.tenant_id = t.tenant_id), 0)"
         "  FROM t ORDER BY t.tenant_id");
     q.bind(1, now_usecs);
