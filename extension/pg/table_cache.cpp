@@ -57,18 +57,15 @@ std::int64_t next_value(CachedTable sequence) {
   return guard([&]() noexcept { return nextval_internal(relid, true); });
 }
 
+void invalidate_trigger_table(FunctionCallInfo fcinfo) {
+  if (!CALLED_AS_TRIGGER(fcinfo))
+    throw core::Error(core::sqlstate::internal_error, "invalidate_caches must be called as a trigger");
+  Relation rel = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation;
+  guard([&]() noexcept { CacheInvalidateRelcache(rel); });
+}
+
 void accept_invalidations() {
   guard([]() noexcept { AcceptInvalidationMessages(); });
 }
 
 }  // namespace fy::pg
-
-// forgeyard.invalidate_caches(): statement trigger (AFTER INSERT, UPDATE, DELETE, TRUNCATE) on the
-// tables whose rows backends cache.
-FY_FUNCTION(fy_invalidate_caches) {
-  if (!CALLED_AS_TRIGGER(fcinfo))
-    throw fy::core::Error(fy::core::sqlstate::internal_error, "invalidate_caches must be called as a trigger");
-  Relation rel = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation;
-  fy::pg::guard([&]() noexcept { CacheInvalidateRelcache(rel); });
-  return PointerGetDatum(nullptr);
-}

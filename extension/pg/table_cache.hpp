@@ -24,6 +24,11 @@ std::uint64_t cache_generation(CachedTable table);
 // kept while no invalidation of the relation came in. Checks the privilege as nextval does.
 std::int64_t next_value(CachedTable sequence);
 
+// The body of forgeyard.invalidate_caches(), a statement trigger on a cached table: queues a
+// relcache invalidation of the trigger's table (applied here at the end of the command, in
+// other backends after commit). Internal error when not called as a trigger.
+void invalidate_trigger_table(FunctionCallInfo fcinfo);
+
 // Applies the invalidation messages other backends committed (cheap when there are none).
 void accept_invalidations();
 
