@@ -71,11 +71,16 @@ Usage slot_budget(const QueueOptions& o, int slots, int slot) {
   return {share(o.max_messages), share(o.max_bytes)};
 }
 
-bool admits(const QueueOptions& o, int priority, const Usage& used, const Usage& budget, std::int64_t bytes) {
+Usage class_limit(const QueueOptions& o, int priority, const Usage& budget) {
   const std::int64_t percent = o.admit_percent[priority];
   // Integer arithmetic: the class may use floor(budget * percent / 100) of the slot.
   const auto limit = [&](std::int64_t total) { return total / 100 * percent + total % 100 * percent / 100; };
-  return used.messages + 1 <= limit(budget.messages) && used.bytes + bytes <= limit(budget.bytes);
+  return {limit(budget.messages), limit(budget.bytes)};
+}
+
+bool admits(const QueueOptions& o, int priority, const Usage& used, const Usage& budget, std::int64_t bytes) {
+  const Usage limit = class_limit(o, priority, budget);
+  return used.messages + 1 <= limit.messages && used.bytes + bytes <= limit.bytes;
 }
 
 const char* pressure(const QueueOptions& o, const Usage& used) {

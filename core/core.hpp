@@ -80,6 +80,9 @@ struct Usage {
 };
 Usage slot_budget(const QueueOptions& options, int slots, int slot);
 bool admits(const QueueOptions& options, int priority, const Usage& used, const Usage& budget, std::int64_t bytes);
+// What a class may use of a budget: floor(budget * admit_percent / 100) of each. admits() is
+// used.messages + 1 <= limit.messages and used.bytes + bytes <= limit.bytes.
+Usage class_limit(const QueueOptions& options, int priority, const Usage& budget);
 // normal below 70% of either limit, elevated up to 90%, saturated above.
 const char* pressure(const QueueOptions& options, const Usage& used);
 

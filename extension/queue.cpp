@@ -183,3 +183,10 @@ void apply(pg::Spi& spi, const Queue& queue, const Releases& releases) {
 }
 
 }  // namespace fy::queue
+
+// invalidate_caches(): statement trigger (AFTER INSERT, UPDATE, DELETE, TRUNCATE) on
+// forgeyard.queues and forgeyard.tenant_bindings, whose rows backends cache.
+FY_FUNCTION(fy_invalidate_caches) {
+  fy::pg::invalidate_trigger_table(fcinfo);
+  return PointerGetDatum(nullptr);
+}

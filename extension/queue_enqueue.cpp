@@ -7,6 +7,7 @@
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
+#include "pg/table_cache.hpp"
 #include "queue.hpp"
 #include "tenant.hpp"
 
@@ -42,16 +43,36 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
   auto fits = [&](int slot, const core::Usage& used) {
     return core::admits(queue.options, priority, used, core::slot_budget(queue.options, queue.slots, slot), bytes);
   };
-  // The common case first: this backend's own slot, free of other producers' locks and with room.
+  // The common case first, in one statement: this backend's own slot, free of other producers'
+  // locks, is locked and, if the class still fits (core::class_limit, the bound of
+  // core::admits), takes the message. A locked slot without room stays locked, as below.
+  static pg::Statement take_home(
+      "UPDATE forgeyard.queue_slots a SET admitted_messages = a.admitted_messages OPERATOR(pg_catalog.+) 1,"
+      "   admitted_bytes = a.admitted_bytes OPERATOR(pg_catalog.+) $4"
+      "  FROM (SELECT s.ctid, s.admitted_messages OPERATOR(pg_catalog.-) r.released_messages AS m,"
+      "               s.admitted_bytes OPERATOR(pg_catalog.-) r.released_bytes AS b"
+      "          FROM forgeyard.queue_slots s JOIN forgeyard.queue_releases r"
+      "            ON r.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND r.queue OPERATOR(pg_catalog.=) s.queue"
+      "           AND r.slot OPERATOR(pg_catalog.=) s.slot"
+      "         WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.queue OPERATOR(pg_catalog.=) $2"
+      "           AND s.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF s SKIP LOCKED) u"
+      " WHERE a.ctid OPERATOR(pg_catalog.=) u.ctid AND u.m OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.<=) $5"
+      "   AND u.b OPERATOR(pg_catalog.+) $4 OPERATOR(pg_catalog.<=) $6"
+      " RETURNING u.m, u.b",
+      {TEXTOID, TEXTOID, INT4OID, INT8OID, INT8OID, INT8OID}, pg::Planning::generic);
   const int home = start % queue.slots;
-  bool home_fits = false;
+  const core::Usage limit =
+      core::class_limit(queue.options, priority, core::slot_budget(queue.options, queue.slots, home));
+  bool home_took = false;
   core::Usage used;
-  spi.run(lock_free, {queue.t, queue.q, pg::int4_value(home)}, [&](const pg::Row& r) {
-    used = {*r.int8(2), *r.int8(3)};
-    home_fits = fits(home, used);
-  });
-  if (home_fits) {
-    spi.run(take, {queue.t, queue.q, pg::int4_value(home), pg::int8_value(bytes)});
+  spi.run(take_home,
+          {queue.t, queue.q, pg::int4_value(home), pg::int8_value(bytes), pg::int8_value(limit.messages),
+           pg::int8_value(limit.bytes)},
+          [&](const pg::Row& r) {
+            used = {*r.int8(1), *r.int8(2)};
+            home_took = true;
+          });
+  if (home_took) {
     if (seen) *seen = used;
     return home;
   }
@@ -150,7 +171,6 @@ struct Message {
 
 std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int priority, std::int64_t delay,
                          TimestampTz now, BatchAdmission* batch = nullptr) {
-  static pg::Statement next_id("SELECT pg_catalog.nextval('forgeyard.message_ids')", {});
   static pg::Statement claim_event(
       "INSERT INTO forgeyard.queue_events (tenant_id, queue, event_id, msg_id, payload_digest, expires_at)"
       " VALUES ($1, $2, $3, $4, $5, $6)"
@@ -177,8 +197,7 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
   if (o.partitioned && !m.partition_key) core::throw_partition_key_required(queue.name);
   if (m.partition_key) core::check_name("partition_key", true, *m.partition_key, core::max_partition_key_bytes);
 
-  std::int64_t msg_id = 0;
-  spi.run(next_id, {}, [&](const pg::Row& r) { msg_id = *r.int8(1); });
+  const std::int64_t msg_id = pg::next_value(pg::CachedTable::message_ids);
   const std::string digest = core::sha256_hex(m.payload);
   if (m.event_id) {
     // The event row is taken first: a concurrent producer of the same event_id waits for this

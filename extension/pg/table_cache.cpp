@@ -2,6 +2,7 @@
 
 extern "C" {
 #include "catalog/namespace.h"
+#include "commands/sequence.h"
 #include "commands/trigger.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
@@ -16,7 +17,7 @@ struct Watched {
   Oid relid = InvalidOid;  // resolved on first use, forgotten when the relation is invalidated
   std::uint64_t generation = 1;
 };
-Watched watched[] = {{"queues"}, {"tenant_bindings"}};
+Watched watched[] = {{"queues"}, {"tenant_bindings"}, {"message_ids"}};
 bool registered = false;
 
 void relation_callback(Datum, Oid relid) {
@@ -47,18 +48,24 @@ std::uint64_t cache_generation(CachedTable table) {
   return w.generation;
 }
 
+std::int64_t next_value(CachedTable sequence) {
+  cache_generation(sequence);  // resolves the oid
+  const Oid relid = watched[static_cast<int>(sequence)].relid;
+  if (relid == InvalidOid)
+    throw core::Error(core::sqlstate::internal_error,
+                      std::string("sequence forgeyard.") + watched[static_cast<int>(sequence)].name + " is missing");
+  return guard([&]() noexcept { return nextval_internal(relid, true); });
+}
+
+void invalidate_trigger_table(FunctionCallInfo fcinfo) {
+  if (!CALLED_AS_TRIGGER(fcinfo))
+    throw core::Error(core::sqlstate::internal_error, "invalidate_caches must be called as a trigger");
+  Relation rel = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation;
+  guard([&]() noexcept { CacheInvalidateRelcache(rel); });
+}
+
 void accept_invalidations() {
   guard([]() noexcept { AcceptInvalidationMessages(); });
 }
 
 }  // namespace fy::pg
-
-// forgeyard.invalidate_caches(): statement trigger (AFTER INSERT, UPDATE, DELETE, TRUNCATE) on the
-// tables whose rows backends cache.
-FY_FUNCTION(fy_invalidate_caches) {
-  if (!CALLED_AS_TRIGGER(fcinfo))
-    throw fy::core::Error(fy::core::sqlstate::internal_error, "invalidate_caches must be called as a trigger");
-  Relation rel = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation;
-  fy::pg::guard([&]() noexcept { CacheInvalidateRelcache(rel); });
-  return PointerGetDatum(nullptr);
-}

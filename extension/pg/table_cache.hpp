@@ -14,11 +14,20 @@
 namespace fy::pg {
 
 // The forgeyard tables whose rows are cached.
-enum class CachedTable { queues, tenant_bindings };
+enum class CachedTable { queues, tenant_bindings, message_ids };
 
 // A number that changes whenever the table's cache must be dropped. Read it before running the
 // query whose result is cached, and keep the result only while it stays the same.
 std::uint64_t cache_generation(CachedTable table);
+
+// nextval of a forgeyard sequence (CachedTable::message_ids), without a statement: its oid is
+// kept while no invalidation of the relation came in. Checks the privilege as nextval does.
+std::int64_t next_value(CachedTable sequence);
+
+// The body of forgeyard.invalidate_caches(), a statement trigger on a cached table: queues a
+// relcache invalidation of the trigger's table (applied here at the end of the command, in
+// other backends after commit). Internal error when not called as a trigger.
+void invalidate_trigger_table(FunctionCallInfo fcinfo);
 
 // Applies the invalidation messages other backends committed (cheap when there are none).
 void accept_invalidations();
