@@ -17,6 +17,7 @@ void add_storage_commands(CLI::App& app, Commands& commands) {
               << "\nhealthy=" << (s.healthy ? "true" : "false") << "\ndetail=" << s.detail << "\n";
     return s.healthy ? 0 : 1;
   });
+  add_backup_commands(*storage, commands);
 
   struct Maintain {
     int max = 1000;
