@@ -30,6 +30,17 @@ void run_child(const Child& child, const ProgressFn& progress) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  // The child's environment, built before fork: ours, with the connection's variables over it.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (!child.env.contains(entry.substr(0, entry.find('=')))) env_strings.push_back(entry);
+  }
+  for (const auto& [name, value] : child.env) env_strings.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
   const auto started = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid < 0) {
@@ -38,15 +49,13 @@ void run_child(const Child& child, const ProgressFn& progress) {
     throw Error(ErrorKind::Unavailable, sqlstate::io_error, "cannot start " + child.label + ": fork failed");
   }
   if (pid == 0) {
-    // Only async-signal-safe work between fork and exec would be strictly right in a threaded
-    // process; setenv is what every launcher does here, and nothing else runs in this child.
-    for (const auto& [name, value] : child.env) setenv(name.c_str(), value.c_str(), 1);
+    // Only async-signal-safe calls between fork and exec: everything was prepared above.
     dup2(err_fd, 2);
     const int null_fd = ::open("/dev/null", O_RDWR);
     dup2(null_fd, 0);
     dup2(child.stdout_file.empty() ? null_fd : ::open(child.stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600),
          1);
-    execvp(argv[0], argv.data());
+    execvpe(argv[0], argv.data(), envp.data());
     const char* msg = "cannot run the program (is it on PATH?)\n";
     [[maybe_unused]] auto n = ::write(2, msg, std::strlen(msg));
     _exit(127);
