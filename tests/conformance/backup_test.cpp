@@ -242,6 +242,13 @@ BOOST_AUTO_TEST_CASE(a_backup_restores_into_an_empty_store_with_everything_it_he
   BOOST_TEST(after.head_seq == 3);
   BOOST_TEST(after.head_hash == before.head_hash);
   BOOST_TEST(open(target)->audit().verify(backup_tenant).ok);
+
+  // A store that exists but holds nothing (opened once, or CREATE EXTENSION only) is empty too.
+  const std::string opened = store_url("opened");
+  open(opened).reset();
+  const RestoreResult into_opened = restore_store(opened, backup_dir("b1"));
+  BOOST_TEST(!into_opened.replaced);
+  BOOST_TEST(look(opened).head_seq == 3);
 }
 
 BOOST_AUTO_TEST_CASE(a_non_empty_target_needs_replace_and_then_goes_back_to_the_backup) {

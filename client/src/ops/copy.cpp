@@ -541,12 +541,11 @@ void require_empty_pg(PgConnection& conn, const std::string& url) {
 void require_empty_sqlite(const SqliteSide& db, const std::string& path) {
   const auto tables =
       db.rows("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'", {Kind::text});
-  std::set<std::string> ours;
-  for (const auto& t : forgeyard_tables()) ours.insert(t.name);
+  const auto ours = sqlite_forgeyard_tables();
   for (const auto& t : tables) {
     const std::string& name = *t[0];
-    if (name == "schema_migrations" || name == "claim_tokens" || name == "idempotency_attempts") continue;
     if (!ours.contains(name)) refuse("the target " + path + " is not empty: it has table " + name);
+    if (std::find(data_tables().begin(), data_tables().end(), name) == data_tables().end()) continue;
     if (!db.rows("SELECT 1 FROM " + quote_ident(name) + " LIMIT 1", {Kind::integer}).empty())
       refuse("the target " + path + " is not empty: " + name + " has rows");
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,14 @@ struct Child {
 // Runs the child to its end; its stderr is kept and quoted in the error if it fails.
 // Progress lines every second once it has run for more than one.
 void run_child(const Child& child, const ProgressFn& progress);
+
+// ---- what counts as data ----
+// The forgeyard tables that hold a store's state, the same names on both backends. A target is
+// empty when none of them has a row and it has no application table; bookkeeping tables (the
+// migration ledger, counters, the store's identity) do not count.
+const std::vector<std::string>& data_tables();
+// SQLite: the tables forgeyard's own migrations create; any other table is the application's.
+std::set<std::string> sqlite_forgeyard_tables();
 
 // ---- the restore reconcile seam ----
 // Moves every fencing value past the restored state and expires what was live at backup time

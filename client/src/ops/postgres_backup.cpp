@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -106,7 +107,9 @@ std::vector<std::string> database_contents(PgConnection& conn) {
                         " (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = 'forgeyard') ORDER BY 1");
   for (int i = 0; i < ours.rows(); ++i) {
     const std::string table = ours.text(i, 0);
-    if (table == "forgeyard.access_catalog") continue;  // the extension's own list of functions
+    // Only the tables of a store's data: bookkeeping (the access catalog, identity) does not count.
+    if (std::find(data_tables().begin(), data_tables().end(), table.substr(table.find('.') + 1)) == data_tables().end())
+      continue;
     if (query(conn, "SELECT 1 FROM " + table + " LIMIT 1").rows() > 0) found.push_back(table);
   }
   return found;

@@ -3,6 +3,7 @@
 // another process cannot tear the copy, and the WAL is included.
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -105,24 +106,41 @@ std::string last_known_migration() {
   return known.empty() ? std::string("0000") : known.back().name;
 }
 
-// Tables that hold something: any table of the application, or a forgeyard table with rows
-// (the counters' single rows and the migration ledger do not count).
+// What the target holds that a restore would overwrite: application tables, and forgeyard
+// tables with data (bookkeeping rows such as the counters do not count).
 std::vector<std::string> non_empty_tables(const RawDb& db) {
-  static const std::set<std::string> bookkeeping{"schema_migrations", "idempotency_attempts", "claim_tokens",
-                                                 "sqlite_sequence"};
+  const auto ours = sqlite_forgeyard_tables();
   std::vector<std::string> found;
   for (const auto& row : db.rows("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")) {
     const std::string& name = row[0];
-    if (bookkeeping.contains(name) || name.starts_with("sqlite_")) continue;
-    std::string quoted = "\"";
-    for (char c : name) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-    quoted += "\"";
-    if (!db.rows("SELECT 1 FROM " + quoted + " LIMIT 1").empty()) found.push_back(name);
+    if (name.starts_with("sqlite_")) continue;
+    if (!ours.contains(name)) {
+      found.push_back(name);
+      continue;
+    }
+    if (std::find(data_tables().begin(), data_tables().end(), name) == data_tables().end()) continue;
+    if (!db.rows("SELECT 1 FROM \"" + name + "\" LIMIT 1").empty()) found.push_back(name);
   }
   return found;
 }
 
 }  // namespace
+
+const std::vector<std::string>& data_tables() {
+  static const std::vector<std::string> tables{"leases",   "idempotency_keys", "queues",
+                                               "messages", "queue_events",     "queue_partitions",
+                                               "inbox",    "audit_events",     "audit_heads"};
+  return tables;
+}
+
+std::set<std::string> sqlite_forgeyard_tables() {
+  RawDb scratch(":memory:", false);
+  scratch.exec("CREATE TABLE schema_migrations (version INTEGER)");
+  for (const auto& m : embedded_sqlite_migrations()) scratch.exec(m.sql);
+  std::set<std::string> names;
+  for (const auto& row : scratch.rows("SELECT name FROM sqlite_schema WHERE type = 'table'")) names.insert(row[0]);
+  return names;
+}
 
 BackupResult sqlite_backup(const std::string& path, const std::string& directory, const ProgressFn& progress) {
   if (!fs::exists(path)) throw Error(ErrorKind::NotFound, sqlstate::undefined_object, "no SQLite store at " + path);
