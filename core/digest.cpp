@@ -54,4 +54,28 @@ std::optional<std::string> from_hex(std::string_view text) {
   return out;
 }
 
+Sha256::Sha256() : context_(EVP_MD_CTX_new()) {
+  if (context_ == nullptr || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(context_), EVP_sha256(), nullptr) != 1) {
+    EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(context_));
+    throw Error(sqlstate::internal_error, "SHA-256 failed in libcrypto");
+  }
+}
+
+Sha256::~Sha256() {
+  EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(context_));
+}
+
+void Sha256::update(std::string_view data) {
+  if (EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(context_), data.data(), data.size()) != 1)
+    throw Error(sqlstate::internal_error, "SHA-256 failed in libcrypto");
+}
+
+std::string Sha256::hex() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(context_), md, &size) != 1 || size != 32)
+    throw Error(sqlstate::internal_error, "SHA-256 failed in libcrypto");
+  return to_hex(std::string_view(reinterpret_cast<const char*>(md), size));
+}
+
 }  // namespace fy::core

@@ -32,6 +32,7 @@ inline constexpr char lock_not_available[] = "55P03";
 inline constexpr char io_error[] = "58030";
 inline constexpr char no_data_found[] = "P0002";
 inline constexpr char internal_error[] = "XX000";
+inline constexpr char data_corrupted[] = "XX001";
 }  // namespace sqlstate
 
 // forgeyard's own codes (class FY), each with the name it has in sqlstate:: above. A new FY code

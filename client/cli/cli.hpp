@@ -56,6 +56,8 @@ class Commands {
 // One per command group (commands_*.cpp).
 void add_storage_commands(CLI::App& app, Commands& commands);  // storage, maintain
 void add_ops_commands(CLI::App& app, Commands& commands);      // storage status|doctor|stats, metrics
+// storage backup, restore, verify, copy (called by add_storage_commands with the `storage` command).
+void add_backup_commands(CLI::App& storage, Commands& commands);
 void add_lease_commands(CLI::App& app, Commands& commands);
 void add_cas_commands(CLI::App& app, Commands& commands);
 void add_idem_commands(CLI::App& app, Commands& commands);

@@ -10,6 +10,7 @@ void add_storage_commands(CLI::App& app, Commands& commands) {
   CLI::App* storage = app.add_subcommand("storage", "the store itself");
   storage->require_subcommand(1);
   // status, doctor and stats: commands_ops.cpp.
+  add_backup_commands(*storage, commands);
 
   struct Maintain {
     int max = 1000;

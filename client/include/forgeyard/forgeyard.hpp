@@ -2,6 +2,7 @@
 #pragma once
 
 #include "forgeyard/audit.hpp"
+#include "forgeyard/backup.hpp"
 #include "forgeyard/error.hpp"
 #include "forgeyard/idempotency.hpp"
 #include "forgeyard/lease_keeper.hpp"
