@@ -59,10 +59,11 @@ void verify_audit_chains(Store& store, const std::vector<std::string>& tenants, 
   }
 }
 
-bool reconcile_restored(Store&) {
-  // Part 1 of the restore work (restore_reconcile) lands separately; until then a restore says
-  // that reconcile did not run, and the runbook has the operator run `storage reconcile`.
-  return false;
+bool reconcile_restored(Store& store) {
+  // A restore or copy is a move into a new place: the one reconcile step ends the restored leases,
+  // claims and idempotency locks and raises every fencing sequence (forgeyard/restore.hpp).
+  store.restore_reconcile();
+  return true;
 }
 
 }  // namespace detail::ops
