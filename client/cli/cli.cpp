@@ -39,8 +39,12 @@ Duration parse_duration(const std::string& s) {
     throw Usage("bad duration: " + s);
   }
   const std::string unit = s.substr(end).empty() ? "s" : s.substr(end);
-  for (const auto& [name, usecs] : duration_units)
-    if (unit == name) return Duration(n * usecs);
+  for (const auto& [name, usecs] : duration_units) {
+    if (unit != name) continue;
+    std::int64_t total = 0;  // "9223372036854775807d" would overflow: refused, not wrapped
+    if (__builtin_mul_overflow(static_cast<std::int64_t>(n), usecs, &total)) throw Usage("duration out of range: " + s);
+    return Duration(total);
+  }
   throw Usage("bad duration unit in " + s + " (use ms, s, m, h, d)");
 }
 

@@ -305,6 +305,8 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2_with_a_message_on_stderr) {
            {"audit", "tail", "acme", "--n", "0"},
            {"audit", "verify", "--file", (store.dir / "missing.jsonl").string()},
            {"audit", "verify", "acme", "--file", "-"},
+           // a duration whose microseconds overflow 64 bits
+           {"lease", "acquire", "acme", "r", "o", "--ttl", "9223372036854775807d"},
        }) {
     std::vector<std::string> with_store{"--store", store.url};
     with_store.insert(with_store.end(), args.begin(), args.end());

@@ -1,5 +1,8 @@
 #include "sqlite/db.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "error_map.hpp"
 
 namespace forgeyard::detail {
@@ -79,6 +82,12 @@ double Query::real(int column) const {
 }
 
 Db::Db(const std::string& path, const StoreOptions& options) : path_(path) {
+  // A new store file is created owner-only: it holds every tenant's data. SQLite would create it
+  // 0644 (less the umask); its -wal and -shm files take the database file's mode.
+  if (path != ":memory:" && path.rfind("file:", 0) != 0) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) ::close(fd);  // EEXIST: an existing store keeps its mode; other errors: SQLite reports them
+  }
   int rc =
       sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
