@@ -27,12 +27,13 @@ FY_FUNCTION(fy_subscription_claim) {
     std::string type;
     std::int64_t version = 0, seq = 0;
   };
+  // Arguments first (a NULL is 22004 whatever the queue), then the subscription.
+  const std::string consumer = pg::name_arg(fcinfo, 2, "consumer", core::max_consumer_bytes);
   pg::Spi spi;
   const queue::Queue queue = queue::load(spi, fcinfo);
   std::optional<std::string> topic;
   spi.run(subscription_topic, {queue.t, queue.q}, [&](const pg::Row& r) { topic = r.text(1); });
   if (!topic) core::throw_unknown_subscription("(any)", queue.name);
-  const std::string consumer = pg::name_arg(fcinfo, 2, "consumer", core::max_consumer_bytes);
   const int max_messages = queue::max_messages_arg(fcinfo, 3);
   const std::int64_t visibility = queue::visibility_arg(fcinfo, 4, queue);
   const std::vector<queue::Claimed> claimed = queue::claim(spi, queue, consumer, max_messages, visibility, pg::now());

@@ -1034,7 +1034,9 @@ CREATE FUNCTION forgeyard.app_check_name(argument text, value text, max_bytes in
     SET search_path = pg_catalog, pg_temp
     AS $$
 BEGIN
-    IF value IS NULL THEN
+    IF argument IS NULL OR max_bytes IS NULL THEN
+        RAISE EXCEPTION 'app_check_name: argument and max_bytes must not be NULL' USING ERRCODE = '22004';
+    ELSIF value IS NULL THEN
         RAISE EXCEPTION '% must not be NULL', argument USING ERRCODE = '22004';
     ELSIF value OPERATOR(pg_catalog.=) '' THEN
         RAISE EXCEPTION '% must not be empty', argument USING ERRCODE = '22023';
