@@ -9,6 +9,7 @@
 #include "forgeyard/queues.hpp"
 #include "forgeyard/retry.hpp"
 #include "forgeyard/store.hpp"
+#include "forgeyard/topics.hpp"
 #include "forgeyard/transition.hpp"
 #include "forgeyard/types.hpp"
 #include "forgeyard/version.hpp"

@@ -8,6 +8,7 @@
 #include "postgres/audit.hpp"
 #include "postgres/leases.hpp"
 #include "postgres/queues.hpp"
+#include "postgres/topics.hpp"
 #include "postgres/versioned_rows.hpp"
 
 namespace forgeyard::detail {
@@ -83,6 +84,7 @@ class PgTransaction final : public Transaction, private PgSession {
         rows_(*this),
         idempotency_(*this),
         queues_(*this),
+        topics_(*this),
         audit_(*this) {
     state_.begin([&] { conn_->command("BEGIN"); });
   }
@@ -93,6 +95,7 @@ class PgTransaction final : public Transaction, private PgSession {
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
   void commit() override {
     state_.commit([&] { conn_->commit(); }, [&] { conn_->command("ROLLBACK"); });
@@ -117,6 +120,7 @@ class PgTransaction final : public Transaction, private PgSession {
   PgVersionedRows rows_;
   PgIdempotency idempotency_;
   PgQueues queues_;
+  PgTopics topics_;
   PgAudit audit_;
 };
 
@@ -129,6 +133,7 @@ class PgStore final : public Store {
         rows_(session_),
         idempotency_(session_),
         queues_(session_),
+        topics_(session_),
         audit_(session_) {
     log().info("opened PostgreSQL store {}", redact(url));
   }
@@ -136,6 +141,7 @@ class PgStore final : public Store {
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<PgTransaction>(shared_); }
   StorageStatus status() override {
@@ -176,6 +182,7 @@ class PgStore final : public Store {
   PgVersionedRows rows_;
   PgIdempotency idempotency_;
   PgQueues queues_;
+  PgTopics topics_;
   PgAudit audit_;
 };
 

@@ -12,6 +12,7 @@
 #include "sqlite/maintenance.hpp"
 #include "sqlite/migrations.hpp"
 #include "sqlite/queues.hpp"
+#include "sqlite/topics.hpp"
 #include "sqlite/versioned_rows.hpp"
 
 namespace forgeyard::detail {
@@ -71,6 +72,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
         rows_(*this),
         idempotency_(*this),
         queues_(*this),
+        topics_(*this),
         audit_(*this) {
     state_.begin([&] { db_->exec("BEGIN IMMEDIATE"); });
   }
@@ -81,6 +83,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
   void commit() override {
     state_.commit([&] { db_->exec("COMMIT"); }, [&] { db_->exec("ROLLBACK"); });
@@ -105,6 +108,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   SqliteVersionedRows rows_;
   SqliteIdempotency idempotency_;
   SqliteQueues queues_;
+  SqliteTopics topics_;
   SqliteAudit audit_;
 };
 
@@ -117,6 +121,7 @@ class SqliteStore final : public Store {
         rows_(session_),
         idempotency_(session_),
         queues_(session_),
+        topics_(session_),
         audit_(session_) {
     const auto dir = std::filesystem::path(path).parent_path();
     std::error_code ec;
@@ -134,6 +139,7 @@ class SqliteStore final : public Store {
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<SqliteTransaction>(shared_); }
   StorageStatus status() override {
@@ -176,6 +182,7 @@ class SqliteStore final : public Store {
   SqliteVersionedRows rows_;
   SqliteIdempotency idempotency_;
   SqliteQueues queues_;
+  SqliteTopics topics_;
   SqliteAudit audit_;
 };
 
