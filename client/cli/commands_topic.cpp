@@ -187,7 +187,8 @@ void add_topic_commands(CLI::App& app, Commands& commands) {
     if (!a->partition_key.empty()) e.partition_key = a->partition_key;
     e.priority = priority_from_string(a->priority);
     e.payload = a->payload == "-" ? read_stdin() : a->payload;
-    std::cout << "event_seq=" << ctx.store().topics().publish(a->tenant, a->topic, e) << "\n";
+    const std::int64_t seq = ctx.store().topics().publish(a->tenant, a->topic, e);
+    std::cout << "event_seq=" << seq << "\n";
     return 0;
   });
 
