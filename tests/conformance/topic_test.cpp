@@ -279,6 +279,7 @@ BOOST_AUTO_TEST_CASE(four_subscriptions_of_three_consumers_each_get_every_event_
   clock.advance(31s);  // the dead consumer's deliveries lapse
   std::mutex m;
   std::map<std::string, std::map<std::string, int>> acked;  // subscription -> payload -> acks
+  std::vector<std::string> failures;
   std::vector<std::thread> consumers;
   for (const auto& sub : subs)
     for (int c = 0; c < 3; ++c)
@@ -287,7 +288,19 @@ BOOST_AUTO_TEST_CASE(four_subscriptions_of_three_consumers_each_get_every_event_
         std::vector<forgeyard::Ack> acks;
         std::vector<std::string> payloads;
         for (;;) {
-          auto got = s->queues().ack_and_claim(tenant, sub, "c" + std::to_string(c), acks, 50);
+          std::vector<forgeyard::Delivery> got;
+          try {
+            got = s->queues().ack_and_claim(tenant, sub, "c" + std::to_string(c), acks, 50);
+          } catch (const forgeyard::Error& e) {
+            // Twelve consumers on one SQLite file may outwait its busy timeout: the call did
+            // nothing, and the same acks are sent again (SerializationFailure is retryable).
+            if (e.kind() != ErrorKind::SerializationFailure) {
+              std::lock_guard lock(m);
+              failures.push_back(e.what());
+              return;
+            }
+            continue;
+          }
           {
             std::lock_guard lock(m);
             for (const auto& p : payloads) ++acked[sub][p];
@@ -302,6 +315,7 @@ BOOST_AUTO_TEST_CASE(four_subscriptions_of_three_consumers_each_get_every_event_
         }
       });
   for (auto& t : consumers) t.join();
+  BOOST_TEST(failures.empty());
   for (const auto& sub : subs) {
     BOOST_TEST(acked[sub].size() == static_cast<std::size_t>(total));  // none lost
     int twice = 0;
