@@ -188,6 +188,7 @@ int run(int argc, char** argv) {
   add_cas_commands(app, commands);
   add_idem_commands(app, commands);
   add_queue_commands(app, commands);
+  add_topic_commands(app, commands);
   add_audit_commands(app, commands);
   app.formatter(std::make_shared<OverviewFormatter>());  // the root only: commands keep CLI11's
 

@@ -14,10 +14,13 @@ TransitionResult transition(Transaction& tx, const StateTransition& t) {
     if (row_tenant == nullptr || *row_tenant != t.tenant)
       throw Error("22023", "the key's tenant_id must be the transition's tenant \"" + t.tenant + "\"");
   }
+  if (t.outbox && t.publication)
+    throw Error("22023", "a transition either enqueues (outbox) or publishes to a topic (publication), not both");
   TransitionResult result;
   result.version = tx.versioned_rows().update(t.table, t.key, t.expected_version, t.changes);
   result.audit = tx.audit().append(t.tenant, t.audit);
   if (t.outbox) result.msg_id = tx.queues().enqueue(t.tenant, t.outbox->queue, t.outbox->message);
+  if (t.publication) result.event_seq = tx.topics().publish(t.tenant, t.publication->topic, t.publication->event);
   return result;
 }
 

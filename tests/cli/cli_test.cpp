@@ -93,8 +93,8 @@ std::set<std::string> commands_in(const std::string& usage) {
   std::set<std::string> commands;
   std::istringstream in(usage.substr(usage.find("\nCommands:\n") + 1));
   std::string line;
-  std::getline(in, line);  // "Commands:"
-  const std::regex command_line(R"(^  ([a-z]+)( [a-z]+)?\b.*)");
+  std::getline(in, line);                                                     // "Commands:"
+  const std::regex command_line(R"(^  ([a-z][a-z-]*)( [a-z][a-z-]*)?\b.*)");  // e.g. "event-type register"
   while (std::getline(in, line) && !line.empty()) {
     std::smatch m;
     if (std::regex_match(line, m, command_line)) commands.insert(m[1].str() + m[2].str());

@@ -12,6 +12,7 @@
 #include "forgeyard/restore.hpp"
 #include "forgeyard/retry.hpp"
 #include "forgeyard/store.hpp"
+#include "forgeyard/topics.hpp"
 #include "forgeyard/transition.hpp"
 #include "forgeyard/types.hpp"
 #include "forgeyard/version.hpp"

@@ -23,6 +23,7 @@
 #include "forgeyard/operations.hpp"
 #include "forgeyard/queues.hpp"
 #include "forgeyard/restore.hpp"
+#include "forgeyard/topics.hpp"
 #include "forgeyard/types.hpp"
 #include "forgeyard/versioned_rows.hpp"
 
@@ -105,6 +106,7 @@ class FORGEYARD_API Transaction {
   virtual VersionedRows& versioned_rows() = 0;
   virtual Idempotency& idempotency() = 0;
   virtual Queues& queues() = 0;
+  virtual Topics& topics() = 0;
   virtual Audit& audit() = 0;
   virtual void commit() = 0;
   virtual void rollback() = 0;
@@ -118,6 +120,7 @@ class FORGEYARD_API Store {
   virtual VersionedRows& versioned_rows() = 0;
   virtual Idempotency& idempotency() = 0;
   virtual Queues& queues() = 0;
+  virtual Topics& topics() = 0;
   virtual Audit& audit() = 0;
   virtual std::unique_ptr<Transaction> begin() = 0;
   virtual StorageStatus status() = 0;

@@ -12,6 +12,7 @@
 #include "forgeyard/audit.hpp"
 #include "forgeyard/queues.hpp"
 #include "forgeyard/store.hpp"
+#include "forgeyard/topics.hpp"
 #include "forgeyard/versioned_rows.hpp"
 
 namespace forgeyard {
@@ -30,15 +31,23 @@ struct StateTransition {
     OutgoingMessage message;
   };
   std::optional<Outbox> outbox;
+  // Or the event published to `topic` (docs/sql-api.md#topics): every matching subscription
+  // gets it. Setting both is refused (InvalidArgument).
+  struct Publication {
+    std::string topic;
+    Event event;
+  };
+  std::optional<Publication> publication;
 };
 
 struct TransitionResult {
   std::int64_t version = 0;  // of the row after the update
   AuditHead audit;
   std::optional<std::int64_t> msg_id;
+  std::optional<std::int64_t> event_seq;  // when published to a topic
 };
 
-// Runs the three steps in `tx` (compare-and-set, audit append, enqueue) without committing.
+// Runs the three steps in `tx` (compare-and-set, audit append, enqueue or publish) without committing.
 // A key with a tenant_id other than t.tenant is refused (InvalidArgument) before any step.
 FORGEYARD_API TransitionResult transition(Transaction& tx, const StateTransition& t);
 // Begins a transaction, runs the three steps and commits. Any failure (Conflict, QueueFull,

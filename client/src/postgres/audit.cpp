@@ -45,26 +45,6 @@ std::optional<std::string> optional_bytea(const std::optional<std::string>& byte
   return bytea_param(*bytes);
 }
 
-// A PostgreSQL array literal of text elements (NULL for nullopt), every element quoted.
-std::string array_param(const std::vector<std::optional<std::string>>& elements) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < elements.size(); ++i) {
-    if (i > 0) out.push_back(',');
-    if (!elements[i]) {
-      out += "NULL";
-      continue;
-    }
-    out.push_back('"');
-    for (char c : *elements[i]) {
-      if (c == '"' || c == '\\') out.push_back('\\');
-      out.push_back(c);
-    }
-    out.push_back('"');
-  }
-  out.push_back('}');
-  return out;
-}
-
 AuditHead head_of(const PgResult& r, int row) {
   return AuditHead{r.int8(row, 0), r.bytea(row, 1)};
 }

@@ -47,6 +47,25 @@ std::string PgResult::bytea(int row, int col) const {
   return *bytes;
 }
 
+std::string array_param(const std::vector<std::optional<std::string>>& elements) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    if (!elements[i]) {
+      out += "NULL";
+      continue;
+    }
+    out.push_back('"');
+    for (char c : *elements[i]) {
+      if (c == '"' || c == '\\') out.push_back('\\');
+      out.push_back(c);
+    }
+    out.push_back('"');
+  }
+  out.push_back('}');
+  return out;
+}
+
 std::string bytea_param(std::string_view bytes) {
   return "\\x" + fy::core::to_hex(bytes);
 }

@@ -30,6 +30,8 @@ using PgParams = std::vector<std::optional<std::string>>;
 
 // A bytea parameter in text format: "\x" and two hex digits per byte.
 std::string bytea_param(std::string_view bytes);
+// A PostgreSQL array literal of text elements (NULL for nullopt), every element quoted.
+std::string array_param(const std::vector<std::optional<std::string>>& elements);
 
 class PgResult {
  public:

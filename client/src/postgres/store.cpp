@@ -11,6 +11,7 @@
 #include "postgres/operations.hpp"
 #include "postgres/queues.hpp"
 #include "postgres/restore.hpp"
+#include "postgres/topics.hpp"
 #include "postgres/versioned_rows.hpp"
 
 namespace forgeyard::detail {
@@ -91,6 +92,7 @@ class PgTransaction final : public Transaction, private PgSession {
         rows_(*this),
         idempotency_(*this),
         queues_(*this),
+        topics_(*this),
         audit_(*this) {
     state_.begin([&] { conn_->command("BEGIN"); });
   }
@@ -101,6 +103,7 @@ class PgTransaction final : public Transaction, private PgSession {
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
   void commit() override {
     state_.commit([&] { conn_->commit(); }, [&] { conn_->command("ROLLBACK"); });
@@ -125,6 +128,7 @@ class PgTransaction final : public Transaction, private PgSession {
   PgVersionedRows rows_;
   PgIdempotency idempotency_;
   PgQueues queues_;
+  PgTopics topics_;
   PgAudit audit_;
 };
 
@@ -137,6 +141,7 @@ class PgStore final : public Store {
         rows_(session_),
         idempotency_(session_),
         queues_(session_),
+        topics_(session_),
         audit_(session_),
         app_schema_(make_pg_app_schema(shared_.pool, [this](PgConnection& c) { shared_.apply_clock(c); })),
         migrations_(make_migrations(*app_schema_)),
@@ -148,6 +153,7 @@ class PgStore final : public Store {
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<PgTransaction>(shared_); }
   StorageStatus status() override {
@@ -238,6 +244,7 @@ class PgStore final : public Store {
   PgVersionedRows rows_;
   PgIdempotency idempotency_;
   PgQueues queues_;
+  PgTopics topics_;
   PgAudit audit_;
   std::unique_ptr<AppSchemaBackend> app_schema_;
   std::unique_ptr<Migrations> migrations_;

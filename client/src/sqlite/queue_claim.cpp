@@ -49,7 +49,11 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
       }
       auto q = db.query(
           "UPDATE messages SET claim_token = ?2, attempt = attempt + 1, visible_at = ?3, claimed_by = ?4"
-          " WHERE msg_id = ?1 RETURNING msg_id, event_id, partition_key, priority, attempt, claim_token, payload,"
+          " WHERE msg_id = ?1 RETURNING msg_id, event_id, partition_key, priority, attempt, claim_token,"
+          // A subscription's message has no payload of its own: it is its topic event's (topic.cpp).
+          " COALESCE(payload, (SELECT e.payload FROM subscriptions s JOIN topic_events e"
+          "   ON e.tenant_id = s.tenant_id AND e.topic = s.topic WHERE s.tenant_id = messages.tenant_id"
+          "   AND s.subscription = messages.queue AND e.event_id = messages.event_id)),"
           " enqueued_at, bytes");
       q.bind(1, id).bind(2, claim_token).bind(3, now + visibility).bind(4, consumer);
       if (!q.step()) continue;

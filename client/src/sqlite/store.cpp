@@ -17,6 +17,7 @@
 #include "sqlite/operations.hpp"
 #include "sqlite/queues.hpp"
 #include "sqlite/restore.hpp"
+#include "sqlite/topics.hpp"
 #include "sqlite/versioned_rows.hpp"
 
 namespace forgeyard::detail {
@@ -76,6 +77,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
         rows_(*this),
         idempotency_(*this),
         queues_(*this),
+        topics_(*this),
         audit_(*this) {
     state_.begin([&] { db_->exec("BEGIN IMMEDIATE"); });
   }
@@ -86,6 +88,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
   void commit() override {
     state_.commit([&] { db_->exec("COMMIT"); }, [&] { db_->exec("ROLLBACK"); });
@@ -110,6 +113,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   SqliteVersionedRows rows_;
   SqliteIdempotency idempotency_;
   SqliteQueues queues_;
+  SqliteTopics topics_;
   SqliteAudit audit_;
 };
 
@@ -122,6 +126,7 @@ class SqliteStore final : public Store {
         rows_(session_),
         idempotency_(session_),
         queues_(session_),
+        topics_(session_),
         audit_(session_),
         app_schema_(make_sqlite_app_schema(shared_.pool, path + ".lock", [this] { return shared_.now_usecs(); })),
         migrations_(make_migrations(*app_schema_)),
@@ -146,6 +151,7 @@ class SqliteStore final : public Store {
   VersionedRows& versioned_rows() override { return rows_; }
   Idempotency& idempotency() override { return idempotency_; }
   Queues& queues() override { return queues_; }
+  Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<SqliteTransaction>(shared_); }
   StorageStatus status() override {
@@ -241,6 +247,7 @@ class SqliteStore final : public Store {
   SqliteVersionedRows rows_;
   SqliteIdempotency idempotency_;
   SqliteQueues queues_;
+  SqliteTopics topics_;
   SqliteAudit audit_;
   std::unique_ptr<AppSchemaBackend> app_schema_;
   std::unique_ptr<Migrations> migrations_;
