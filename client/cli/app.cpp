@@ -179,6 +179,7 @@ int run(int argc, char** argv) {
       "no named prepared statements (PgBouncer in transaction mode)");
   app.add_flag("--version", show_version, "the client's version, and the store's with --store");
   add_storage_commands(app, commands);
+  add_restore_commands(app, commands);
   add_lease_commands(app, commands);
   add_cas_commands(app, commands);
   add_idem_commands(app, commands);

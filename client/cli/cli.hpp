@@ -55,6 +55,7 @@ class Commands {
 
 // One per command group (commands_*.cpp).
 void add_storage_commands(CLI::App& app, Commands& commands);  // storage status, maintain
+void add_restore_commands(CLI::App& app, Commands& commands);  // storage reconcile, restore-status
 void add_lease_commands(CLI::App& app, Commands& commands);
 void add_cas_commands(CLI::App& app, Commands& commands);
 void add_idem_commands(CLI::App& app, Commands& commands);

@@ -6,9 +6,8 @@ namespace forgeyard::detail {
 
 namespace {
 
-const PgStatement status_sql{"fy_restore_status",
-                             "SELECT state, detail, " FY_USECS("last_reconciled_at") " FROM forgeyard.restore_status()",
-                             0};
+const PgStatement status_sql{
+    "fy_restore_status", "SELECT state, detail, " FY_USECS("last_reconciled_at") " FROM forgeyard.restore_status()", 0};
 const PgStatement reconcile_sql{
     "fy_restore_reconcile",
     "SELECT r.kind, r.tenant, r.count, r.detail, h.seq FROM forgeyard.restore_reconcile($1::pg_catalog.jsonb) r"

@@ -35,7 +35,8 @@ struct Recorded {
 };
 
 std::optional<Recorded> last_recorded(Db& db) {
-  auto q = db.query("SELECT store_id, reason, path, dev, ino, observed_at FROM store_identity ORDER BY id DESC LIMIT 1");
+  auto q =
+      db.query("SELECT store_id, reason, path, dev, ino, observed_at FROM store_identity ORDER BY id DESC LIMIT 1");
   if (!q.step()) return std::nullopt;
   Recorded r;
   r.store_id = q.text(0);
