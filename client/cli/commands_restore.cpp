@@ -59,7 +59,8 @@ void add_restore_commands(CLI::App& app, Commands& commands) {
     const ReconcileReport rep = ctx.store().restore_reconcile(anchors);
     if (r->json) {
       std::cout << "{\"restore_detected\":" << (rep.restore_detected ? "true" : "false")
-                << ",\"leases_expired\":" << rep.leases_expired << ",\"deliveries_released\":" << rep.deliveries_released
+                << ",\"leases_expired\":" << rep.leases_expired
+                << ",\"deliveries_released\":" << rep.deliveries_released
                 << ",\"idempotency_unlocked\":" << rep.idempotency_unlocked
                 << ",\"audit_chains_verified\":" << rep.audit_chains_verified
                 << ",\"audit_chains_failed\":" << rep.audit_chains_failed << ",\"audit_chains\":[";
@@ -98,8 +99,9 @@ void add_restore_commands(CLI::App& app, Commands& commands) {
     const RestoreStatus s = ctx.store().restore_status();
     const std::string reconciled = s.last_reconciled_at ? iso(*s.last_reconciled_at) : "";
     if (*as_json) {
-      std::cout << "{\"state\":\"" << to_string(s.state) << "\",\"needs_reconcile\":"
-                << (s.needs_reconcile() ? "true" : "false") << ",\"detail\":" << json_string(s.detail)
+      std::cout << "{\"state\":\"" << to_string(s.state)
+                << "\",\"needs_reconcile\":" << (s.needs_reconcile() ? "true" : "false")
+                << ",\"detail\":" << json_string(s.detail)
                 << ",\"last_reconciled_at\":" << (reconciled.empty() ? "null" : json_string(reconciled)) << "}\n";
     } else {
       std::cout << "state=" << to_string(s.state) << "\nneeds_reconcile=" << (s.needs_reconcile() ? "true" : "false")
