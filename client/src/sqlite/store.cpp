@@ -129,15 +129,9 @@ class SqliteStore final : public Store {
                   std::chrono::duration_cast<std::chrono::milliseconds>(options.sqlite_busy_timeout));
     auto db = shared_.pool.acquire();
     shared_.migrations = migrate(*db, migrations(), true);
-    // On the connection already held: a pool of one connection has no second one to give.
-    db->exec("BEGIN IMMEDIATE");
-    try {
-      record_new_store_identity(*db, path, shared_.now_usecs());
-      db->exec("COMMIT");
-    } catch (...) {
-      db->exec("ROLLBACK");
-      throw;
-    }
+    // On the connection already held (a pool of one has no second one to give); it writes only
+    // for a new store, so opening never waits for another process's write transaction.
+    record_new_store_identity(*db, path, shared_.now_usecs());
     log().info("opened SQLite store {} at migration {}", path, shared_.migrations.last);
   }
   Leases& leases() override { return leases_; }
