@@ -184,6 +184,7 @@ int run(int argc, char** argv) {
   add_storage_commands(app, commands);
   add_migrate_commands(app, commands);
   add_ops_commands(app, commands);
+  add_restore_commands(app, commands);
   add_lease_commands(app, commands);
   add_cas_commands(app, commands);
   add_idem_commands(app, commands);

@@ -42,8 +42,9 @@ void check_anchors(const std::vector<AuditAnchor>& anchors) {
   for (const AuditAnchor& a : anchors) {
     if (a.tenant.empty()) throw Error(fy::core::sqlstate::invalid_parameter, "an anchor's tenant must not be empty");
     if (a.head.seq < 1 || a.head.hash.size() != 32)
-      throw Error(fy::core::sqlstate::invalid_parameter,
-                  "anchor of tenant \"" + a.tenant + "\" must be {\"seq\": a positive integer, \"hash\": 64 hex digits}");
+      throw Error(
+          fy::core::sqlstate::invalid_parameter,
+          "anchor of tenant \"" + a.tenant + "\" must be {\"seq\": a positive integer, \"hash\": 64 hex digits}");
   }
 }
 

@@ -394,6 +394,40 @@ BOOST_AUTO_TEST_CASE(version_with_a_store_names_the_store_and_its_schema) {
   BOOST_TEST(slurp((run.dir / "env.txt").string()) == r.out);
 }
 
+BOOST_AUTO_TEST_CASE(storage_reconcile_after_a_copy_reports_in_key_value_and_json) {
+  const Sqlite run;
+  BOOST_REQUIRE_EQUAL(run({"lease", "acquire", "acme", "job", "w1", "--ttl", "1h"}).code, 0);
+  const Run ok = run({"storage", "restore-status"});
+  BOOST_TEST(ok.code == 0, ok.err);
+  BOOST_TEST(ok.out.find("state=ok\nneeds_reconcile=false\n") == 0u, ok.out);
+  // A copy of the closed store opened in another place is a restore.
+  const std::string copy = (run.dir / "copy.db").string();
+  std::filesystem::copy_file(run.dir / "store.db", copy);
+  const std::vector<std::string> at_copy{"--store", "sqlite://" + copy};
+  auto on_copy = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), at_copy.begin(), at_copy.end());
+    return cli(args);
+  };
+  const Run restored = on_copy({"storage", "restore-status", "--json"});
+  BOOST_TEST(restored.code == 1);
+  BOOST_TEST(restored.out.find("{\"state\":\"restored\",\"needs_reconcile\":true,") == 0u, restored.out);
+  BOOST_TEST(on_copy({"storage", "status"}).code == 1);
+  const Run bad = on_copy({"storage", "reconcile", "--anchor", "acme"});
+  BOOST_TEST(bad.code == 2);
+  BOOST_TEST(bad.err.find("--anchor must be TENANT=SEQ:HASH") != std::string::npos, bad.err);
+  const Run r = on_copy({"storage", "reconcile"});
+  BOOST_TEST(r.code == 0, r.err);
+  BOOST_TEST(r.out.find("restore_detected=true\nleases_expired=1\ndeliveries_released=0\n") == 0u, r.out);
+  BOOST_TEST(r.out.find("operations_audit=_forgeyard.operations seq=1 hash=") != std::string::npos, r.out);
+  const Run again = on_copy({"storage", "reconcile", "--json", "--anchor", "acme=3:" + std::string(64, 'a')});
+  BOOST_TEST(again.code == 1);  // the anchor is beyond the chain: a finding
+  BOOST_TEST(again.out.find("{\"restore_detected\":false,\"leases_expired\":0,") == 0u, again.out);
+  BOOST_TEST(again.out.find("\"audit_chains\":[{\"tenant\":\"acme\",\"head_seq\":0,\"cut_to\":3,") != std::string::npos,
+             again.out);
+  BOOST_TEST(on_copy({"storage", "status"}).code == 0);
+  BOOST_TEST(run({"storage", "restore-status"}).code == 0);  // the original never moved
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // storage migrate: exit codes and the --json shape, read back by a JSON parser.

@@ -67,6 +67,40 @@ std::unique_ptr<forgeyard::Store> Backend::open_real_clock() const {
   return forgeyard::open(url, options);
 }
 
+namespace {
+// The URL of another database on the same server: the path of the URL replaced.
+std::string with_database(const std::string& base, const std::string& database) {
+  const auto scheme = base.find("://");
+  const auto path = base.find('/', scheme + 3);
+  const auto query = base.find('?', path);
+  return base.substr(0, path + 1) + database + (query == std::string::npos ? "" : base.substr(query));
+}
+
+void run_pg(const std::string& url, const std::string& sql) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  PGresult* r = PQexec(conn, sql.c_str());
+  const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+  std::string message = ok ? "" : PQerrorMessage(conn);
+  PQclear(r);
+  PQfinish(conn);
+  if (!ok) throw std::runtime_error("setup SQL failed: " + message);
+}
+}  // namespace
+
+std::string Backend::create_own_store(const std::string& name) const {
+  if (!postgres) return "sqlite://" + temp_dir + "/" + name + ".db";
+  const std::string server = required_env("FORGEYARD_TEST_PG_URL");
+  run_pg(server, "CREATE DATABASE " + name);
+  const std::string own = with_database(server, name);
+  run_pg(own, "CREATE EXTENSION forgeyard");
+  return own;
+}
+
+void Backend::drop_own_store(const std::string& name) const {
+  if (!postgres) return;  // the temp directory goes with the fixture
+  run_pg(required_env("FORGEYARD_TEST_PG_URL"), "DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+}
+
 void Backend::exec_sql(const std::string& sql) const {
   if (postgres) {
     PGconn* conn = PQconnectdb(url.c_str());

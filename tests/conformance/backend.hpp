@@ -49,6 +49,11 @@ struct Backend {
   // did not exit normally).
   pid_t spawn_cli(const std::vector<std::string>& args, const std::string& stdout_path = "/dev/null") const;
   int run_cli(const std::vector<std::string>& args, const std::string& stdout_path = "/dev/null") const;
+  // A store of its own, for tests of whole-store operations (restore_reconcile) that must not
+  // touch other tests' state: a new database with the extension (PostgreSQL, directly, also
+  // under PgBouncer) or a new file (SQLite). Returns its URL; drop_own_store removes it.
+  std::string create_own_store(const std::string& name) const;
+  void drop_own_store(const std::string& name) const;
   // A name unique to this test run, so runs against one database never meet.
   std::string unique(const std::string& prefix) const;
   // The same, usable as an SQL identifier without quoting.

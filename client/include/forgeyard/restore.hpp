@@ -58,7 +58,7 @@ struct ReconcileReport {
   std::int64_t deliveries_released = 0;   // in-flight messages claimable again, old tokens refused
   std::int64_t idempotency_unlocked = 0;  // in-progress keys: lock ended, old attempt refused
   std::int64_t audit_chains_verified = 0;
-  std::int64_t audit_chains_failed = 0;  // a bad link, or a cut tail against an anchor
+  std::int64_t audit_chains_failed = 0;        // a bad link, or a cut tail against an anchor
   std::vector<AuditChainReport> audit_chains;  // every chain that failed (cut tail or bad link)
   AuditHead operations_audit;                  // where the report went in the operations chain
 };

@@ -6,15 +6,14 @@ namespace forgeyard::detail {
 
 namespace {
 
-const PgStatement status_sql{"fy_restore_status",
-                             "SELECT state, detail, " FY_USECS("last_reconciled_at") " FROM forgeyard.restore_status()",
-                             0};
-const PgStatement reconcile_sql{
-    "fy_restore_reconcile",
-    "SELECT r.kind, r.tenant, r.count, r.detail, h.seq FROM forgeyard.restore_reconcile($1::pg_catalog.jsonb) r"
-    " LEFT JOIN LATERAL (SELECT a.seq FROM forgeyard.audit_head(r.tenant) a"
-    "                     WHERE r.kind IN ('audit_tail_cut', 'audit_chain_failed')) h ON true",
-    1};
+const PgStatement status_sql{
+    "fy_restore_status", "SELECT state, detail, " FY_USECS("last_reconciled_at") " FROM forgeyard.restore_status()", 0};
+const PgStatement reconcile_sql{"fy_restore_reconcile",
+                                "SELECT r.kind, r.tenant, r.count, r.detail,"
+                                "       CASE WHEN r.kind IN ('audit_tail_cut', 'audit_chain_failed')"
+                                "            THEN (SELECT a.seq FROM forgeyard.audit_head(r.tenant) a) END"
+                                "  FROM forgeyard.restore_reconcile($1::pg_catalog.jsonb) r",
+                                1};
 
 }  // namespace
 

@@ -35,7 +35,8 @@ struct Recorded {
 };
 
 std::optional<Recorded> last_recorded(Db& db) {
-  auto q = db.query("SELECT store_id, reason, path, dev, ino, observed_at FROM store_identity ORDER BY id DESC LIMIT 1");
+  auto q =
+      db.query("SELECT store_id, reason, path, dev, ino, observed_at FROM store_identity ORDER BY id DESC LIMIT 1");
   if (!q.step()) return std::nullopt;
   Recorded r;
   r.store_id = q.text(0);
@@ -82,7 +83,15 @@ std::int64_t raise_counter(Db& db, const char* update_sql, std::int64_t floor) {
 void record_new_store_identity(Db& db, const std::string& path, std::int64_t now) {
   std::optional<Recorded> last = last_recorded(db);
   if (!last || last->file) return;
-  record(db, last->store_id, "install", path, now);
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    last = last_recorded(db);  // another process may have recorded it meanwhile
+    if (last && !last->file) record(db, last->store_id, "install", path, now);
+    db.exec("COMMIT");
+  } catch (...) {
+    db.exec("ROLLBACK");
+    throw;
+  }
 }
 
 RestoreStatus sqlite_restore_status(Db& db, const std::string& path) {

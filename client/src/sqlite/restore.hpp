@@ -11,8 +11,8 @@
 
 namespace forgeyard::detail {
 
-// Fills in the file identity of a store whose identity row has none yet (a new store). Call
-// inside a write transaction, right after the migrations.
+// Fills in the file identity of a store whose identity row has none yet (a new store), in its
+// own write transaction; reads only otherwise. Call outside a transaction, after the migrations.
 void record_new_store_identity(Db& db, const std::string& path, std::int64_t now);
 RestoreStatus sqlite_restore_status(Db& db, const std::string& path);
 // Inside session's write transaction: the whole reconcile commits together.

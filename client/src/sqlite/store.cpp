@@ -142,7 +142,9 @@ class SqliteStore final : public Store {
                     std::chrono::duration_cast<std::chrono::milliseconds>(options.sqlite_busy_timeout));
       auto db = shared_.pool.acquire();
       shared_.migrations = migrate(*db, migrations_list(), true);
-      session_.write([&](Db& d) { record_new_store_identity(d, path, shared_.now_usecs()); });
+      // On the connection already held (a pool of one has no second one to give); it writes only
+      // for a new store, so opening never waits for another process's write transaction.
+      record_new_store_identity(*db, path, shared_.now_usecs());
     }
     presence_.open();
     log().info("opened SQLite store {} at migration {}", path, shared_.migrations.last);
