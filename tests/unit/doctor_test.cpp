@@ -176,7 +176,7 @@ BOOST_AUTO_TEST_CASE(an_unreconciled_restore_fails_required) {
   const DoctorCheck* c = find(checks, "restore_reconciled");
   BOOST_TEST(c->status == CheckStatus::Fail);
   BOOST_TEST(c->fix == "run forgeyard storage reconcile");
-  BOOST_TEST(c->detail.find("oid 16421") != std::string::npos);
+  BOOST_TEST(c->detail.find("now 16421") != std::string::npos);
   BOOST_TEST(!DoctorReport{checks}.passed());
   // A changed timeline may be a failover, which loses nothing: a warning, the report passes.
   f.restore->state = forgeyard::RestoreState::Suspected;
