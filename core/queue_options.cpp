@@ -85,7 +85,7 @@ void set_queue_option(QueueOptions& o, std::string_view key, std::string_view va
   else if (key == "max_payload_bytes")
     o.max_payload_bytes = positive_integer(key, value, std::int64_t{64} * 1024 * 1024);
   else if (key == "max_attempts")
-    o.max_attempts = positive_integer(key, value, 1000);
+    o.max_attempts = positive_integer(key, value, max_queue_attempts);
   else if (key == "max_dead")
     o.max_dead = positive_integer(key, value, big);
   else if (key == "notify")
@@ -119,6 +119,8 @@ void validate(const QueueOptions& o) {
                                                            {"dedup_window", o.dedup_window_usecs}};
   for (const auto& [key, value] : positive)
     if (value <= 0) bad_option(key, "must be positive");
+  if (o.max_attempts > max_queue_attempts)
+    bad_option("max_attempts", "must be at most " + std::to_string(max_queue_attempts));
   if (o.retain_acked_usecs < 0) bad_option("retain_acked", "must not be negative");
   if (o.visibility_usecs > max_queue_duration_usecs || o.backoff_max_usecs > max_queue_duration_usecs)
     bad_option("visibility_timeout", "and backoff_max must be at most 30 days");

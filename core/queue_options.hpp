@@ -23,6 +23,8 @@ inline constexpr std::size_t max_partition_key_bytes = 512;
 inline constexpr std::size_t max_error_bytes = 4096;
 inline constexpr int max_claim_batch = 1000;
 inline constexpr std::int64_t max_queue_duration_usecs = 30 * usecs_per_day;
+// The most delivery attempts a queue may allow (attempt numbers stay small on both backends).
+inline constexpr std::int64_t max_queue_attempts = 1000;
 inline constexpr std::int64_t max_queue_retention_usecs = 365 * usecs_per_day;
 
 struct QueueOptions {

@@ -136,9 +136,56 @@ void print_stats(const StoreStats& s) {
               << "\n";
 }
 
+std::string health_json(const Health& h) {
+  std::vector<std::string> details;
+  for (const std::string& d : h.details) details.push_back(str(d));
+  return obj({{"status", str(to_string(h.status))},
+              {"store_version", str(h.schema.store_version)},
+              {"latency_usecs", num(std::chrono::duration_cast<std::chrono::microseconds>(h.latency).count())},
+              {"details", arr(details)}});
+}
+
+void print_health(const Health& h) {
+  std::cout << "health=" << to_string(h.status) << "\nhealth_latency="
+            << format_duration(std::chrono::duration_cast<std::chrono::microseconds>(h.latency).count()) << "\n";
+  for (const std::string& d : h.details) std::cout << "health_detail=" << d << "\n";
+}
+
+// One application's migration state (storage status --dir): counts, and each file not applied.
+std::string app_json(const MigrationStatus& a) {
+  std::vector<std::string> files;
+  for (const MigrationEntry& m : a.migrations)
+    files.push_back(
+        obj({{"id", num(m.id)}, {"name", str(m.name)}, {"state", str(to_string(m.state))}, {"detail", str(m.detail)}}));
+  return obj({{"app", str(a.app)},
+              {"applied_through", num(a.applied_through)},
+              {"applied", num(a.applied)},
+              {"pending", num(a.pending)},
+              {"changed", num(a.changed)},
+              {"lock_holder", a.lock_holder.empty() ? "null" : str(a.lock_holder)},
+              {"migrations", arr(files)}});
+}
+
+void print_app(const MigrationStatus& a) {
+  std::cout << "app=" << a.app << "\napp_applied_through=" << a.applied_through << "\napp_applied=" << a.applied
+            << "\napp_pending=" << a.pending << "\napp_changed=" << a.changed << "\n";
+  if (!a.lock_holder.empty()) std::cout << "app_lock_holder=" << a.lock_holder << "\n";
+  for (const MigrationEntry& m : a.migrations)
+    if (m.state != MigrationState::Applied)
+      std::cout << "app_migration=" << m.name << " state=" << to_string(m.state) << "\n";
+}
+
 struct Output {
   bool json = false;
+  DoctorOptions app;  // --dir / --app
 };
+
+void add_app_options(CLI::App& command, Output& o) {
+  command.add_option("--dir", o.app.app_migrations_dir, "also check this application's migrations directory")
+      ->type_name("DIR");
+  command.add_option("--app", o.app.app, "the application whose migrations --dir holds (default: default)")
+      ->type_name("NAME");
+}
 
 void add_json(CLI::App& command, Output& o) {
   command.add_flag("--json", o.json, "one JSON object instead of key=value lines");
@@ -153,8 +200,14 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
   CLI::App* status =
       storage->add_subcommand("status", "backend, location, schema, migrations, health, pool, sizes, row counts");
   add_json(*status, *status_out);
+  add_app_options(*status, *status_out);
   commands.on(status, [status_out](Context& ctx) {
     const StorageStatus s = ctx.store().status();
+    const Health health = ctx.store().health();
+    std::optional<MigrationStatus> app_state;
+    if (!status_out->app.app_migrations_dir.empty())
+      app_state = ctx.store().migrations().status(status_out->app.app_migrations_dir,
+                                                  status_out->app.app.empty() ? default_app_name : status_out->app.app);
     const Metrics m = ctx.store().metrics();
     std::optional<StoreStats> stats;
     std::string stats_error;
@@ -177,6 +230,8 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
                         {"migrations_pending", num(s.migrations_pending)},
                         {"healthy", boolean(s.healthy)},
                         {"detail", str(s.detail)},
+                        {"health", health_json(health)},
+                        {"app_migrations", app_state ? app_json(*app_state) : "null"},
                         {"database_bytes", stats ? opt(stats->database_bytes) : "null"},
                         {"table_rows", obj(tables)},
                         {"stats_error", stats_error.empty() ? "null" : str(stats_error)},
@@ -187,6 +242,8 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
     std::cout << "backend=" << s.backend << "\nlocation=" << s.location << "\nschema_version=" << s.schema_version
               << "\nmigrations_applied=" << s.migrations_applied << "\nmigrations_pending=" << s.migrations_pending
               << "\nhealthy=" << (s.healthy ? "true" : "false") << "\ndetail=" << s.detail << "\n";
+    print_health(health);
+    if (app_state) print_app(*app_state);
     if (stats) {
       if (stats->database_bytes) std::cout << "database_bytes=" << *stats->database_bytes << "\n";
       for (const TableStats& t : stats->tables) std::cout << "rows." << t.name << "=" << t.rows << "\n";
@@ -202,8 +259,9 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
       "checks (required, security, performance, optional), each ok, warn or fail with a fix; exit 1 when a "
       "required one fails");
   add_json(*doctor, *doctor_out);
+  add_app_options(*doctor, *doctor_out);
   commands.on(doctor, [doctor_out](Context& ctx) {
-    const DoctorReport report = ctx.store().doctor();
+    const DoctorReport report = ctx.store().doctor(doctor_out->app);
     const int code = report.passed() ? exit_done : exit_no;
     if (doctor_out->json) {
       std::vector<std::string> checks;

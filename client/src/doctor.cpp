@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <functional>
 
+#include "forgeyard/error.hpp"
+
 namespace forgeyard::detail {
 
 namespace {
@@ -128,6 +130,24 @@ const std::vector<Rule>& rules() {
            return Verdict{CheckStatus::Warn, "a migration runner holds the lock: " + f.app_migrations->lock_holder,
                           "wait for it; a second runner waits and then finds nothing left to do"};
          return ok("no migration runner holds the lock");
+       }},
+      {CheckGroup::Required, "restore_reconciled",
+       [](const DoctorFacts& f) -> Outcome {
+         if (f.restore_error)
+           return Verdict{CheckStatus::Fail, "cannot tell whether the store was restored: " + *f.restore_error,
+                          "run doctor as the extension's owner or a role with grant_maintenance"};
+         if (!f.restore) return std::nullopt;
+         const RestoreStatus& r = *f.restore;
+         if (r.needs_reconcile())
+           return Verdict{CheckStatus::Fail, "a restore or copy was detected and not reconciled: " + r.detail,
+                          "run forgeyard storage reconcile"};
+         if (r.state == RestoreState::Suspected)
+           return Verdict{CheckStatus::Warn,
+                          "the timeline changed (a point-in-time recovery, or a failover): " + r.detail,
+                          "after a restore run forgeyard storage reconcile; after a failover to a synchronous replica "
+                          "nothing is needed (docs/operations.md, after a failover)"};
+         return ok(r.last_reconciled_at ? "the store is where it was recorded; reconciled since its last restore"
+                                        : "no restore detected");
        }},
       {CheckGroup::Required, "integrity",
        [](const DoctorFacts& f) -> Outcome {
@@ -364,6 +384,39 @@ std::vector<DoctorCheck> evaluate_doctor(const DoctorFacts& facts) {
       checks.push_back(DoctorCheck{rule.group, rule.name, v->status, std::move(v->detail), std::move(v->fix)});
   }
   return checks;
+}
+
+void add_store_facts(DoctorFacts& facts, Store& store, const DoctorOptions& options,
+                     const StoreOptions& store_options) {
+  if (facts.connect_error) return;
+  const std::string dir =
+      options.app_migrations_dir.empty() ? store_options.app_migrations_dir : options.app_migrations_dir;
+  if (!dir.empty()) {
+    AppMigrationFacts a;
+    a.app = !options.app.empty()              ? options.app
+            : !store_options.app_name.empty() ? store_options.app_name
+                                              : default_app_name;
+    try {
+      const MigrationStatus s = store.migrations().status(dir, a.app);
+      a.pending = s.pending;
+      a.changed = s.changed;
+      a.lock_holder = s.lock_holder;
+      for (const MigrationEntry& m : s.migrations)
+        if (m.state == MigrationState::Changed || m.state == MigrationState::Missing) {
+          a.changed_detail = m.name + ": " + m.detail;
+          break;
+        }
+    } catch (const Error& e) {
+      a.changed = 1;  // unreadable directory or history: the check fails naming why
+      a.changed_detail = std::string("cannot read the migrations: ") + e.what();
+    }
+    facts.app_migrations = std::move(a);
+  }
+  try {
+    facts.restore = store.restore_status();
+  } catch (const Error& e) {
+    facts.restore_error = e.what();
+  }
 }
 
 }  // namespace forgeyard::detail

@@ -4,8 +4,9 @@
 //
 // Adding a check: one fact here, filled by the backend(s) that can see it, and one rule in the
 // table in doctor.cpp (group, name, a function of the facts). E.g. "restore_reconciled"
-// (REQUIRED): a fact `std::optional<std::string> unreconciled_restore` and a rule that fails
-// while it is set.
+// (REQUIRED): the fact `restore` (Store::restore_status()) and a rule that fails while a restore
+// is detected and not reconciled. Facts both backends gather the same way through the public
+// interfaces (application migrations, restore state) are filled once by add_store_facts().
 #pragma once
 
 #include <chrono>
@@ -14,7 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "forgeyard/migrations.hpp"
 #include "forgeyard/operations.hpp"
+#include "forgeyard/restore.hpp"
+#include "forgeyard/store.hpp"
 
 namespace forgeyard::detail {
 
@@ -59,6 +63,8 @@ struct DoctorFacts {
   std::optional<std::string> integrity;     // SQLite quick_check: "ok" or its first finding
   std::optional<std::string> stats_error;   // storage_stats() failed (e.g. no privilege)
   std::optional<AppMigrationFacts> app_migrations;
+  std::optional<RestoreStatus> restore;      // Restored: fails until storage reconcile has run
+  std::optional<std::string> restore_error;  // restore_status() failed: the check fails naming why
   // SECURITY
   std::optional<std::vector<std::string>> roles_with_table_privileges;
   std::optional<std::vector<std::string>> unbound_usage_roles;
@@ -82,5 +88,10 @@ struct DoctorFacts {
 };
 
 std::vector<DoctorCheck> evaluate_doctor(const DoctorFacts& facts);
+
+// Fills app_migrations (when a directory is named by `options` or `store_options`) and restore,
+// through the backend's own Migrations and restore_status. A failure to read either becomes the
+// fact's error (the check fails naming it); the other facts stay.
+void add_store_facts(DoctorFacts& facts, Store& store, const DoctorOptions& options, const StoreOptions& store_options);
 
 }  // namespace forgeyard::detail

@@ -442,4 +442,77 @@ BOOST_AUTO_TEST_CASE(records_are_never_rewritten) {
   BOOST_TEST(store->migrations().status(dir, app).applied == 1);
 }
 
+// storage doctor with the application's directory (DoctorOptions, StoreOptions::app_migrations_dir
+// or --dir/--app): a pending migration and a changed file each fail REQUIRED, exit 1.
+BOOST_AUTO_TEST_CASE(the_doctor_fails_required_on_a_pending_migration_and_a_changed_file) {
+  auto app_check = [](const forgeyard::DoctorReport& r, const std::string& name) {
+    for (const forgeyard::DoctorCheck& c : r.checks)
+      if (c.name == name) return c;
+    BOOST_FAIL("the doctor has no check " + name);
+    return forgeyard::DoctorCheck{};
+  };
+  const forgeyard::DoctorOptions mine{dir, app};
+  const std::string out_path = dir + ".doctor.out";  // beside the directory: only migrations in it
+  auto doctor_cli = [&](std::string& out) {
+    const int code = run_cli({"storage", "doctor", "--dir", dir, "--app", app}, out_path);
+    std::ifstream in(out_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    out = text.str();
+    return code;
+  };
+  std::string out;
+  // Without a directory the application's checks are not made.
+  for (const auto& c : store->doctor().checks) BOOST_TEST(c.name != "app_migrations");
+
+  write("0001_create.sql", "CREATE TABLE " + table + " (id integer PRIMARY KEY);\n");
+  store->migrations().apply(dir, opts());
+  write("0002_add_email.sql", "ALTER TABLE " + table + " ADD COLUMN email text;\n");
+  auto report = store->doctor(mine);
+  auto c = app_check(report, "app_migrations");
+  BOOST_TEST((c.group == forgeyard::CheckGroup::Required));
+  BOOST_TEST((c.status == forgeyard::CheckStatus::Fail));
+  BOOST_TEST(c.detail == "application " + app + ": 1 migration(s) pending");
+  BOOST_TEST(c.fix == "forgeyard storage migrate apply --dir <dir> --app " + app);
+  BOOST_TEST(!report.passed());
+  BOOST_TEST((app_check(report, "app_migration_lock").status == forgeyard::CheckStatus::Ok));
+  BOOST_TEST(doctor_cli(out) == 1);
+  BOOST_TEST(out.find("app_migrations.status=fail\n") != std::string::npos);
+  BOOST_TEST(out.find("\npassed=false\n") != std::string::npos);
+
+  store->migrations().apply(dir, opts());
+  report = store->doctor(mine);
+  BOOST_TEST((app_check(report, "app_migrations").status == forgeyard::CheckStatus::Ok));
+  BOOST_TEST(report.passed());
+  BOOST_TEST(doctor_cli(out) == 0);
+  BOOST_TEST(out.find("app_migrations.status=ok\n") != std::string::npos);
+
+  // A daemon's own directory and name are the defaults.
+  auto o = daemon_options("doctor-d1", 0, 0);
+  o.app_migrations_dir = dir;
+  const auto daemon = forgeyard::open(url, o);
+  BOOST_TEST((app_check(daemon->doctor(), "app_migrations").status == forgeyard::CheckStatus::Ok));
+
+  write("0001_create.sql", "CREATE TABLE " + table + " (id integer PRIMARY KEY, extra text);\n");
+  report = daemon->doctor();
+  c = app_check(report, "app_migrations");
+  BOOST_TEST((c.status == forgeyard::CheckStatus::Fail));
+  BOOST_TEST(c.detail.find("1 applied migration(s) changed or missing: 0001_create.sql") != std::string::npos);
+  BOOST_TEST(!report.passed());
+  BOOST_TEST(doctor_cli(out) == 1);
+  BOOST_TEST(out.find("app_migrations.status=fail\n") != std::string::npos);
+
+  // storage status shows the application's migration state and the health.
+  BOOST_TEST(run_cli({"storage", "status", "--dir", dir, "--app", app}, out_path) == 0);
+  std::ifstream in(out_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  BOOST_TEST(text.str().find("\nhealth=healthy\n") != std::string::npos);
+  BOOST_TEST(
+      text.str().find("\napp=" + app + "\napp_applied_through=2\napp_applied=1\napp_pending=0\napp_changed=1\n") !=
+      std::string::npos);
+  BOOST_TEST(text.str().find("app_migration=0001_create.sql state=changed\n") != std::string::npos);
+  std::filesystem::remove(out_path);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

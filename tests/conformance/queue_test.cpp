@@ -204,6 +204,12 @@ BOOST_AUTO_TEST_CASE(unknown_queues_and_bad_input_are_refused) {
   bad = {};
   bad.max_messages = 0;
   FY_CHECK_ERROR(queues().create(tenant, "bad", bad), ErrorKind::InvalidArgument, "22023");
+  bad = {};
+  bad.max_attempts = 1001;  // the same bound on both backends
+  FY_CHECK_ERROR(queues().create(tenant, "bad", bad), ErrorKind::InvalidArgument, "22023",
+                 "queue option max_attempts must be at most 1000");
+  bad.max_attempts = 1000;
+  queues().create(tenant, "most_attempts", bad);
   BOOST_TEST(queues().stats(tenant, queue).ready == 1);  // only the deduplicated one
 }
 

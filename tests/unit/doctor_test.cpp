@@ -164,6 +164,30 @@ BOOST_AUTO_TEST_CASE(application_migrations_pending_changed_or_locked) {
   BOOST_TEST(status_of(f, "app_migration_lock") == CheckStatus::Warn);
 }
 
+BOOST_AUTO_TEST_CASE(an_unreconciled_restore_fails_required) {
+  DoctorFacts f = healthy_postgres();
+  BOOST_TEST(find(evaluate_doctor(f), "restore_reconciled") == nullptr);  // not observed: no check
+  f.restore = forgeyard::RestoreStatus{};
+  BOOST_TEST(status_of(f, "restore_reconciled") == CheckStatus::Ok);
+  BOOST_TEST(find(evaluate_doctor(f), "restore_reconciled")->group == CheckGroup::Required);
+  f.restore->state = forgeyard::RestoreState::Restored;
+  f.restore->detail = "database oid 16384 recorded, now 16421";
+  const auto checks = evaluate_doctor(f);
+  const DoctorCheck* c = find(checks, "restore_reconciled");
+  BOOST_TEST(c->status == CheckStatus::Fail);
+  BOOST_TEST(c->fix == "run forgeyard storage reconcile");
+  BOOST_TEST(c->detail.find("now 16421") != std::string::npos);
+  BOOST_TEST(!DoctorReport{checks}.passed());
+  // A changed timeline may be a failover, which loses nothing: a warning, the report passes.
+  f.restore->state = forgeyard::RestoreState::Suspected;
+  BOOST_TEST(status_of(f, "restore_reconciled") == CheckStatus::Warn);
+  BOOST_TEST(DoctorReport{evaluate_doctor(f)}.passed());
+  // Not knowing is not passing.
+  f.restore.reset();
+  f.restore_error = "permission denied for function restore_status";
+  BOOST_TEST(status_of(f, "restore_reconciled") == CheckStatus::Fail);
+}
+
 BOOST_AUTO_TEST_CASE(long_transactions_and_slots_by_age) {
   DoctorFacts f = healthy_postgres();
   BOOST_TEST(status_of(f, "long_transaction") == CheckStatus::Ok);

@@ -56,6 +56,24 @@ BOOST_AUTO_TEST_CASE(the_conversion_to_the_core_keeps_every_default) {
   BOOST_CHECK_NO_THROW(core::validate(c));
 }
 
+BOOST_AUTO_TEST_CASE(max_attempts_is_bounded_the_same_way_from_text_and_from_a_struct) {
+  // The extension parses text options, the SQLite shim passes a struct: validate bounds both.
+  core::QueueOptions o = core::default_queue_options;
+  o.max_attempts = core::max_queue_attempts;
+  BOOST_CHECK_NO_THROW(core::validate(o));
+  o.max_attempts = core::max_queue_attempts + 1;
+  try {
+    core::validate(o);
+    BOOST_FAIL("max_attempts 1001 was accepted");
+  } catch (const fy::core::Error& e) {
+    BOOST_TEST(std::string(e.what()) == "queue option max_attempts must be at most 1000");
+  }
+  core::QueueOptions parsed = core::default_queue_options;
+  BOOST_CHECK_THROW(core::set_queue_option(parsed, "max_attempts", "1001"), fy::core::Error);
+  core::set_queue_option(parsed, "max_attempts", "1000");
+  BOOST_TEST(parsed.max_attempts == 1000);
+}
+
 BOOST_AUTO_TEST_CASE(priority_names_follow_the_enum) {
   // The compile-time check in queue_options.hpp, seen from the public API.
   for (int p = 0; p < core::priority_classes; ++p) {

@@ -68,6 +68,14 @@ struct DoctorCheck {
   std::string fix;     // what to do about it, one line ("" when ok)
 };
 
+// What `storage doctor` checks beyond the store itself. With an application's migration directory
+// (here, or StoreOptions::app_migrations_dir), the REQUIRED checks app_migrations and
+// app_migration_lock report that application's pending and changed files and the runner lock.
+struct DoctorOptions {
+  std::string app_migrations_dir;  // empty: StoreOptions::app_migrations_dir; both empty: not checked
+  std::string app;                 // empty: StoreOptions::app_name, else "default"
+};
+
 struct DoctorReport {
   std::vector<DoctorCheck> checks;  // grouped: REQUIRED, SECURITY, PERFORMANCE, OPTIONAL
   // True when no REQUIRED check failed (`storage doctor` exits 0 then, 1 otherwise).

@@ -142,7 +142,8 @@ class FORGEYARD_API Store {
   // forgeyard.storage_stats() (grant_inspect or grant_maintenance); a role bound to tenants sees
   // only its own tenants' figures.
   virtual StoreStats stats() = 0;
-  virtual DoctorReport doctor() = 0;
+  virtual DoctorReport doctor(const DoctorOptions& options) = 0;
+  DoctorReport doctor() { return doctor(DoctorOptions{}); }
   // Restore safety (forgeyard/restore.hpp): whether the store was restored or copied since it was
   // last reconciled, and the reconcile step every restore path runs (idempotent). anchors: audit
   // heads saved outside the store, to report a cut tail.

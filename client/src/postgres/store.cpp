@@ -199,6 +199,11 @@ class PgStore final : public Store {
         read_only = r.boolean(0, 1) || r.text(0, 2) == "on";
       }
       h.status = presence_.check(h.schema, h.details, !read_only);
+      const RestoreStatus restore = pg_restore_status(session_);
+      if (restore.needs_reconcile() && h.status == HealthStatus::Healthy) h.status = HealthStatus::Degraded;
+      if (restore.needs_reconcile())
+        h.details.push_back("a restore was detected and not reconciled (run forgeyard storage reconcile): " +
+                            restore.detail);
       if (read_only && h.status == HealthStatus::Healthy) {
         h.status = HealthStatus::Degraded;
         h.details.push_back(
@@ -212,7 +217,7 @@ class PgStore final : public Store {
     return h;
   }
   StoreStats stats() override { return pg_stats(session_); }
-  DoctorReport doctor() override {
+  DoctorReport doctor(const DoctorOptions& options) override {
     DoctorFacts facts;
     try {
       auto conn = shared_.pool.acquire();
@@ -222,6 +227,7 @@ class PgStore final : public Store {
       facts.backend = "postgresql";
       facts.connect_error = std::string(to_string(e.kind())) + ": " + e.what();
     }
+    add_store_facts(facts, *this, options, shared_.options);
     return {evaluate_doctor(facts)};
   }
   RestoreStatus restore_status() override { return pg_restore_status(session_); }

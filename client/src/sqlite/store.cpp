@@ -181,6 +181,7 @@ class SqliteStore final : public Store {
   Migrations& migrations() override { return *migrations_; }
   Health health() override {
     Health h;
+    RestoreStatus restore;
     const auto started = std::chrono::steady_clock::now();
     try {
       {
@@ -188,8 +189,13 @@ class SqliteStore final : public Store {
         const MigrationState state = migrate(*db, migrations_list(), false);
         h.latency = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - started);
         h.schema.store_version = state.last;
+        restore = sqlite_restore_status(*db, shared_.path);
       }
       h.status = presence_.check(h.schema, h.details);
+      if (restore.needs_reconcile() && h.status == HealthStatus::Healthy) h.status = HealthStatus::Degraded;
+      if (restore.needs_reconcile())
+        h.details.push_back("a restore or copy was detected and not reconciled (run forgeyard storage reconcile): " +
+                            restore.detail);
       if (h.status == HealthStatus::Healthy && ::access(shared_.path.c_str(), W_OK) != 0) {
         h.status = HealthStatus::Degraded;
         h.details.push_back("the store file is not writable: reads work, writes fail");
@@ -207,7 +213,7 @@ class SqliteStore final : public Store {
       return sqlite_stats(*db, queues_, shared_.now_usecs());
     });
   }
-  DoctorReport doctor() override {
+  DoctorReport doctor(const DoctorOptions& options) override {
     DoctorFacts facts;
     try {
       auto db = shared_.pool.acquire();
@@ -217,6 +223,7 @@ class SqliteStore final : public Store {
       facts.backend = "sqlite";
       facts.connect_error = std::string(to_string(e.kind())) + ": " + e.what();
     }
+    add_store_facts(facts, *this, options, shared_.options);
     return {evaluate_doctor(facts)};
   }
   RestoreStatus restore_status() override {
