@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <set>
 
+#include "core/audit_event.hpp"
 #include "core/core.hpp"
 #include "forgeyard/version.hpp"
 #include "instruments.hpp"
@@ -271,6 +272,13 @@ class SqliteSide {
           const auto bytes = fy::core::from_hex(kind == Kind::uuid16 ? undashed(*v) : *v);
           if (!bytes) fail("not hex: " + *v);
           rc = sqlite3_bind_blob(stmt, i, bytes->data(), static_cast<int>(bytes->size()), SQLITE_TRANSIENT);
+          break;
+        }
+        case Kind::json: {
+          // The shim stores an event's details canonical and hashes them as stored; PostgreSQL's
+          // jsonb prints them with spaces, so the text is canonicalized on the way in.
+          const std::string canonical = fy::core::canonical_details(*v);
+          rc = sqlite3_bind_text(stmt, i, canonical.data(), static_cast<int>(canonical.size()), SQLITE_TRANSIENT);
           break;
         }
         default:
