@@ -88,6 +88,11 @@ PgConnection::~PgConnection() {
   PQfinish(conn_);
 }
 
+void PgConnection::rollback_quietly() noexcept {
+  PGresult* r = PQexec(conn_, "ROLLBACK");
+  if (r != nullptr) PQclear(r);
+}
+
 bool PgConnection::reusable() const {
   return PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) == PQTRANS_IDLE;
 }

@@ -67,6 +67,9 @@ class PgConnection {
   void commit();
   // Healthy and outside any transaction: safe to hand to the next caller.
   bool reusable() const;
+  PGTransactionStatusType transaction_status() const { return PQtransactionStatus(conn_); }
+  // ROLLBACK whose failure is left to reusable() (the pool then closes the connection); never throws.
+  void rollback_quietly() noexcept;
   // Whether this connection is encrypted (storage doctor).
   bool ssl_in_use() const { return PQsslInUse(conn_) != 0; }
 

@@ -71,10 +71,18 @@ class PooledSession final : public PgSession {
     auto conn = shared_.pool.acquire();
     if (!shared_.options.clock) return conn->exec(statement, params);
     conn->command("BEGIN");
-    shared_.apply_clock(*conn);
-    PgResult r = conn->exec(statement, params);
-    conn->commit();
-    return r;
+    try {
+      shared_.apply_clock(*conn);
+      PgResult r = conn->exec(statement, params);
+      conn->commit();
+      return r;
+    } catch (const Error&) {
+      // A refused statement (FY002, FY001, ...) leaves the transaction aborted: end it so the
+      // connection stays reusable instead of being closed (a reconnect per refusal through PgBouncer).
+      // A connection that cannot roll back is not reusable and the pool closes it.
+      if (PQTRANS_INERROR == conn->transaction_status()) conn->rollback_quietly();
+      throw;
+    }
   }
   Instruments& instruments() override { return shared_.instruments; }
 
