@@ -176,13 +176,17 @@ BOOST_AUTO_TEST_CASE(dead_letters_of_the_last_hour_warn) {
   const auto d = store->queues().claim(tenant, "dl", "c", 1, 1min);
   BOOST_TEST_REQUIRE(d.size() == 1u);
   store->queues().nack(tenant, "dl", d[0].msg_id, d[0].claim_token, "bad", true);
-  const auto* q = find_queue(store->stats(), tenant, "dl");
+  const forgeyard::StoreStats stats = store->stats();  // q points into it
+  const auto* q = find_queue(stats, tenant, "dl");
   BOOST_TEST_REQUIRE(q != nullptr);
   BOOST_TEST(q->depth.dead == 1);
   BOOST_TEST(q->dead_last_hour == 1);
   BOOST_TEST(check(store->doctor(), "dead_letters").status == CheckStatus::Warn);
   clock.advance(2h);
-  BOOST_TEST(find_queue(store->stats(), tenant, "dl")->dead_last_hour == 0);
+  const forgeyard::StoreStats later = store->stats();
+  const auto* q_later = find_queue(later, tenant, "dl");
+  BOOST_TEST_REQUIRE(q_later != nullptr);
+  BOOST_TEST(q_later->dead_last_hour == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_healthy_store_passes_the_doctor) {
