@@ -49,7 +49,9 @@ class Workload {
 
   // Each loop runs until `stop`.
   void producer(forgeyard::Store& store, const std::atomic<bool>& stop);
-  void consumer(forgeyard::Store& store, const std::atomic<bool>& stop);
+  // stale_sometimes: now and then sleep past the visibility timeout before consuming, so the
+  // token goes stale (off while draining after the faults).
+  void consumer(forgeyard::Store& store, const std::atomic<bool>& stop, bool stale_sometimes = true);
   void lease_worker(forgeyard::Store& store, const std::atomic<bool>& stop);
   // Read-modify-write of one row at a time, rows [first, first + count).
   void cas_worker(forgeyard::Store& store, const std::atomic<bool>& stop, int first, int count);
