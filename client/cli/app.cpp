@@ -132,13 +132,12 @@ class OverviewFormatter : public CLI::Formatter {
 
 // The spelling before CLI11, `--until-empty true`, becomes `--until-empty=true`, so that the
 // flags stay flags: a bare `--until-empty` never takes the next argument as its value.
-std::vector<std::string> fold_old_flag_values(int argc, char** argv) {
+std::vector<std::string> fold_old_flag_values(const std::vector<std::string>& argv) {
   std::vector<std::string> args;
-  for (int i = 0; i < argc; ++i) {
+  for (std::size_t i = 0; i < argv.size(); ++i) {
     std::string arg = argv[i];
     const bool flag = arg == "--until-empty" || arg == "--permanent";
-    if (flag && i + 1 < argc && (std::string_view(argv[i + 1]) == "true" || std::string_view(argv[i + 1]) == "false"))
-      arg += "=" + std::string(argv[++i]);
+    if (flag && i + 1 < argv.size() && (argv[i + 1] == "true" || argv[i + 1] == "false")) arg += "=" + argv[++i];
     args.push_back(std::move(arg));
   }
   return args;
@@ -163,61 +162,96 @@ int usage_error(const CLI::App& app, const std::string& message) {
   return exit_usage;
 }
 
-}  // namespace
-
-int run(int argc, char** argv) {
+// The command tree, the options it fills and the actions of its leaf commands.
+struct CommandLine {
   Context ctx;
   Commands commands;
   bool show_version = false;
   CLI::App app{"forgeyard: the command line of the coordination store", "forgeyard"};
-  // Inherited by every command below: global options may follow the command, a repeated option
-  // keeps its last value (as before CLI11), and one command per level, so that a positional
-  // argument named like a command ("queue", "status") stays an argument.
-  app.fallthrough();
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.require_subcommand(0, 1);
-  app.add_option("--store", ctx.url, "the store's URL")->type_name("URL")->envname("FORGEYARD_STORE");
-  app.add_flag_callback(
-      "--unnamed-statements", [&] { ctx.options.prepared_statements = false; },
-      "no named prepared statements (PgBouncer in transaction mode)");
-  app.add_flag("--version", show_version, "the client's version, and the store's with --store");
-  add_storage_commands(app, commands);
-  add_migrate_commands(app, commands);
-  add_ops_commands(app, commands);
-  add_restore_commands(app, commands);
-  add_lease_commands(app, commands);
-  add_cas_commands(app, commands);
-  add_idem_commands(app, commands);
-  add_queue_commands(app, commands);
-  add_topic_commands(app, commands);
-  add_audit_commands(app, commands);
-  app.formatter(std::make_shared<OverviewFormatter>());  // the root only: commands keep CLI11's
 
-  std::vector<std::string> args = fold_old_flag_values(argc, argv);
-  std::vector<const char*> argp;
-  argp.reserve(args.size());
-  for (const std::string& a : args) argp.push_back(a.c_str());
-  try {
-    app.parse(static_cast<int>(argp.size()), argp.data());
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return exit_done;
-  } catch (const CLI::CallForAllHelp&) {
-    std::cout << app.help("", CLI::AppFormatMode::All);
-    return exit_done;
-  } catch (const CLI::ParseError& e) {
-    return usage_error(app, e.what());
+  CommandLine() {
+    // Inherited by every command below: global options may follow the command, a repeated option
+    // keeps its last value (as before CLI11), and one command per level, so that a positional
+    // argument named like a command ("queue", "status") stays an argument.
+    app.fallthrough();
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app.require_subcommand(0, 1);
+    app.add_option("--store", ctx.url, "the store's URL")->type_name("URL")->envname("FORGEYARD_STORE");
+    app.add_flag_callback(
+        "--unnamed-statements", [this] { ctx.options.prepared_statements = false; },
+        "no named prepared statements (PgBouncer in transaction mode)");
+    app.add_flag("--version", show_version, "the client's version, and the store's with --store");
+    add_storage_commands(app, commands);
+    add_migrate_commands(app, commands);
+    add_ops_commands(app, commands);
+    add_restore_commands(app, commands);
+    add_lease_commands(app, commands);
+    add_cas_commands(app, commands);
+    add_idem_commands(app, commands);
+    add_queue_commands(app, commands);
+    add_topic_commands(app, commands);
+    add_audit_commands(app, commands);
+    app.formatter(std::make_shared<OverviewFormatter>());  // the root only: commands keep CLI11's
   }
 
-  try {
-    if (show_version) return print_version(ctx);
+  // An exit code when parsing ends the run (help, a usage error), else -1.
+  int parse(std::vector<std::string> args) {
+    std::vector<const char*> argp;
+    argp.reserve(args.size());
+    for (const std::string& a : args) argp.push_back(a.c_str());
+    try {
+      app.parse(static_cast<int>(argp.size()), argp.data());
+    } catch (const CLI::CallForHelp&) {
+      std::cout << app.help();
+      return exit_done;
+    } catch (const CLI::CallForAllHelp&) {
+      std::cout << app.help("", CLI::AppFormatMode::All);
+      return exit_done;
+    } catch (const CLI::ParseError& e) {
+      return usage_error(app, e.what());
+    }
+    return -1;
+  }
+
+  // The leaf command selected, or the root when none was.
+  const CLI::App* selected() const {
     const CLI::App* command = &app;
     while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
-    const Action* action = commands.find(command);
+    return command;
+  }
+};
+
+}  // namespace
+
+int parse_only(const std::vector<std::string>& args, std::string& selected) {
+  CommandLine line;
+  std::vector<std::string> argv{"forgeyard"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const int code = line.parse(fold_old_flag_values(argv));
+  if (code >= 0) return code;
+  if (line.show_version) {
+    selected = "--version";
+    return -1;
+  }
+  const CLI::App* command = line.selected();
+  if (line.commands.find(command) == nullptr) return usage_error(line.app, "missing command");
+  selected.clear();
+  for (const CLI::App* c = command; c->get_parent() != nullptr; c = c->get_parent())
+    selected = c->get_name() + (selected.empty() ? "" : " " + selected);
+  return -1;
+}
+
+int run(int argc, char** argv) {
+  CommandLine line;
+  const int code = line.parse(fold_old_flag_values(std::vector<std::string>(argv, argv + argc)));
+  if (code >= 0) return code;
+  try {
+    if (line.show_version) return print_version(line.ctx);
+    const Action* action = line.commands.find(line.selected());
     if (action == nullptr) throw Usage("missing command");
-    return (*action)(ctx);
+    return (*action)(line.ctx);
   } catch (const Usage& e) {
-    return usage_error(app, e.what());
+    return usage_error(line.app, e.what());
   } catch (const Error& e) {
     std::cerr << "forgeyard: " << e.what() << " [" << to_string(e.kind()) << ", SQLSTATE " << e.sqlstate() << "]";
     if (!e.detail().empty()) std::cerr << "\n  detail: " << e.detail();

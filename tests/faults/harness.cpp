@@ -4,11 +4,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/test/unit_test.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "forgeyard/forgeyard.hpp"
 
 namespace faults {
 
@@ -86,6 +90,16 @@ std::string Figures::format() const {
   s += "  violations: " + std::to_string(violations()) + "\n";
   for (const auto& r : reports) s += "  " + history::describe(r) + "\n";
   return s;
+}
+
+void expect_verified(const std::string& url, const std::string& what) {
+  const auto report = forgeyard::verify_store(url, true);
+  BOOST_TEST(report.full);
+  BOOST_TEST(report.checks.size() > 3);
+  for (const auto& finding : report.findings)
+    BOOST_TEST(false, what << ": " << finding.check << ": " << finding.detail);
+  std::printf("storage verify --full %s: %zu checks, %zu findings\n", what.c_str(), report.checks.size(),
+              report.findings.size());
 }
 
 }  // namespace faults

@@ -31,6 +31,10 @@ struct Figures {
   std::int64_t violations() const;
 };
 
+// `storage verify --full` of the store at `url` finds nothing (each finding fails the test);
+// prints how many checks ran after `what`.
+void expect_verified(const std::string& url, const std::string& what);
+
 // The run's working directory for temporary files (FORGEYARD_FAULT_TMPDIR or the system's).
 std::string temp_dir(const std::string& prefix);
 

@@ -124,9 +124,11 @@ std::string run_id() {
   return std::to_string(getpid()) + "_" + std::to_string(rng() % 1000000);
 }
 
-// The store's own consistency as the public API sees it: every audit chain verifies, the queue
-// counters match what a claim finds.
-void check_consistent(forgeyard::Store& store, const std::string& tenant, std::int64_t expected_ready) {
+// The store's own consistency: `storage verify --full` finds nothing, and as the public API sees
+// it, every audit chain verifies and the queue counters match what a claim finds.
+void check_consistent(forgeyard::Store& store, const std::string& url, const std::string& tenant,
+                      std::int64_t expected_ready) {
+  expect_verified(url, "after the fault");
   auto v = store.audit().verify(tenant);
   BOOST_TEST(v.ok);
   const auto s = store.queues().stats(tenant, "q");
@@ -231,6 +233,7 @@ BOOST_AUTO_TEST_CASE(workloads_with_writer_processes_killed_mid_transaction) {
   const auto s = store->queues().stats(names.tenant, names.work_queue);
   BOOST_TEST(s.ready + s.in_flight + s.delayed + s.dead == 0);
   for (const auto& r : f.reports) BOOST_TEST(r.ops > 0, r.check << " saw no operations");
+  expect_verified(run.url, "after the kills");
 }
 
 BOOST_AUTO_TEST_CASE(a_full_disk_is_unavailable_and_keeps_what_committed) {
@@ -246,7 +249,7 @@ BOOST_AUTO_TEST_CASE(a_full_disk_is_unavailable_and_keeps_what_committed) {
   BOOST_TEST(std::string(state) == "58030");
   BOOST_TEST(ok > 0);
   auto store = forgeyard::open(run.url);
-  check_consistent(*store, "t", 10 + ok);
+  check_consistent(*store, run.url, "t", 10 + ok);
   // Space again: writes go on.
   forgeyard::OutgoingMessage m;
   m.payload = "after";
@@ -272,7 +275,7 @@ BOOST_AUTO_TEST_CASE(a_read_only_file_refuses_writes_and_changes_nothing) {
   BOOST_TEST(ok == 0);
   BOOST_TEST((std::string(kind) == "PermissionDenied" || std::string(kind) == "Unavailable"), "kind " << kind);
   auto store = forgeyard::open(run.url);
-  check_consistent(*store, "t", 3);
+  check_consistent(*store, run.url, "t", 3);
 }
 
 namespace {
@@ -308,7 +311,7 @@ BOOST_AUTO_TEST_CASE(a_truncated_file_is_corruption) {
   BOOST_TEST(kind.rfind("Corruption", 0) == 0, "kind " << kind);
   // The original is untouched and consistent.
   auto store = forgeyard::open(run.url);
-  check_consistent(*store, "t", 2000);
+  check_consistent(*store, run.url, "t", 2000);
 }
 
 BOOST_AUTO_TEST_CASE(a_corrupted_file_is_corruption) {
@@ -338,7 +341,7 @@ BOOST_AUTO_TEST_CASE(a_corrupted_file_is_corruption) {
   BOOST_TEST_MESSAGE("corrupted header: " << kind2);
   BOOST_TEST(kind2.rfind("Corruption", 0) == 0, "kind " << kind2);
   auto store = forgeyard::open(run.url);
-  check_consistent(*store, "t", 2000);
+  check_consistent(*store, run.url, "t", 2000);
 }
 
 BOOST_AUTO_TEST_CASE(a_held_lock_is_a_serialization_failure_and_then_writes_go_on) {
@@ -363,7 +366,7 @@ BOOST_AUTO_TEST_CASE(a_held_lock_is_a_serialization_failure_and_then_writes_go_o
   sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
   sqlite3_close(holder);
   BOOST_TEST(store->queues().enqueue("t", "q", m) > 0);
-  check_consistent(*store, "t", 6);
+  check_consistent(*store, run.url, "t", 6);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang++, build-fuzz/) and runs each for a bounded time from its seed
 # corpus in tests/fuzz/corpus/<target>/ (copied, so the repository's corpus stays as committed).
-#   tests/fuzz/run.sh                  every target, FUZZ_SECONDS (default 15) each: about 75 s
+#   tests/fuzz/run.sh                  every target, FUZZ_SECONDS (default 15) each: about 2 minutes
 #   FUZZ_SECONDS=3600 tests/fuzz/run.sh canonical_json   one target for an hour (the longer run)
 # Prints the executions per target; a crash or a broken property leaves its input in
 # build-fuzz/crashes/<target>/ (turn each into a unit test) and fails the run.
@@ -11,7 +11,7 @@ root=$(pwd)
 seconds=${FUZZ_SECONDS:-15}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(canonical_json uuid duration audit_export queue_options)
+[ ${#targets[@]} -gt 0 ] || targets=(canonical_json uuid duration audit_export queue_options backup_manifest app_migration cli_args)
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
