@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Server-side hot paths against the hand-written SKIP LOCKED queue, with pgbench (the client
-# costs the same for both): a throwaway cluster with fsync on, both schemas loaded, baseline and
-# forgeyard interleaved, 1 and 2 clients, two rounds. Prints messages/s and the ratio per line.
+# Server-side hot paths against hand-written SQL, with pgbench (the client costs the same for
+# both): the SKIP LOCKED queue, and the leases, compare-and-set, idempotency keys and audit table
+# of the client-side benchmarks' baselines. A throwaway cluster with fsync on, both schemas
+# loaded, baseline and forgeyard interleaved, 1 and 2 clients, two rounds. Prints operations/s
+# (messages for the queue lines, script runs for the others) and the ratio per line.
 # Not part of the test command. Run from scripts/bench.sh, or alone (it starts its own cluster).
 #   FY_PGBENCH_ROUNDS=2  rounds            FY_PGBENCH_SCALE=100  transaction counts, in percent
 #   FY_PGBENCH_SYNC=on   synchronous_commit (off: CPU alone, no commit wait)
@@ -41,10 +43,28 @@ fill() {
     -c "VACUUM ANALYZE forgeyard.queue_releases" -c "CHECKPOINT"
 }
 
-# Messages/s of one script: pgbench's tps times the messages per script run.
+# The compare-and-set rows back at version 1 (each run starts from v=1), both tables.
+reset_cas() {
+  sql -c "UPDATE bench_cas_plain SET value = 0, entity_version = 1" -c "DROP TABLE bench_cas" \
+    -c "CREATE TABLE bench_cas (LIKE bench_cas_plain INCLUDING ALL)" -c "INSERT INTO bench_cas SELECT * FROM bench_cas_plain" \
+    -c "SELECT forgeyard.enable_versioning('bench_cas')" -c "VACUUM ANALYZE bench_cas" -c "VACUUM ANALYZE bench_cas_plain" \
+    -c "CHECKPOINT"
+}
+
+# What a line needs before each run: queue lines a fresh queue of $2 ready messages.
+prepare() {  # kind messages
+  case $1 in
+    queue) fill "$2" ;;
+    cas) reset_cas ;;
+    *) sql -c "VACUUM ANALYZE" -c "CHECKPOINT" ;;
+  esac
+}
+
+# Operations/s of one script: pgbench's tps times the messages per script run.
 run() {  # script clients transactions_per_client messages_per_transaction
   local out tps
-  out=$("$PG_BIN/pgbench" -n -M prepared -c "$2" -j "$2" -t "$3" -D ids='{}' -D toks='{}' -f "$scripts/$1.sql" 2>&1)
+  out=$("$PG_BIN/pgbench" -n -M prepared -c "$2" -j "$2" -t "$3" -D ids='{}' -D toks='{}' -D v=1 \
+    -f "$scripts/$1.sql" 2>&1)
   tps=$(sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' <<<"$out")
   if [ -z "$tps" ] || grep -q 'aborted\|ERROR' <<<"$out"; then
     echo "pgbench $1 failed:" >&2
@@ -55,23 +75,27 @@ run() {  # script clients transactions_per_client messages_per_transaction
   awk -v t="$tps" -v m="$4" 'BEGIN { printf "%.0f", t * m }'
 }
 
-# name baseline-script forgeyard-script transactions-per-client messages-per-transaction target
+# name baseline-script forgeyard-script script-runs-per-client operations-per-run target kind
 lines=(
-  "claim1+ack baseline_claim1_ack forgeyard_claim1_ack 4000 1 1.0"
-  "ack_and_claim1 baseline_claim1_ack forgeyard_ack_and_claim1 4000 1 1.5"
-  "claim100+ack baseline_claim100_ack forgeyard_claim100_ack 200 100 1.4"
-  "enqueue1 baseline_enqueue forgeyard_enqueue 4000 1 0.95"
+  "claim1+ack baseline_claim1_ack forgeyard_claim1_ack 4000 1 1.0 queue"
+  "ack_and_claim1 baseline_claim1_ack forgeyard_ack_and_claim1 4000 1 1.5 queue"
+  "claim100+ack baseline_claim100_ack forgeyard_claim100_ack 200 100 1.4 queue"
+  "enqueue1 baseline_enqueue forgeyard_enqueue 4000 1 0.95 queue"
+  "lease baseline_lease forgeyard_lease 1500 1 0.9 none"
+  "cas_update baseline_cas forgeyard_cas 4000 1 0.9 cas"
+  "idempotency baseline_idempotency forgeyard_idempotency 2000 1 0.9 none"
+  "audit_append baseline_audit forgeyard_audit 4000 1 0.8 none"
 )
 printf '%-16s %-7s %-5s %12s %12s %7s %s\n' line clients round baseline forgeyard ratio target
 for round in $(seq "$rounds"); do
   for line in "${lines[@]}"; do
-    read -r name base fy t m target <<<"$line"
+    read -r name base fy t m target kind <<<"$line"
     [ -n "$only" ] && ! [[ "$name" =~ $only ]] && continue
     t=$((t * scale / 100))
     for clients in 1 2; do
-      fill $((clients * t * m + 1000))
+      prepare "$kind" $((clients * t * m + 1000))
       b=$(run "$base" "$clients" "$t" "$m")
-      fill $((clients * t * m + 1000))
+      prepare "$kind" $((clients * t * m + 1000))
       f=$(run "$fy" "$clients" "$t" "$m")
       awk -v n="$name" -v c="$clients" -v r="$round" -v b="$b" -v f="$f" -v g="$target" \
         'BEGIN { printf "%-16s %-7s %-5s %12d %12d %6.2fx >= %sx\n", n, c, r, b, f, (b > 0 ? f / b : 0), g }'

@@ -6,38 +6,22 @@
 
 #include "cli.hpp"
 #include "exit_codes.hpp"
+#include "json_writer.hpp"
 
 namespace forgeyard::cli {
 
 namespace {
 
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 // key=value lines, or one JSON object: the same fields either way.
 class Output {
  public:
   explicit Output(bool json) : json_(json) {}
-  void field(const std::string& key, const std::string& value) { add(key, quote(value), value); }
+  void field(const std::string& key, const std::string& value) { add(key, json_string(value), value); }
   void field(const std::string& key, std::int64_t value) { add(key, std::to_string(value), std::to_string(value)); }
   void flag(const std::string& key, bool value) { add(key, value ? "true" : "false", value ? "true" : "false"); }
   void raw(const std::string& key, const std::string& json, const std::vector<std::string>& lines) {
     if (json_) {
-      fields_.push_back(quote(key) + ": " + json);
+      fields_.push_back(json_string(key) + ": " + json);
     } else {
       for (const auto& l : lines) text_ += key + "=" + l + "\n";
     }
@@ -55,7 +39,7 @@ class Output {
  private:
   void add(const std::string& key, const std::string& json, const std::string& text) {
     if (json_)
-      fields_.push_back(quote(key) + ": " + json);
+      fields_.push_back(json_string(key) + ": " + json);
     else
       text_ += key + "=" + text + "\n";
   }
@@ -68,21 +52,21 @@ void print_verify(Output& out, const VerifyReport& r, const std::string& prefix)
   std::string checks, checks_json = "[";
   for (std::size_t i = 0; i < r.checks.size(); ++i) {
     checks += (i ? "," : "") + r.checks[i];
-    checks_json += (i ? ", " : "") + quote(r.checks[i]);
+    checks_json += (i ? ", " : "") + json_string(r.checks[i]);
   }
   out.raw(prefix + "checks", checks_json + "]", {checks});
   std::string counts_json = "{";
   std::vector<std::string> count_lines;
   for (const auto& [table, n] : r.counts) {
-    counts_json += (counts_json.size() > 1 ? ", " : "") + quote(table) + ": " + std::to_string(n);
+    counts_json += (counts_json.size() > 1 ? ", " : "") + json_string(table) + ": " + std::to_string(n);
     count_lines.push_back(table + ":" + std::to_string(n));
   }
   out.raw(prefix + "count", counts_json + "}", count_lines);
   std::string findings_json = "[";
   std::vector<std::string> finding_lines;
   for (std::size_t i = 0; i < r.findings.size(); ++i) {
-    findings_json += std::string(i ? ", " : "") + "{\"check\": " + quote(r.findings[i].check) +
-                     ", \"detail\": " + quote(r.findings[i].detail) + "}";
+    findings_json += std::string(i ? ", " : "") + "{\"check\": " + json_string(r.findings[i].check) +
+                     ", \"detail\": " + json_string(r.findings[i].detail) + "}";
     finding_lines.push_back(r.findings[i].check + ": " + r.findings[i].detail);
   }
   out.raw(prefix + "finding", findings_json + "]", finding_lines);
@@ -159,7 +143,7 @@ void add_backup_commands(CLI::App& storage, Commands& commands) {
     std::string rows_json = "{";
     std::vector<std::string> row_lines;
     for (const auto& [table, n] : r.rows) {
-      rows_json += (rows_json.size() > 1 ? ", " : "") + quote(table) + ": " + std::to_string(n);
+      rows_json += (rows_json.size() > 1 ? ", " : "") + json_string(table) + ": " + std::to_string(n);
       row_lines.push_back(table + ":" + std::to_string(n));
     }
     out.raw("copied", rows_json + "}", row_lines);

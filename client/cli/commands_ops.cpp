@@ -9,6 +9,7 @@
 
 #include "cli.hpp"
 #include "exit_codes.hpp"
+#include "json_writer.hpp"
 
 namespace forgeyard::cli {
 
@@ -16,24 +17,6 @@ namespace {
 
 // JSON text built from already-encoded members: obj({{"a", num(1)}}) -> {"a":1}.
 using Member = std::pair<std::string, std::string>;
-// A JSON string: quotes, backslashes and control characters escaped; other bytes as they are
-// (names and details are UTF-8).
-std::string str(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 std::string num(std::int64_t n) {
   return std::to_string(n);
 }
@@ -45,7 +28,7 @@ std::string opt(const std::optional<std::int64_t>& n) {
 }
 std::string obj(const std::vector<Member>& members) {
   std::string out = "{";
-  for (const auto& [k, v] : members) out += (out.size() > 1 ? "," : "") + str(k) + ":" + v;
+  for (const auto& [k, v] : members) out += (out.size() > 1 ? "," : "") + json_string(k) + ":" + v;
   return out + "}";
 }
 std::string arr(const std::vector<std::string>& items) {
@@ -78,33 +61,33 @@ void print_pool(const PoolStats& p) {
 std::string stats_json(const StoreStats& s) {
   std::vector<std::string> tables, queues, tenants;
   for (const TableStats& t : s.tables)
-    tables.push_back(obj({{"name", str(t.name)},
+    tables.push_back(obj({{"name", json_string(t.name)},
                           {"rows", num(t.rows)},
                           {"dead_rows", num(t.dead_rows)},
                           {"bytes", opt(t.bytes)},
                           {"autovacuum", boolean(t.autovacuum)}}));
   for (const QueueBacklog& q : s.queues)
-    queues.push_back(obj({{"tenant", str(q.tenant)},
-                          {"queue", str(q.queue)},
+    queues.push_back(obj({{"tenant", json_string(q.tenant)},
+                          {"queue", json_string(q.queue)},
                           {"ready", num(q.depth.ready)},
                           {"in_flight", num(q.depth.in_flight)},
                           {"delayed", num(q.depth.delayed)},
                           {"dead", num(q.depth.dead)},
                           {"bytes", num(q.depth.bytes)},
                           {"oldest_ready_age_usecs", opt(age_usecs(q))},
-                          {"pressure", str(q.depth.pressure)},
+                          {"pressure", json_string(q.depth.pressure)},
                           {"max_messages", num(q.max_messages)},
                           {"retrying", num(q.retrying)},
                           {"dead_last_hour", num(q.dead_last_hour)}}));
   for (const TenantStats& t : s.tenants)
-    tenants.push_back(obj({{"tenant", str(t.tenant)},
+    tenants.push_back(obj({{"tenant", json_string(t.tenant)},
                            {"leases_live", num(t.leases_live)},
                            {"leases_expired", num(t.leases_expired)},
                            {"idempotency_in_progress", num(t.idempotency_in_progress)},
                            {"idempotency_completed", num(t.idempotency_completed)},
                            {"idempotency_past_retention", num(t.idempotency_past_retention)},
                            {"audit_events", num(t.audit_events)}}));
-  return obj({{"backend", str(s.backend)},
+  return obj({{"backend", json_string(s.backend)},
               {"database_bytes", opt(s.database_bytes)},
               {"tables", arr(tables)},
               {"queues", arr(queues)},
@@ -138,9 +121,9 @@ void print_stats(const StoreStats& s) {
 
 std::string health_json(const Health& h) {
   std::vector<std::string> details;
-  for (const std::string& d : h.details) details.push_back(str(d));
-  return obj({{"status", str(to_string(h.status))},
-              {"store_version", str(h.schema.store_version)},
+  for (const std::string& d : h.details) details.push_back(json_string(d));
+  return obj({{"status", json_string(to_string(h.status))},
+              {"store_version", json_string(h.schema.store_version)},
               {"latency_usecs", num(std::chrono::duration_cast<std::chrono::microseconds>(h.latency).count())},
               {"details", arr(details)}});
 }
@@ -155,14 +138,16 @@ void print_health(const Health& h) {
 std::string app_json(const MigrationStatus& a) {
   std::vector<std::string> files;
   for (const MigrationEntry& m : a.migrations)
-    files.push_back(
-        obj({{"id", num(m.id)}, {"name", str(m.name)}, {"state", str(to_string(m.state))}, {"detail", str(m.detail)}}));
-  return obj({{"app", str(a.app)},
+    files.push_back(obj({{"id", num(m.id)},
+                         {"name", json_string(m.name)},
+                         {"state", json_string(to_string(m.state))},
+                         {"detail", json_string(m.detail)}}));
+  return obj({{"app", json_string(a.app)},
               {"applied_through", num(a.applied_through)},
               {"applied", num(a.applied)},
               {"pending", num(a.pending)},
               {"changed", num(a.changed)},
-              {"lock_holder", a.lock_holder.empty() ? "null" : str(a.lock_holder)},
+              {"lock_holder", a.lock_holder.empty() ? "null" : json_string(a.lock_holder)},
               {"migrations", arr(files)}});
 }
 
@@ -223,18 +208,18 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
       std::vector<Member> tables;
       if (stats)
         for (const TableStats& t : stats->tables) tables.emplace_back(t.name, num(t.rows));
-      std::cout << obj({{"backend", str(s.backend)},
-                        {"location", str(s.location)},
-                        {"schema_version", str(s.schema_version)},
+      std::cout << obj({{"backend", json_string(s.backend)},
+                        {"location", json_string(s.location)},
+                        {"schema_version", json_string(s.schema_version)},
                         {"migrations_applied", num(s.migrations_applied)},
                         {"migrations_pending", num(s.migrations_pending)},
                         {"healthy", boolean(s.healthy)},
-                        {"detail", str(s.detail)},
+                        {"detail", json_string(s.detail)},
                         {"health", health_json(health)},
                         {"app_migrations", app_state ? app_json(*app_state) : "null"},
                         {"database_bytes", stats ? opt(stats->database_bytes) : "null"},
                         {"table_rows", obj(tables)},
-                        {"stats_error", stats_error.empty() ? "null" : str(stats_error)},
+                        {"stats_error", stats_error.empty() ? "null" : json_string(stats_error)},
                         {"pool", pool_json(m.pool)}})
                 << "\n";
       return code;
@@ -266,11 +251,11 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
     if (doctor_out->json) {
       std::vector<std::string> checks;
       for (const DoctorCheck& c : report.checks)
-        checks.push_back(obj({{"group", str(to_string(c.group))},
-                              {"name", str(c.name)},
-                              {"status", str(to_string(c.status))},
-                              {"detail", str(c.detail)},
-                              {"fix", str(c.fix)}}));
+        checks.push_back(obj({{"group", json_string(to_string(c.group))},
+                              {"name", json_string(c.name)},
+                              {"status", json_string(to_string(c.status))},
+                              {"detail", json_string(c.detail)},
+                              {"fix", json_string(c.fix)}}));
       std::cout << obj({{"passed", boolean(report.passed())}, {"checks", arr(checks)}}) << "\n";
       return code;
     }

@@ -48,37 +48,41 @@ JsonWriter& JsonWriter::key(std::string_view name) {
   return *this;
 }
 
-JsonWriter& JsonWriter::value(std::string_view text) {
-  separate();
-  out_ += '"';
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
   for (const char c : text) {
     switch (c) {
       case '"':
-        out_ += "\\\"";
+        out += "\\\"";
         break;
       case '\\':
-        out_ += "\\\\";
+        out += "\\\\";
         break;
       case '\n':
-        out_ += "\\n";
+        out += "\\n";
         break;
       case '\r':
-        out_ += "\\r";
+        out += "\\r";
         break;
       case '\t':
-        out_ += "\\t";
+        out += "\\t";
         break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out_ += buf;
+          out += buf;
         } else {
-          out_ += c;
+          out += c;
         }
     }
   }
-  out_ += '"';
+  return out + '"';
+}
+
+JsonWriter& JsonWriter::value(std::string_view text) {
+  separate();
+  out_ += json_string(text);
   return *this;
 }
 

@@ -8,6 +8,10 @@
 
 namespace forgeyard::cli {
 
+// A JSON string of `text`: quotes, backslashes and control characters escaped, other bytes as
+// they are (names and details are UTF-8). Every --json output of the CLI quotes through this.
+std::string json_string(std::string_view text);
+
 class JsonWriter {
  public:
   JsonWriter& begin_object();
