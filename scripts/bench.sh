@@ -19,6 +19,7 @@ build/bench/queue_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
 build/bench/audit_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
 build/bench/topic_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
 PG_BIN="$PG_BIN" bench/claim_depth.sh 1000000
+PG_BIN="$PG_BIN" bench/vacuum_held.sh
 bench/enqueue_batch_scaling.sh
 # Server-side hot paths against the hand-written SKIP LOCKED queue (pgbench, own cluster, fsync on).
 PG_BIN="$PG_BIN" bench/pgbench.sh
