@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Claim+ack with vacuum held off: acks delete rows and claims move visible_at, so dead index
 # entries pile up at the head of messages_claim until (auto)vacuum removes them. This runs 60 s of
-# server-side claim+ack (pgbench, one client) on a queue of 200,000 messages, first as is, then
+# server-side claim+ack (pgbench, one client) on a queue of 600,000 messages, first as is, then
 # while another session holds a snapshot open (so no vacuum can remove what the run leaves dead),
 # and prints the rate of every 10 s; the same for the hand-written SKIP LOCKED queue of
 # bench/pgbench/ (which has the same pattern: its claim moves vt, its ack deletes). Run by scripts/bench.sh against its throwaway cluster
 # (PGHOST, PGPORT, PGUSER, PGDATABASE and PG_BIN set).
 set -euo pipefail
 seconds=${FY_VACUUM_HELD_SECONDS:-60}
+# Enough that no run empties its queue (pgbench stops at the first claim that finds nothing).
+messages=${FY_VACUUM_HELD_MESSAGES:-600000}
 dir=$(mktemp -d)
 holder=""
 trap '[ -n "$holder" ] && kill "$holder" 2>/dev/null; rm -rf "$dir"' EXIT
@@ -24,7 +26,7 @@ SQL
 fill() {
   psql -X -q -v ON_ERROR_STOP=1 -c "SELECT forgeyard.queue_drop('bench', 'held')" \
     -c "SELECT forgeyard.queue_create('bench', 'held', '{\"max_messages\": 100000000, \"max_bytes\": 100000000000}')" \
-    -c "WITH ids AS (SELECT pg_catalog.nextval('forgeyard.message_ids') AS id FROM generate_series(1, 200000))
+    -c "WITH ids AS (SELECT pg_catalog.nextval('forgeyard.message_ids') AS id FROM generate_series(1, $messages))
         INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, is_head, payload, bytes, slot,
                                         enqueued_at, visible_at)
         SELECT id, 'bench', 'held', 'pending', 3, true, 'x', 1, 0, now(), now() FROM ids" \
@@ -32,7 +34,7 @@ fill() {
     -c "CREATE TABLE bench_held_q (msg_id bigserial PRIMARY KEY, read_ct integer NOT NULL DEFAULT 0,
           enqueued_at timestamptz NOT NULL DEFAULT now(), vt timestamptz NOT NULL DEFAULT now(), payload bytea)" \
     -c "CREATE INDEX ON bench_held_q (vt, msg_id)" \
-    -c "INSERT INTO bench_held_q (payload) SELECT 'x' FROM generate_series(1, 200000)" \
+    -c "INSERT INTO bench_held_q (payload) SELECT 'x' FROM generate_series(1, $messages)" \
     -c "VACUUM ANALYZE forgeyard.messages" -c "VACUUM ANALYZE bench_held_q" -c "CHECKPOINT" >/dev/null
 }
 hold() {  # a session that keeps one snapshot (and xmin) for the whole run
