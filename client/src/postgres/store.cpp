@@ -26,7 +26,8 @@ const PgStatement set_clock_sql{"fy_set_clock", "SELECT pg_catalog.set_config('f
 const PgStatement maintain_sql{"fy_maintain", "SELECT task, \"rows\" FROM forgeyard.maintain($1, $2)", 2};
 const PgStatement version_sql{"fy_extension_version",
                               "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'", 0};
-// health(): one round trip; a standby or a read-only default accepts reads only (Degraded).
+// health()'s first read: the extension version and whether the server takes writes (a standby or a
+// read-only default: Degraded). The restore state and, for a named application, its schema follow.
 const PgStatement health_sql{"fy_health",
                              "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'),"
                              " pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('transaction_read_only')",
