@@ -12,10 +12,6 @@
 namespace fy::core {
 namespace {
 
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(sqlstate::invalid_parameter, message);
-}
-
 void put_u32(std::string& out, std::uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>((v >> s) & 0xff));
 }
@@ -39,7 +35,7 @@ void put_optional(std::string& out, const std::optional<std::string>& v) {
 }  // namespace
 
 std::string canonical_details(const Json& value) {
-  if (value.kind != Json::Kind::object) invalid("details must be a JSON object");
+  if (value.kind != Json::Kind::object) invalid_parameter("details must be a JSON object");
   return canonical_json(value, "details", max_details_bytes);
 }
 
@@ -54,7 +50,7 @@ const std::string& genesis_hash() {
 
 void check_audit_time(const char* argument, std::int64_t unix_usecs) {
   if (unix_usecs < min_audit_time_usecs || unix_usecs > max_audit_time_usecs)
-    invalid(std::string(argument) + " must lie in the years 1 to 9999");
+    invalid_parameter(std::string(argument) + " must lie in the years 1 to 9999");
 }
 
 namespace {
@@ -81,7 +77,7 @@ void check_audit_input(const AuditEvent& e) {
   check_text("resource", e.resource);
   if (e.payload_ref) check_text("payload_ref", *e.payload_ref);
   if (e.payload_digest) {
-    if (e.payload_digest->empty()) invalid("payload_digest must not be empty");
+    if (e.payload_digest->empty()) invalid_parameter("payload_digest must not be empty");
     if (e.payload_digest->size() > max_payload_digest_bytes)
       throw Error(sqlstate::string_too_long,
                   "payload_digest is longer than " + std::to_string(max_payload_digest_bytes) + " bytes");

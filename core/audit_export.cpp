@@ -12,33 +12,31 @@
 namespace fy::core {
 namespace {
 
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(sqlstate::invalid_parameter, message);
-}
-
 const Json& field(const Json& line, const char* name, Json::Kind kind) {
   const Json* v = line.find(name);
-  if (v == nullptr || v->kind != kind) invalid(std::string("line: field ") + name + " is missing or of the wrong type");
+  if (v == nullptr || v->kind != kind)
+    invalid_parameter(std::string("line: field ") + name + " is missing or of the wrong type");
   return *v;
 }
 
 std::optional<std::string> optional_string(const Json& line, const char* name) {
   const Json* v = line.find(name);
   if (v == nullptr || v->kind == Json::Kind::null) return std::nullopt;
-  if (v->kind != Json::Kind::string) invalid(std::string("line: field ") + name + " must be a string or null");
+  if (v->kind != Json::Kind::string)
+    invalid_parameter(std::string("line: field ") + name + " must be a string or null");
   return v->text;
 }
 
 std::string hex_field(const Json& line, const char* name, std::size_t bytes) {
   std::optional<std::string> raw = from_hex(field(line, name, Json::Kind::string).text);
   if (!raw || raw->size() != bytes)
-    invalid(std::string("line: field ") + name + " must be " + std::to_string(bytes * 2) + " hex digits");
+    invalid_parameter(std::string("line: field ") + name + " must be " + std::to_string(bytes * 2) + " hex digits");
   return *raw;
 }
 
 std::int64_t time_field(const Json& line, const char* name) {
   std::optional<std::int64_t> t = parse_timestamp(field(line, name, Json::Kind::string).text);
-  if (!t) invalid(std::string("line: field ") + name + " is not an RFC 3339 timestamp");
+  if (!t) invalid_parameter(std::string("line: field ") + name + " is not an RFC 3339 timestamp");
   return *t;
 }
 
@@ -58,15 +56,15 @@ std::string audit_json_line(const AuditEvent& e) {
 
 AuditEvent parse_audit_json_line(std::string_view text) {
   const Json line = parse_json(text, "line", max_details_depth + 1);
-  if (line.kind != Json::Kind::object) invalid("line: not a JSON object");
+  if (line.kind != Json::Kind::object) invalid_parameter("line: not a JSON object");
   AuditEvent e;
   e.tenant = field(line, "tenant", Json::Kind::string).text;
   const std::string& seq = field(line, "seq", Json::Kind::number).text;
   if (seq.empty() || seq.size() > 18 || seq.find_first_not_of("0123456789") != std::string::npos)
-    invalid("line: field seq must be a positive integer");
+    invalid_parameter("line: field seq must be a positive integer");
   e.seq = std::stoll(seq);
   std::optional<std::string> id = parse_dashed_uuid(field(line, "event_id", Json::Kind::string).text);
-  if (!id) invalid("line: field event_id is not a UUID");
+  if (!id) invalid_parameter("line: field event_id is not a UUID");
   e.event_id = *id;
   e.occurred_at = time_field(line, "occurred_at");
   e.recorded_at = time_field(line, "recorded_at");
@@ -77,7 +75,7 @@ AuditEvent parse_audit_json_line(std::string_view text) {
     e.details = canonical_details(*d);
   if (std::optional<std::string> digest = optional_string(line, "payload_digest")) {
     e.payload_digest = from_hex(*digest);
-    if (!e.payload_digest) invalid("line: field payload_digest is not hex");
+    if (!e.payload_digest) invalid_parameter("line: field payload_digest is not hex");
   }
   e.payload_ref = optional_string(line, "payload_ref");
   e.prev_hash = hex_field(line, "prev_hash", hash_bytes);
@@ -106,8 +104,8 @@ Verification verify_exported_chain(const std::vector<std::string>& lines, const 
     if (!verifier) {
       tenant = e.tenant;
       if (anchor && anchor->seq < e.seq)
-        invalid("the anchor (seq " + std::to_string(anchor->seq) + ") is before the first exported event (seq " +
-                std::to_string(e.seq) + ")");
+        invalid_parameter("the anchor (seq " + std::to_string(anchor->seq) +
+                          ") is before the first exported event (seq " + std::to_string(e.seq) + ")");
       verifier.emplace(e.seq, e.seq == 1 ? genesis_hash() : e.prev_hash, anchor);
     } else if (e.tenant != tenant) {
       verifier->fail(verifier->next_seq(), "line " + std::to_string(number) + " belongs to another tenant");

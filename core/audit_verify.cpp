@@ -7,13 +7,6 @@
 #endif
 
 namespace fy::core {
-namespace {
-
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(sqlstate::invalid_parameter, message);
-}
-
-}  // namespace
 
 ChainVerifier::ChainVerifier(std::int64_t from_seq, std::string prev_hash, std::optional<Anchor> anchor)
     : next_(from_seq), prev_(std::move(prev_hash)), anchor_(std::move(anchor)) {}
@@ -71,12 +64,12 @@ Verification ChainVerifier::finish(std::optional<std::int64_t> expected_last) {
 
 void check_verify_range(std::int64_t from_seq, std::optional<std::int64_t> to_seq,
                         const std::optional<Anchor>& anchor) {
-  if (from_seq < 1) invalid("from_seq must be at least 1");
-  if (to_seq && *to_seq < from_seq) invalid("to_seq must not be below from_seq");
+  if (from_seq < 1) invalid_parameter("from_seq must be at least 1");
+  if (to_seq && *to_seq < from_seq) invalid_parameter("to_seq must not be below from_seq");
   if (anchor) {
-    if (anchor->hash.size() != hash_bytes) invalid("anchor_hash must be 32 bytes");
+    if (anchor->hash.size() != hash_bytes) invalid_parameter("anchor_hash must be 32 bytes");
     if (anchor->seq < from_seq || (to_seq && anchor->seq > *to_seq))
-      invalid("anchor_seq must be within from_seq .. to_seq");
+      invalid_parameter("anchor_seq must be within from_seq .. to_seq");
   }
 }
 

@@ -14,10 +14,6 @@
 namespace fy::core {
 namespace {
 
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(sqlstate::invalid_parameter, message);
-}
-
 class Parser {
  public:
   Parser(std::string_view text, const char* argument, int max_depth)
@@ -33,7 +29,7 @@ class Parser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    invalid(std::string(argument_) + " is not valid JSON: " + what + " at byte " + std::to_string(i_));
+    invalid_parameter(std::string(argument_) + " is not valid JSON: " + what + " at byte " + std::to_string(i_));
   }
   void skip_space() {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
@@ -277,7 +273,7 @@ std::string canonical_number(std::string_view lexeme, const char* argument, std:
   const long long int_digits = exponent >= 0 ? n + exponent : std::max(0LL, n + exponent);
   const long long frac_digits = exponent >= 0 ? 0 : -exponent;
   if (int_digits > 131072 || frac_digits > 16383)
-    invalid(std::string(argument) + " holds a number out of the range of PostgreSQL's numeric");
+    invalid_parameter(std::string(argument) + " holds a number out of the range of PostgreSQL's numeric");
   long long length = exponent >= 0 ? n + exponent : (n > -exponent ? n + 1 : 2 - exponent);
   if (length + (negative ? 1 : 0) > static_cast<long long>(limit)) over_limit(argument, limit);
   std::string out = negative ? "-" : "";
@@ -341,7 +337,7 @@ void emit(const Json& v, std::string& out, const char* argument, std::size_t lim
 }  // namespace
 
 void over_limit(const char* argument, std::size_t limit) {
-  invalid(std::string(argument) + " is over " + std::to_string(limit) + " bytes in canonical form");
+  invalid_parameter(std::string(argument) + " is over " + std::to_string(limit) + " bytes in canonical form");
 }
 
 const Json* Json::find(std::string_view key) const {

@@ -69,4 +69,9 @@ class Error : public std::runtime_error {
   std::string detail_;
 };
 
+// Bad input to the shared logic: 22023 with the message.
+[[noreturn]] inline void invalid_parameter(const std::string& message) {
+  throw Error(sqlstate::invalid_parameter, message);
+}
+
 }  // namespace fy::core

@@ -3,7 +3,8 @@
 #   scripts/lint.sh           check both; exit 1 on any finding
 #   scripts/lint.sh --fix     rewrite every file with clang-format, then check with clang-tidy
 #   scripts/lint.sh --format  clang-format only (check)
-# clang-tidy reads build/compile_commands.json (run the CMake configure step first); the
+# clang-tidy reads the compile commands of a file-by-file configure in build/lint/ (the unity
+# builds' commands name batches, not files; configured here when missing); the
 # extension, built by PGXS, gets the flags of the Makefile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +31,11 @@ if [ "$mode" = "--format" ]; then
   exit $status
 fi
 
-[ -f "$build/compile_commands.json" ] || { echo "lint: $build/compile_commands.json missing: run cmake -S . -B $build"; exit 2; }
+if [ ! -f "$build/lint/compile_commands.json" ]; then
+  cmake -S . -B "$build/lint" -DCMAKE_UNITY_BUILD=OFF -DFORGEYARD_TESTS=ON -DFORGEYARD_BENCH=ON >"$build/lint-configure.log" 2>&1 ||
+    { echo "lint: configuring $build/lint failed (see $build/lint-configure.log)"; exit 2; }
+fi
+build="$build/lint"
 server=$(pg_config --includedir-server)
 # Translation units only; headers are checked through them (HeaderFilterRegex).
 mapfile -t cmake_units < <(git ls-files 'core/*.cpp' 'client/*.cpp' 'tests/*.cpp' 'bench/*.cpp')

@@ -1,113 +1,208 @@
 #!/usr/bin/env bash
 # Passes every test on a fresh Debian 12 machine: installs what is missing, builds, installs the
 # extension, starts a throwaway PostgreSQL cluster (as an unprivileged OS user, in a temp dir,
-# on its own port and socket), runs pgTAP and Boost.Test, and stops the cluster even on failure.
-# Ends with one line: "forgeyard: N passed, N failed".
+# on its own port and socket), runs every suite, and stops the cluster even on failure.
+#   scripts/test.sh           everything (CI runs this): about 10 minutes on two cores
+#   scripts/test.sh --quick   the inner loop: the builds, pgTAP, the unit suite and the
+#                             conformance suite on SQLite and PostgreSQL (about 3 minutes after a
+#                             first build)
+# Stages that wait on the server run beside stages that compile (see "Stages" in README.md).
+# Prints each stage's wall time, then one line: "forgeyard: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
 jobs=${JOBS:-2}
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  -h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
+start=$SECONDS
 
 scripts/install-deps.sh || exit 1
 
 # Build output goes to build/*.log and is shown when a step fails.
 mkdir -p build
+rm -f build/stage-times.txt build/counts.txt
 step() {  # step LOG COMMAND...: run quietly, keep the output, show its end on failure
   local log=$1; shift
   "$@" >"$log" 2>&1 || { echo "failed: $* (output in $log):"; tail -n 60 "$log"; return 1; }
 }
-echo "== build: extension (PGXS, -Werror)"
-step build/make.log make -j"$jobs" FORGEYARD_WERROR=1 || exit 1
-step build/make-install.log $sudo make install || exit 1
-echo "== build: client, CLI, tests (CMake, -Werror)"
-step build/cmake-configure.log cmake -S . -B build -DFORGEYARD_TESTS=ON -DFORGEYARD_BENCH=ON -DFORGEYARD_WERROR=ON || exit 1
-step build/cmake-build.log cmake --build build -j"$jobs" || exit 1
+timed() {  # timed NAME COMMAND...: run, and record its wall time under NAME
+  local name=$1 t=$SECONDS rc; shift
+  "$@"; rc=$?
+  echo "$name $((SECONDS - t))" >>build/stage-times.txt
+  return $rc
+}
+count() {  # count NAME PASSED FAILED: recorded in build/counts.txt (background stages too)
+  printf '   %-28s %4d passed, %d failed\n' "$1" "$2" "$3"
+  echo "$1 $2 $3" >>build/counts.txt
+}
+check() {  # check NAME COMMAND...: one passed check, or one failed
+  if "${@:2}"; then count "$1" 1 0; else count "$1" 0 1; fi
+}
+# One configuration per build directory, all with Ninja; -Werror in each.
+configure() {  # configure DIR ARGS...
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja -DFORGEYARD_WERROR=ON "$@"
+}
+# Debug information as line tables only (-g1): enough for every backtrace and sanitizer report,
+# and a quarter less to compile than -g.
+main_args=(-DFORGEYARD_TESTS=ON -DFORGEYARD_BENCH=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+           "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
+asan_args=(-DFORGEYARD_SANITIZE=address,undefined -DFORGEYARD_TESTS=ON -DFORGEYARD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
+           "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1")
+
+build_extension() {
+  echo "== build: extension (PGXS, -Werror)"
+  step build/make.log make -j"$jobs" FORGEYARD_WERROR=1 && step build/make-install.log $sudo make install
+}
+build_main() {
+  echo "== build: client, CLI, tests, benchmarks (CMake, -Werror, build/)"
+  # A build directory from before the switch to Ninja is configured anew.
+  [ ! -f build/CMakeCache.txt ] || grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' build/CMakeCache.txt ||
+    rm -rf build/CMakeCache.txt build/CMakeFiles
+  step build/cmake-configure.log configure build "${main_args[@]}" &&
+    step build/cmake-build.log cmake --build build -j"$jobs"
+}
+# The sanitizer build: the suites that need no uninstrumented binary, with ASan and UBSan.
+build_asan() {
+  step build/asan-configure.log configure build-asan "${asan_args[@]}" &&
+    step build/asan-build.log cmake --build build-asan -j"$jobs" --target unit_tests conformance_tests forgeyard_cli
+}
+# A second configure and build of the same tree has nothing to do.
+rebuild_nothing() {
+  configure build "${main_args[@]}" >build/cmake-reconfigure.log 2>&1 &&
+    ninja -C build -n >>build/cmake-reconfigure.log 2>&1 && grep -q 'no work to do' build/cmake-reconfigure.log
+}
+build_fuzz() { FUZZ_PHASE=build tests/fuzz/run.sh >build/fuzz-build.log 2>&1 || { tail -n 40 build/fuzz-build.log; return 1; }; }
+
+# The suites that need only the installed extension and the cluster: they run beside the
+# client build. Their output goes to build/server-suites.log, shown when they end.
+server_suites() {
+  echo "== pgTAP (pg_prove regress/, database forgeyard_pgtap)"
+  PGDATABASE=forgeyard_pgtap pg_prove --failures regress/*.sql >build/pg_prove.log 2>&1
+  cat build/pg_prove.log
+  local tests bad
+  tests=$(grep -oE 'Tests=[0-9]+' build/pg_prove.log | tail -1 | cut -d= -f2)
+  bad=$(grep -oE 'Failed [0-9]+/[0-9]+ subtests' build/pg_prove.log | awk '{split($2,a,"/"); s+=a[1]} END {print s+0}')
+  if [ -z "$tests" ]; then count pgtap 0 1
+  elif grep -q '^Result: PASS' build/pg_prove.log; then count pgtap "$tests" 0
+  else count pgtap $((tests - bad)) $((bad > 0 ? bad : 1)); fi
+  [ $quick = 1 ] && return 0
+
+  echo "== PostgreSQL restart, pg_dump / pg_restore"
+  check restart-restore tests/pg/restart_restore.sh
+  echo "== restore drill: pg_dump -Fc / pg_restore of an older backup, then restore_reconcile()"
+  check restore-drill tests/pg/restore_drill.sh
+  echo "== upgrade chain: ALTER EXTENSION forgeyard UPDATE vs a fresh install"
+  check upgrade tests/pg/upgrade.sh
+  echo "== model check: delivery and lease protocols (spin, tests/model/check.sh)"
+  if tests/model/check.sh >build/model-check.log 2>&1; then
+    cat build/model-check.log
+    count model-check "$(grep -oE '^model check: [0-9]+ passed' build/model-check.log | grep -oE '[0-9]+')" 0
+  else
+    tail -n 40 build/model-check.log; count model-check 0 1
+  fi
+}
+
+# ctest over DIR for the entries matching REGEX; counts Boost.Test cases (from each module's
+# short report), not ctest entries. A module that crashed prints no report: one failure.
+boost_suites() {  # boost_suites NAME DIR REGEX
+  local name=$1 dir=$2 regex=$3 log="build/$1.log" ok bad line nfail
+  (cd "$dir" && ctest --output-on-failure -j"$jobs" -R "$regex") >"$log" 2>&1
+  cat "$log"
+  ok=$(grep -oE '[0-9]+ test cases? out of [0-9]+ passed' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | awk '{s+=$1} END {print s+0}')
+  bad=$(grep -oE '[0-9]+ test cases? out of [0-9]+ failed' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | awk '{s+=$1} END {print s+0}')
+  line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
+  nfail=$(echo "$line" | grep -oE '[0-9]+ tests failed' | grep -oE '[0-9]+')
+  [ -n "$line" ] || nfail=1
+  [ "${nfail:-0}" -gt 0 ] && [ "$bad" -eq 0 ] && bad=$nfail
+  count "$name" "$ok" "$bad"
+}
+
+summary() {
+  echo
+  echo "== stage wall times (s); stages on one line ran side by side"
+  awk '{printf "   %-44s %5d\n", $1, $2}' build/stage-times.txt 2>/dev/null
+  printf '   %-44s %5d\n' total $((SECONDS - start))
+  local passed failed
+  passed=$(awk '{s+=$2} END {print s+0}' build/counts.txt 2>/dev/null)
+  failed=$(awk '{s+=$3} END {print s+0}' build/counts.txt 2>/dev/null)
+  echo
+  echo "forgeyard: ${passed:-0} passed, ${failed:-0} failed"
+  [ "${failed:-0}" -eq 0 ]
+}
+
+timed extension-build build_extension || { count extension-build 0 1; summary; exit 1; }
 
 source scripts/lib/cluster.sh
 trap cluster_stop EXIT INT TERM
-echo "== start throwaway PostgreSQL cluster"
+echo "== start throwaway PostgreSQL cluster and PgBouncer"
 cluster_start || exit 1
 bouncer_start || exit 1
+createdb forgeyard_pgtap || exit 1
 
-passed=0
-failed=0
-count() {  # count NAME PASSED FAILED
-  passed=$((passed + $2)); failed=$((failed + $3))
-  printf '   %-28s %4d passed, %d failed\n' "$1" "$2" "$3"
-}
+echo "== checks: C++/PostgreSQL boundary, formatting"
+check boundary-check scripts/check-boundary.sh
+check format-check scripts/lint.sh --format
 
-echo "== checks: C++/PostgreSQL boundary, exported symbols, formatting"
-if scripts/check-boundary.sh; then count boundary-check 1 0; else count boundary-check 0 1; fi
-if scripts/check-symbols.sh build; then count exported-symbols 1 0; else count exported-symbols 0 1; fi
-if scripts/lint.sh --format; then count format-check 1 0; else count format-check 0 1; fi
+# The server suites beside the client build.
+timed server-suites server_suites >build/server-suites.log 2>&1 &
+server_pid=$!
+timed client-build build_main
+built=$?
+# The full run restarts the server in those suites: the client suites wait for them. The quick
+# run's pgTAP (its own database) goes on beside the client suites.
+if [ $quick = 0 ] || [ $built -ne 0 ]; then
+  wait "$server_pid"
+  cat build/server-suites.log
+fi
+[ $built -eq 0 ] || { count client-build 0 1; summary; exit 1; }
+echo "== checks: exported symbols, a second build of the same tree builds nothing"
+check exported-symbols scripts/check-symbols.sh build
+check rebuild-nothing rebuild_nothing
 
-echo "== pgTAP (pg_prove regress/)"
-pg_prove --failures regress/*.sql 2>&1 | tee build/pg_prove.log
-tests=$(grep -oE 'Tests=[0-9]+' build/pg_prove.log | tail -1 | cut -d= -f2)
-bad=$(grep -oE 'Failed [0-9]+/[0-9]+ subtests' build/pg_prove.log | awk '{split($2,a,"/"); s+=a[1]} END {print s+0}')
-if [ -z "$tests" ]; then count pgtap 0 1
-elif grep -q '^Result: PASS' build/pg_prove.log; then count pgtap "$tests" 0
-else count pgtap $((tests - bad)) $((bad > 0 ? bad : 1)); fi
+psql -q -c "CREATE EXTENSION IF NOT EXISTS forgeyard" >/dev/null || exit 1
+if [ $quick = 1 ]; then
+  echo "== Boost.Test: unit, conformance on SQLite and PostgreSQL (quick)"
+  timed boost-test boost_suites boost-test-cases build '^(unit|conformance_sqlite|conformance_postgres)$'
+  wait "$server_pid"
+  cat build/server-suites.log
+  summary
+  exit
+fi
 
-echo "== PostgreSQL restart, pg_dump / pg_restore"
-if tests/pg/restart_restore.sh; then count restart-restore 1 0; else count restart-restore 0 1; fi
+# The sanitizer and fuzz builds compile beside the Boost.Test suites, niced so that the suites
+# keep the CPU they ask for.
+(
+  renice -n 19 -p "$BASHPID" >/dev/null
+  if timed asan-build build_asan; then echo "asan-build ok"; else echo "asan-build failed"; fi
+  timed fuzz-build build_fuzz
+) >build/side-builds.log 2>&1 &
+side_pid=$!
+echo "== Boost.Test (ctest: unit, conformance on SQLite, PostgreSQL and PgBouncer, CLI, history, faults)"
+timed boost-test boost_suites boost-test-cases build '.'
+wait "$side_pid"
+side=$?
+cat build/side-builds.log
 
-echo "== restore drill: pg_dump -Fc / pg_restore of an older backup, then restore_reconcile()"
-if tests/pg/restore_drill.sh; then count restore-drill 1 0; else count restore-drill 0 1; fi
-
-echo "== upgrade chain: ALTER EXTENSION forgeyard UPDATE vs a fresh install"
-if tests/pg/upgrade.sh; then count upgrade 1 0; else count upgrade 0 1; fi
-
-echo "== model check: delivery and lease protocols (spin, tests/model/check.sh)"
-if tests/model/check.sh >build/model-check.log 2>&1; then
-  count model-check "$(grep -oE '^model check: [0-9]+ passed' build/model-check.log | grep -oE '[0-9]+')" 0
+echo "== AddressSanitizer + UBSan: unit and SQLite conformance suites (build-asan/)"
+if grep -q '^asan-build ok' build/side-builds.log; then
+  timed asan-suites boost_suites asan-unit+conformance_sqlite build-asan '^(unit|conformance_sqlite)$'
 else
-  tail -n 40 build/model-check.log; count model-check 0 1
+  count asan-build 0 1
 fi
 
 echo "== fuzz: parsers of outside input, bounded run (libFuzzer, tests/fuzz/run.sh, build-fuzz/)"
-if tests/fuzz/run.sh >build/fuzz.log 2>&1; then
+if [ $side -eq 0 ] && timed fuzz-runs env FUZZ_PHASE=run FUZZ_JOBS="$jobs" tests/fuzz/run.sh >build/fuzz.log 2>&1; then
   count fuzz-targets "$(grep -oE '^fuzz: [0-9]+ targets' build/fuzz.log | grep -oE '[0-9]+')" 0
 else
-  tail -n 40 build/fuzz.log; count fuzz-targets 0 1
+  tail -n 40 build/fuzz.log 2>/dev/null; count fuzz-targets 0 1
 fi
-grep -E 'executions' build/fuzz.log | sed 's/^/   /'
+grep -E 'executions' build/fuzz.log 2>/dev/null | sed 's/^/   /'
 
-echo "== Boost.Test (ctest: unit, conformance on SQLite and PostgreSQL)"
-psql -q -c "CREATE EXTENSION IF NOT EXISTS forgeyard" >/dev/null || exit 1
-(cd build && ctest --output-on-failure -j"$jobs") 2>&1 | tee build/ctest.log
-# Count Boost.Test cases (from each module's short report), not ctest entries.
-log=build/Testing/Temporary/LastTest.log
-cases_ok=$(grep -oE '[0-9]+ test cases? out of [0-9]+ passed' "$log" 2>/dev/null | awk '{s+=$1} END {print s+0}')
-cases_bad=$(grep -oE '[0-9]+ test cases? out of [0-9]+ failed' "$log" 2>/dev/null | awk '{s+=$1} END {print s+0}')
-line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' build/ctest.log | tail -1)
-nfail=$(echo "$line" | grep -oE '[0-9]+ tests failed' | grep -oE '[0-9]+')
-[ -n "$line" ] || nfail=1
-# A module that crashed prints no report: count it as one failure.
-[ "${nfail:-0}" -gt 0 ] && [ "$cases_bad" -eq 0 ] && cases_bad=$nfail
-count boost-test-cases "$cases_ok" "$cases_bad"
-
-echo "== AddressSanitizer + UBSan: unit and SQLite conformance suites (build-asan/)"
-# FORGEYARD_SANITIZE=0 skips this step for a quick local run; CI always runs it.
-if [ "${FORGEYARD_SANITIZE:-1}" != 0 ]; then
-  if step build/asan-configure.log cmake -S . -B build-asan -DFORGEYARD_SANITIZE=address,undefined \
-       -DFORGEYARD_BENCH=OFF -DFORGEYARD_WERROR=ON -DCMAKE_BUILD_TYPE=Debug &&
-     step build/asan-build.log cmake --build build-asan -j"$jobs" --target unit_tests conformance_tests forgeyard_cli; then
-    for t in unit conformance_sqlite; do
-      if (cd build-asan && ctest -R "^$t\$" --output-on-failure) >"build/asan-$t.log" 2>&1; then
-        n=$(grep -oE '[0-9]+ test cases? out of [0-9]+ passed' build-asan/Testing/Temporary/LastTest.log | awk '{s+=$1} END {print s+0}')
-        count "asan-$t" "$n" 0
-      else
-        tail -n 60 "build/asan-$t.log"; count "asan-$t" 0 1
-      fi
-    done
-  else
-    count asan-build 0 1
-  fi
-fi
-
-echo
-echo "forgeyard: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

@@ -160,19 +160,20 @@ void print_app(const MigrationStatus& a) {
       std::cout << "app_migration=" << m.name << " state=" << to_string(m.state) << "\n";
 }
 
-struct Output {
+// The flags every report command takes: --json, and the application whose migrations it checks.
+struct ReportFlags {
   bool json = false;
   DoctorOptions app;  // --dir / --app
 };
 
-void add_app_options(CLI::App& command, Output& o) {
+void add_app_options(CLI::App& command, ReportFlags& o) {
   command.add_option("--dir", o.app.app_migrations_dir, "also check this application's migrations directory")
       ->type_name("DIR");
   command.add_option("--app", o.app.app, "the application whose migrations --dir holds (default: default)")
       ->type_name("NAME");
 }
 
-void add_json(CLI::App& command, Output& o) {
+void add_json(CLI::App& command, ReportFlags& o) {
   command.add_flag("--json", o.json, "one JSON object instead of key=value lines");
 }
 
@@ -181,7 +182,7 @@ void add_json(CLI::App& command, Output& o) {
 void add_ops_commands(CLI::App& app, Commands& commands) {
   CLI::App* storage = app.get_subcommand("storage");
 
-  auto status_out = std::make_shared<Output>();
+  auto status_out = std::make_shared<ReportFlags>();
   CLI::App* status =
       storage->add_subcommand("status", "backend, location, schema, migrations, health, pool, sizes, row counts");
   add_json(*status, *status_out);
@@ -238,7 +239,7 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
     return code;
   });
 
-  auto doctor_out = std::make_shared<Output>();
+  auto doctor_out = std::make_shared<ReportFlags>();
   CLI::App* doctor = storage->add_subcommand(
       "doctor",
       "checks (required, security, performance, optional), each ok, warn or fail with a fix; exit 1 when a "
@@ -269,7 +270,7 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
     return code;
   });
 
-  auto stats_out = std::make_shared<Output>();
+  auto stats_out = std::make_shared<ReportFlags>();
   CLI::App* stats = storage->add_subcommand(
       "stats", "table sizes and rows, queue backlog by state, dead letters, leases, idempotency keys, audit");
   add_json(*stats, *stats_out);
@@ -282,7 +283,7 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
     return exit_done;
   });
 
-  auto metrics_out = std::make_shared<Output>();
+  auto metrics_out = std::make_shared<ReportFlags>();
   CLI::App* metrics =
       app.add_subcommand("metrics", "the store's figures and this client's counters, Prometheus text format");
   add_json(*metrics, *metrics_out);

@@ -13,9 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <regex>
@@ -246,6 +248,31 @@ BOOST_AUTO_TEST_CASE(version_file_is_the_client_and_the_extension_version) {
   const Run r = cli({"--version"});
   BOOST_TEST(r.code == 0);
   BOOST_TEST(r.out == "client_version=" + version + "\n");  // no store given: none opened
+}
+
+// README.md names the current version where it says what the extension provides and which script
+// CREATE EXTENSION runs, and lists exactly the install and upgrade scripts that sql/ holds.
+BOOST_AUTO_TEST_CASE(readme_names_the_current_version_and_every_script) {
+  const std::string version = trim(source("VERSION"));
+  const std::string readme = source("README.md");
+  std::smatch m;
+  BOOST_REQUIRE(std::regex_search(readme, m, std::regex(R"(Version ([0-9.]+) of the extension)")));
+  BOOST_TEST(m[1].str() == version, "README.md's opening paragraph");
+  BOOST_REQUIRE(std::regex_search(readme, m, std::regex(R"(full install script, `forgeyard--([0-9.]+)\.sql`)")));
+  BOOST_TEST(m[1].str() == version, "README.md's sql/ row");
+  std::set<std::string> named, present;
+  const std::regex script(R"(forgeyard--[0-9.]+[0-9](--[0-9.]+[0-9])?\.sql)");
+  for (auto it = std::sregex_iterator(readme.begin(), readme.end(), script); it != std::sregex_iterator(); ++it)
+    named.insert(it->str());
+  for (const auto& e : std::filesystem::directory_iterator(std::string(FORGEYARD_SOURCE_DIR) + "/sql"))
+    present.insert(e.path().filename().string());
+  std::set<std::string> missing, unknown;
+  std::set_difference(present.begin(), present.end(), named.begin(), named.end(),
+                      std::inserter(missing, missing.end()));
+  std::set_difference(named.begin(), named.end(), present.begin(), present.end(),
+                      std::inserter(unknown, unknown.end()));
+  BOOST_TEST(missing.empty(), "scripts in sql/ that README.md does not name: " << join(missing));
+  BOOST_TEST(unknown.empty(), "scripts README.md names that sql/ does not hold: " << join(unknown));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

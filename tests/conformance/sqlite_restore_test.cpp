@@ -45,7 +45,7 @@ std::string kind_of_error(F&& f) {
   return "no error";
 }
 
-const forgeyard::IdempotencyKey key{"t", "run.create", "k"};
+const forgeyard::IdempotencyKey locked_key{"t", "run.create", "k"};
 
 }  // namespace
 
@@ -93,8 +93,8 @@ BOOST_AUTO_TEST_CASE(the_drill_nothing_issued_after_the_copy_is_honoured_or_issu
     BOOST_REQUIRE(c.size() == 1u);
     t1 = c[0].claim_token;
     e1 = s->leases().acquire("t", "res", "w1", 1h).epoch;
-    a1 = s->idempotency().begin(key, forgeyard::request_digest("r"), 1h).attempt;
-    s->idempotency().checkpoint(key, "step-1", a1);
+    a1 = s->idempotency().begin(locked_key, forgeyard::request_digest("r"), 1h).attempt;
+    s->idempotency().checkpoint(locked_key, "step-1", a1);
     s->audit().append("t", {"a", "deploy", "svc"});
     s->audit().append("t", {"a", "scale", "svc"});
   }
@@ -111,8 +111,8 @@ BOOST_AUTO_TEST_CASE(the_drill_nothing_issued_after_the_copy_is_honoured_or_issu
     max_id = s->queues().enqueue("t", "jobs", {"three"});
     lost_claims = s->queues().claim("t", "jobs", "w2", 10, 1h);
     for (const auto& d : lost_claims) max_token = std::max(max_token, d.claim_token);
-    s->idempotency().abandon(key, a1);
-    a2 = s->idempotency().begin(key, forgeyard::request_digest("r"), 1h).attempt;
+    s->idempotency().abandon(locked_key, a1);
+    a2 = s->idempotency().begin(locked_key, forgeyard::request_digest("r"), 1h).attempt;
     s->audit().append("t", {"a", "rollback", "svc"});
     anchor = s->audit().append("t", {"a", "deploy", "svc"});
   }
@@ -142,8 +142,8 @@ BOOST_AUTO_TEST_CASE(the_drill_nothing_issued_after_the_copy_is_honoured_or_issu
   for (const auto& d : lost_claims)
     if (d.msg_id < max_id)
       BOOST_TEST(kind_of_error([&] { s->queues().ack("t", "jobs", d.msg_id, d.claim_token); }) == "StaleFence FY001");
-  BOOST_TEST(kind_of_error([&] { s->idempotency().complete(key, std::string("x"), a2); }) == "StaleFence FY001");
-  BOOST_TEST(kind_of_error([&] { s->idempotency().complete(key, std::string("x"), a1); }) == "StaleFence FY001");
+  BOOST_TEST(kind_of_error([&] { s->idempotency().complete(locked_key, std::string("x"), a2); }) == "StaleFence FY001");
+  BOOST_TEST(kind_of_error([&] { s->idempotency().complete(locked_key, std::string("x"), a1); }) == "StaleFence FY001");
 
   // Nothing handed out twice; the in-flight message comes again.
   BOOST_TEST(s->leases().acquire("t", "res", "w3", 1h).epoch > e2);
@@ -154,7 +154,7 @@ BOOST_AUTO_TEST_CASE(the_drill_nothing_issued_after_the_copy_is_honoured_or_issu
     if (d.msg_id == m1) redelivered = d.attempt == 2;
   }
   BOOST_TEST(redelivered);
-  const auto resumed = s->idempotency().begin(key, forgeyard::request_digest("r"), 1h);
+  const auto resumed = s->idempotency().begin(locked_key, forgeyard::request_digest("r"), 1h);
   BOOST_TEST(resumed.recovery_point.value_or("") == "step-1");
   BOOST_TEST(resumed.attempt > a2);
   BOOST_TEST(s->audit().verify("t").ok);

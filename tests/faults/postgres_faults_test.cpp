@@ -63,7 +63,7 @@ class Admin {
   PGconn* conn_ = nullptr;
 };
 
-std::string run_id() {
+std::string pg_run_id() {
   static std::mt19937_64 rng{std::random_device{}()};
   return std::to_string(rng() % 1000000000);
 }
@@ -83,7 +83,7 @@ BOOST_AUTO_TEST_CASE(workloads_under_cuts_kills_timeouts_conflicts_and_a_restart
   const std::string test_url = required_env("FORGEYARD_TEST_PG_URL");
   const int tcp_port = std::stoi(required_env("FORGEYARD_TEST_PG_TCP_PORT"));
   required_env("CLUSTER_DIR");  // the restart goes through scripts/lib/cluster.sh
-  const std::string id = run_id();
+  const std::string id = pg_run_id();
   // A database of its own, so that the full verify at the end sees this run's rows only (other
   // suites run next to it and leave deliberately broken chains behind).
   const std::string db = "fy_faults_" + id;

@@ -65,14 +65,15 @@ int worker_main(int argc, char* argv[]) {
   Workload w(names, rec, process);
   w.set_pause_in_transaction(30);  // widen the window in which a SIGKILL lands mid-transaction
   auto store = forgeyard::open(url);
-  std::vector<std::thread> threads;
-  threads.emplace_back([&] { w.producer(*store, worker_stop); });
-  threads.emplace_back([&] { w.consumer(*store, worker_stop); });
-  threads.emplace_back([&] { w.lease_worker(*store, worker_stop); });
-  threads.emplace_back([&] { w.cas_worker(*store, worker_stop, 0, names.cas_rows); });
-  threads.emplace_back([&] { w.pair_worker(*store, worker_stop); });
-  threads.emplace_back([&] { w.idempotent_worker(*store, worker_stop); });
-  threads.emplace_back([&] { w.audit_worker(*store, worker_stop); });
+  std::thread threads[] = {
+      std::thread([&] { w.producer(*store, worker_stop); }),
+      std::thread([&] { w.consumer(*store, worker_stop); }),
+      std::thread([&] { w.lease_worker(*store, worker_stop); }),
+      std::thread([&] { w.cas_worker(*store, worker_stop, 0, names.cas_rows); }),
+      std::thread([&] { w.pair_worker(*store, worker_stop); }),
+      std::thread([&] { w.idempotent_worker(*store, worker_stop); }),
+      std::thread([&] { w.audit_worker(*store, worker_stop); }),
+  };
   for (auto& t : threads) t.join();
   return 0;
 }
@@ -119,7 +120,7 @@ struct SqliteRun {
   ~SqliteRun() { fs::remove_all(dir); }
 };
 
-std::string run_id() {
+std::string sqlite_run_id() {
   static std::mt19937_64 rng{std::random_device{}()};
   return std::to_string(getpid()) + "_" + std::to_string(rng() % 1000000);
 }
@@ -161,7 +162,7 @@ BOOST_AUTO_TEST_SUITE(sqlite_faults)
 
 BOOST_AUTO_TEST_CASE(workloads_with_writer_processes_killed_mid_transaction) {
   SqliteRun run;
-  const std::string id = run_id();
+  const std::string id = sqlite_run_id();
   Names names(id);
   history::Recorder rec(0);
   {

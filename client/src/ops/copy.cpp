@@ -154,12 +154,6 @@ const std::vector<Table>& forgeyard_tables() {
   return tables;
 }
 
-std::string quote_ident(const std::string& name) {
-  std::string q = "\"";
-  for (char c : name) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
 [[noreturn]] void refuse(const std::string& why) {
   throw Error(ErrorKind::InvalidArgument, sqlstate::invalid_parameter, "storage copy refused before writing: " + why);
 }

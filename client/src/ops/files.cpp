@@ -107,6 +107,12 @@ fy::core::BackupManifest read_checked_backup(const std::string& directory, const
   return manifest;
 }
 
+std::string quote_ident(const std::string& name) {
+  std::string q = "\"";
+  for (char c : name) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 std::string utc_now_iso() {
   const auto us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())

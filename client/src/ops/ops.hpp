@@ -44,6 +44,9 @@ struct Child {
 // Progress lines every second once it has run for more than one.
 void run_child(const Child& child, const ProgressFn& progress);
 
+// An SQL identifier in double quotes (PostgreSQL and SQLite alike).
+std::string quote_ident(const std::string& name);
+
 // ---- what counts as data ----
 // The forgeyard tables that hold a store's state, the same names on both backends. A target is
 // empty when none of them has a row and it has no application table; bookkeeping tables (the

@@ -72,12 +72,6 @@ class ConnParams {
   std::map<std::string, std::string> env_;
 };
 
-std::string quote_ident(const std::string& name) {
-  std::string q = "\"";
-  for (char c : name) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
 // A query built at run time, run unnamed (the connection is opened without prepared statements).
 PgResult query(PgConnection& conn, const std::string& sql, const PgParams& params = {}) {
   const PgStatement statement{"", sql.c_str(), static_cast<int>(params.size())};

@@ -33,7 +33,7 @@ const PgStatement daemons_sql{"fy_app_daemon_list",
                               1};
 const PgStatement register_sql{"fy_app_daemon_register",
                                "SELECT forgeyard.app_daemon_register($1, $2, $3::int4, $4::int4, $5::interval)", 5};
-const PgStatement release_sql{"fy_app_daemon_release", "SELECT forgeyard.app_daemon_release($1, $2)", 2};
+const PgStatement daemon_release_sql{"fy_app_daemon_release", "SELECT forgeyard.app_daemon_release($1, $2)", 2};
 const PgStatement backfills_sql{"fy_app_backfill_list",
                                 "SELECT migration_id, name, \"cursor\", rows_done, errors, done, " FY_USECS(
                                     "updated_at") " FROM forgeyard.app_backfill_list($1)",
@@ -138,7 +138,7 @@ class PgAppTxn final : public AppSchemaTxn {
     conn_->exec(register_sql,
                 {app_, instance, std::to_string(min_schema), std::to_string(max_schema), interval_param(lease)});
   }
-  void release_daemon(const std::string& instance) override { conn_->exec(release_sql, {app_, instance}); }
+  void release_daemon(const std::string& instance) override { conn_->exec(daemon_release_sql, {app_, instance}); }
   void commit() override {
     conn_->commit();
     open_ = false;

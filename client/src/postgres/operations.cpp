@@ -13,8 +13,8 @@ namespace forgeyard::detail {
 
 namespace {
 
-const PgStatement stats_sql{"fy_storage_stats",
-                            "SELECT kind, tenant_id, name, state, value FROM forgeyard.storage_stats(NULL)", 0};
+const PgStatement store_stats_sql{"fy_storage_stats",
+                                  "SELECT kind, tenant_id, name, state, value FROM forgeyard.storage_stats(NULL)", 0};
 const PgStatement ping_sql{"fy_doctor_ping", "SELECT 1", 0};
 const PgStatement session_sql{
     "fy_doctor_session",
@@ -158,7 +158,7 @@ UrlFacts url_facts(const std::string& url) {
 }  // namespace
 
 StoreStats pg_stats(PgSession& session) {
-  return session.measure("store.stats", [&] { return parse(session.run(stats_sql, {}), nullptr); });
+  return session.measure("store.stats", [&] { return parse(session.run(store_stats_sql, {}), nullptr); });
 }
 
 DoctorFacts pg_doctor_facts(PgConnection& conn, PgSession& session, const std::string& url) {
@@ -198,7 +198,7 @@ DoctorFacts pg_doctor_facts(PgConnection& conn, PgSession& session, const std::s
 
   if (!f.installed_schema->empty()) {
     try {
-      f.stats = session.measure("store.stats", [&] { return parse(session.run(stats_sql, {}), &f); });
+      f.stats = session.measure("store.stats", [&] { return parse(session.run(store_stats_sql, {}), &f); });
     } catch (const Error& e) {
       f.stats_error = std::string(e.what()) + " (SQLSTATE " + e.sqlstate() + ")";
     }

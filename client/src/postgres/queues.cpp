@@ -27,10 +27,10 @@ const PgStatement ack_sql{"fy_ack", "SELECT forgeyard.ack($1, $2, $3, $4)", 4};
 const PgStatement nack_sql{"fy_nack", "SELECT forgeyard.nack($1, $2, $3, $4, $5, $6)", 6};
 const PgStatement extend_sql{"fy_extend",
                              "SELECT " FY_USECS("forgeyard.extend($1, $2, $3, $4, $5::pg_catalog.interval)"), 5};
-const PgStatement stats_sql{"fy_queue_stats",
-                            "SELECT ready, in_flight, delayed, dead, bytes, " FY_USECS(
-                                "oldest_ready_age") ", pressure FROM forgeyard.queue_stats($1, $2)",
-                            2};
+const PgStatement queue_stats_sql{"fy_queue_stats",
+                                  "SELECT ready, in_flight, delayed, dead, bytes, " FY_USECS(
+                                      "oldest_ready_age") ", pressure FROM forgeyard.queue_stats($1, $2)",
+                                  2};
 const PgStatement dead_list_sql{
     "fy_dead_list",
     "SELECT msg_id, event_id, partition_key, priority, attempt, error, error_class, " FY_USECS(
@@ -40,10 +40,6 @@ const PgStatement redrive_sql{"fy_dead_redrive", "SELECT forgeyard.dead_redrive(
 const PgStatement purge_dead_sql{"fy_dead_purge", "SELECT forgeyard.dead_purge($1, $2, $3::pg_catalog.int8[])", 3};
 const PgStatement inbox_sql{"fy_inbox_accept", "SELECT forgeyard.inbox_accept($1, $2, $3::pg_catalog.uuid)", 3};
 #undef FY_DELIVERY_COLUMNS
-
-std::string str(std::string_view s) {
-  return std::string(s);
-}
 
 std::optional<std::string> visibility_param(std::optional<Duration> d) {
   return d ? std::optional<std::string>(interval_param(*d)) : std::nullopt;
@@ -77,20 +73,22 @@ std::vector<Delivery> deliveries(const PgResult& r) {
 }  // namespace
 
 void PgQueues::create(std::string_view tenant, std::string_view queue, const QueueOptions& options) {
-  session_.measure("queue.create", [&] { session_.run(create_sql, {str(tenant), str(queue), options_json(options)}); });
+  session_.measure("queue.create", [&] {
+    session_.run(create_sql, {text_param(tenant), text_param(queue), options_json(options)});
+  });
 }
 
 bool PgQueues::drop(std::string_view tenant, std::string_view queue) {
   return session_.measure("queue.drop", [&] {
-    return session_.run(drop_sql, {str(tenant), str(queue)}).boolean(0, 0);
+    return session_.run(drop_sql, {text_param(tenant), text_param(queue)}).boolean(0, 0);
   });
 }
 
 std::int64_t PgQueues::enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& m) {
   return session_.measure("queue.enqueue", [&] {
     return session_
-        .run(enqueue_sql, {str(tenant), str(queue), bytea_param(m.payload), m.event_id, m.partition_key,
-                           str(to_string(m.priority)), interval_param(m.delay)})
+        .run(enqueue_sql, {text_param(tenant), text_param(queue), bytea_param(m.payload), m.event_id, m.partition_key,
+                           text_param(to_string(m.priority)), interval_param(m.delay)})
         .int8(0, 0);
   });
 }
@@ -98,14 +96,14 @@ std::int64_t PgQueues::enqueue(std::string_view tenant, std::string_view queue, 
 std::vector<Delivery> PgQueues::claim(std::string_view tenant, std::string_view queue, std::string_view consumer,
                                       int max_messages, std::optional<Duration> visibility) {
   return session_.measure("queue.claim", [&] {
-    return deliveries(session_.run(claim_sql, {str(tenant), str(queue), str(consumer), std::to_string(max_messages),
-                                               visibility_param(visibility)}));
+    return deliveries(session_.run(claim_sql, {text_param(tenant), text_param(queue), text_param(consumer),
+                                               std::to_string(max_messages), visibility_param(visibility)}));
   });
 }
 
 void PgQueues::ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) {
   session_.measure("queue.ack", [&] {
-    session_.run(ack_sql, {str(tenant), str(queue), std::to_string(msg_id), std::to_string(claim_token)});
+    session_.run(ack_sql, {text_param(tenant), text_param(queue), std::to_string(msg_id), std::to_string(claim_token)});
   });
 }
 
@@ -116,8 +114,8 @@ std::vector<Delivery> PgQueues::ack_and_claim(std::string_view tenant, std::stri
     std::vector<std::int64_t> ids, tokens;
     for (const auto& [id, token] : acks) ids.push_back(id), tokens.push_back(token);
     return deliveries(session_.run(
-        ack_and_claim_sql, {str(tenant), str(queue), str(consumer), ids_param(ids, false), ids_param(tokens, false),
-                            std::to_string(max_messages), visibility_param(visibility)}));
+        ack_and_claim_sql, {text_param(tenant), text_param(queue), text_param(consumer), ids_param(ids, false),
+                            ids_param(tokens, false), std::to_string(max_messages), visibility_param(visibility)}));
   });
 }
 
@@ -126,8 +124,8 @@ NackOutcome PgQueues::nack(std::string_view tenant, std::string_view queue, std:
   return session_.measure("queue.nack", [&] {
     const std::string outcome =
         session_
-            .run(nack_sql, {str(tenant), str(queue), std::to_string(msg_id), std::to_string(claim_token), str(error),
-                            std::string(permanent ? "true" : "false")})
+            .run(nack_sql, {text_param(tenant), text_param(queue), std::to_string(msg_id), std::to_string(claim_token),
+                            text_param(error), std::string(permanent ? "true" : "false")})
             .text(0, 0);
     if (outcome == "dead") return NackOutcome::Dead;
     if (outcome == "retry") return NackOutcome::Retry;
@@ -139,7 +137,7 @@ TimePoint PgQueues::extend(std::string_view tenant, std::string_view queue, std:
                            std::int64_t claim_token, Duration visibility) {
   return session_.measure("queue.extend", [&] {
     return from_unix_usecs(session_
-                               .run(extend_sql, {str(tenant), str(queue), std::to_string(msg_id),
+                               .run(extend_sql, {text_param(tenant), text_param(queue), std::to_string(msg_id),
                                                  std::to_string(claim_token), interval_param(visibility)})
                                .int8(0, 0));
   });
@@ -147,7 +145,7 @@ TimePoint PgQueues::extend(std::string_view tenant, std::string_view queue, std:
 
 QueueStats PgQueues::stats(std::string_view tenant, std::string_view queue) {
   return session_.measure("queue.stats", [&] {
-    PgResult r = session_.run(stats_sql, {str(tenant), str(queue)});
+    PgResult r = session_.run(queue_stats_sql, {text_param(tenant), text_param(queue)});
     QueueStats s{r.int8(0, 0), r.int8(0, 1), r.int8(0, 2), r.int8(0, 3), r.int8(0, 4), std::nullopt, r.text(0, 6)};
     if (!r.is_null(0, 5)) s.oldest_ready_age = Duration(r.int8(0, 5));
     return s;
@@ -157,8 +155,8 @@ QueueStats PgQueues::stats(std::string_view tenant, std::string_view queue) {
 std::vector<DeadLetter> PgQueues::dead_letters(std::string_view tenant, std::string_view queue,
                                                std::int64_t after_msg_id, int max_rows) {
   return session_.measure("queue.dead_letters", [&] {
-    PgResult r =
-        session_.run(dead_list_sql, {str(tenant), str(queue), std::to_string(after_msg_id), std::to_string(max_rows)});
+    PgResult r = session_.run(
+        dead_list_sql, {text_param(tenant), text_param(queue), std::to_string(after_msg_id), std::to_string(max_rows)});
     std::vector<DeadLetter> out;
     for (int i = 0; i < r.rows(); ++i) {
       DeadLetter d;
@@ -180,22 +178,23 @@ std::vector<DeadLetter> PgQueues::dead_letters(std::string_view tenant, std::str
 int PgQueues::redrive(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids,
                       int max_rows) {
   return session_.measure("queue.redrive", [&] {
-    return static_cast<int>(
-        session_.run(redrive_sql, {str(tenant), str(queue), ids_param(msg_ids, true), std::to_string(max_rows)})
-            .int8(0, 0));
+    return static_cast<int>(session_
+                                .run(redrive_sql, {text_param(tenant), text_param(queue), ids_param(msg_ids, true),
+                                                   std::to_string(max_rows)})
+                                .int8(0, 0));
   });
 }
 
 int PgQueues::purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) {
   return session_.measure("queue.purge_dead", [&] {
     return static_cast<int>(
-        session_.run(purge_dead_sql, {str(tenant), str(queue), ids_param(msg_ids, true)}).int8(0, 0));
+        session_.run(purge_dead_sql, {text_param(tenant), text_param(queue), ids_param(msg_ids, true)}).int8(0, 0));
   });
 }
 
 bool PgQueues::inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) {
   return session_.measure("inbox.accept", [&] {
-    return session_.run(inbox_sql, {str(tenant), str(consumer), str(event_id)}).boolean(0, 0);
+    return session_.run(inbox_sql, {text_param(tenant), text_param(consumer), text_param(event_id)}).boolean(0, 0);
   });
 }
 

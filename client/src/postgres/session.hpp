@@ -2,6 +2,9 @@
 // (autocommit), or the connection of an open transaction.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 #include "postgres/connection.hpp"
 #include "session_base.hpp"
 
@@ -11,6 +14,11 @@ class PgSession : public Session {
  public:
   virtual PgResult run(const PgStatement& statement, const PgParams& params) = 0;
 };
+
+// A text parameter from a view (PgParams holds strings).
+inline std::string text_param(std::string_view s) {
+  return std::string(s);
+}
 
 // Interval parameter text for a duration: "<n> microseconds" (no months, no DST days).
 std::string interval_param(Duration d);

@@ -48,10 +48,6 @@ const PgStatement lag_sql{"fy_subscription_lag",
                                                     " AND topic OPERATOR(pg_catalog.=) $2 ORDER BY subscription",
                           2};
 
-std::string str(std::string_view s) {
-  return std::string(s);
-}
-
 std::string retention_json(RetentionClass c) {
   return "{\"retention_class\":\"" + std::string(to_string(c)) + "\"}";
 }
@@ -61,27 +57,27 @@ std::string retention_json(RetentionClass c) {
 void PgTopics::register_event_type(std::string_view tenant, std::string_view event_type, int version,
                                    RetentionClass retention_class) {
   session_.measure("topic.register_event_type", [&] {
-    session_.run(register_sql,
-                 {str(tenant), str(event_type), std::to_string(version), retention_json(retention_class)});
+    session_.run(register_sql, {text_param(tenant), text_param(event_type), std::to_string(version),
+                                retention_json(retention_class)});
   });
 }
 
 void PgTopics::create(std::string_view tenant, std::string_view topic, const TopicOptions& options) {
   session_.measure("topic.create", [&] {
-    session_.run(create_sql, {str(tenant), str(topic), topic_options_json(options)});
+    session_.run(create_sql, {text_param(tenant), text_param(topic), topic_options_json(options)});
   });
 }
 
 bool PgTopics::drop(std::string_view tenant, std::string_view topic) {
   return session_.measure("topic.drop", [&] {
-    PgResult r = session_.run(drop_sql, {str(tenant), str(topic)});
+    PgResult r = session_.run(drop_sql, {text_param(tenant), text_param(topic)});
     return r.text(0, 0) == "t";
   });
 }
 
 std::vector<TopicInfo> PgTopics::list(std::string_view tenant) {
   return session_.measure("topic.list", [&] {
-    PgResult r = session_.run(list_sql, {str(tenant)});
+    PgResult r = session_.run(list_sql, {text_param(tenant)});
     std::vector<TopicInfo> out;
     for (int i = 0; i < r.rows(); ++i) {
       if (out.empty() || out.back().topic != r.text(i, 0)) {
@@ -101,22 +97,23 @@ std::vector<TopicInfo> PgTopics::list(std::string_view tenant) {
 void PgTopics::subscribe(std::string_view tenant, std::string_view topic, std::string_view subscription,
                          const SubscriptionOptions& options) {
   session_.measure("topic.subscribe", [&] {
-    session_.run(subscribe_sql, {str(tenant), str(topic), str(subscription), subscription_options_json(options)});
+    session_.run(subscribe_sql,
+                 {text_param(tenant), text_param(topic), text_param(subscription), subscription_options_json(options)});
   });
 }
 
 bool PgTopics::unsubscribe(std::string_view tenant, std::string_view topic, std::string_view subscription) {
   return session_.measure("topic.unsubscribe", [&] {
-    PgResult r = session_.run(unsubscribe_sql, {str(tenant), str(topic), str(subscription)});
+    PgResult r = session_.run(unsubscribe_sql, {text_param(tenant), text_param(topic), text_param(subscription)});
     return r.text(0, 0) == "t";
   });
 }
 
 std::int64_t PgTopics::publish(std::string_view tenant, std::string_view topic, const Event& e) {
   return session_.measure("topic.publish", [&] {
-    PgResult r = session_.run(publish_sql,
-                              {str(tenant), str(topic), e.event_type, std::to_string(e.version), bytea_param(e.payload),
-                               e.event_id, e.partition_key, std::string(to_string(e.priority))});
+    PgResult r = session_.run(
+        publish_sql, {text_param(tenant), text_param(topic), e.event_type, std::to_string(e.version),
+                      bytea_param(e.payload), e.event_id, e.partition_key, std::string(to_string(e.priority))});
     return r.int8(0, 0);
   });
 }
@@ -141,7 +138,7 @@ std::vector<std::int64_t> PgTopics::publish_batch(std::string_view tenant, std::
     const Event& f = events.front();
     PgResult r = session_.run(
         publish_batch_sql,
-        {str(tenant), str(topic), f.event_type, std::to_string(f.version), array_param(payloads),
+        {text_param(tenant), text_param(topic), f.event_type, std::to_string(f.version), array_param(payloads),
          any_id ? std::optional<std::string>(array_param(ids)) : std::nullopt,
          any_key ? std::optional<std::string>(array_param(keys)) : std::nullopt, std::string(to_string(f.priority))});
     std::vector<std::int64_t> out;
@@ -153,8 +150,8 @@ std::vector<std::int64_t> PgTopics::publish_batch(std::string_view tenant, std::
 std::int64_t PgTopics::rewind(std::string_view tenant, std::string_view topic, std::string_view subscription,
                               TimePoint since) {
   return session_.measure("topic.rewind", [&] {
-    PgResult r = session_.run(
-        rewind_sql, {str(tenant), str(topic), str(subscription), fy::core::format_timestamp(unix_usecs(since))});
+    PgResult r = session_.run(rewind_sql, {text_param(tenant), text_param(topic), text_param(subscription),
+                                           fy::core::format_timestamp(unix_usecs(since))});
     return r.int8(0, 0);
   });
 }
@@ -163,9 +160,9 @@ std::vector<EventDelivery> PgTopics::claim(std::string_view tenant, std::string_
                                            std::string_view consumer, int max_messages,
                                            std::optional<Duration> visibility) {
   return session_.measure("topic.claim", [&] {
-    PgResult r =
-        session_.run(claim_sql, {str(tenant), str(subscription), str(consumer), std::to_string(max_messages),
-                                 visibility ? std::optional<std::string>(interval_param(*visibility)) : std::nullopt});
+    PgResult r = session_.run(
+        claim_sql, {text_param(tenant), text_param(subscription), text_param(consumer), std::to_string(max_messages),
+                    visibility ? std::optional<std::string>(interval_param(*visibility)) : std::nullopt});
     std::vector<EventDelivery> out;
     for (int i = 0; i < r.rows(); ++i) {
       EventDelivery e;
@@ -181,7 +178,7 @@ std::vector<EventDelivery> PgTopics::claim(std::string_view tenant, std::string_
       e.topic = r.text(i, 8);
       if (r.is_null(i, 11))
         throw Error(ErrorKind::Corruption, "XX000",
-                    "a delivery of subscription " + str(subscription) + " refers to no stored event");
+                    "a delivery of subscription " + text_param(subscription) + " refers to no stored event");
       e.event_type = r.text(i, 9);
       e.version = static_cast<int>(r.int8(i, 10));
       e.event_seq = r.int8(i, 11);
@@ -193,11 +190,11 @@ std::vector<EventDelivery> PgTopics::claim(std::string_view tenant, std::string_
 
 std::vector<SubscriptionLag> PgTopics::lag(std::string_view tenant, std::string_view topic) {
   return session_.measure("topic.lag", [&] {
-    PgResult r = session_.run(lag_sql, {str(tenant), str(topic)});
+    PgResult r = session_.run(lag_sql, {text_param(tenant), text_param(topic)});
     std::vector<SubscriptionLag> out;
     for (int i = 0; i < r.rows(); ++i) {
       SubscriptionLag l;
-      l.topic = str(topic);
+      l.topic = text_param(topic);
       l.subscription = r.text(i, 0);
       l.backlog = r.int8(i, 1);
       l.in_flight = r.int8(i, 2);

@@ -31,26 +31,23 @@ const PgStatement status_sql{"fy_idem_status",
                              3};
 const PgStatement purge_sql{"fy_idem_purge", "SELECT forgeyard.idem_purge($1, $2)", 2};
 
-std::string str(std::string_view s) {
-  return std::string(s);
-}
-
 }  // namespace
 
 void PgVersionedRows::enable(std::string_view table) {
-  session_.measure("cas.enable", [&] { session_.run(enable_sql, {str(table)}); });
+  session_.measure("cas.enable", [&] { session_.run(enable_sql, {text_param(table)}); });
 }
 
 std::int64_t PgVersionedRows::update(std::string_view table, const Fields& key, std::int64_t expected,
                                      const Fields& changes) {
   return session_.measure("cas.update", [&] {
-    return session_.run(update_sql, {str(table), to_json(key), std::to_string(expected), to_json(changes)}).int8(0, 0);
+    return session_.run(update_sql, {text_param(table), to_json(key), std::to_string(expected), to_json(changes)})
+        .int8(0, 0);
   });
 }
 
 std::optional<VersionedRow> PgVersionedRows::get(std::string_view table, const Fields& key) {
   return session_.measure("cas.get", [&]() -> std::optional<VersionedRow> {
-    PgResult r = session_.run(get_sql, {str(table), to_json(key)});
+    PgResult r = session_.run(get_sql, {text_param(table), to_json(key)});
     if (r.rows() == 0) return std::nullopt;
     VersionedRow row;
     row.version = r.int8(0, 0);
@@ -82,7 +79,7 @@ IdempotencyBegin PgIdempotency::begin(const IdempotencyKey& key, const Bytes& re
 
 void PgIdempotency::checkpoint(const IdempotencyKey& key, std::string_view recovery_point, std::int64_t attempt) {
   session_.measure("idem.checkpoint", [&] {
-    session_.run(checkpoint_sql, {key.tenant, key.scope, key.key, str(recovery_point), std::to_string(attempt)});
+    session_.run(checkpoint_sql, {key.tenant, key.scope, key.key, text_param(recovery_point), std::to_string(attempt)});
   });
 }
 
