@@ -20,7 +20,7 @@ struct AuditArgs {
 };
 
 // SEQ:HEX, as `audit head` prints it.
-std::optional<AuditHead> parse_anchor(const std::string& text) {
+std::optional<AuditHead> parse_head_anchor(const std::string& text) {
   if (text.empty()) return std::nullopt;
   const auto colon = text.find(':');
   if (colon == std::string::npos) throw Usage("--anchor takes SEQ:HASH");
@@ -126,7 +126,7 @@ void add_audit_commands(CLI::App& app, Commands& commands) {
   verify->add_option("--anchor", a->anchor, "a head kept elsewhere, as audit head prints it")->type_name("SEQ:HASH");
   verify->add_option("--file", a->file, "an exported chain")->type_name("PATH|-")->excludes(tenant, from, to);
   commands.on(verify, [a](Context& ctx) {
-    const auto anchor = parse_anchor(a->anchor);
+    const auto anchor = parse_head_anchor(a->anchor);
     if (!a->file.empty()) {
       if (a->file == "-") return print_verification(verify_audit_export(std::cin, anchor));
       std::ifstream in(a->file);

@@ -1,34 +1,17 @@
 // storage reconcile and storage restore-status: restore safety (docs/operations.md#backup-and-restore).
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "cli.hpp"
 #include "exit_codes.hpp"
+#include "json_writer.hpp"
 
 namespace forgeyard::cli {
 
 namespace {
 
-std::string json_string(const std::string& s) {
-  std::ostringstream out;
-  out << '"';
-  for (const unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out << '\\' << c;
-    } else if (c < 0x20) {
-      static const char* hex = "0123456789abcdef";
-      out << "\\u00" << hex[c >> 4] << hex[c & 0xf];
-    } else {
-      out << c;
-    }
-  }
-  out << '"';
-  return out.str();
-}
-
 // TENANT=SEQ:HASH (the tenant may contain '='; the last one separates).
-AuditAnchor parse_anchor(const std::string& text) {
+AuditAnchor parse_tenant_anchor(const std::string& text) {
   const auto eq = text.rfind('=');
   const auto colon = text.find(':', eq == std::string::npos ? 0 : eq);
   if (eq == std::string::npos || eq == 0 || colon == std::string::npos)
@@ -55,7 +38,7 @@ void add_restore_commands(CLI::App& app, Commands& commands) {
   reconcile->add_flag("--json", r->json, "one JSON object instead of key=value lines");
   commands.on(reconcile, [r](Context& ctx) {
     std::vector<AuditAnchor> anchors;
-    for (const std::string& a : r->anchors) anchors.push_back(parse_anchor(a));
+    for (const std::string& a : r->anchors) anchors.push_back(parse_tenant_anchor(a));
     const ReconcileReport rep = ctx.store().restore_reconcile(anchors);
     if (r->json) {
       std::cout << "{\"restore_detected\":" << (rep.restore_detected ? "true" : "false")
