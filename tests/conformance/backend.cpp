@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 
@@ -67,8 +69,6 @@ std::unique_ptr<forgeyard::Store> Backend::open_real_clock() const {
   return forgeyard::open(url, options);
 }
 
-namespace {
-// The URL of another database on the same server: the path of the URL replaced.
 std::string with_database(const std::string& base, const std::string& database) {
   const auto scheme = base.find("://");
   const auto path = base.find('/', scheme + 3);
@@ -76,6 +76,12 @@ std::string with_database(const std::string& base, const std::string& database) 
   return base.substr(0, path + 1) + database + (query == std::string::npos ? "" : base.substr(query));
 }
 
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+namespace {
 void run_pg(const std::string& url, const std::string& sql) {
   PGconn* conn = PQconnectdb(url.c_str());
   PGresult* r = PQexec(conn, sql.c_str());

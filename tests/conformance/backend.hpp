@@ -68,4 +68,9 @@ struct Backend {
   std::string tenant;
 };
 
+// The URL of another database on the same server: the path of the URL replaced.
+std::string with_database(const std::string& base, const std::string& database);
+// A whole file's bytes ("" when it cannot be read).
+std::string slurp(const std::string& path);
+
 }  // namespace conformance

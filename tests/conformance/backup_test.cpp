@@ -21,6 +21,8 @@
 
 namespace fs = std::filesystem;
 using namespace forgeyard;
+using conformance::slurp;
+using conformance::with_database;
 
 namespace {
 
@@ -62,16 +64,6 @@ std::string sqlite_text(const std::string& path, const std::string& name) {
 }
 
 // The same server URL with another database name.
-std::string with_database(const std::string& url, const std::string& name) {
-  const auto query = url.find('?');
-  const auto slash = url.rfind('/', query == std::string::npos ? std::string::npos : query);
-  return url.substr(0, slash + 1) + name + (query == std::string::npos ? "" : url.substr(query));
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 void spit(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;

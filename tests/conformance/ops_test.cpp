@@ -34,6 +34,8 @@ inline std::ostream& operator<<(std::ostream& out, CheckGroup g) {
 }  // namespace forgeyard
 
 using boost::property_tree::ptree;
+using conformance::slurp;
+using conformance::with_database;
 using forgeyard::CheckGroup;
 using forgeyard::CheckStatus;
 using forgeyard::DoctorCheck;
@@ -41,11 +43,6 @@ using forgeyard::DoctorReport;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 ptree parse_json(const std::string& text) {
   std::istringstream in(text);
@@ -75,12 +72,6 @@ const forgeyard::TenantStats* find_tenant(const forgeyard::StoreStats& s, const 
 }
 
 // The same URL on another database of the same cluster.
-std::string with_database(const std::string& url, const std::string& database) {
-  const auto scheme = url.find("://");
-  const auto slash = url.find('/', scheme + 3);
-  const auto end = url.find('?', slash);
-  return url.substr(0, slash + 1) + database + (end == std::string::npos ? "" : url.substr(end));
-}
 
 std::string with_parameter(const std::string& url, const std::string& parameter) {
   return url + (url.find('?') == std::string::npos ? "?" : "&") + parameter;

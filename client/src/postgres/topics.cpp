@@ -12,11 +12,11 @@ namespace {
 
 #define FY_INTERVAL_USECS(expr) "(EXTRACT(epoch FROM " expr ") * 1000000)::pg_catalog.int8"
 
-const PgStatement register_sql{"fy_event_type_register",
-                               "SELECT forgeyard.event_type_register($1, $2, $3, $4::pg_catalog.jsonb)", 4};
-const PgStatement create_sql{"fy_topic_create", "SELECT forgeyard.topic_create($1, $2, $3::pg_catalog.jsonb)", 3};
-const PgStatement drop_sql{"fy_topic_drop", "SELECT forgeyard.topic_drop($1, $2)", 2};
-const PgStatement list_sql{
+const PgStatement event_type_register_sql{"fy_event_type_register",
+                                          "SELECT forgeyard.event_type_register($1, $2, $3, $4::pg_catalog.jsonb)", 4};
+const PgStatement topic_create_sql{"fy_topic_create", "SELECT forgeyard.topic_create($1, $2, $3::pg_catalog.jsonb)", 3};
+const PgStatement topic_drop_sql{"fy_topic_drop", "SELECT forgeyard.topic_drop($1, $2)", 2};
+const PgStatement topic_list_sql{
     "fy_topic_list",
     "SELECT t.topic, (t.options OPERATOR(pg_catalog.->>) 'max_subscriptions')::pg_catalog.int8,"
     " " FY_INTERVAL_USECS("(t.options OPERATOR(pg_catalog.->>) 'retention')::pg_catalog.interval") ","
@@ -36,7 +36,7 @@ const PgStatement publish_batch_sql{
     8};
 const PgStatement rewind_sql{"fy_subscription_rewind",
                              "SELECT forgeyard.subscription_rewind($1, $2, $3, $4::pg_catalog.timestamptz)", 4};
-const PgStatement claim_sql{"fy_subscription_claim",
+const PgStatement subscription_claim_sql{"fy_subscription_claim",
                             "SELECT msg_id, event_id, partition_key, priority, attempt, claim_token, payload, " FY_USECS(
                                 "enqueued_at") ", topic, event_type, version, event_seq"
                                                " FROM forgeyard.subscription_claim($1, $2, $3, $4, $5::pg_catalog.interval)",
@@ -57,27 +57,27 @@ std::string retention_json(RetentionClass c) {
 void PgTopics::register_event_type(std::string_view tenant, std::string_view event_type, int version,
                                    RetentionClass retention_class) {
   session_.measure("topic.register_event_type", [&] {
-    session_.run(register_sql, {text_param(tenant), text_param(event_type), std::to_string(version),
-                                retention_json(retention_class)});
+    session_.run(event_type_register_sql, {text_param(tenant), text_param(event_type), std::to_string(version),
+                                           retention_json(retention_class)});
   });
 }
 
 void PgTopics::create(std::string_view tenant, std::string_view topic, const TopicOptions& options) {
   session_.measure("topic.create", [&] {
-    session_.run(create_sql, {text_param(tenant), text_param(topic), topic_options_json(options)});
+    session_.run(topic_create_sql, {text_param(tenant), text_param(topic), topic_options_json(options)});
   });
 }
 
 bool PgTopics::drop(std::string_view tenant, std::string_view topic) {
   return session_.measure("topic.drop", [&] {
-    PgResult r = session_.run(drop_sql, {text_param(tenant), text_param(topic)});
+    PgResult r = session_.run(topic_drop_sql, {text_param(tenant), text_param(topic)});
     return r.text(0, 0) == "t";
   });
 }
 
 std::vector<TopicInfo> PgTopics::list(std::string_view tenant) {
   return session_.measure("topic.list", [&] {
-    PgResult r = session_.run(list_sql, {text_param(tenant)});
+    PgResult r = session_.run(topic_list_sql, {text_param(tenant)});
     std::vector<TopicInfo> out;
     for (int i = 0; i < r.rows(); ++i) {
       if (out.empty() || out.back().topic != r.text(i, 0)) {
@@ -160,9 +160,10 @@ std::vector<EventDelivery> PgTopics::claim(std::string_view tenant, std::string_
                                            std::string_view consumer, int max_messages,
                                            std::optional<Duration> visibility) {
   return session_.measure("topic.claim", [&] {
-    PgResult r = session_.run(
-        claim_sql, {text_param(tenant), text_param(subscription), text_param(consumer), std::to_string(max_messages),
-                    visibility ? std::optional<std::string>(interval_param(*visibility)) : std::nullopt});
+    PgResult r =
+        session_.run(subscription_claim_sql,
+                     {text_param(tenant), text_param(subscription), text_param(consumer), std::to_string(max_messages),
+                      visibility ? std::optional<std::string>(interval_param(*visibility)) : std::nullopt});
     std::vector<EventDelivery> out;
     for (int i = 0; i < r.rows(); ++i) {
       EventDelivery e;

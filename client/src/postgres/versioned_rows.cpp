@@ -7,47 +7,49 @@ namespace forgeyard::detail {
 
 namespace {
 
-const PgStatement enable_sql{"fy_enable_versioning", "SELECT forgeyard.enable_versioning($1::pg_catalog.regclass)", 1};
-const PgStatement update_sql{
+const PgStatement enable_versioning_sql{"fy_enable_versioning",
+                                        "SELECT forgeyard.enable_versioning($1::pg_catalog.regclass)", 1};
+const PgStatement cas_update_sql{
     "fy_cas_update",
     "SELECT forgeyard.cas_update($1::pg_catalog.regclass, $2::pg_catalog.jsonb, $3, $4::pg_catalog.jsonb)", 4};
-const PgStatement get_sql{"fy_cas_get",
-                          "SELECT g.entity_version, e.key, pg_catalog.jsonb_typeof(e.value),"
-                          "       e.value OPERATOR(pg_catalog.#>>) '{}'"
-                          "  FROM forgeyard.cas_get($1::pg_catalog.regclass, $2::pg_catalog.jsonb) g"
-                          "  LEFT JOIN LATERAL pg_catalog.jsonb_each(g.\"row\") e ON true",
-                          2};
-const PgStatement begin_sql{"fy_idem_begin",
-                            "SELECT status, recovery_point, response, attempt FROM forgeyard.idem_begin($1, $2, $3,"
-                            " $4::pg_catalog.bytea, $5::pg_catalog.interval, $6::pg_catalog.interval)",
-                            6};
-const PgStatement checkpoint_sql{"fy_idem_checkpoint", "SELECT forgeyard.idem_checkpoint($1, $2, $3, $4, $5)", 5};
-const PgStatement complete_sql{"fy_idem_complete",
-                               "SELECT forgeyard.idem_complete($1, $2, $3, $4::pg_catalog.bytea, $5)", 5};
-const PgStatement abandon_sql{"fy_idem_abandon", "SELECT forgeyard.idem_abandon($1, $2, $3, $4)", 4};
-const PgStatement status_sql{"fy_idem_status",
-                             "SELECT status, attempt, recovery_point, " FY_USECS("locked_until") ", " FY_USECS(
-                                 "expires_at") " FROM forgeyard.idem_status($1, $2, $3)",
-                             3};
+const PgStatement cas_get_sql{"fy_cas_get",
+                              "SELECT g.entity_version, e.key, pg_catalog.jsonb_typeof(e.value),"
+                              "       e.value OPERATOR(pg_catalog.#>>) '{}'"
+                              "  FROM forgeyard.cas_get($1::pg_catalog.regclass, $2::pg_catalog.jsonb) g"
+                              "  LEFT JOIN LATERAL pg_catalog.jsonb_each(g.\"row\") e ON true",
+                              2};
+const PgStatement idem_begin_sql{
+    "fy_idem_begin",
+    "SELECT status, recovery_point, response, attempt FROM forgeyard.idem_begin($1, $2, $3,"
+    " $4::pg_catalog.bytea, $5::pg_catalog.interval, $6::pg_catalog.interval)",
+    6};
+const PgStatement idem_checkpoint_sql{"fy_idem_checkpoint", "SELECT forgeyard.idem_checkpoint($1, $2, $3, $4, $5)", 5};
+const PgStatement idem_complete_sql{"fy_idem_complete",
+                                    "SELECT forgeyard.idem_complete($1, $2, $3, $4::pg_catalog.bytea, $5)", 5};
+const PgStatement idem_abandon_sql{"fy_idem_abandon", "SELECT forgeyard.idem_abandon($1, $2, $3, $4)", 4};
+const PgStatement idem_status_sql{"fy_idem_status",
+                                  "SELECT status, attempt, recovery_point, " FY_USECS("locked_until") ", " FY_USECS(
+                                      "expires_at") " FROM forgeyard.idem_status($1, $2, $3)",
+                                  3};
 const PgStatement purge_sql{"fy_idem_purge", "SELECT forgeyard.idem_purge($1, $2)", 2};
 
 }  // namespace
 
 void PgVersionedRows::enable(std::string_view table) {
-  session_.measure("cas.enable", [&] { session_.run(enable_sql, {text_param(table)}); });
+  session_.measure("cas.enable", [&] { session_.run(enable_versioning_sql, {text_param(table)}); });
 }
 
 std::int64_t PgVersionedRows::update(std::string_view table, const Fields& key, std::int64_t expected,
                                      const Fields& changes) {
   return session_.measure("cas.update", [&] {
-    return session_.run(update_sql, {text_param(table), to_json(key), std::to_string(expected), to_json(changes)})
+    return session_.run(cas_update_sql, {text_param(table), to_json(key), std::to_string(expected), to_json(changes)})
         .int8(0, 0);
   });
 }
 
 std::optional<VersionedRow> PgVersionedRows::get(std::string_view table, const Fields& key) {
   return session_.measure("cas.get", [&]() -> std::optional<VersionedRow> {
-    PgResult r = session_.run(get_sql, {text_param(table), to_json(key)});
+    PgResult r = session_.run(cas_get_sql, {text_param(table), to_json(key)});
     if (r.rows() == 0) return std::nullopt;
     VersionedRow row;
     row.version = r.int8(0, 0);
@@ -62,8 +64,8 @@ std::optional<VersionedRow> PgVersionedRows::get(std::string_view table, const F
 IdempotencyBegin PgIdempotency::begin(const IdempotencyKey& key, const Bytes& request_digest, Duration lock_ttl,
                                       Duration retain) {
   return session_.measure("idem.begin", [&] {
-    PgResult r = session_.run(begin_sql, {key.tenant, key.scope, key.key, bytea_param(request_digest),
-                                          interval_param(lock_ttl), interval_param(retain)});
+    PgResult r = session_.run(idem_begin_sql, {key.tenant, key.scope, key.key, bytea_param(request_digest),
+                                               interval_param(lock_ttl), interval_param(retain)});
     IdempotencyBegin b;
     const std::string status = r.text(0, 0);
     if (status == "replay")
@@ -79,27 +81,28 @@ IdempotencyBegin PgIdempotency::begin(const IdempotencyKey& key, const Bytes& re
 
 void PgIdempotency::checkpoint(const IdempotencyKey& key, std::string_view recovery_point, std::int64_t attempt) {
   session_.measure("idem.checkpoint", [&] {
-    session_.run(checkpoint_sql, {key.tenant, key.scope, key.key, text_param(recovery_point), std::to_string(attempt)});
+    session_.run(idem_checkpoint_sql,
+                 {key.tenant, key.scope, key.key, text_param(recovery_point), std::to_string(attempt)});
   });
 }
 
 void PgIdempotency::complete(const IdempotencyKey& key, const std::optional<Bytes>& response, std::int64_t attempt) {
   session_.measure("idem.complete", [&] {
-    session_.run(complete_sql, {key.tenant, key.scope, key.key,
-                                response ? std::optional<std::string>(bytea_param(*response)) : std::nullopt,
-                                std::to_string(attempt)});
+    session_.run(idem_complete_sql, {key.tenant, key.scope, key.key,
+                                     response ? std::optional<std::string>(bytea_param(*response)) : std::nullopt,
+                                     std::to_string(attempt)});
   });
 }
 
 void PgIdempotency::abandon(const IdempotencyKey& key, std::int64_t attempt) {
   session_.measure("idem.abandon", [&] {
-    session_.run(abandon_sql, {key.tenant, key.scope, key.key, std::to_string(attempt)});
+    session_.run(idem_abandon_sql, {key.tenant, key.scope, key.key, std::to_string(attempt)});
   });
 }
 
 std::optional<IdempotencyStatus> PgIdempotency::status(const IdempotencyKey& key) {
   return session_.measure("idem.status", [&]() -> std::optional<IdempotencyStatus> {
-    PgResult r = session_.run(status_sql, {key.tenant, key.scope, key.key});
+    PgResult r = session_.run(idem_status_sql, {key.tenant, key.scope, key.key});
     if (r.rows() == 0) return std::nullopt;
     IdempotencyStatus s;
     s.status = r.text(0, 0);

@@ -72,8 +72,8 @@ class HeldSession final : public SqliteSession {
   Db& db_;
 };
 
-std::int64_t raise_counter(Db& db, const char* update_sql, std::int64_t floor) {
-  auto q = db.query(update_sql);
+std::int64_t raise_counter(Db& db, const char* statement, std::int64_t floor) {
+  auto q = db.query(statement);
   q.bind(1, floor);
   return q.run();
 }

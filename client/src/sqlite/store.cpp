@@ -26,14 +26,14 @@ namespace {
 
 using SqlitePool = Pool<Db>;
 
-struct Shared {
+struct SqliteShared {
   std::string path;
   StoreOptions options;
   SqlitePool pool;
   Instruments instruments;
   MigrationState migrations;
 
-  Shared(std::string p, StoreOptions o)
+  SqliteShared(std::string p, StoreOptions o)
       : path(std::move(p)),
         options(std::move(o)),
         pool(options.pool, [this] { return std::make_unique<Db>(path, options); }) {}
@@ -44,9 +44,9 @@ struct Shared {
 };
 
 // Each call in its own BEGIN IMMEDIATE transaction on a pooled connection.
-class PooledSession final : public SqliteSession {
+class SqlitePooledSession final : public SqliteSession {
  public:
-  explicit PooledSession(Shared& shared) : shared_(shared) {}
+  explicit SqlitePooledSession(SqliteShared& shared) : shared_(shared) {}
   void write(const std::function<void(Db&)>& work) override {
     auto db = shared_.pool.acquire();
     db->exec("BEGIN IMMEDIATE");
@@ -62,14 +62,14 @@ class PooledSession final : public SqliteSession {
   Instruments& instruments() override { return shared_.instruments; }
 
  private:
-  Shared& shared_;
+  SqliteShared& shared_;
 };
 
 // Like PostgreSQL, an error inside a transaction aborts it: later calls fail with 25P02 and
 // commit rolls back, so both backends give the same answers.
 class SqliteTransaction final : public Transaction, private SqliteSession {
  public:
-  explicit SqliteTransaction(Shared& shared)
+  explicit SqliteTransaction(SqliteShared& shared)
       : shared_(shared),
         state_(shared.instruments),
         db_(shared.pool.acquire()),
@@ -106,7 +106,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   Instruments& instruments() override { return shared_.instruments; }
   void failed() override { state_.fail(); }
 
-  Shared& shared_;
+  SqliteShared& shared_;
   TransactionState state_;
   SqlitePool::Handle db_;
   SqliteLeases leases_;
@@ -250,8 +250,8 @@ class SqliteStore final : public Store {
     return shared_.options.sqlite_migrations_dir.empty() ? embedded_sqlite_migrations()
                                                          : load_migrations(shared_.options.sqlite_migrations_dir);
   }
-  Shared shared_;
-  PooledSession session_;
+  SqliteShared shared_;
+  SqlitePooledSession session_;
   SqliteLeases leases_;
   SqliteVersionedRows rows_;
   SqliteIdempotency idempotency_;
