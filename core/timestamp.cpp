@@ -100,7 +100,13 @@ std::optional<std::int64_t> parse_timestamp(std::string_view t) {
   }
   if (p != t.size()) return std::nullopt;
   const std::int64_t days = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
-  return ((days * 86400 + h * 3600 + mi * 60 + s) - offset) * usecs_per_second + micros;
+  const std::int64_t secs = (days * 86400 + h * 3600 + mi * 60 + s) - offset;
+  // An offset can move the instant out of the years 0000-9999 (0000-01-01T00:00:30+10:01): then
+  // the form above could not print it back, so it is refused like any other unreadable text.
+  static const std::int64_t first = days_from_civil(0, 1, 1) * 86400;
+  static const std::int64_t past_last = days_from_civil(10000, 1, 1) * 86400;
+  if (secs < first || secs >= past_last) return std::nullopt;
+  return secs * usecs_per_second + micros;
 }
 
 }  // namespace fy::core

@@ -217,6 +217,13 @@ BOOST_AUTO_TEST_CASE(timestamps_and_uuids_have_one_text_form) {
              *core::parse_timestamp("2026-11-29T12:00:00.500000Z"));
   BOOST_TEST(!core::parse_timestamp("2026-11-29 12:00:00"));  // no zone
   BOOST_TEST(!core::parse_timestamp("2026-13-01T00:00:00Z"));
+  // An offset that moves the instant out of 0000-9999 (found by the duration fuzz target).
+  BOOST_TEST(!core::parse_timestamp("0000-01-01T00:00:30+10:01"));
+  BOOST_TEST(!core::parse_timestamp("9999-12-31T23:59:59-00:01"));
+  BOOST_TEST(core::format_timestamp(*core::parse_timestamp("0000-01-01T10:01:00+10:01")) ==
+             "0000-01-01T00:00:00.000000Z");
+  BOOST_TEST(core::format_timestamp(*core::parse_timestamp("9999-12-31T23:59:59.999999Z")) ==
+             "9999-12-31T23:59:59.999999Z");
   const std::string id = "0123456789abcdef0123456789abcdef";
   const std::string bytes = *core::from_hex(id);
   BOOST_TEST(core::format_uuid(bytes) == "01234567-89ab-cdef-0123-456789abcdef");
