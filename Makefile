@@ -25,10 +25,14 @@ endif
 SHLIB_LINK = -lstdc++ -lcrypto
 # The bitcode rule ignores PG_CXXFLAGS; forgeyard does not need JIT inlining.
 override with_llvm = no
-# Rebuild objects when a header they include changes.
-autodepend = yes
+# Rebuild objects when a header they include changes: each object's dependencies go to a .d file
+# beside it (PGXS's own autodepend is reset by Makefile.global and keys its files by base name,
+# which core/ and extension/ share).
+PG_CXXFLAGS += -MMD -MP
+EXTRA_CLEAN = $(OBJS:.o=.d)
 
 include $(PGXS)
+-include $(OBJS:.o=.d)
 
 installcheck:
 	pg_prove regress/*.sql

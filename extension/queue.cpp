@@ -6,6 +6,7 @@
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
+#include "pg/table_access.hpp"
 #include "pg/table_cache.hpp"
 #include "queue.hpp"
 #include "tenant.hpp"
@@ -145,12 +146,30 @@ void Releases::add(const Queue& queue, int slot, std::int64_t bytes, const std::
   if (key && queue.options.partitioned) keys[*key] += 1;
 }
 
+namespace {
+
+// The room of released messages back to their slots' release rows, below SPI
+// (pg/table_access.hpp): per slot in ascending order, the row by primary key, locked FOR NO KEY
+// UPDATE (waiting, as the UPDATE it replaces; the newest version is the one added to) and updated.
+void give_back(const Queue& queue, const std::map<int, core::Usage>& slots) {
+  pg::Access access;
+  pg::Table r(access, pg::OwnTable::queue_releases);
+  const int messages = r.column("released_messages"), bytes = r.column("released_bytes");
+  for (const auto& [slot, used] : slots) {
+    if (!r.find(pg::OwnIndex::queue_releases_pkey,
+                {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}}))
+      continue;  // the queue was dropped under us (as the UPDATE would find no row)
+    if (r.lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped) continue;
+    r.update({{messages, pg::int8_value(r.int8(messages) + used.messages)},
+              {bytes, pg::int8_value(r.int8(bytes) + used.bytes)}});
+  }
+  r.finish();
+  access.finish();
+}
+
+}  // namespace
+
 void apply(pg::Spi& spi, const Queue& queue, const Releases& releases) {
-  static pg::Statement give_back(
-      "UPDATE forgeyard.queue_releases SET released_messages = released_messages OPERATOR(pg_catalog.+) $4,"
-      "   released_bytes = released_bytes OPERATOR(pg_catalog.+) $5"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2 AND slot OPERATOR(pg_catalog.=) $3",
-      {TEXTOID, TEXTOID, INT4OID, INT8OID, INT8OID});
   static pg::Statement leave_partition(
       "UPDATE forgeyard.queue_partitions SET pending = pending OPERATOR(pg_catalog.-) $4"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
@@ -167,9 +186,7 @@ void apply(pg::Spi& spi, const Queue& queue, const Releases& releases) {
       "     AND n.queue OPERATOR(pg_catalog.=) $2 AND n.partition_key OPERATOR(pg_catalog.=) $3"
       "     AND n.state OPERATOR(pg_catalog.=) 'pending' ORDER BY n.msg_id LIMIT 1)",
       {TEXTOID, TEXTOID, TEXTOID});
-  for (const auto& [slot, used] : releases.slots)
-    spi.run(give_back,
-            {queue.t, queue.q, pg::int4_value(slot), pg::int8_value(used.messages), pg::int8_value(used.bytes)});
+  if (!releases.slots.empty()) give_back(queue, releases.slots);
   for (const auto& [key, count] : releases.keys) {
     const pg::Value k = pg::text_value(key);
     std::int64_t pending = 0;

@@ -140,6 +140,7 @@ FY_FUNCTION(fy_dead_purge) {
 FY_FUNCTION(fy_claim_plan) {
   pg::Spi spi;
   queue::load(spi, fcinfo);  // 42704 for an unknown queue
+  spi.connect();             // (the queue may come from the cache: no statement ran)
   // The one generic plan claim runs (planned once per backend, whatever the arguments).
   const std::string plan = queue::claim_statement(10).explain();
   std::vector<std::string> lines;

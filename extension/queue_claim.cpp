@@ -7,6 +7,8 @@
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
+#include "pg/table_access.hpp"
+#include "pg/table_cache.hpp"
 #include "queue.hpp"
 #include "tenant.hpp"
 
@@ -54,6 +56,51 @@ pg::Statement& claim_statement(int limit) {
                                pg::Planning::generic);
 }
 
+namespace {
+
+// The columns of forgeyard.messages that the claim reads and writes.
+struct MessageColumns {
+  int msg_id, tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes, slot, enqueued_at,
+      visible_at, attempt, claim_token, claimed_by;
+  explicit MessageColumns(const pg::Table& m)
+      : msg_id(m.column("msg_id")),
+        tenant_id(m.column("tenant_id")),
+        queue(m.column("queue")),
+        state(m.column("state")),
+        priority(m.column("priority")),
+        partition_key(m.column("partition_key")),
+        is_head(m.column("is_head")),
+        event_id(m.column("event_id")),
+        payload(m.column("payload")),
+        bytes(m.column("bytes")),
+        slot(m.column("slot")),
+        enqueued_at(m.column("enqueued_at")),
+        visible_at(m.column("visible_at")),
+        attempt(m.column("attempt")),
+        claim_token(m.column("claim_token")),
+        claimed_by(m.column("claimed_by")) {}
+};
+
+// The subscription's topic event payload of a message that has none of its own (topic_claim.cpp).
+std::optional<std::string> event_payload(pg::Spi& spi, const Queue& queue, const std::string& event_id) {
+  static pg::Statement read(
+      "SELECT e.payload FROM forgeyard.subscriptions s JOIN forgeyard.topic_events e"
+      "   ON e.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND e.topic OPERATOR(pg_catalog.=) s.topic"
+      " WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.subscription OPERATOR(pg_catalog.=) $2"
+      "   AND e.event_id OPERATOR(pg_catalog.=) $3",
+      {TEXTOID, TEXTOID, UUIDOID});
+  std::optional<std::string> payload;
+  spi.run(read, {queue.t, queue.q, pg::uuid_value(event_id)}, [&](const pg::Row& r) { payload = r.bytea(1); });
+  return payload;
+}
+
+}  // namespace
+
+// The claim below SPI (pg/table_access.hpp), the same work as claim_sql(): per class, highest
+// first, an index range scan of messages_claim over the visible heads in (visible_at, msg_id)
+// order, each row locked FOR UPDATE SKIP LOCKED (a newer version followed is re-checked against
+// the scan's conditions, as EvalPlanQual would) and updated at once with its claim token. The
+// classes after the limit is filled are never opened.
 std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& consumer, int max_messages,
                            std::int64_t visibility, TimestampTz now) {
   // A delivery that lapsed once too often (its consumer died or hung every time) is not handed
@@ -67,27 +114,53 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   std::vector<Claimed> out;
   std::vector<std::int64_t> doomed;
   Releases lapsed;
-  const pg::Value c = pg::text_value(consumer);
-  // Lapsed deliveries taken by the statement do not count: ask again for the rest (they are
-  // now locked and no longer visible, so they are not taken twice).
-  for (;;) {
-    const int asked = max_messages - static_cast<int>(out.size());
-    const std::size_t doomed_before = doomed.size();
-    const std::uint64_t taken =
-        spi.run(claim_statement(asked),
-                {queue.t, queue.q, pg::timestamptz_value(now + visibility), c, pg::timestamptz_value(now)},
-                [&](const pg::Row& r) {
-                  if (*r.int8(5) > queue.options.max_attempts) {  // (no SPI call while these rows are read)
-                    lapsed.add(queue, static_cast<int>(*r.int8(9)), *r.int8(10), r.text(3));
-                    doomed.push_back(*r.int8(1));
-                    return;
-                  }
-                  out.push_back({*r.int8(1), r.uuid(2), r.text(3), static_cast<int>(*r.int8(4)), *r.int8(5), *r.int8(6),
-                                 r.bytea(7), *r.timestamptz(8)});
-                });
-    if (doomed.size() == doomed_before || taken < static_cast<std::uint64_t>(asked)) break;
+  pg::Access access;
+  pg::Table m(access, pg::OwnTable::messages);
+  const MessageColumns c(m);
+  const pg::Value visible_now = pg::timestamptz_value(now);
+  const pg::Value until = pg::timestamptz_value(now + visibility);
+  const pg::Value claimed_by = pg::text_value(consumer);
+  // Does the newest version of a locked row still qualify for class p?
+  auto still_ready = [&](int p) {
+    return m.text_equals(c.state, "pending") && m.boolean(c.is_head) && m.int2(c.priority) == p &&
+           m.timestamptz(c.visible_at) <= now && m.text_equals(c.tenant_id, queue.tenant) &&
+           m.text_equals(c.queue, queue.name);
+  };
+  for (int p = 0; p < core::priority_classes && static_cast<int>(out.size()) < max_messages; ++p) {
+    pg::Table::Scan scan(m, pg::OwnIndex::messages_claim,
+                         {{1, pg::Compare::eq, queue.t},
+                          {2, pg::Compare::eq, queue.q},
+                          {3, pg::Compare::eq, {Int16GetDatum(static_cast<std::int16_t>(p)), false}},
+                          {4, pg::Compare::le, visible_now}});
+    while (static_cast<int>(out.size()) < max_messages && scan.next()) {
+      const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
+      if (locked == pg::Locked::skipped) continue;
+      if (locked == pg::Locked::newer_version && !still_ready(p)) continue;
+      const std::int64_t token = pg::next_value(pg::CachedTable::claim_tokens);
+      const std::int64_t attempt = static_cast<std::int64_t>(m.int4(c.attempt)) + 1;
+      const std::int64_t msg_id = m.int8(c.msg_id);
+      // Lapsed deliveries taken here do not count: the scan goes on for the rest (they are now
+      // locked and no longer visible, so they are not taken twice).
+      if (attempt > queue.options.max_attempts) {
+        lapsed.add(queue, m.int2(c.slot), m.int8(c.bytes), m.text(c.partition_key));
+        doomed.push_back(msg_id);
+      } else {
+        out.push_back({msg_id, m.uuid(c.event_id), m.text(c.partition_key), p, attempt, token, m.bytea(c.payload),
+                       m.timestamptz(c.enqueued_at)});
+      }
+      m.update({{c.attempt, pg::int4_value(static_cast<std::int32_t>(attempt))},
+                {c.claim_token, pg::int8_value(token)},
+                {c.visible_at, until},
+                {c.claimed_by, claimed_by}});
+    }
+    scan.end();
   }
-  // Delivery order: class, then oldest first (RETURNING does not keep the scan order).
+  m.finish();
+  access.finish();
+  // A subscription's message has no payload of its own: it is its topic event's.
+  for (Claimed& d : out)
+    if (!d.payload && d.event_id) d.payload = event_payload(spi, queue, *d.event_id);
+  // Delivery order: class, then oldest first (the scan's order within a class is visible_at).
   std::sort(out.begin(), out.end(), [](const Claimed& a, const Claimed& b) {
     return a.priority != b.priority ? a.priority < b.priority : a.msg_id < b.msg_id;
   });

@@ -9,6 +9,7 @@
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
+#include "pg/table_access.hpp"
 #include "queue.hpp"
 #include "tenant.hpp"
 
@@ -49,46 +50,47 @@ enum class Finish { done, already_finished };
 
 // ack: delete (or keep as acked for retain_acked) and give the room back. An ack of a message
 // that is already acked, dead or gone is a no-op; a token that is not the current claim is FY001.
-// The fast path, one statement: the current delivery ($3, $4) is deleted (or kept as acked) and
-// its room given back to its slot in the same statement, message row first, then the slot's
-// release row (the order of the slow path). No row: the slow path decides (no-op or FY001).
-// A partition queue's next head is still the job of apply() (the key comes back in releases).
-bool ack_current(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token, TimestampTz now,
-                 Releases& releases) {
-  static const char* give_back =
-      " RETURNING slot, bytes, partition_key),"
-      " r AS (UPDATE forgeyard.queue_releases r SET"
-      "   released_messages = r.released_messages OPERATOR(pg_catalog.+) 1,"
-      "   released_bytes = r.released_bytes OPERATOR(pg_catalog.+) d.bytes"
-      "   FROM d WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 AND r.queue OPERATOR(pg_catalog.=) $2"
-      "    AND r.slot OPERATOR(pg_catalog.=) d.slot)"
-      " SELECT d.partition_key FROM d";
-  static const char* current =
-      " WHERE msg_id OPERATOR(pg_catalog.=) $3 AND tenant_id OPERATOR(pg_catalog.=) $1"
-      "   AND queue OPERATOR(pg_catalog.=) $2 AND state OPERATOR(pg_catalog.=) 'pending'"
-      "   AND claim_token OPERATOR(pg_catalog.=) $4";
-  static pg::Statement remove(std::string("WITH d AS (DELETE FROM forgeyard.messages") + current + give_back,
-                              {TEXTOID, TEXTOID, INT8OID, INT8OID});
-  static pg::Statement keep(std::string("WITH d AS (UPDATE forgeyard.messages SET state = 'acked', finished_at = $5,"
-                                        " payload = NULL") +
-                                current + give_back,
-                            {TEXTOID, TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID});
-  bool done = false;
-  auto collect = [&](const pg::Row& r) {
-    done = true;
-    if (auto key = r.text(1); key && queue.options.partitioned) releases.keys[*key] += 1;
-  };
-  if (queue.options.retain_acked_usecs > 0)
-    spi.run(keep, {queue.t, queue.q, pg::int8_value(msg_id), pg::int8_value(token), pg::timestamptz_value(now)},
-            collect);
-  else
-    spi.run(remove, {queue.t, queue.q, pg::int8_value(msg_id), pg::int8_value(token)}, collect);
+// The fast path, below SPI (pg/table_access.hpp), for each (msg_id, token) in one command: the
+// row by primary key, if it is the current delivery (pending, this tenant and queue, this token),
+// locked FOR UPDATE (waiting, as the DELETE it replaces would; a newer version is re-checked) and
+// deleted or kept as acked; its room is added to `releases` (apply() gives it back, after every
+// message row, in slot order). done[i] is false for a pair it did not finish: the slow path
+// decides (no-op or FY001).
+std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<std::int64_t, std::int64_t>>& deliveries,
+                              TimestampTz now, Releases& releases) {
+  std::vector<bool> done(deliveries.size(), false);
+  pg::Access access;
+  pg::Table m(access, pg::OwnTable::messages);
+  const int tenant_col = m.column("tenant_id"), queue_col = m.column("queue"),
+            state_col = m.column("state"), token_col = m.column("claim_token"), slot_col = m.column("slot"),
+            bytes_col = m.column("bytes"), key_col = m.column("partition_key"), finished_col = m.column("finished_at"),
+            payload_col = m.column("payload");
+  const bool keep = queue.options.retain_acked_usecs > 0;
+  const pg::Value acked = keep ? pg::text_value("acked") : pg::null_value();
+  const pg::Value finished = pg::timestamptz_value(now);
+  for (std::size_t i = 0; i < deliveries.size(); ++i) {
+    const auto [msg_id, token] = deliveries[i];
+    auto current = [&]() {
+      return m.text_equals(state_col, "pending") && !m.is_null(token_col) && m.int8(token_col) == token &&
+             m.text_equals(tenant_col, queue.tenant) && m.text_equals(queue_col, queue.name);
+    };
+    if (!m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(msg_id)}}) || !current()) continue;
+    const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::block);
+    if (locked == pg::Locked::skipped || (locked == pg::Locked::newer_version && !current())) continue;
+    releases.add(queue, m.int2(slot_col), m.int8(bytes_col), m.text(key_col));
+    if (keep)
+      m.update({{state_col, acked}, {finished_col, finished}, {payload_col, pg::null_value()}});
+    else
+      m.remove();
+    done[i] = true;
+  }
+  m.finish();
+  access.finish();
   return done;
 }
 
 Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token, TimestampTz now,
                Releases& releases) {
-  if (ack_current(spi, queue, msg_id, token, now, releases)) return Finish::done;
   static pg::Statement remove("DELETE FROM forgeyard.messages WHERE msg_id OPERATOR(pg_catalog.=) $1", {INT8OID});
   static pg::Statement keep(
       "UPDATE forgeyard.messages SET state = 'acked', finished_at = $2, payload = NULL"
@@ -104,42 +106,13 @@ Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64
   return Finish::done;
 }
 
-// ack for many deliveries at once: one set-based statement finishes every (msg_id, token) pair
-// that is the current delivery; only the pairs it did not finish are looked at one by one (a
-// stale token is FY001, a message already finished or gone a no-op).
-void ack_many(pg::Spi& spi, const Queue& queue, const pg::Value& msg_ids, const pg::Value& tokens,
-              const std::vector<std::pair<std::int64_t, std::int64_t>>& deliveries, TimestampTz now,
-              Releases& releases) {
-  // msg_id = ANY(...) keeps it a primary-key lookup per pair; the token is the one at the same
-  // position in the other array.
-  static const char* match =
-      " WHERE m.msg_id OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.int8[])"
-      "   AND m.claim_token OPERATOR(pg_catalog.=)"
-      "       ($4::pg_catalog.int8[])[pg_catalog.array_position($3::pg_catalog.int8[], m.msg_id)]"
-      "   AND m.tenant_id OPERATOR(pg_catalog.=) $1 AND m.queue OPERATOR(pg_catalog.=) $2"
-      "   AND m.state OPERATOR(pg_catalog.=) 'pending'"
-      " RETURNING m.msg_id, m.slot, m.bytes, m.partition_key";
-  static pg::Statement remove(std::string("DELETE FROM forgeyard.messages m") + match,
-                              {TEXTOID, TEXTOID, INT8ARRAYOID, INT8ARRAYOID});
-  static pg::Statement keep(std::string("UPDATE forgeyard.messages m SET state = 'acked', finished_at = $5,"
-                                        " payload = NULL") +
-                                match,
-                            {TEXTOID, TEXTOID, INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID});
-  if (deliveries.size() == 1) {  // one message (ack_and_claim's steady state): the fast path
-    ack_one(spi, queue, deliveries[0].first, deliveries[0].second, now, releases);
-    return;
-  }
-  std::set<std::int64_t> done;
-  auto collect = [&](const pg::Row& r) {
-    done.insert(*r.int8(1));
-    releases.add(queue, static_cast<int>(*r.int8(2)), *r.int8(3), r.text(4));
-  };
-  if (queue.options.retain_acked_usecs > 0)
-    spi.run(keep, {queue.t, queue.q, msg_ids, tokens, pg::timestamptz_value(now)}, collect);
-  else
-    spi.run(remove, {queue.t, queue.q, msg_ids, tokens}, collect);
-  for (const auto& [msg_id, token] : deliveries)
-    if (!done.contains(msg_id)) ack_one(spi, queue, msg_id, token, now, releases);
+// ack for one or many deliveries: the fast path for every pair, then the pairs it did not finish
+// one by one (a stale token is FY001, a message already finished or gone a no-op).
+void ack_many(pg::Spi& spi, const Queue& queue, const std::vector<std::pair<std::int64_t, std::int64_t>>& deliveries,
+              TimestampTz now, Releases& releases) {
+  const std::vector<bool> done = ack_current(queue, deliveries, now, releases);
+  for (std::size_t i = 0; i < deliveries.size(); ++i)
+    if (!done[i]) ack_one(spi, queue, deliveries[i].first, deliveries[i].second, now, releases);
 }
 
 // nack: retry after backoff with full jitter, or dead-letter (max attempts, or permanent).
@@ -214,7 +187,7 @@ FY_FUNCTION(fy_ack_and_claim) {
   const TimestampTz now = pg::now();
   Releases releases;
   if (!deliveries.empty())
-    ack_many(spi, queue, pg::raw_arg(fcinfo, 3), pg::raw_arg(fcinfo, 4), deliveries, now, releases);
+    ack_many(spi, queue, deliveries, now, releases);
   apply(spi, queue, releases);
   const std::vector<Claimed> claimed = claim(spi, queue, consumer, max_messages, visibility, now);
   spi.finish();
@@ -229,7 +202,7 @@ FY_FUNCTION(fy_ack) {
   const std::int64_t msg_id = pg::int8_arg(fcinfo, 2, "msg_id");
   const std::int64_t token = pg::int8_arg(fcinfo, 3, "claim_token");
   Releases releases;
-  ack_one(spi, queue, msg_id, token, pg::now(), releases);
+  ack_many(spi, queue, {{msg_id, token}}, pg::now(), releases);
   apply(spi, queue, releases);
   spi.finish();
   return (Datum)0;
@@ -243,7 +216,7 @@ FY_FUNCTION(fy_ack_batch) {
   const TimestampTz now = pg::now();
   Releases releases;
   if (!deliveries.empty())
-    ack_many(spi, queue, pg::raw_arg(fcinfo, 2), pg::raw_arg(fcinfo, 3), deliveries, now, releases);
+    ack_many(spi, queue, deliveries, now, releases);
   apply(spi, queue, releases);
   spi.finish();
   return (Datum)0;

@@ -205,8 +205,16 @@ std::optional<TimestampTz> Row::timestamptz(int column) const {
   return DatumGetTimestampTz(d);
 }
 
-Spi::Spi() {
-  int rc = guard([]() noexcept { return SPI_connect(); });
+// Connected on the first statement: a call that runs none (the hot paths below SPI, see
+// pg/table_access.hpp) never connects. The caller stays in its memory context.
+void Spi::connect() {
+  if (open_) return;
+  int rc = guard([]() noexcept {
+    const MemoryContext caller = CurrentMemoryContext;
+    const int r = SPI_connect();
+    MemoryContextSwitchTo(caller);
+    return r;
+  });
   if (rc != SPI_OK_CONNECT)
     throw core::Error(core::sqlstate::internal_error, std::string("SPI_connect failed: ") + SPI_result_code_string(rc));
   open_ = true;
@@ -223,6 +231,7 @@ std::uint64_t Spi::execute(Statement& statement, std::initializer_list<Value> ar
   const int n = statement.arg_count();
   if (static_cast<int>(args.size()) != n)
     throw core::Error(core::sqlstate::internal_error, "statement argument count mismatch");
+  connect();
   SPIPlanPtr plan = statement.plan();  // refuses more than max_args arguments
   // (invalidations were accepted at the start of the call: see pg/table_cache.hpp)
   if (statement.generic() && !generic_plan_ready(plan)) plan_generic(plan);
@@ -247,6 +256,7 @@ std::uint64_t Spi::execute(Statement& statement, std::initializer_list<Value> ar
 }
 
 std::uint64_t Spi::run_once(const std::string& sql) {
+  connect();
   const char* text = sql.c_str();
   int rc = guard([&]() noexcept {
     const MemoryContext caller = CurrentMemoryContext;

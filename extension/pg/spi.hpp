@@ -104,7 +104,7 @@ class Row {
 // A ScratchContext made after the Spi must end before finish(), which deletes its parent.
 class Spi {
  public:
-  Spi();
+  Spi() = default;
   Spi(const Spi&) = delete;
   Spi& operator=(const Spi&) = delete;
 
@@ -123,6 +123,8 @@ class Spi {
     release_rows();
     return n;
   }
+  // Connects now (statements connect on first use): for what needs SPI without a statement.
+  void connect();
   // Runs SQL text once, unprepared (for statements that are not worth a kept plan).
   std::uint64_t run_once(const std::string& sql);
   void finish();

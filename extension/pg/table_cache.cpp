@@ -17,7 +17,7 @@ struct Watched {
   Oid relid = InvalidOid;  // resolved on first use, forgotten when the relation is invalidated
   std::uint64_t generation = 1;
 };
-Watched watched[] = {{"queues"}, {"tenant_bindings"}, {"message_ids"}};
+Watched watched[] = {{"queues"}, {"tenant_bindings"}, {"message_ids"}, {"claim_tokens"}};
 bool registered = false;
 
 void relation_callback(Datum, Oid relid) {

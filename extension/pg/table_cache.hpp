@@ -14,13 +14,13 @@
 namespace fy::pg {
 
 // The forgeyard tables whose rows are cached.
-enum class CachedTable { queues, tenant_bindings, message_ids };
+enum class CachedTable { queues, tenant_bindings, message_ids, claim_tokens };
 
 // A number that changes whenever the table's cache must be dropped. Read it before running the
 // query whose result is cached, and keep the result only while it stays the same.
 std::uint64_t cache_generation(CachedTable table);
 
-// nextval of a forgeyard sequence (CachedTable::message_ids), without a statement: its oid is
+// nextval of a forgeyard sequence (CachedTable::message_ids, claim_tokens), without a statement: its oid is
 // kept while no invalidation of the relation came in. Checks the privilege as nextval does.
 std::int64_t next_value(CachedTable sequence);
 

@@ -1,0 +1,429 @@
+#include "pg/table_access.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/namespace.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "nodes/makefuncs.h"
+#include "utils/inval.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+
+#include <array>
+#include <map>
+
+namespace fy::pg {
+
+namespace {
+
+// What is resolved by name and kept until a relcache invalidation of any of it.
+struct Named {
+  const char* name;
+  Oid oid = InvalidOid;
+};
+std::array<Named, 4> tables{{{"messages"}, {"queue_releases"}, {"queue_slots"}, {"queues"}}};
+std::array<Named, 5> indexes{
+    {{"messages_pkey"}, {"messages_claim"}, {"queue_releases_pkey"}, {"queue_slots_pkey"}, {"queues_pkey"}}};
+// Per table: column name -> attribute number.
+std::array<std::map<std::string, int, std::less<>>, 4> columns;
+// Per index: (column, strategy) -> comparison function, and the column's collation.
+constexpr int max_index_columns = 8;
+constexpr int strategies = BTMaxStrategyNumber + 1;
+struct IndexInfoCache {
+  RegProcedure procs[max_index_columns][strategies] = {};
+  Oid collations[max_index_columns] = {};
+  bool known = false;
+};
+std::array<IndexInfoCache, 5> index_cache;
+bool callback_registered = false;
+
+void forget_all() {
+  for (Named& t : tables) t.oid = InvalidOid;
+  for (Named& i : indexes) i.oid = InvalidOid;
+  for (auto& c : columns) c.clear();
+  for (IndexInfoCache& c : index_cache) c = IndexInfoCache{};
+}
+
+void relation_callback(Datum, Oid relid) {
+  if (relid == InvalidOid) {
+    forget_all();
+    return;
+  }
+  for (const Named& n : tables)
+    if (n.oid == relid) return forget_all();
+  for (const Named& n : indexes)
+    if (n.oid == relid) return forget_all();
+}
+
+Oid resolve(Named& n) {
+  if (!callback_registered) {
+    guard([]() noexcept { CacheRegisterRelcacheCallback(relation_callback, (Datum)0); });
+    callback_registered = true;
+  }
+  if (n.oid == InvalidOid) {
+    const char* name = n.name;
+    n.oid = guard([&]() noexcept {
+      const Oid schema = get_namespace_oid("forgeyard", true);
+      return schema == InvalidOid ? InvalidOid : get_relname_relid(name, schema);
+    });
+    if (n.oid == InvalidOid)
+      throw core::Error(core::sqlstate::internal_error, std::string("relation forgeyard.") + n.name + " is missing");
+  }
+  return n.oid;
+}
+
+Relation rel_of(void* p) {
+  return static_cast<Relation>(p);
+}
+TupleTableSlot* slot_of(void* p) {
+  return static_cast<TupleTableSlot*>(p);
+}
+
+StrategyNumber strategy_of(Compare c) {
+  switch (c) {
+    case Compare::eq:
+      return BTEqualStrategyNumber;
+    case Compare::le:
+      return BTLessEqualStrategyNumber;
+    case Compare::lt:
+      return BTLessStrategyNumber;
+    case Compare::ge:
+      return BTGreaterEqualStrategyNumber;
+    case Compare::gt:
+      return BTGreaterStrategyNumber;
+  }
+  return BTEqualStrategyNumber;
+}
+
+// Fills `out` with the scan keys, their functions and collations from the index's operator
+// families (cached per index).
+void make_keys(OwnIndex which, Relation index, std::initializer_list<Key> keys, ScanKeyData* out) {
+  IndexInfoCache& cache = index_cache[static_cast<int>(which)];
+  if (!cache.known) {
+    const int n = std::min<int>(IndexRelationGetNumberOfKeyAttributes(index), max_index_columns);
+    guard([&]() noexcept {
+      for (int c = 0; c < n; ++c) {
+        cache.collations[c] = index->rd_indcollation[c];
+        for (int s = 1; s < strategies; ++s) {
+          const Oid op = get_opfamily_member(index->rd_opfamily[c], index->rd_opcintype[c], index->rd_opcintype[c],
+                                             static_cast<int16>(s));
+          cache.procs[c][s] = op == InvalidOid ? InvalidOid : get_opcode(op);
+        }
+      }
+    });
+    cache.known = true;
+  }
+  int i = 0;
+  for (const Key& k : keys) {
+    const StrategyNumber s = strategy_of(k.compare);
+    if (k.column < 1 || k.column > max_index_columns || cache.procs[k.column - 1][s] == InvalidOid)
+      throw core::Error(core::sqlstate::internal_error, "no comparison for a scan key");
+    ScanKeyEntryInitialize(&out[i++], 0, static_cast<AttrNumber>(k.column), s, InvalidOid,
+                           cache.collations[k.column - 1], cache.procs[k.column - 1][s], k.value.datum);
+  }
+}
+
+}  // namespace
+
+// ---- Access ----------------------------------------------------------------------------------
+
+Access::Access() {
+  guard([]() noexcept {
+    CommandCounterIncrement();
+    PushActiveSnapshot(GetTransactionSnapshot());
+    UpdateActiveSnapshotCommandId();
+  });
+  open_ = true;
+}
+
+void Access::next_command() {
+  guard([]() noexcept {
+    CommandCounterIncrement();
+    UpdateActiveSnapshotCommandId();
+  });
+}
+
+void Access::finish() {
+  if (!open_) return;
+  open_ = false;
+  guard([]() noexcept { PopActiveSnapshot(); });
+}
+
+// ---- Table -----------------------------------------------------------------------------------
+
+Table::Table(Access& access, OwnTable table) : access_(access), which_(table) {
+  Named& named = tables[static_cast<int>(table)];
+  Oid relid = resolve(named);
+  Relation rel = guard([&]() noexcept { return try_table_open(relid, RowExclusiveLock); });
+  if (rel == nullptr) {  // dropped and made again since it was resolved: resolve once more
+    forget_all();
+    relid = resolve(named);
+    rel = guard([&]() noexcept { return table_open(relid, RowExclusiveLock); });
+  }
+  rel_ = rel;
+  slot_ = guard([&]() noexcept { return table_slot_create(rel, nullptr); });
+}
+
+int Table::column(const char* name) const {
+  auto& known = columns[static_cast<int>(which_)];
+  if (auto it = known.find(name); it != known.end()) return it->second;
+  Relation rel = rel_of(rel_);
+  const AttrNumber n = guard([&]() noexcept { return get_attnum(RelationGetRelid(rel), name); });
+  const int attnum = n == InvalidAttrNumber ? 0 : n;
+  known.emplace(name, attnum);
+  return attnum;
+}
+
+Table::Scan::Scan(Table& table, OwnIndex index, std::initializer_list<Key> keys) : table_(table) {
+  const Oid idxoid = resolve(indexes[static_cast<int>(index)]);
+  Relation rel = rel_of(table.rel_);
+  Relation idx = guard([&]() noexcept { return index_open(idxoid, AccessShareLock); });
+  index_ = idx;
+  if (!idx->rd_index->indisvalid || idx->rd_index->indrelid != RelationGetRelid(rel))
+    throw core::Error(core::sqlstate::internal_error,
+                      std::string("index forgeyard.") + indexes[static_cast<int>(index)].name + " is not usable");
+  ScanKeyData scan_keys[max_index_columns];
+  if (keys.size() > static_cast<std::size_t>(max_index_columns))
+    throw core::Error(core::sqlstate::internal_error, "too many scan keys");
+  make_keys(index, idx, keys, scan_keys);
+  const int n = static_cast<int>(keys.size());
+  scan_ = guard([&]() noexcept {
+    IndexScanDesc s = index_beginscan(rel, idx, GetActiveSnapshot(), n, 0);
+    index_rescan(s, scan_keys, n, nullptr, 0);
+    return s;
+  });
+}
+
+bool Table::Scan::next() {
+  if (scan_ == nullptr) return false;
+  IndexScanDesc s = static_cast<IndexScanDesc>(scan_);
+  TupleTableSlot* slot = slot_of(table_.slot_);
+  return guard([&]() noexcept {
+    if (!index_getnext_slot(s, ForwardScanDirection, slot)) return false;
+    slot_getallattrs(slot);
+    return true;
+  });
+}
+
+void Table::Scan::end() {
+  if (scan_ == nullptr) return;
+  IndexScanDesc s = static_cast<IndexScanDesc>(scan_);
+  Relation idx = rel_of(index_);
+  scan_ = nullptr;
+  guard([&]() noexcept {
+    index_endscan(s);
+    index_close(idx, NoLock);
+  });
+}
+
+bool Table::find(OwnIndex index, std::initializer_list<Key> keys) {
+  Scan scan(*this, index, keys);
+  const bool found = scan.next();
+  scan.end();  // the slot keeps its own pin on the row's buffer
+  return found;
+}
+
+Locked Table::lock(LockMode mode, Wait wait) {
+  Relation rel = rel_of(rel_);
+  TupleTableSlot* slot = slot_of(slot_);
+  const LockTupleMode lock_mode = mode == LockMode::update          ? LockTupleExclusive
+                                  : mode == LockMode::no_key_update ? LockTupleNoKeyExclusive
+                                                                    : LockTupleKeyShare;
+  const LockWaitPolicy policy = wait == Wait::skip ? LockWaitSkip : LockWaitBlock;
+  TM_FailureData failure{};
+  // READ COMMITTED follows the update chain to the newest version (the caller re-checks it);
+  // above it, the transaction's snapshot must not be overtaken (40001 below).
+  const bool xact_snapshot = IsolationUsesXactSnapshot();
+  const int flags = xact_snapshot ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION;
+  const TM_Result result = guard([&]() noexcept {
+    ItemPointerData tid = slot->tts_tid;
+    const TM_Result r = table_tuple_lock(rel, &tid, GetActiveSnapshot(), slot, GetCurrentCommandId(true), lock_mode,
+                                         policy, static_cast<uint8>(flags), &failure);
+    if (r == TM_Ok) slot_getallattrs(slot);
+    return r;
+  });
+  switch (result) {
+    case TM_Ok:
+      return failure.traversed ? Locked::newer_version : Locked::as_read;
+    case TM_WouldBlock:   // another transaction holds it (SKIP LOCKED)
+    case TM_SelfModified:  // changed by this very command: as nodeLockRows, not returned
+      return Locked::skipped;
+    case TM_Updated:
+    case TM_Deleted:
+      if (xact_snapshot)  // PostgreSQL's own error, as nodeLockRows.c raises it
+        guard([]() noexcept {
+          ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                          errmsg("could not serialize access due to concurrent update")));
+        });
+      if (result == TM_Deleted) return Locked::skipped;
+      throw core::Error(core::sqlstate::internal_error, "unexpected result of a row lock: updated");
+    case TM_Invisible:
+    case TM_BeingModified:
+      break;
+  }
+  throw core::Error(core::sqlstate::internal_error, "unexpected result of a row lock");
+}
+
+bool Table::is_null(int column) const {
+  return slot_of(slot_)->tts_isnull[column - 1];
+}
+std::int64_t Table::int8(int column) const {
+  return DatumGetInt64(slot_of(slot_)->tts_values[column - 1]);
+}
+std::int32_t Table::int4(int column) const {
+  return DatumGetInt32(slot_of(slot_)->tts_values[column - 1]);
+}
+std::int16_t Table::int2(int column) const {
+  return DatumGetInt16(slot_of(slot_)->tts_values[column - 1]);
+}
+bool Table::boolean(int column) const {
+  return DatumGetBool(slot_of(slot_)->tts_values[column - 1]);
+}
+TimestampTz Table::timestamptz(int column) const {
+  return DatumGetTimestampTz(slot_of(slot_)->tts_values[column - 1]);
+}
+Value Table::value(int column) const {
+  TupleTableSlot* slot = slot_of(slot_);
+  return {slot->tts_values[column - 1], slot->tts_isnull[column - 1]};
+}
+
+namespace {
+// A text or bytea datum of the slot, detoasted if it must be (the copy lives in the current context).
+varlena* varlena_of(Datum d) {
+  return guard([&]() noexcept { return pg_detoast_datum_packed(reinterpret_cast<varlena*>(DatumGetPointer(d))); });
+}
+}  // namespace
+
+std::optional<std::string> Table::text(int column) const {
+  if (is_null(column)) return std::nullopt;
+  varlena* v = varlena_of(slot_of(slot_)->tts_values[column - 1]);
+  return std::string(VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v));
+}
+std::optional<std::string> Table::bytea(int column) const {
+  return text(column);  // the same bytes
+}
+std::optional<std::string> Table::uuid(int column) const {
+  if (is_null(column)) return std::nullopt;
+  const pg_uuid_t* u = DatumGetUUIDP(slot_of(slot_)->tts_values[column - 1]);
+  return std::string(reinterpret_cast<const char*>(u->data), UUID_LEN);
+}
+bool Table::text_equals(int column, std::string_view s) const {
+  if (is_null(column)) return false;
+  varlena* v = varlena_of(slot_of(slot_)->tts_values[column - 1]);
+  return VARSIZE_ANY_EXHDR(v) == s.size() && memcmp(VARDATA_ANY(v), s.data(), s.size()) == 0;
+}
+
+void Table::writable() {
+  if (estate_ != nullptr) return;
+  Relation rel = rel_of(rel_);
+  bool triggers = false;
+  guard([&]() noexcept {
+    EState* estate = CreateExecutorState();
+    RangeTblEntry* rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = RelationGetRelid(rel);
+    rte->relkind = rel->rd_rel->relkind;
+    rte->rellockmode = RowExclusiveLock;
+    ExecInitRangeTable(estate, list_make1(rte));
+    ResultRelInfo* rri = makeNode(ResultRelInfo);
+    InitResultRelInfo(rri, rel, 1, nullptr, 0);
+    estate->es_output_cid = GetCurrentCommandId(true);
+    estate->es_snapshot = GetActiveSnapshot();
+    ExecOpenIndices(rri, false);
+    EPQState* epq = static_cast<EPQState*>(palloc0(sizeof(EPQState)));
+    EvalPlanQualInit(epq, estate, nullptr, NIL, -1);
+    // Row triggers (a DBA's, if any) fire as for a statement.
+    if (rel->trigdesc != nullptr) {
+      AfterTriggerBeginQuery();
+      triggers = true;
+    }
+    estate_ = estate;
+    result_rel_ = rri;
+    epq_ = epq;
+    new_slot_ = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
+  });
+  trigger_query_ = triggers;
+}
+
+void Table::update(std::initializer_list<std::pair<int, Value>> changes) {
+  writable();
+  TupleTableSlot* old_slot = slot_of(slot_);
+  TupleTableSlot* slot = slot_of(new_slot_);
+  EState* estate = static_cast<EState*>(estate_);
+  ResultRelInfo* rri = static_cast<ResultRelInfo*>(result_rel_);
+  EPQState* epq = static_cast<EPQState*>(epq_);
+  guard([&]() noexcept {
+    ExecClearTuple(slot);
+    const int natts = slot->tts_tupleDescriptor->natts;
+    slot_getallattrs(old_slot);
+    memcpy(slot->tts_values, old_slot->tts_values, sizeof(Datum) * natts);
+    memcpy(slot->tts_isnull, old_slot->tts_isnull, sizeof(bool) * natts);
+    for (const auto& [column, v] : changes) {
+      slot->tts_values[column - 1] = v.datum;
+      slot->tts_isnull[column - 1] = v.is_null;
+    }
+    ExecStoreVirtualTuple(slot);
+    ExecSimpleRelationUpdate(rri, estate, epq, old_slot, slot);
+  });
+}
+
+void Table::remove() {
+  writable();
+  TupleTableSlot* old_slot = slot_of(slot_);
+  EState* estate = static_cast<EState*>(estate_);
+  ResultRelInfo* rri = static_cast<ResultRelInfo*>(result_rel_);
+  EPQState* epq = static_cast<EPQState*>(epq_);
+  guard([&]() noexcept { ExecSimpleRelationDelete(rri, estate, epq, old_slot); });
+}
+
+void Table::insert(std::initializer_list<std::pair<int, Value>> values) {
+  writable();
+  TupleTableSlot* slot = slot_of(new_slot_);
+  EState* estate = static_cast<EState*>(estate_);
+  ResultRelInfo* rri = static_cast<ResultRelInfo*>(result_rel_);
+  guard([&]() noexcept {
+    ExecClearTuple(slot);
+    const int natts = slot->tts_tupleDescriptor->natts;
+    for (int i = 0; i < natts; ++i) {
+      slot->tts_values[i] = (Datum)0;
+      slot->tts_isnull[i] = true;
+    }
+    for (const auto& [column, v] : values) {
+      slot->tts_values[column - 1] = v.datum;
+      slot->tts_isnull[column - 1] = v.is_null;
+    }
+    ExecStoreVirtualTuple(slot);
+    ExecSimpleRelationInsert(rri, estate, slot);
+  });
+}
+
+void Table::finish() {
+  if (rel_ == nullptr) return;
+  Relation rel = rel_of(rel_);
+  TupleTableSlot* slot = slot_of(slot_);
+  TupleTableSlot* new_slot = slot_of(new_slot_);
+  EState* estate = static_cast<EState*>(estate_);
+  ResultRelInfo* rri = static_cast<ResultRelInfo*>(result_rel_);
+  EPQState* epq = static_cast<EPQState*>(epq_);
+  const bool triggers = trigger_query_;
+  rel_ = nullptr;
+  guard([&]() noexcept {
+    if (estate != nullptr) {
+      if (triggers) AfterTriggerEndQuery(estate);
+      EvalPlanQualEnd(epq);
+      ExecCloseIndices(rri);
+      ExecResetTupleTable(estate->es_tupleTable, false);
+      FreeExecutorState(estate);
+    }
+    if (new_slot != nullptr) ExecDropSingleTupleTableSlot(new_slot);
+    ExecDropSingleTupleTableSlot(slot);
+    table_close(rel, NoLock);
+  });
+}
+
+}  // namespace fy::pg

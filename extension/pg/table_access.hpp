@@ -1,0 +1,139 @@
+// Below SPI: the hot paths read and write forgeyard's own tables through PostgreSQL's table and
+// index access methods, the way the logical-replication apply worker does (contract §4, "Below
+// SPI"; docs/architecture.md, "The table-access layer"). This file and table_access.cpp are the
+// only places that do.
+//
+// - Relations and indexes are known by OID, resolved by name in schema forgeyard, and forgotten
+//   on any relcache invalidation of one of them (ALTER TABLE, REINDEX CONCURRENTLY, DROP
+//   EXTENSION): the next call resolves them again. Each call opens them with a lock, as a
+//   statement would; VACUUM FULL changes nothing we keep.
+// - One Access is one statement's worth of work: a new command id and a pushed snapshot (a fresh
+//   one per call in READ COMMITTED, the transaction's above it), as SPI gives each statement.
+// - Writes go through ExecSimpleRelationInsert/Update/Delete: constraint checks, index
+//   maintenance (partial-index predicates too), row triggers if a DBA added any.
+// - Row locks are taken as nodeLockRows.c takes them: the newest version is followed and
+//   re-checked in READ COMMITTED; a row changed since the snapshot is 40001 above it.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "pg/guard.hpp"
+#include "pg/spi.hpp"
+
+namespace fy::pg {
+
+// forgeyard's tables and indexes that the hot paths use directly.
+enum class OwnTable : int { messages, queue_releases, queue_slots, queues };
+enum class OwnIndex : int { messages_pkey, messages_claim, queue_releases_pkey, queue_slots_pkey, queues_pkey };
+
+// One statement's worth of direct access: CommandCounterIncrement and a pushed snapshot, popped
+// by finish(). On an error path nothing is undone here: the (sub)transaction abort pops the
+// snapshot and releases the relations, buffers and memory, as for a failed SPI statement.
+class Access {
+ public:
+  Access();
+  Access(const Access&) = delete;
+  Access& operator=(const Access&) = delete;
+  ~Access() = default;
+  // The next command: what this call wrote so far becomes visible to what it reads next.
+  void next_command();
+  void finish();
+
+ private:
+  bool open_ = false;
+};
+
+enum class Compare { eq, le, lt, ge, gt };
+// One scan key: the index's column (1-based), how it compares, and the value (of the column's type).
+struct Key {
+  int column;
+  Compare compare;
+  Value value;
+};
+
+// How a row lock ended (nodeLockRows.c's cases): locked as read; locked, but a newer version was
+// followed (re-check it: it may no longer qualify); or not locked (another transaction holds it,
+// under SKIP LOCKED; or the row is gone or was changed by this very command).
+enum class Locked { as_read, newer_version, skipped };
+enum class Wait { block, skip };
+enum class LockMode { update, no_key_update, key_share };
+
+// One of forgeyard's tables, opened for one call with RowExclusiveLock. Rows are read into the
+// table's slot; update() and remove() act on the row last read or locked.
+class Table {
+ public:
+  Table(Access& access, OwnTable table);
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
+  ~Table() = default;
+
+  // The attribute number of a column (resolved once per relcache generation). 0 if absent.
+  int column(const char* name) const;
+
+  // An index range scan in the index's order, under the access's snapshot.
+  class Scan {
+   public:
+    Scan(Table& table, OwnIndex index, std::initializer_list<Key> keys);
+    Scan(const Scan&) = delete;
+    Scan& operator=(const Scan&) = delete;
+    ~Scan() = default;
+    // Reads the next row into the table's slot; false at the end.
+    bool next();
+    void end();
+
+   private:
+    Table& table_;
+    void* scan_ = nullptr;   // IndexScanDesc
+    void* index_ = nullptr;  // Relation
+  };
+
+  // Reads the row with `keys` on a unique index (every column): false if there is none.
+  bool find(OwnIndex index, std::initializer_list<Key> keys);
+
+  // Locks the row in the slot (read by a scan or find).
+  Locked lock(LockMode mode, Wait wait);
+
+  // The row in the slot.
+  bool is_null(int column) const;
+  std::int64_t int8(int column) const;
+  std::int32_t int4(int column) const;
+  std::int16_t int2(int column) const;
+  bool boolean(int column) const;
+  TimestampTz timestamptz(int column) const;
+  std::optional<std::string> text(int column) const;
+  std::optional<std::string> bytea(int column) const;
+  std::optional<std::string> uuid(int column) const;  // 16 bytes
+  // A value of the row as it is, to compare or to pass on (valid until the slot changes).
+  Value value(int column) const;
+  // Whether a text column equals s (no copy).
+  bool text_equals(int column, std::string_view s) const;
+
+  // Writes: the row in the slot (locked by this transaction) with some columns changed, or
+  // deleted; or a new row (columns not named are NULL). Index entries and constraints follow.
+  void update(std::initializer_list<std::pair<int, Value>> changes);
+  void remove();
+  void insert(std::initializer_list<std::pair<int, Value>> values);
+
+  // Closes indexes and the executor state; the relation stays locked to the end of the
+  // transaction, as after a statement.
+  void finish();
+
+ private:
+  friend class Scan;
+  void writable();
+  Access& access_;
+  OwnTable which_;
+  void* rel_ = nullptr;         // Relation
+  void* slot_ = nullptr;        // TupleTableSlot: the row read
+  void* new_slot_ = nullptr;    // TupleTableSlot: the row written
+  void* estate_ = nullptr;      // EState, for writes
+  void* result_rel_ = nullptr;  // ResultRelInfo
+  void* epq_ = nullptr;         // EPQState
+  bool trigger_query_ = false;
+};
+
+}  // namespace fy::pg
