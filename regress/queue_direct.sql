@@ -1,0 +1,113 @@
+-- The queue's hot paths below SPI (docs/architecture.md, "The table-access layer"): a steady-state
+-- claim, ack, ack_batch and ack_and_claim run no SQL statement of their own (counted with
+-- pg_stat_statements, nested statements included: scripts/lib/cluster.sh preloads it), and what
+-- they do below SPI behaves as the statements they replace: a savepoint rolled back leaves no
+-- trace, a transaction sees its own claims and acks, a stale token is still FY001, the bounds
+-- still count every ack, and REPEATABLE READ and SERIALIZABLE answer as before.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION forgeyard;
+CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+
+SELECT plan(25);
+
+SET TIME ZONE 'UTC';
+\ir lib/err.sql
+
+SELECT ok(current_setting('shared_preload_libraries') ~ 'pg_stat_statements',
+          'pg_stat_statements is preloaded (shared_preload_libraries), so nested statements are counted');
+SET LOCAL pg_stat_statements.track = 'all';
+
+SELECT forgeyard.queue_create('t1', 'direct', '{"max_messages": 10}') IS NULL AS created \gset
+SELECT count(forgeyard.enqueue('t1', 'direct', ('m' || i)::bytea)) AS enqueued FROM generate_series(1, 5) i \gset
+
+-- The first calls of a backend fill its caches (queue options, relations, columns).
+SELECT msg_id AS w_id, claim_token AS w_tok FROM forgeyard.claim('t1', 'direct', 'w') \gset
+SELECT forgeyard.ack('t1', 'direct', :w_id, :w_tok) \gset
+SELECT forgeyard.enqueue('t1', 'direct', 'm6') \gset
+
+-- Each call alone between a reset and a count of the nested statements of this database.
+CREATE TEMP VIEW nested AS
+    SELECT coalesce(sum(calls), 0)::bigint AS n FROM pg_stat_statements
+     WHERE NOT toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database());
+SELECT pg_stat_statements_reset() IS NULL AS reset \gset
+SELECT msg_id AS c_id, claim_token AS c_tok FROM forgeyard.claim('t1', 'direct', 'w') \gset
+SELECT n AS after_claim FROM nested \gset
+SELECT pg_stat_statements_reset() IS NULL AS reset \gset
+SELECT forgeyard.ack('t1', 'direct', :c_id, :c_tok) IS NULL AS acked \gset
+SELECT n AS after_ack FROM nested \gset
+SELECT msg_id AS a_id, claim_token AS a_tok FROM forgeyard.claim('t1', 'direct', 'w') \gset
+SELECT pg_stat_statements_reset() IS NULL AS reset \gset
+SELECT msg_id AS b_id, claim_token AS b_tok
+  FROM forgeyard.ack_and_claim('t1', 'direct', 'w', ARRAY[:a_id]::bigint[], ARRAY[:a_tok]::bigint[], 1) \gset
+SELECT n AS after_ack_and_claim FROM nested \gset
+SELECT pg_stat_statements_reset() IS NULL AS reset \gset
+SELECT forgeyard.ack_batch('t1', 'direct', ARRAY[:b_id]::bigint[], ARRAY[:b_tok]::bigint[]) IS NULL AS acked \gset
+SELECT n AS after_ack_batch FROM nested \gset
+
+SELECT is(:after_claim::bigint, 0::bigint, 'a steady-state claim runs no nested statement');
+SELECT is(:after_ack::bigint, 0::bigint, 'a steady-state ack runs no nested statement');
+SELECT is(:after_ack_and_claim::bigint, 0::bigint, 'a steady-state ack_and_claim runs no nested statement');
+SELECT is(:after_ack_batch::bigint, 0::bigint, 'a steady-state ack_batch runs no nested statement');
+-- The counter itself works: a call that does run statements is seen.
+SELECT pg_stat_statements_reset() IS NULL AS reset \gset
+SELECT count(*) AS listed FROM forgeyard.queue_list('t1') \gset
+SELECT cmp_ok((SELECT n FROM nested), '>', 0::bigint, 'a call that runs SQL (queue_list) is counted: the count is not blind');
+
+-- What the direct path did is visible to the same transaction, as a statement's work would be.
+SELECT is((SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'direct'), 2::bigint,
+          'four acks deleted four of six messages');
+SELECT is((SELECT sum(released_messages) FROM forgeyard.queue_releases WHERE tenant_id = 't1' AND queue = 'direct'),
+          4::numeric, 'and released four messages of room');
+SELECT lives_ok(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :a_id, :a_tok),
+                'a second ack of an acked message is a no-op');
+
+-- A savepoint rolled back leaves no trace of a claim or an ack.
+SAVEPOINT s1;
+SELECT msg_id AS s_id, claim_token AS s_tok, attempt AS s_attempt FROM forgeyard.claim('t1', 'direct', 'w') \gset
+SELECT is((SELECT claimed_by FROM forgeyard.messages WHERE msg_id = :s_id), 'w', 'inside the savepoint the claim is seen');
+ROLLBACK TO SAVEPOINT s1;
+SELECT is((SELECT claim_token FROM forgeyard.messages WHERE msg_id = :s_id), NULL::bigint,
+          'after ROLLBACK TO SAVEPOINT the claim left no token');
+SELECT is((SELECT attempt FROM forgeyard.messages WHERE msg_id = :s_id), 0, 'and no attempt');
+SELECT msg_id AS r_id, claim_token AS r_tok FROM forgeyard.claim('t1', 'direct', 'w') \gset
+SELECT is(:r_id::bigint, :s_id::bigint, 'the same message is claimed again, first in line');
+SELECT is((pg_temp.err(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :r_id, :r_tok + 1000)))[1],
+          'FY001', 'an ack with a token that is not the current one: FY001');
+SAVEPOINT s2;
+SELECT forgeyard.ack('t1', 'direct', :r_id, :r_tok) IS NULL AS acked \gset
+SELECT is((SELECT count(*) FROM forgeyard.messages WHERE msg_id = :r_id), 0::bigint, 'inside the savepoint the ack deleted it');
+ROLLBACK TO SAVEPOINT s2;
+SELECT is((SELECT claim_token FROM forgeyard.messages WHERE msg_id = :r_id), :r_tok::bigint,
+          'after ROLLBACK TO SAVEPOINT the message is back with its delivery');
+SELECT is((SELECT sum(released_messages) FROM forgeyard.queue_releases WHERE tenant_id = 't1' AND queue = 'direct'),
+          4::numeric, 'and the release counter is back too');
+SELECT lives_ok(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :r_id, :r_tok),
+                'the delivery can still be acked');
+
+-- A table whose columns moved (ALTER TABLE ADD/DROP COLUMN: relcache invalidation) is read
+-- by name again: the attribute numbers are not kept across it.
+ALTER TABLE forgeyard.queue_releases ADD COLUMN fy_probe integer;
+ALTER TABLE forgeyard.queue_releases DROP COLUMN fy_probe;
+SELECT msg_id AS x_id, claim_token AS x_tok FROM forgeyard.claim('t1', 'direct', 'w') \gset
+SELECT lives_ok(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :x_id, :x_tok),
+                'claim and ack work after ALTER TABLE of a table they use');
+SELECT is((SELECT sum(released_messages) FROM forgeyard.queue_releases WHERE tenant_id = 't1' AND queue = 'direct'),
+          6::numeric, 'and the release counter counted the ack');
+SELECT forgeyard.enqueue('t1', 'direct', 'm7') \gset
+REINDEX TABLE forgeyard.messages;
+SELECT msg_id AS y_id, claim_token AS y_tok FROM forgeyard.claim('t1', 'direct', 'w') \gset
+SELECT isnt(:y_id::bigint, NULL, 'claim works after REINDEX of the queue table');
+SELECT lives_ok(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :y_id, :y_tok), 'and so does ack');
+
+-- Bounds: every ack gave its room back, so the queue admits up to its limit again (interactive:
+-- 90% of 10).
+SELECT is((SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'direct'), 0::bigint,
+          'every message acked');
+SELECT is((pg_temp.err(format('SELECT forgeyard.enqueue(%L, %L, %L) FROM generate_series(1, 10)', 't1', 'direct', 'z')))[1],
+          'FY020', 'ten more do not fit: FY020');
+SELECT is(pg_temp.err(format('SELECT forgeyard.enqueue(%L, %L, %L) FROM generate_series(1, 9)', 't1', 'direct', 'z')),
+          NULL, 'nine do (the class''s share of ten)');
+
+SELECT * FROM finish();
+ROLLBACK;
