@@ -50,6 +50,45 @@ core::QueueOptions options_from(const pg::Row& r, int* slots) {
   return o;
 }
 
+// The same from the row in a table's slot (the direct path of producers, below).
+core::QueueOptions options_from(const pg::Table& r, int* slots) {
+  static const char* const admit_columns[core::priority_classes] = {
+      "admit_emergency", "admit_security_control", "admit_realtime", "admit_interactive", "admit_background",
+      "admit_bulk"};
+  core::QueueOptions o;
+  o.max_messages = r.int8(r.column("max_messages"));
+  o.max_bytes = r.int8(r.column("max_bytes"));
+  o.max_payload_bytes = r.int8(r.column("max_payload_bytes"));
+  o.visibility_usecs = r.int8(r.column("visibility_usecs"));
+  o.max_attempts = r.int8(r.column("max_attempts"));
+  o.backoff_base_usecs = r.int8(r.column("backoff_base_usecs"));
+  o.backoff_max_usecs = r.int8(r.column("backoff_max_usecs"));
+  o.partitioned = r.text_equals(r.column("ordering"), "partition");
+  o.keep_dead_payload = r.text_equals(r.column("dead_letter_payload"), "keep");
+  o.retain_acked_usecs = r.int8(r.column("retain_acked_usecs"));
+  o.max_dead = r.int8(r.column("max_dead"));
+  o.dead_retention_usecs = r.int8(r.column("dead_retention_usecs"));
+  o.dedup_window_usecs = r.int8(r.column("dedup_window_usecs"));
+  for (int p = 0; p < core::priority_classes; ++p) o.admit_percent[p] = r.int8(r.column(admit_columns[p]));
+  o.notify = r.boolean(r.column("notify"));
+  *slots = r.int4(r.column("slots"));
+  return o;
+}
+
+// A producer's queue below SPI: the row by primary key, locked FOR KEY SHARE (waiting, as the
+// statement would: queue_drop deletes it first and waits for this lock), options read from the
+// version locked. False when there is no row to lock: the statement path decides (42704).
+bool load_for_producer(Queue& queue) {
+  pg::Access access;
+  pg::Table queues(access, pg::OwnTable::queues);
+  bool found = queues.find(pg::OwnIndex::queues_pkey, {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}}) &&
+               queues.lock(pg::LockMode::key_share, pg::Wait::block) != pg::Locked::skipped;
+  if (found) queue.options = options_from(queues, &queue.slots);
+  queues.finish();
+  access.finish();
+  return found;
+}
+
 }  // namespace
 
 Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing) {
@@ -88,6 +127,7 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
   queue.t = pg::text_value(queue.tenant);
   queue.q = pg::text_value(queue.name);
   const std::string key = queue.tenant + std::string(1, '\0') + queue.name;
+  if (producing && load_for_producer(queue)) return queue;
   if (!producing) {
     const std::uint64_t generation = pg::cache_generation(pg::CachedTable::queues);
     if (generation != cache_generation) {

@@ -7,6 +7,7 @@
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
+#include "pg/table_access.hpp"
 #include "pg/table_cache.hpp"
 #include "queue.hpp"
 #include "tenant.hpp"
@@ -43,35 +44,38 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
   auto fits = [&](int slot, const core::Usage& used) {
     return core::admits(queue.options, priority, used, core::slot_budget(queue.options, queue.slots, slot), bytes);
   };
-  // The common case first, in one statement: this backend's own slot, free of other producers'
-  // locks, is locked and, if the class still fits (core::class_limit, the bound of
-  // core::admits), takes the message. A locked slot without room stays locked, as below.
-  static pg::Statement take_home(
-      "UPDATE forgeyard.queue_slots a SET admitted_messages = a.admitted_messages OPERATOR(pg_catalog.+) 1,"
-      "   admitted_bytes = a.admitted_bytes OPERATOR(pg_catalog.+) $4"
-      "  FROM (SELECT s.ctid, s.admitted_messages OPERATOR(pg_catalog.-) r.released_messages AS m,"
-      "               s.admitted_bytes OPERATOR(pg_catalog.-) r.released_bytes AS b"
-      "          FROM forgeyard.queue_slots s JOIN forgeyard.queue_releases r"
-      "            ON r.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND r.queue OPERATOR(pg_catalog.=) s.queue"
-      "           AND r.slot OPERATOR(pg_catalog.=) s.slot"
-      "         WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.queue OPERATOR(pg_catalog.=) $2"
-      "           AND s.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF s SKIP LOCKED) u"
-      " WHERE a.ctid OPERATOR(pg_catalog.=) u.ctid AND u.m OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.<=) $5"
-      "   AND u.b OPERATOR(pg_catalog.+) $4 OPERATOR(pg_catalog.<=) $6"
-      " RETURNING u.m, u.b",
-      {TEXTOID, TEXTOID, INT4OID, INT8OID, INT8OID, INT8OID}, pg::Planning::generic);
+  // The common case first, below SPI (pg/table_access.hpp): this backend's own slot, free of
+  // other producers' locks, is locked FOR UPDATE SKIP LOCKED and, if the class still fits
+  // (core::class_limit, the bound of core::admits) by its admitted count less its release row's,
+  // takes the message. A locked slot without room stays locked, as below.
   const int home = start % queue.slots;
   const core::Usage limit =
       core::class_limit(queue.options, priority, core::slot_budget(queue.options, queue.slots, home));
   bool home_took = false;
   core::Usage used;
-  spi.run(take_home,
-          {queue.t, queue.q, pg::int4_value(home), pg::int8_value(bytes), pg::int8_value(limit.messages),
-           pg::int8_value(limit.bytes)},
-          [&](const pg::Row& r) {
-            used = {*r.int8(1), *r.int8(2)};
-            home_took = true;
-          });
+  {
+    pg::Access access;
+    pg::Table slots(access, pg::OwnTable::queue_slots);
+    pg::Table releases(access, pg::OwnTable::queue_releases);
+    const pg::Value h = pg::int4_value(home);
+    if (slots.find(pg::OwnIndex::queue_slots_pkey,
+                   {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, h}}) &&
+        slots.lock(pg::LockMode::update, pg::Wait::skip) != pg::Locked::skipped &&
+        releases.find(pg::OwnIndex::queue_releases_pkey,
+                      {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, h}})) {
+      const int admitted_messages = slots.column("admitted_messages"), admitted_bytes = slots.column("admitted_bytes");
+      const std::int64_t m = slots.int8(admitted_messages), b = slots.int8(admitted_bytes);
+      used = {m - releases.int8(releases.column("released_messages")),
+              b - releases.int8(releases.column("released_bytes"))};
+      if (used.messages + 1 <= limit.messages && used.bytes + bytes <= limit.bytes) {
+        slots.update({{admitted_messages, pg::int8_value(m + 1)}, {admitted_bytes, pg::int8_value(b + bytes)}});
+        home_took = true;
+      }
+    }
+    releases.finish();
+    slots.finish();
+    access.finish();
+  }
   if (home_took) {
     if (seen) *seen = used;
     return home;
@@ -169,6 +173,31 @@ struct Message {
   std::optional<std::string> partition_key;
 };
 
+// The message row, below SPI (pg/table_access.hpp): constraints checked and every index entry
+// made, as the INSERT it replaces.
+void insert_message(const Queue& queue, std::int64_t msg_id, const Message& m, int priority, bool is_head,
+                    std::int64_t bytes, int slot, TimestampTz now, TimestampTz visible_at) {
+  pg::Access access;
+  pg::Table messages(access, pg::OwnTable::messages);
+  auto col = [&](const char* name) { return messages.column(name); };
+  messages.insert({{col("msg_id"), pg::int8_value(msg_id)},
+                   {col("tenant_id"), queue.t},
+                   {col("queue"), queue.q},
+                   {col("state"), pg::text_value("pending")},
+                   {col("priority"), {Int16GetDatum(static_cast<std::int16_t>(priority)), false}},
+                   {col("partition_key"), pg::optional_text_value(m.partition_key)},
+                   {col("is_head"), pg::bool_value(is_head)},
+                   {col("event_id"), pg::optional_uuid_value(m.event_id)},
+                   {col("payload"), pg::bytea_value(m.payload)},
+                   {col("bytes"), pg::int8_value(bytes)},
+                   {col("slot"), {Int16GetDatum(static_cast<std::int16_t>(slot)), false}},
+                   {col("enqueued_at"), pg::timestamptz_value(now)},
+                   {col("visible_at"), pg::timestamptz_value(visible_at)},
+                   {col("attempt"), pg::int4_value(0)}});
+  messages.finish();
+  access.finish();
+}
+
 std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int priority, std::int64_t delay,
                          TimestampTz now, BatchAdmission* batch = nullptr) {
   static pg::Statement claim_event(
@@ -183,13 +212,6 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
       "SELECT msg_id, payload_digest FROM forgeyard.queue_events WHERE tenant_id OPERATOR(pg_catalog.=) $1"
       "   AND queue OPERATOR(pg_catalog.=) $2 AND event_id OPERATOR(pg_catalog.=) $3",
       {TEXTOID, TEXTOID, UUIDOID});
-  static pg::Statement insert(
-      "INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, partition_key, is_head, event_id,"
-      "   payload, bytes, slot, enqueued_at, visible_at)"
-      " VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-      {INT8OID, TEXTOID, TEXTOID, INT2OID, TEXTOID, BOOLOID, UUIDOID, BYTEAOID, INT8OID, INT2OID, TIMESTAMPTZOID,
-       TIMESTAMPTZOID});
-  static pg::Statement notify("SELECT pg_catalog.pg_notify('forgeyard_queue', $1)", {TEXTOID});
 
   const core::QueueOptions& o = queue.options;
   const std::int64_t bytes = static_cast<std::int64_t>(m.payload.size());
@@ -218,21 +240,10 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
   }
   const int slot = batch ? batch->admit(priority, bytes) : admit(spi, queue, priority, bytes);
   const bool is_head = join_partition(spi, queue, m.partition_key);
-  spi.run(insert, {pg::int8_value(msg_id),
-                   queue.t,
-                   queue.q,
-                   {Int16GetDatum(priority), false},
-                   pg::optional_text_value(m.partition_key),
-                   pg::bool_value(is_head),
-                   pg::optional_uuid_value(m.event_id),
-                   pg::bytea_value(m.payload),
-                   pg::int8_value(bytes),
-                   {Int16GetDatum(slot), false},
-                   pg::timestamptz_value(now),
-                   pg::timestamptz_value(now + delay)});
+  insert_message(queue, msg_id, m, priority, is_head, bytes, slot, now, now + delay);
   // Any role may LISTEN, so the payload names the queue without showing tenant or queue names:
   // the first 32 hex digits of SHA-256 of "<tenant>/<queue>" (listeners compute the same).
-  if (o.notify) spi.run(notify, {pg::text_value(core::sha256_hex(queue.tenant + "/" + queue.name).substr(0, 32))});
+  if (o.notify) pg::notify("forgeyard_queue", core::sha256_hex(queue.tenant + "/" + queue.name).substr(0, 32));
   return msg_id;
 }
 

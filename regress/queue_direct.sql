@@ -1,5 +1,5 @@
 -- The queue's hot paths below SPI (docs/architecture.md, "The table-access layer"): a steady-state
--- claim, ack, ack_batch and ack_and_claim run no SQL statement of their own (counted with
+-- claim, ack, ack_batch, ack_and_claim and enqueue run no SQL statement of their own (counted with
 -- pg_stat_statements, nested statements included: scripts/lib/cluster.sh preloads it), and what
 -- they do below SPI behaves as the statements they replace: a savepoint rolled back leaves no
 -- trace, a transaction sees its own claims and acks, a stale token is still FY001, the bounds
@@ -9,7 +9,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 
-SELECT plan(25);
+SELECT plan(26);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -44,19 +44,23 @@ SELECT n AS after_ack_and_claim FROM nested \gset
 SELECT pg_stat_statements_reset() IS NULL AS reset \gset
 SELECT forgeyard.ack_batch('t1', 'direct', ARRAY[:b_id]::bigint[], ARRAY[:b_tok]::bigint[]) IS NULL AS acked \gset
 SELECT n AS after_ack_batch FROM nested \gset
+SELECT pg_stat_statements_reset() IS NULL AS reset \gset
+SELECT forgeyard.enqueue('t1', 'direct', 'e1') AS e_id \gset
+SELECT n AS after_enqueue FROM nested \gset
 
 SELECT is(:after_claim::bigint, 0::bigint, 'a steady-state claim runs no nested statement');
 SELECT is(:after_ack::bigint, 0::bigint, 'a steady-state ack runs no nested statement');
 SELECT is(:after_ack_and_claim::bigint, 0::bigint, 'a steady-state ack_and_claim runs no nested statement');
 SELECT is(:after_ack_batch::bigint, 0::bigint, 'a steady-state ack_batch runs no nested statement');
+SELECT is(:after_enqueue::bigint, 0::bigint, 'a steady-state enqueue runs no nested statement');
 -- The counter itself works: a call that does run statements is seen.
 SELECT pg_stat_statements_reset() IS NULL AS reset \gset
 SELECT count(*) AS listed FROM forgeyard.queue_list('t1') \gset
 SELECT cmp_ok((SELECT n FROM nested), '>', 0::bigint, 'a call that runs SQL (queue_list) is counted: the count is not blind');
 
 -- What the direct path did is visible to the same transaction, as a statement's work would be.
-SELECT is((SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'direct'), 2::bigint,
-          'four acks deleted four of six messages');
+SELECT is((SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'direct'), 3::bigint,
+          'four acks deleted four of seven messages');
 SELECT is((SELECT sum(released_messages) FROM forgeyard.queue_releases WHERE tenant_id = 't1' AND queue = 'direct'),
           4::numeric, 'and released four messages of room');
 SELECT lives_ok(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :a_id, :a_tok),
@@ -102,12 +106,12 @@ SELECT lives_ok(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :
 
 -- Bounds: every ack gave its room back, so the queue admits up to its limit again (interactive:
 -- 90% of 10).
-SELECT is((SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'direct'), 0::bigint,
-          'every message acked');
-SELECT is((pg_temp.err(format('SELECT forgeyard.enqueue(%L, %L, %L) FROM generate_series(1, 10)', 't1', 'direct', 'z')))[1],
-          'FY020', 'ten more do not fit: FY020');
-SELECT is(pg_temp.err(format('SELECT forgeyard.enqueue(%L, %L, %L) FROM generate_series(1, 9)', 't1', 'direct', 'z')),
-          NULL, 'nine do (the class''s share of ten)');
+SELECT is((SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'direct'), 1::bigint,
+          'one message left');
+SELECT is((pg_temp.err(format('SELECT forgeyard.enqueue(%L, %L, %L) FROM generate_series(1, 9)', 't1', 'direct', 'z')))[1],
+          'FY020', 'nine more do not fit beside it: FY020');
+SELECT is(pg_temp.err(format('SELECT forgeyard.enqueue(%L, %L, %L) FROM generate_series(1, 8)', 't1', 'direct', 'z')),
+          NULL, 'eight do (the class''s share of ten is nine)');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -6,6 +6,7 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/namespace.h"
+#include "commands/async.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
@@ -423,6 +424,14 @@ void Table::finish() {
     if (new_slot != nullptr) ExecDropSingleTupleTableSlot(new_slot);
     ExecDropSingleTupleTableSlot(slot);
     table_close(rel, NoLock);
+  });
+}
+
+void notify(const std::string& channel, const std::string& payload) {
+  const char* c = channel.c_str();
+  const char* p = payload.c_str();
+  guard([&]() noexcept {
+    DirectFunctionCall2(pg_notify, PointerGetDatum(cstring_to_text(c)), PointerGetDatum(cstring_to_text(p)));
   });
 }
 

@@ -136,4 +136,7 @@ class Table {
   bool trigger_query_ = false;
 };
 
+// pg_notify(channel, payload) without a statement: queued for this transaction's commit.
+void notify(const std::string& channel, const std::string& payload);
+
 }  // namespace fy::pg
