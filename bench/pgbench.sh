@@ -2,15 +2,18 @@
 # Server-side hot paths against hand-written SQL, with pgbench (the client costs the same for
 # both): the SKIP LOCKED queue, and the leases, compare-and-set, idempotency keys and audit table
 # of the client-side benchmarks' baselines. A throwaway cluster with fsync on, both schemas
-# loaded, baseline and forgeyard interleaved, 1 and 2 clients, two rounds. Prints operations/s
-# (messages for the queue lines, script runs for the others) and the ratio per line.
+# loaded, baseline and forgeyard interleaved, 1 and 2 clients, three rounds of 10 s per side.
+# Prints operations/s (messages for the queue lines, script runs for the others) and the ratio per
+# line and round, then the median ratio of the rounds per line.
 # Not part of the test command. Run from scripts/bench.sh, or alone (it starts its own cluster).
-#   FY_PGBENCH_ROUNDS=2  rounds            FY_PGBENCH_SCALE=100  transaction counts, in percent
+#   FY_PGBENCH_ROUNDS=3  rounds            FY_PGBENCH_SECONDS=10  seconds per run (0: counts instead)
+#   FY_PGBENCH_SCALE=100 transaction counts of FY_PGBENCH_SECONDS=0, in percent
 #   FY_PGBENCH_SYNC=on   synchronous_commit (off: CPU alone, no commit wait)
 #   FY_PGBENCH_ONLY=     only lines whose name matches this regular expression
 set -uo pipefail
 cd "$(dirname "$0")/.."
-rounds=${FY_PGBENCH_ROUNDS:-2}
+rounds=${FY_PGBENCH_ROUNDS:-3}
+seconds=${FY_PGBENCH_SECONDS:-10}
 scale=${FY_PGBENCH_SCALE:-100}
 sync=${FY_PGBENCH_SYNC:-on}
 only=${FY_PGBENCH_ONLY:-}
@@ -51,10 +54,12 @@ reset_cas() {
     -c "CHECKPOINT"
 }
 
-# What a line needs before each run: queue lines a fresh queue of $2 ready messages.
+# What a line needs before each run: queue lines a fresh queue of $2 ready messages, the
+# producer line a fresh queue of 1,000.
 prepare() {  # kind messages
   case $1 in
     queue) fill "$2" ;;
+    producer) fill 1000 ;;
     cas) reset_cas ;;
     *) sql -c "VACUUM ANALYZE" -c "CHECKPOINT" ;;
   esac
@@ -62,8 +67,9 @@ prepare() {  # kind messages
 
 # Operations/s of one script: pgbench's tps times the messages per script run.
 run() {  # script clients transactions_per_client messages_per_transaction
-  local out tps
-  out=$("$PG_BIN/pgbench" -n -M prepared -c "$2" -j "$2" -t "$3" -D ids='{}' -D toks='{}' -D v=1 \
+  local out tps length=(-t "$3")
+  [ "$seconds" -gt 0 ] && length=(-T "$seconds")
+  out=$("$PG_BIN/pgbench" -n -M prepared -c "$2" -j "$2" "${length[@]}" -D ids='{}' -D toks='{}' -D v=1 \
     -f "$scripts/$1.sql" 2>&1)
   tps=$(sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' <<<"$out")
   if [ -z "$tps" ] || grep -q 'aborted\|ERROR' <<<"$out"; then
@@ -76,16 +82,19 @@ run() {  # script clients transactions_per_client messages_per_transaction
 }
 
 # name baseline-script forgeyard-script script-runs-per-client operations-per-run target kind
+# (A timed run of a queue line gets a queue of 12,000 script runs per client and second: more than
+# this machine claims; a queue that runs dry aborts the run, which then prints 0.)
 lines=(
   "claim1+ack baseline_claim1_ack forgeyard_claim1_ack 4000 1 1.0 queue"
   "ack_and_claim1 baseline_claim1_ack forgeyard_ack_and_claim1 4000 1 1.5 queue"
   "claim100+ack baseline_claim100_ack forgeyard_claim100_ack 200 100 1.4 queue"
-  "enqueue1 baseline_enqueue forgeyard_enqueue 4000 1 0.95 queue"
+  "enqueue1 baseline_enqueue forgeyard_enqueue 4000 1 0.95 producer"
   "lease baseline_lease forgeyard_lease 1500 1 0.9 none"
   "cas_update baseline_cas forgeyard_cas 4000 1 0.9 cas"
   "idempotency baseline_idempotency forgeyard_idempotency 2000 1 0.9 none"
   "audit_append baseline_audit forgeyard_audit 4000 1 0.8 none"
 )
+ratios=$(mktemp)
 printf '%-16s %-7s %-5s %12s %12s %7s %s\n' line clients round baseline forgeyard ratio target
 for round in $(seq "$rounds"); do
   for line in "${lines[@]}"; do
@@ -93,12 +102,21 @@ for round in $(seq "$rounds"); do
     [ -n "$only" ] && ! [[ "$name" =~ $only ]] && continue
     t=$((t * scale / 100))
     for clients in 1 2; do
-      prepare "$kind" $((clients * t * m + 1000))
+      fill=$((clients * t * m + 1000))
+      [ "$seconds" -gt 0 ] && fill=$((clients * seconds * 12000 * (m > 1 ? 4 : 1) + 1000))
+      prepare "$kind" "$fill"
       b=$(run "$base" "$clients" "$t" "$m")
-      prepare "$kind" $((clients * t * m + 1000))
+      prepare "$kind" "$fill"
       f=$(run "$fy" "$clients" "$t" "$m")
       awk -v n="$name" -v c="$clients" -v r="$round" -v b="$b" -v f="$f" -v g="$target" \
-        'BEGIN { printf "%-16s %-7s %-5s %12d %12d %6.2fx >= %sx\n", n, c, r, b, f, (b > 0 ? f / b : 0), g }'
+        'BEGIN { printf "%-16s %-7s %-5s %12d %12d %6.2fx >= %sx\n", n, c, r, b, f, (b > 0 ? f / b : 0), g }' |
+        tee -a "$ratios"
     done
   done
 done
+echo
+if [ "$seconds" -gt 0 ]; then echo "median of $rounds rounds of $seconds s per side:"; else echo "median of $rounds rounds:"; fi
+awk '{ k = $1 " " $2; r[k] = r[k] " " $6; t[k] = $8 } END {
+  for (k in r) { n = split(r[k], a, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
+    split(k, kk, " "); printf "%-16s %-7s %6.2fx >= %s\n", kk[1], kk[2], a[int((n + 1) / 2)] + 0, t[k] } }' "$ratios" | sort
+rm -f "$ratios"

@@ -220,8 +220,8 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
   if (m.partition_key) core::check_name("partition_key", true, *m.partition_key, core::max_partition_key_bytes);
 
   const std::int64_t msg_id = pg::next_value(pg::CachedTable::message_ids);
-  const std::string digest = core::sha256_hex(m.payload);
   if (m.event_id) {
+    const std::string digest = core::sha256_hex(m.payload);  // (only a deduplicated message needs it)
     // The event row is taken first: a concurrent producer of the same event_id waits for this
     // transaction here and then finds the first message (before any capacity is spent).
     const bool first = spi.run(claim_event, {queue.t, queue.q, pg::uuid_value(*m.event_id), pg::int8_value(msg_id),
