@@ -94,8 +94,18 @@ server_suites() {
   if [ -z "$tests" ]; then count pgtap 0 1
   elif grep -q '^Result: PASS' build/pg_prove.log; then count pgtap "$tests" 0
   else count pgtap $((tests - bad)) $((bad > 0 ? bad : 1)); fi
+  echo "== isolation: concurrent sessions on the hot paths (pg_isolation_regress, tests/isolation)"
+  local ran=0 ok bad
+  tests/isolation/run.sh >build/isolation.log 2>&1 || ran=$?
+  cat build/isolation.log
+  ok=$(grep -cE '^test .* \.\.\. ok' build/isolation.log)
+  bad=$(grep -cE '^test .* \.\.\. FAILED' build/isolation.log)
+  [ "$ran" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
+  count isolation "$ok" "$bad"
   [ $quick = 1 ] && return 0
 
+  echo "== hot paths under DDL: REINDEX CONCURRENTLY, VACUUM FULL, ALTER TABLE while workers run"
+  check hot-paths-ddl tests/pg/hot_paths_ddl.sh
   echo "== PostgreSQL restart, pg_dump / pg_restore"
   check restart-restore tests/pg/restart_restore.sh
   echo "== restore drill: pg_dump -Fc / pg_restore of an older backup, then restore_reconcile()"

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The hot paths below SPI (docs/architecture.md, "The table-access layer") while their tables
+# change under them: two pgbench workers enqueue, claim and ack without pause while another
+# session runs REINDEX CONCURRENTLY, VACUUM FULL, ALTER TABLE ADD/DROP COLUMN on the queue tables
+# and creates and drops other queues (relcache invalidations of everything the layer caches).
+# No worker may fail, and afterwards the bound's bookkeeping is exact: admitted less released
+# equals the messages still pending.
+# Runs against the throwaway cluster of scripts/test.sh (CLUSTER_DIR, PG* in the environment).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib/cluster.sh
+: "${CLUSTER_DIR:?run through scripts/test.sh}"
+
+db=fy_hot_ddl
+q() { psql -X -q -v ON_ERROR_STOP=1 -At -d "$db" -c "$1"; }
+dropdb --if-exists "$db"
+createdb "$db"
+q "CREATE EXTENSION forgeyard"
+q "SELECT forgeyard.queue_create('ddl', 'q', '{\"max_messages\": 1000000}')" >/dev/null
+script="$CLUSTER_DIR/hot_ddl.sql"
+cat >"$script" <<'SQL'
+SELECT forgeyard.enqueue('ddl', 'q', 'payload') AS id \gset
+SELECT forgeyard.enqueue('ddl', 'q', 'payload') AS id \gset
+SELECT coalesce(array_agg(msg_id), '{}') AS ids, coalesce(array_agg(claim_token), '{}') AS toks
+  FROM forgeyard.claim('ddl', 'q', 'w', 1) \gset
+SELECT count(*) AS n FROM forgeyard.ack_and_claim('ddl', 'q', 'w', :ids::bigint[], :toks::bigint[], 1) \gset
+SQL
+seconds=12
+"$PG_BIN/pgbench" -n -M prepared -c 2 -j 2 -T "$seconds" -d "$db" -f "$script" >"$CLUSTER_DIR/hot_ddl.log" 2>&1 &
+bench=$!
+changes=0
+end=$((SECONDS + seconds - 2))
+while [ $SECONDS -lt $end ]; do
+  q "REINDEX TABLE CONCURRENTLY forgeyard.messages"
+  q "VACUUM FULL forgeyard.queue_releases"
+  q "ALTER TABLE forgeyard.messages ADD COLUMN fy_probe integer"
+  q "SELECT forgeyard.queue_create('ddl', 'other')" >/dev/null
+  q "VACUUM FULL forgeyard.messages"
+  q "ALTER TABLE forgeyard.messages DROP COLUMN fy_probe"
+  q "REINDEX TABLE CONCURRENTLY forgeyard.queue_slots"
+  q "SELECT forgeyard.queue_drop('ddl', 'other')" >/dev/null
+  q "REINDEX TABLE CONCURRENTLY forgeyard.queue_releases"
+  q "VACUUM FULL forgeyard.queues"
+  changes=$((changes + 10))
+done
+status=0
+wait "$bench" || status=$?
+fail() { echo "FAIL: $1"; sed 's/^/   /' "$CLUSTER_DIR/hot_ddl.log" | tail -20; exit 1; }
+[ $status -eq 0 ] || fail "pgbench exited with $status"
+grep -qE 'aborted|ERROR' "$CLUSTER_DIR/hot_ddl.log" && fail "a worker failed"
+done_tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$CLUSTER_DIR/hot_ddl.log")
+[ "${done_tx:-0}" -gt 0 ] || fail "no transaction ran"
+echo "ok - two workers ran $done_tx enqueue/claim/ack rounds through $changes table changes without an error"
+pending=$(q "SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 'ddl' AND queue = 'q' AND state = 'pending'")
+used=$(q "SELECT (SELECT sum(admitted_messages) FROM forgeyard.queue_slots WHERE tenant_id = 'ddl' AND queue = 'q')
+               - (SELECT sum(released_messages) FROM forgeyard.queue_releases WHERE tenant_id = 'ddl' AND queue = 'q')")
+[ "$pending" = "$used" ] || { echo "FAIL: the bound counts $used messages, $pending are pending"; exit 1; }
+echo "ok - the bound's bookkeeping is exact afterwards ($used admitted and not released, $pending pending)"
+q "SELECT forgeyard.queue_drop('ddl', 'q')" >/dev/null
+dropdb "$db"
