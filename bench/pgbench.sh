@@ -29,7 +29,8 @@ cluster_pg_ctl restart || exit 1
 psql -X -q -v ON_ERROR_STOP=1 -f "$scripts/setup.sql" >/dev/null || exit 1
 sql() { psql -X -q -v ON_ERROR_STOP=1 "$@" >/dev/null; }
 
-# Fresh queues holding $1 ready messages of 16 bytes (class interactive, as enqueue's default).
+# Fresh queues holding $1 ready messages of 16 bytes (class interactive, as enqueue's default),
+# spread over the queue's capacity slots in turn as forgeyard.enqueue spreads them.
 fill() {
   local n=$1
   sql -c "TRUNCATE bench_q" \
@@ -39,9 +40,11 @@ fill() {
     -c "INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, is_head, payload, bytes, slot,
                                         enqueued_at, visible_at)
         SELECT pg_catalog.nextval('forgeyard.message_ids'), 'bench', 'q', 'pending', 3, true,
-               '\x7b226f72646572223a2031323334357d'::bytea, 16, 0, now(), now() FROM generate_series(1, $n)" \
-    -c "UPDATE forgeyard.queue_slots SET admitted_messages = $n, admitted_bytes = 16 * $n
-         WHERE tenant_id = 'bench' AND queue = 'q' AND slot = 0" \
+               '\x7b226f72646572223a2031323334357d'::bytea, 16, g % q.slots, now(), now()
+          FROM generate_series(1, $n) g, forgeyard.queues q WHERE q.tenant_id = 'bench' AND q.queue = 'q'" \
+    -c "UPDATE forgeyard.queue_slots a SET admitted_messages = c.n, admitted_bytes = 16 * c.n
+          FROM (SELECT slot, count(*) AS n FROM forgeyard.messages WHERE tenant_id = 'bench' AND queue = 'q' GROUP BY slot) c
+         WHERE a.tenant_id = 'bench' AND a.queue = 'q' AND a.slot = c.slot" \
     -c "VACUUM ANALYZE bench_q" -c "VACUUM ANALYZE forgeyard.messages" -c "VACUUM ANALYZE forgeyard.queue_slots" \
     -c "VACUUM ANALYZE forgeyard.queue_releases" -c "CHECKPOINT"
 }

@@ -26,7 +26,7 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
       "    ON r.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND r.queue OPERATOR(pg_catalog.=) a.queue"
       "   AND r.slot OPERATOR(pg_catalog.=) a.slot"
       " WHERE a.tenant_id OPERATOR(pg_catalog.=) $1 AND a.queue OPERATOR(pg_catalog.=) $2";
-  // All slots, unlocked, starting at this backend's own slot; then one slot locked at a time.
+  // All slots, unlocked, starting at this call's first slot; then one slot locked at a time.
   static pg::Statement read(
       std::string(usage_sql) + " ORDER BY (a.slot OPERATOR(pg_catalog.+) $3) OPERATOR(pg_catalog.%) $4",
       {TEXTOID, TEXTOID, INT4OID, INT4OID});
@@ -40,49 +40,54 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
       "   admitted_bytes = admitted_bytes OPERATOR(pg_catalog.+) $4"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2 AND slot OPERATOR(pg_catalog.=) $3",
       {TEXTOID, TEXTOID, INT4OID, INT8OID});
-  static const int start = static_cast<int>(MyProcPid);
+  // Each call starts one slot further than the last (from this backend's pid): one producer's
+  // messages spread over the slots, and so do the acks that give their room back to those slots'
+  // release rows, so that consumers acking at the same time rarely wait for each other's row.
+  static unsigned rotation = static_cast<unsigned>(MyProcPid);
+  const int start = static_cast<int>(rotation++ % static_cast<unsigned>(queue.slots));
   auto fits = [&](int slot, const core::Usage& used) {
     return core::admits(queue.options, priority, used, core::slot_budget(queue.options, queue.slots, slot), bytes);
   };
-  // The common case first, below SPI (pg/table_access.hpp): this backend's own slot, free of
-  // other producers' locks, is locked FOR UPDATE SKIP LOCKED and, if the class still fits
+  // The common case first, below SPI (pg/table_access.hpp): the first slot from `start` that no
+  // other producer holds is locked FOR UPDATE SKIP LOCKED and, if the class still fits
   // (core::class_limit, the bound of core::admits) by its admitted count less its release row's,
-  // takes the message. A locked slot without room stays locked, as below.
-  const int home = start % queue.slots;
-  const core::Usage limit =
-      core::class_limit(queue.options, priority, core::slot_budget(queue.options, queue.slots, home));
-  bool home_took = false;
+  // takes the message. A locked slot without room stays locked and the statements below decide.
+  int took = -1;
   core::Usage used;
   {
     pg::Access access;
     pg::Table slots(access, pg::OwnTable::queue_slots);
     pg::Table releases(access, pg::OwnTable::queue_releases);
-    const pg::Value h = pg::int4_value(home);
-    if (slots.find(pg::OwnIndex::queue_slots_pkey,
-                   {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, h}}) &&
-        slots.lock(pg::LockMode::update, pg::Wait::skip) != pg::Locked::skipped &&
-        releases.find(pg::OwnIndex::queue_releases_pkey,
-                      {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, h}})) {
+    for (int i = 0; i < queue.slots; ++i) {
+      const int slot = (start + i) % queue.slots;
+      const std::initializer_list<pg::Key> key{
+          {1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}};
+      if (!slots.find(pg::OwnIndex::queue_slots_pkey, key)) break;
+      if (slots.lock(pg::LockMode::update, pg::Wait::skip) == pg::Locked::skipped) continue;  // another producer's
+      if (!releases.find(pg::OwnIndex::queue_releases_pkey, key)) break;
       const int admitted_messages = slots.column("admitted_messages"), admitted_bytes = slots.column("admitted_bytes");
       const std::int64_t m = slots.int8(admitted_messages), b = slots.int8(admitted_bytes);
       used = {m - releases.int8(releases.column("released_messages")),
               b - releases.int8(releases.column("released_bytes"))};
+      const core::Usage limit =
+          core::class_limit(queue.options, priority, core::slot_budget(queue.options, queue.slots, slot));
       if (used.messages + 1 <= limit.messages && used.bytes + bytes <= limit.bytes) {
         slots.update({{admitted_messages, pg::int8_value(m + 1)}, {admitted_bytes, pg::int8_value(b + bytes)}});
-        home_took = true;
+        took = slot;
       }
+      break;
     }
     releases.finish();
     slots.finish();
     access.finish();
   }
-  if (home_took) {
+  if (took >= 0) {
     if (seen) *seen = used;
-    return home;
+    return took;
   }
   // Candidates by the current counts (an undercount of releases only refuses early).
   std::vector<int> candidates;
-  spi.run(read, {queue.t, queue.q, pg::int4_value(start % queue.slots), pg::int4_value(queue.slots)},
+  spi.run(read, {queue.t, queue.q, pg::int4_value(start), pg::int4_value(queue.slots)},
           [&](const pg::Row& r) {
             const int slot = static_cast<int>(*r.int8(1));
             if (fits(slot, {*r.int8(2), *r.int8(3)})) candidates.push_back(slot);
