@@ -1,6 +1,7 @@
 // Consuming: claim, one statement over the priority classes, and the dead-lettering of deliveries
 // that lapsed on every attempt (docs/sql-api.md#queues).
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -126,12 +127,19 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
            m.timestamptz(c.visible_at) <= now && m.text_equals(c.tenant_id, queue.tenant) &&
            m.text_equals(c.queue, queue.name);
   };
+  auto keys = [&](int p) {
+    return std::array<pg::Key, 4>{{{1, pg::Compare::eq, queue.t},
+                                   {2, pg::Compare::eq, queue.q},
+                                   {3, pg::Compare::eq, {Int16GetDatum(static_cast<std::int16_t>(p)), false}},
+                                   {4, pg::Compare::le, visible_now}}};
+  };
+  const std::array<pg::Key, 4> first = keys(0);
+  pg::Table::Scan scan(m, pg::OwnIndex::messages_claim, first);
   for (int p = 0; p < core::priority_classes && static_cast<int>(out.size()) < max_messages; ++p) {
-    pg::Table::Scan scan(m, pg::OwnIndex::messages_claim,
-                         {{1, pg::Compare::eq, queue.t},
-                          {2, pg::Compare::eq, queue.q},
-                          {3, pg::Compare::eq, {Int16GetDatum(static_cast<std::int16_t>(p)), false}},
-                          {4, pg::Compare::le, visible_now}});
+    if (p > 0) {
+      const std::array<pg::Key, 4> next = keys(p);
+      scan.restart(next);
+    }
     while (static_cast<int>(out.size()) < max_messages && scan.next()) {
       const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
       if (locked == pg::Locked::skipped) continue;
@@ -153,8 +161,8 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
                 {c.visible_at, until},
                 {c.claimed_by, claimed_by}});
     }
-    scan.end();
   }
+  scan.end();
   m.finish();
   access.finish();
   // A subscription's message has no payload of its own: it is its topic event's.

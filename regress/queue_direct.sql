@@ -9,7 +9,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 
-SELECT plan(26);
+SELECT plan(28);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -103,6 +103,15 @@ REINDEX TABLE forgeyard.messages;
 SELECT msg_id AS y_id, claim_token AS y_tok FROM forgeyard.claim('t1', 'direct', 'w') \gset
 SELECT isnt(:y_id::bigint, NULL, 'claim works after REINDEX of the queue table');
 SELECT lives_ok(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :y_id, :y_tok), 'and so does ack');
+
+-- Constraints are checked on the direct path, also one added after the backend prepared the
+-- table's CHECK expressions (the invalidation makes it prepare them again).
+ALTER TABLE forgeyard.messages ADD CONSTRAINT fy_probe_small CHECK (bytes < 100);
+SELECT is((pg_temp.err(format('SELECT forgeyard.enqueue(%L, %L, %L::bytea)', 't1', 'direct', repeat('x', 200))))[1],
+          '23514', 'an enqueue that breaks a CHECK constraint added since: 23514, as the INSERT would');
+SELECT is((SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'direct'), 1::bigint,
+          'and nothing was enqueued');
+ALTER TABLE forgeyard.messages DROP CONSTRAINT fy_probe_small;
 
 -- Bounds: every ack gave its room back, so the queue admits up to its limit again (interactive:
 -- 90% of 10).

@@ -10,6 +10,8 @@ extern "C" {
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
+#include "utils/memutils.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -43,11 +45,33 @@ struct IndexInfoCache {
 std::array<IndexInfoCache, 5> index_cache;
 bool callback_registered = false;
 
+// Per table: the CHECK constraints' and partial-index predicates' expression states, prepared once
+// in a memory context of their own rather than for every call (the executor parses and plans
+// them for each statement it starts). An invalidation marks them stale; they are dropped only once
+// no Table of theirs is open, because one can arrive in the middle of a call (while a lock is
+// taken) whose writes still use them. At the end of each transaction no Table is open.
+struct KeptExprs {
+  MemoryContext context = nullptr;
+  ExprState** checks = nullptr;
+  int nchecks = -1;
+  std::map<Oid, ExprState*> predicates;  // by index OID
+  bool stale = false;
+  int users = 0;
+};
+std::array<KeptExprs, 4> kept;
+
 void forget_all() {
   for (Named& t : tables) t.oid = InvalidOid;
   for (Named& i : indexes) i.oid = InvalidOid;
   for (auto& c : columns) c.clear();
   for (IndexInfoCache& c : index_cache) c = IndexInfoCache{};
+  for (KeptExprs& k : kept) k.stale = true;
+}
+
+void transaction_callback(XactEvent event, void*) {
+  if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_COMMIT ||
+      event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
+    for (KeptExprs& k : kept) k.users = 0;
 }
 
 void relation_callback(Datum, Oid relid) {
@@ -63,7 +87,10 @@ void relation_callback(Datum, Oid relid) {
 
 Oid resolve(Named& n) {
   if (!callback_registered) {
-    guard([]() noexcept { CacheRegisterRelcacheCallback(relation_callback, (Datum)0); });
+    guard([]() noexcept {
+      CacheRegisterRelcacheCallback(relation_callback, (Datum)0);
+      RegisterXactCallback(transaction_callback, nullptr);
+    });
     callback_registered = true;
   }
   if (n.oid == InvalidOid) {
@@ -103,7 +130,7 @@ StrategyNumber strategy_of(Compare c) {
 
 // Fills `out` with the scan keys, their functions and collations from the index's operator
 // families (cached per index).
-void make_keys(OwnIndex which, Relation index, std::initializer_list<Key> keys, ScanKeyData* out) {
+void make_keys(OwnIndex which, Relation index, std::span<const Key> keys, ScanKeyData* out) {
   IndexInfoCache& cache = index_cache[static_cast<int>(which)];
   if (!cache.known) {
     const int n = std::min<int>(IndexRelationGetNumberOfKeyAttributes(index), max_index_columns);
@@ -180,7 +207,7 @@ int Table::column(const char* name) const {
   return attnum;
 }
 
-Table::Scan::Scan(Table& table, OwnIndex index, std::initializer_list<Key> keys) : table_(table) {
+Table::Scan::Scan(Table& table, OwnIndex index, std::span<const Key> keys) : table_(table), which_(index) {
   const Oid idxoid = resolve(indexes[static_cast<int>(index)]);
   Relation rel = rel_of(table.rel_);
   Relation idx = guard([&]() noexcept { return index_open(idxoid, AccessShareLock); });
@@ -198,6 +225,17 @@ Table::Scan::Scan(Table& table, OwnIndex index, std::initializer_list<Key> keys)
     index_rescan(s, scan_keys, n, nullptr, 0);
     return s;
   });
+}
+
+void Table::Scan::restart(std::span<const Key> keys) {
+  if (scan_ == nullptr) throw core::Error(core::sqlstate::internal_error, "restart of an ended scan");
+  IndexScanDesc s = static_cast<IndexScanDesc>(scan_);
+  if (keys.size() != static_cast<std::size_t>(s->numberOfKeys))
+    throw core::Error(core::sqlstate::internal_error, "a restarted scan keeps its number of keys");
+  ScanKeyData scan_keys[max_index_columns];
+  make_keys(which_, rel_of(index_), keys, scan_keys);
+  const int n = static_cast<int>(keys.size());
+  guard([&]() noexcept { index_rescan(s, scan_keys, n, nullptr, 0); });
 }
 
 bool Table::Scan::next() {
@@ -223,7 +261,7 @@ void Table::Scan::end() {
 }
 
 bool Table::find(OwnIndex index, std::initializer_list<Key> keys) {
-  Scan scan(*this, index, keys);
+  Scan scan(*this, index, std::span<const Key>(keys.begin(), keys.size()));
   const bool found = scan.next();
   scan.end();  // the slot keeps its own pin on the row's buffer
   return found;
@@ -349,6 +387,61 @@ void Table::writable() {
     new_slot_ = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
   });
   trigger_query_ = triggers;
+  use_kept_expressions();
+}
+
+void Table::use_kept_expressions() {
+  KeptExprs& k = kept[static_cast<int>(which_)];
+  if (k.stale && k.users == 0) {
+    MemoryContext old = k.context;
+    k = KeptExprs{};
+    if (old != nullptr) guard([&]() noexcept { MemoryContextDelete(old); });
+  }
+  if (k.stale) return;  // another Table of this table is open in this call: prepared per call
+  Relation rel = rel_of(rel_);
+  ResultRelInfo* rri = static_cast<ResultRelInfo*>(result_rel_);
+  if (k.context == nullptr)
+    k.context = guard([]() noexcept {
+      return AllocSetContextCreate(CacheMemoryContext, "forgeyard kept expressions", ALLOCSET_SMALL_SIZES);
+    });
+  MemoryContext context = k.context;
+  TupleConstr* constr = rel->rd_att->constr;
+  const int nchecks = constr != nullptr ? constr->num_check : 0;
+  if (k.nchecks < 0) {
+    k.checks = guard([&]() noexcept {
+      if (nchecks == 0) return static_cast<ExprState**>(nullptr);
+      MemoryContext caller = MemoryContextSwitchTo(context);
+      ExprState** checks = static_cast<ExprState**>(palloc0(sizeof(ExprState*) * nchecks));
+      for (int i = 0; i < nchecks; ++i)
+        if (constr->check[i].ccvalid)
+          checks[i] = ExecInitExpr(expression_planner(static_cast<Expr*>(stringToNode(constr->check[i].ccbin))), nullptr);
+      MemoryContextSwitchTo(caller);
+      return checks;
+    });
+    k.nchecks = nchecks;
+  }
+  if (k.nchecks != nchecks) return;  // (not the relation they were made for: left to the executor)
+  ++k.users;
+  using_kept_ = true;
+  rri->ri_ConstraintExprs = k.checks;
+  for (int i = 0; i < rri->ri_NumIndices; ++i) {
+    IndexInfo* info = rri->ri_IndexRelationInfo[i];
+    if (info == nullptr || info->ii_Predicate == NIL) continue;
+    const Oid index = RelationGetRelid(rri->ri_IndexRelationDescs[i]);
+    auto it = k.predicates.find(index);
+    if (it == k.predicates.end()) {
+      ExprState* predicate = guard([&]() noexcept {
+        MemoryContext caller = MemoryContextSwitchTo(context);
+        ExprState* st =
+            ExecInitQual(reinterpret_cast<List*>(expression_planner(static_cast<Expr*>(copyObjectImpl(info->ii_Predicate)))),
+                         nullptr);
+        MemoryContextSwitchTo(caller);
+        return st;
+      });
+      it = k.predicates.emplace(index, predicate).first;
+    }
+    info->ii_PredicateState = it->second;
+  }
 }
 
 void Table::update(std::initializer_list<std::pair<int, Value>> changes) {
@@ -413,6 +506,11 @@ void Table::finish() {
   EPQState* epq = static_cast<EPQState*>(epq_);
   const bool triggers = trigger_query_;
   rel_ = nullptr;
+  if (using_kept_) {
+    using_kept_ = false;
+    KeptExprs& k = kept[static_cast<int>(which_)];
+    if (k.users > 0) --k.users;
+  }
   guard([&]() noexcept {
     if (estate != nullptr) {
       if (triggers) AfterTriggerEndQuery(estate);

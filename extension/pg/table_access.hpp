@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -77,16 +78,21 @@ class Table {
   // An index range scan in the index's order, under the access's snapshot.
   class Scan {
    public:
-    Scan(Table& table, OwnIndex index, std::initializer_list<Key> keys);
+    Scan(Table& table, OwnIndex index, std::span<const Key> keys);
+    Scan(Table& table, OwnIndex index, std::initializer_list<Key> keys)
+        : Scan(table, index, std::span<const Key>(keys.begin(), keys.size())) {}
     Scan(const Scan&) = delete;
     Scan& operator=(const Scan&) = delete;
     ~Scan() = default;
+    // Starts again with other keys (the index stays open: cheaper than a new scan).
+    void restart(std::span<const Key> keys);
     // Reads the next row into the table's slot; false at the end.
     bool next();
     void end();
 
    private:
     Table& table_;
+    OwnIndex which_;
     void* scan_ = nullptr;   // IndexScanDesc
     void* index_ = nullptr;  // Relation
   };
@@ -125,6 +131,7 @@ class Table {
  private:
   friend class Scan;
   void writable();
+  void use_kept_expressions();
   Access& access_;
   OwnTable which_;
   void* rel_ = nullptr;         // Relation
@@ -134,6 +141,7 @@ class Table {
   void* result_rel_ = nullptr;  // ResultRelInfo
   void* epq_ = nullptr;         // EPQState
   bool trigger_query_ = false;
+  bool using_kept_ = false;
 };
 
 // pg_notify(channel, payload) without a statement: queued for this transaction's commit.
