@@ -52,9 +52,9 @@ core::QueueOptions options_from(const pg::Row& r, int* slots) {
 
 // The same from the row in a table's slot (the direct path of producers, below).
 core::QueueOptions options_from(const pg::Table& r, int* slots) {
-  static const char* const admit_columns[core::priority_classes] = {
-      "admit_emergency", "admit_security_control", "admit_realtime", "admit_interactive", "admit_background",
-      "admit_bulk"};
+  static const char* const admit_columns[core::priority_classes] = {"admit_emergency",  "admit_security_control",
+                                                                    "admit_realtime",   "admit_interactive",
+                                                                    "admit_background", "admit_bulk"};
   core::QueueOptions o;
   o.max_messages = r.int8(r.column("max_messages"));
   o.max_bytes = r.int8(r.column("max_bytes"));
@@ -196,8 +196,9 @@ void give_back(const Queue& queue, const std::map<int, core::Usage>& slots) {
   pg::Table r(access, pg::OwnTable::queue_releases);
   const int messages = r.column("released_messages"), bytes = r.column("released_bytes");
   for (const auto& [slot, used] : slots) {
-    if (!r.find(pg::OwnIndex::queue_releases_pkey,
-                {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}}))
+    if (!r.find(
+            pg::OwnIndex::queue_releases_pkey,
+            {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}}))
       continue;  // the queue was dropped under us (as the UPDATE would find no row)
     if (r.lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped) continue;
     r.update({{messages, pg::int8_value(r.int8(messages) + used.messages)},

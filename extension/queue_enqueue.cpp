@@ -87,11 +87,10 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
   }
   // Candidates by the current counts (an undercount of releases only refuses early).
   std::vector<int> candidates;
-  spi.run(read, {queue.t, queue.q, pg::int4_value(start), pg::int4_value(queue.slots)},
-          [&](const pg::Row& r) {
-            const int slot = static_cast<int>(*r.int8(1));
-            if (fits(slot, {*r.int8(2), *r.int8(3)})) candidates.push_back(slot);
-          });
+  spi.run(read, {queue.t, queue.q, pg::int4_value(start), pg::int4_value(queue.slots)}, [&](const pg::Row& r) {
+    const int slot = static_cast<int>(*r.int8(1));
+    if (fits(slot, {*r.int8(2), *r.int8(3)})) candidates.push_back(slot);
+  });
   // Lock one candidate, first one no other producer holds, then waiting; re-check under the lock.
   int chosen = -1;
   for (pg::Statement* lock : {&lock_free, &lock_wait}) {

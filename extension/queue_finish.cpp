@@ -61,9 +61,9 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
   std::vector<bool> done(deliveries.size(), false);
   pg::Access access;
   pg::Table m(access, pg::OwnTable::messages);
-  const int tenant_col = m.column("tenant_id"), queue_col = m.column("queue"),
-            state_col = m.column("state"), token_col = m.column("claim_token"), slot_col = m.column("slot"),
-            bytes_col = m.column("bytes"), key_col = m.column("partition_key"), finished_col = m.column("finished_at"),
+  const int tenant_col = m.column("tenant_id"), queue_col = m.column("queue"), state_col = m.column("state"),
+            token_col = m.column("claim_token"), slot_col = m.column("slot"), bytes_col = m.column("bytes"),
+            key_col = m.column("partition_key"), finished_col = m.column("finished_at"),
             payload_col = m.column("payload");
   const bool keep = queue.options.retain_acked_usecs > 0;
   const pg::Value acked = keep ? pg::text_value("acked") : pg::null_value();
@@ -186,8 +186,7 @@ FY_FUNCTION(fy_ack_and_claim) {
   const std::int64_t visibility = visibility_arg(fcinfo, 6, queue);
   const TimestampTz now = pg::now();
   Releases releases;
-  if (!deliveries.empty())
-    ack_many(spi, queue, deliveries, now, releases);
+  if (!deliveries.empty()) ack_many(spi, queue, deliveries, now, releases);
   apply(spi, queue, releases);
   const std::vector<Claimed> claimed = claim(spi, queue, consumer, max_messages, visibility, now);
   spi.finish();
@@ -215,8 +214,7 @@ FY_FUNCTION(fy_ack_batch) {
   const auto deliveries = deliveries_arg(fcinfo, 2, 3);
   const TimestampTz now = pg::now();
   Releases releases;
-  if (!deliveries.empty())
-    ack_many(spi, queue, deliveries, now, releases);
+  if (!deliveries.empty()) ack_many(spi, queue, deliveries, now, releases);
   apply(spi, queue, releases);
   spi.finish();
   return (Datum)0;

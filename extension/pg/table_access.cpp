@@ -261,10 +261,16 @@ void Table::Scan::end() {
 }
 
 bool Table::find(OwnIndex index, std::initializer_list<Key> keys) {
-  Scan scan(*this, index, std::span<const Key>(keys.begin(), keys.size()));
-  const bool found = scan.next();
-  scan.end();  // the slot keeps its own pin on the row's buffer
-  return found;
+  const std::span<const Key> k(keys.begin(), keys.size());
+  // One scan per table and index, restarted for each lookup (an ack of a batch finds each row).
+  if (finder_ && finder_index_ == index) {
+    finder_->restart(k);
+  } else {
+    if (finder_) finder_->end();
+    finder_ = std::make_unique<Scan>(*this, index, k);
+    finder_index_ = index;
+  }
+  return finder_->next();  // (the slot keeps its own pin on the row's buffer)
 }
 
 Locked Table::lock(LockMode mode, Wait wait) {
@@ -289,7 +295,7 @@ Locked Table::lock(LockMode mode, Wait wait) {
   switch (result) {
     case TM_Ok:
       return failure.traversed ? Locked::newer_version : Locked::as_read;
-    case TM_WouldBlock:   // another transaction holds it (SKIP LOCKED)
+    case TM_WouldBlock:    // another transaction holds it (SKIP LOCKED)
     case TM_SelfModified:  // changed by this very command: as nodeLockRows, not returned
       return Locked::skipped;
     case TM_Updated:
@@ -414,7 +420,8 @@ void Table::use_kept_expressions() {
       ExprState** checks = static_cast<ExprState**>(palloc0(sizeof(ExprState*) * nchecks));
       for (int i = 0; i < nchecks; ++i)
         if (constr->check[i].ccvalid)
-          checks[i] = ExecInitExpr(expression_planner(static_cast<Expr*>(stringToNode(constr->check[i].ccbin))), nullptr);
+          checks[i] =
+              ExecInitExpr(expression_planner(static_cast<Expr*>(stringToNode(constr->check[i].ccbin))), nullptr);
       MemoryContextSwitchTo(caller);
       return checks;
     });
@@ -432,9 +439,9 @@ void Table::use_kept_expressions() {
     if (it == k.predicates.end()) {
       ExprState* predicate = guard([&]() noexcept {
         MemoryContext caller = MemoryContextSwitchTo(context);
-        ExprState* st =
-            ExecInitQual(reinterpret_cast<List*>(expression_planner(static_cast<Expr*>(copyObjectImpl(info->ii_Predicate)))),
-                         nullptr);
+        ExprState* st = ExecInitQual(
+            reinterpret_cast<List*>(expression_planner(static_cast<Expr*>(copyObjectImpl(info->ii_Predicate)))),
+            nullptr);
         MemoryContextSwitchTo(caller);
         return st;
       });
@@ -498,6 +505,10 @@ void Table::insert(std::initializer_list<std::pair<int, Value>> values) {
 
 void Table::finish() {
   if (rel_ == nullptr) return;
+  if (finder_) {
+    finder_->end();
+    finder_.reset();
+  }
   Relation rel = rel_of(rel_);
   TupleTableSlot* slot = slot_of(slot_);
   TupleTableSlot* new_slot = slot_of(new_slot_);

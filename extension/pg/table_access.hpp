@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -97,7 +98,8 @@ class Table {
     void* index_ = nullptr;  // Relation
   };
 
-  // Reads the row with `keys` on a unique index (every column): false if there is none.
+  // Reads the row with `keys` on a unique index (every column): false if there is none. The
+  // number of keys stays the same for each index.
   bool find(OwnIndex index, std::initializer_list<Key> keys);
 
   // Locks the row in the slot (read by a scan or find).
@@ -134,6 +136,8 @@ class Table {
   void use_kept_expressions();
   Access& access_;
   OwnTable which_;
+  std::unique_ptr<Scan> finder_;  // find()'s scan, kept open for the next lookup
+  OwnIndex finder_index_ = OwnIndex::messages_pkey;
   void* rel_ = nullptr;         // Relation
   void* slot_ = nullptr;        // TupleTableSlot: the row read
   void* new_slot_ = nullptr;    // TupleTableSlot: the row written
