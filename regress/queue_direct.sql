@@ -9,7 +9,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 
-SELECT plan(28);
+SELECT plan(33);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -103,6 +103,24 @@ REINDEX TABLE forgeyard.messages;
 SELECT msg_id AS y_id, claim_token AS y_tok FROM forgeyard.claim('t1', 'direct', 'w') \gset
 SELECT isnt(:y_id::bigint, NULL, 'claim works after REINDEX of the queue table');
 SELECT lives_ok(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :y_id, :y_tok), 'and so does ack');
+
+-- A read-only transaction refuses the direct path's locks and writes with 25006, as it refused
+-- the statements (and nothing changes).
+SELECT msg_id AS o_id, claim_token AS o_tok FROM forgeyard.claim('t1', 'direct', 'w') \gset
+SAVEPOINT ro;
+SET LOCAL transaction_read_only = on;
+SELECT is((pg_temp.err($$SELECT * FROM forgeyard.claim('t1', 'direct', 'w')$$))[1], '25006',
+          'claim in a read-only transaction: 25006');
+SELECT is((pg_temp.err(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :o_id, :o_tok)))[1], '25006',
+          'ack in a read-only transaction: 25006');
+SELECT is((pg_temp.err($$SELECT forgeyard.enqueue('t1', 'direct', 'ro')$$))[1], '25006',
+          'enqueue in a read-only transaction: 25006');
+ROLLBACK TO SAVEPOINT ro;
+SELECT is((SELECT claim_token FROM forgeyard.messages WHERE msg_id = :o_id), :o_tok::bigint,
+          'the delivery is as it was');
+SELECT lives_ok(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :o_id, :o_tok),
+                'and is acked once the transaction may write');
+SELECT forgeyard.enqueue('t1', 'direct', 'm8') \gset
 
 -- Constraints are checked on the direct path, also one added after the backend prepared the
 -- table's CHECK expressions (the invalidation makes it prepare them again).

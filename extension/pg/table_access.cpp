@@ -11,6 +11,7 @@ extern "C" {
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
+#include "tcop/utility.h"
 #include "utils/memutils.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
@@ -156,6 +157,19 @@ void make_keys(OwnIndex which, Relation index, std::span<const Key> keys, ScanKe
   }
 }
 
+// Every Table locks or writes rows: a read-only transaction (or a hot standby) refuses it with
+// 25006, and parallel mode with its own error, as the executor refuses the statement it replaces
+// when it starts, rows or no rows.
+void refuse_if_read_only(const char* table) {
+  if (!XactReadOnly && !IsInParallelMode()) return;
+  const std::string command = std::string("a write to forgeyard.") + table;
+  const char* c = command.c_str();
+  guard([&]() noexcept {
+    PreventCommandIfReadOnly(c);
+    PreventCommandIfParallelMode(c);
+  });
+}
+
 }  // namespace
 
 // ---- Access ----------------------------------------------------------------------------------
@@ -186,6 +200,7 @@ void Access::finish() {
 
 Table::Table(Access& access, OwnTable table) : access_(access), which_(table) {
   Named& named = tables[static_cast<int>(table)];
+  refuse_if_read_only(named.name);
   Oid relid = resolve(named);
   Relation rel = guard([&]() noexcept { return try_table_open(relid, RowExclusiveLock); });
   if (rel == nullptr) {  // dropped and made again since it was resolved: resolve once more
@@ -202,9 +217,11 @@ int Table::column(const char* name) const {
   if (auto it = known.find(name); it != known.end()) return it->second;
   Relation rel = rel_of(rel_);
   const AttrNumber n = guard([&]() noexcept { return get_attnum(RelationGetRelid(rel), name); });
-  const int attnum = n == InvalidAttrNumber ? 0 : n;
-  known.emplace(name, attnum);
-  return attnum;
+  if (n == InvalidAttrNumber)
+    throw core::Error(core::sqlstate::internal_error, std::string("column ") + name + " of forgeyard." +
+                                                          tables[static_cast<int>(which_)].name + " is missing");
+  known.emplace(name, n);
+  return n;
 }
 
 Table::Scan::Scan(Table& table, OwnIndex index, std::span<const Key> keys) : table_(table), which_(index) {

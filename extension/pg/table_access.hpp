@@ -13,6 +13,8 @@
 //   maintenance (partial-index predicates too), row triggers if a DBA added any.
 // - Row locks are taken as nodeLockRows.c takes them: the newest version is followed and
 //   re-checked in READ COMMITTED; a row changed since the snapshot is 40001 above it.
+// - Opening a Table (every one locks or writes rows) in a read-only transaction or on a hot
+//   standby is 25006, as the executor refuses the statement when it starts.
 #pragma once
 
 #include <cstdint>
@@ -73,7 +75,8 @@ class Table {
   Table& operator=(const Table&) = delete;
   ~Table() = default;
 
-  // The attribute number of a column (resolved once per relcache generation). 0 if absent.
+  // The attribute number of a column (resolved once per relcache generation); internal error if
+  // the table has no such column.
   int column(const char* name) const;
 
   // An index range scan in the index's order, under the access's snapshot.
