@@ -123,8 +123,9 @@ SELECT lives_ok(format('SELECT forgeyard.ack(%L, %L, %s, %s)', 't1', 'direct', :
 SELECT forgeyard.enqueue('t1', 'direct', 'm8') \gset
 
 -- Constraints are checked on the direct path, also one added after the backend prepared the
--- table's CHECK expressions (the invalidation makes it prepare them again).
-ALTER TABLE forgeyard.messages ADD CONSTRAINT fy_probe_small CHECK (bytes < 100);
+-- table's CHECK expressions (the invalidation makes it prepare them again), and a NOT VALID one
+-- (unchecked for old rows, checked for new ones, as by the INSERT).
+ALTER TABLE forgeyard.messages ADD CONSTRAINT fy_probe_small CHECK (bytes < 100) NOT VALID;
 SELECT is((pg_temp.err(format('SELECT forgeyard.enqueue(%L, %L, %L::bytea)', 't1', 'direct', repeat('x', 200))))[1],
           '23514', 'an enqueue that breaks a CHECK constraint added since: 23514, as the INSERT would');
 SELECT is((SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'direct'), 1::bigint,

@@ -272,7 +272,13 @@ std::uint64_t Spi::run_once(const std::string& sql) {
 void Spi::finish() {
   if (!open_) return;
   open_ = false;
-  guard([]() noexcept { return SPI_finish(); });
+  // SPI_finish returns to the context current at SPI_connect, which (connected on the first
+  // statement) may be a scratch context already deleted: stay in the caller's instead.
+  guard([]() noexcept {
+    const MemoryContext caller = CurrentMemoryContext;
+    SPI_finish();
+    MemoryContextSwitchTo(caller);
+  });
 }
 
 }  // namespace fy::pg

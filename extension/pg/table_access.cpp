@@ -301,7 +301,9 @@ Locked Table::lock(LockMode mode, Wait wait) {
   // READ COMMITTED follows the update chain to the newest version (the caller re-checks it);
   // above it, the transaction's snapshot must not be overtaken (40001 below).
   const bool xact_snapshot = IsolationUsesXactSnapshot();
-  const int flags = xact_snapshot ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION;
+  // As nodeLockRows.c: a version whose update is still in progress is locked too (a KEY SHARE
+  // lock must hold against the newest version, or queue_drop would not wait for it).
+  const int flags = TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS | (xact_snapshot ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION);
   const TM_Result result = guard([&]() noexcept {
     ItemPointerData tid = slot->tts_tid;
     const TM_Result r = table_tuple_lock(rel, &tid, GetActiveSnapshot(), slot, GetCurrentCommandId(true), lock_mode,
@@ -394,6 +396,8 @@ void Table::writable() {
     ExecInitRangeTable(estate, list_make1(rte));
     ResultRelInfo* rri = makeNode(ResultRelInfo);
     InitResultRelInfo(rri, rel, 1, nullptr, 0);
+    // Where AFTER triggers look for it (not found, they would open the table again and leak it).
+    estate->es_opened_result_relations = lappend(estate->es_opened_result_relations, rri);
     estate->es_output_cid = GetCurrentCommandId(true);
     estate->es_snapshot = GetActiveSnapshot();
     ExecOpenIndices(rri, false);
@@ -436,9 +440,7 @@ void Table::use_kept_expressions() {
       MemoryContext caller = MemoryContextSwitchTo(context);
       ExprState** checks = static_cast<ExprState**>(palloc0(sizeof(ExprState*) * nchecks));
       for (int i = 0; i < nchecks; ++i)
-        if (constr->check[i].ccvalid)
-          checks[i] =
-              ExecInitExpr(expression_planner(static_cast<Expr*>(stringToNode(constr->check[i].ccbin))), nullptr);
+        checks[i] = ExecInitExpr(expression_planner(static_cast<Expr*>(stringToNode(constr->check[i].ccbin))), nullptr);
       MemoryContextSwitchTo(caller);
       return checks;
     });
