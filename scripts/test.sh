@@ -26,7 +26,7 @@ scripts/install-deps.sh || exit 1
 
 # Build output goes to build/*.log and is shown when a step fails.
 mkdir -p build
-rm -f build/stage-times.txt build/counts.txt
+rm -f build/stage-times.txt build/counts.txt build/failures.txt
 step() {  # step LOG COMMAND...: run quietly, keep the output, show its end on failure
   local log=$1; shift
   "$@" >"$log" 2>&1 || { echo "failed: $* (output in $log):"; tail -n 60 "$log"; return 1; }
@@ -134,6 +134,9 @@ boost_suites() {  # boost_suites NAME DIR REGEX
   nfail=$(echo "$line" | grep -oE '[0-9]+ tests failed' | grep -oE '[0-9]+')
   [ -n "$line" ] || nfail=1
   [ "${nfail:-0}" -gt 0 ] && [ "$bad" -eq 0 ] && bad=$nfail
+  # Boost.Test's error lines, kept for the summary: a long log is cut in the middle when shown.
+  grep -aE 'error: in "|Assertion|ERROR: AddressSanitizer|runtime error:' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null |
+    sed "s|^|$name: |" | head -n 40 >>build/failures.txt
   count "$name" "$ok" "$bad"
 }
 
@@ -145,6 +148,11 @@ summary() {
   local passed failed
   passed=$(awk '{s+=$2} END {print s+0}' build/counts.txt 2>/dev/null)
   failed=$(awk '{s+=$3} END {print s+0}' build/counts.txt 2>/dev/null)
+  if [ -s build/failures.txt ]; then
+    echo
+    echo "== what failed (Boost.Test's error lines; the whole output is in build/*.log)"
+    cat build/failures.txt
+  fi
   echo
   echo "forgeyard: ${passed:-0} passed, ${failed:-0} failed"
   [ "${failed:-0}" -eq 0 ]
@@ -214,7 +222,7 @@ side=$?
 cat build/side.log
 
 echo "== fuzz: parsers of outside input, bounded run (libFuzzer, tests/fuzz/run.sh, build-fuzz/)"
-if [ $side -eq 0 ] && timed fuzz-runs env FUZZ_PHASE=run FUZZ_JOBS="$jobs" tests/fuzz/run.sh >build/fuzz.log 2>&1; then
+if [ $side -eq 0 ] && timed fuzz-runs env FUZZ_PHASE=run FUZZ_JOBS="$jobs" FUZZ_SECONDS="${FUZZ_SECONDS:-10}" tests/fuzz/run.sh >build/fuzz.log 2>&1; then
   count fuzz-targets "$(grep -oE '^fuzz: [0-9]+ targets' build/fuzz.log | grep -oE '[0-9]+')" 0
 else
   tail -n 40 build/fuzz.log 2>/dev/null; count fuzz-targets 0 1
