@@ -190,8 +190,20 @@ BOOST_AUTO_TEST_CASE(a_healthy_store_passes_the_doctor) {
     BOOST_TEST(c.fix.empty() == (c.status == CheckStatus::Ok), c.name);
   }
   if (is_postgres()) {
-    for (const char* name : {"table_privileges", "search_path", "password_in_url", "tls", "autovacuum"})
+    for (const char* name : {"search_path", "password_in_url", "tls", "autovacuum"})
       BOOST_TEST(check(report, name).status == CheckStatus::Ok, name);
+    // The PostgreSQL and PgBouncer runs of this suite share one database and run side by side:
+    // the other run's a_role_with_direct_table_privileges_fails_security may hold its role's
+    // grant at this moment. Any other privileged role fails.
+    const DoctorCheck& privileges = check(report, "table_privileges");
+    if (privileges.status != CheckStatus::Ok) {
+      const std::string roles = privileges.detail.substr(privileges.detail.find(": ") + 2);
+      for (std::size_t at = 0; at < roles.size();) {
+        const std::size_t end = std::min(roles.find(", ", at), roles.size());
+        BOOST_TEST(roles.substr(at, end - at).rfind("fy_doctor_dml", 0) == 0u, privileges.detail);
+        at = end + 2;
+      }
+    }
   } else {
     for (const char* name : {"integrity", "migration_lock", "local_filesystem", "wal_size"})
       BOOST_TEST(check(report, name).status == CheckStatus::Ok, name);
@@ -339,7 +351,9 @@ BOOST_AUTO_TEST_CASE(a_role_with_direct_table_privileges_fails_security) {
   BOOST_TEST(c.detail.find(role) != std::string::npos);
   BOOST_TEST(c.fix.find("REVOKE") != std::string::npos);
   BOOST_TEST(report.passed());  // a security finding does not fail the run: required checks do
-  BOOST_TEST(check(store->doctor(), "table_privileges").status == CheckStatus::Ok);
+  // Gone once revoked. (Not "Ok": the other run of this suite, beside this one on the same
+  // database, may hold a role of its own at this moment.)
+  BOOST_TEST(check(store->doctor(), "table_privileges").detail.find(role) == std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(an_unbound_application_role_fails_security_where_bindings_are_used) {
