@@ -134,18 +134,22 @@ StrategyNumber strategy_of(Compare c) {
 void make_keys(OwnIndex which, Relation index, std::span<const Key> keys, ScanKeyData* out) {
   IndexInfoCache& cache = index_cache[static_cast<int>(which)];
   if (!cache.known) {
+    // Filled aside and stored at once: the catalog lookups can take in an invalidation, whose
+    // callback clears the cache (forget_all) halfway through the filling.
+    IndexInfoCache filled;
     const int n = std::min<int>(IndexRelationGetNumberOfKeyAttributes(index), max_index_columns);
     guard([&]() noexcept {
       for (int c = 0; c < n; ++c) {
-        cache.collations[c] = index->rd_indcollation[c];
+        filled.collations[c] = index->rd_indcollation[c];
         for (int s = 1; s < strategies; ++s) {
           const Oid op = get_opfamily_member(index->rd_opfamily[c], index->rd_opcintype[c], index->rd_opcintype[c],
                                              static_cast<int16>(s));
-          cache.procs[c][s] = op == InvalidOid ? InvalidOid : get_opcode(op);
+          filled.procs[c][s] = op == InvalidOid ? InvalidOid : get_opcode(op);
         }
       }
     });
-    cache.known = true;
+    filled.known = true;
+    cache = filled;
   }
   int i = 0;
   for (const Key& k : keys) {

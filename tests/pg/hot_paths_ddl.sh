@@ -2,7 +2,8 @@
 # The hot paths below SPI (docs/architecture.md, "The table-access layer") while their tables
 # change under them: two pgbench workers enqueue, claim and ack without pause while another
 # session runs REINDEX CONCURRENTLY, VACUUM FULL, ALTER TABLE ADD/DROP COLUMN on the queue tables
-# and creates and drops other queues (relcache invalidations of everything the layer caches).
+# and creates and drops other queues (relcache invalidations of everything the layer caches), and
+# a third overflows the shared invalidation queue again and again (every backend's caches reset).
 # No worker may fail (a deadlock with the DDL session is retried, as a client would), and afterwards
 # the bound's bookkeeping is exact: admitted less released equals the messages still pending.
 # Runs against the throwaway cluster of scripts/test.sh (CLUSTER_DIR, PG* in the environment).
@@ -31,6 +32,15 @@ seconds=12
 "$PG_BIN/pgbench" -n -M prepared -c 2 -j 2 -T "$seconds" --max-tries=50 -d "$db" -f "$script" \
   >"$CLUSTER_DIR/hot_ddl.log" 2>&1 &
 bench=$!
+# Beside the DDL: bursts of more invalidation messages than the shared queue holds, so that the
+# workers' backends are reset (every cache flushed, the layer's callback told "everything") at
+# random points of their calls, also while the layer fills its own caches from the catalogs.
+q "CREATE TABLE fy_storm (x integer)"
+rm -f "$CLUSTER_DIR/hot_ddl.stop"
+while [ ! -f "$CLUSTER_DIR/hot_ddl.stop" ]; do
+  q "DO \$\$ BEGIN FOR i IN 1..3000 LOOP EXECUTE 'ALTER TABLE fy_storm ALTER COLUMN x SET STATISTICS ' || i % 100; END LOOP; END \$\$"
+done &
+storm=$!
 changes=0
 end=$((SECONDS + seconds - 2))
 while [ $SECONDS -lt $end ]; do
@@ -46,6 +56,8 @@ while [ $SECONDS -lt $end ]; do
   q "VACUUM FULL forgeyard.queues"
   changes=$((changes + 10))
 done
+touch "$CLUSTER_DIR/hot_ddl.stop"
+wait "$storm"
 status=0
 wait "$bench" || status=$?
 fail() {
