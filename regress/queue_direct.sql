@@ -9,7 +9,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 
-SELECT plan(33);
+SELECT plan(37);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -140,6 +140,26 @@ SELECT is((pg_temp.err(format('SELECT forgeyard.enqueue(%L, %L, %L) FROM generat
           'FY020', 'nine more do not fit beside it: FY020');
 SELECT is(pg_temp.err(format('SELECT forgeyard.enqueue(%L, %L, %L) FROM generate_series(1, 8)', 't1', 'direct', 'z')),
           NULL, 'eight do (the class''s share of ten is nine)');
+
+-- The claim walks the classes in one index scan, restarting at a class's first row not yet
+-- visible: a higher class holding only delayed messages, an empty class between, and a lower
+-- class's ready ones behind a row of its own not yet visible.
+SELECT forgeyard.queue_create('t1', 'walk');
+SELECT forgeyard.enqueue('t1', 'walk', 'emergency later', NULL, NULL, 'emergency', '1 hour') AS w_late \gset
+SELECT forgeyard.enqueue('t1', 'walk', 'bulk ready', NULL, NULL, 'bulk') AS w_bulk \gset
+SELECT forgeyard.enqueue('t1', 'walk', 'interactive ready', NULL, NULL, 'interactive') AS w_first \gset
+SELECT forgeyard.enqueue('t1', 'walk', 'interactive later', NULL, NULL, 'interactive', '1 hour') AS w_ilate \gset
+SELECT forgeyard.enqueue('t1', 'walk', 'interactive ready too', NULL, NULL, 'interactive') AS w_second \gset
+SELECT results_eq($$SELECT msg_id, priority FROM forgeyard.claim('t1', 'walk', 'w', 10)$$,
+                  format($$VALUES (%s::bigint, 'interactive'::text), (%s, 'interactive'), (%s, 'bulk')$$,
+                         :w_first, :w_second, :w_bulk),
+                  'a claim takes every ready message of the lower classes past a class of delayed ones, in order');
+SELECT is((SELECT count(*) FROM forgeyard.claim('t1', 'walk', 'w', 10)), 0::bigint, 'and nothing not yet visible');
+UPDATE forgeyard.messages SET visible_at = now() - interval '1 second' WHERE msg_id IN (:w_late, :w_ilate);
+SELECT results_eq($$SELECT msg_id FROM forgeyard.claim('t1', 'walk', 'w', 1)$$, format('VALUES (%s::bigint)', :w_late),
+                  'once visible, the higher class comes first');
+SELECT results_eq($$SELECT msg_id FROM forgeyard.claim('t1', 'walk', 'w', 5)$$, format('VALUES (%s::bigint)', :w_ilate),
+                  'then the lower one');
 
 SELECT * FROM finish();
 ROLLBACK;
