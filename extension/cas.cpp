@@ -22,6 +22,11 @@ constexpr char trigger_name[] = "forgeyard_versioning";
 struct Column {
   bool generated = false;
   std::string type;  // format_type: qualified where not on the pinned search path
+  Oid type_oid = InvalidOid;
+  std::int32_t typmod = -1;
+  // Of a type that jsonb_to_record fills from a JSON scalar through the type's input function
+  // alone: not a domain, array, composite, json or jsonb.
+  bool plain = false;
 };
 
 // What the functions need to know of a table, read from the catalog once and kept until
@@ -64,8 +69,12 @@ Table read_table(pg::Spi& spi, Oid rel) {
       {OIDOID});
   static pg::Statement columns_of(
       "SELECT a.attname::pg_catalog.text, a.attgenerated OPERATOR(pg_catalog.<>) '',"
-      "       pg_catalog.format_type(a.atttypid, a.atttypmod)"
-      "  FROM pg_catalog.pg_attribute a"
+      "       pg_catalog.format_type(a.atttypid, a.atttypmod), a.atttypid, a.atttypmod::pg_catalog.int8,"
+      "       y.typtype OPERATOR(pg_catalog.=) ANY (ARRAY['b', 'e', 'r', 'm']::pg_catalog.\"char\"[])"
+      "         AND y.typcategory OPERATOR(pg_catalog.<>) 'A'"
+      "         AND y.oid OPERATOR(pg_catalog.<>) ALL (ARRAY['pg_catalog.json'::pg_catalog.regtype,"
+      "                                                     'pg_catalog.jsonb'::pg_catalog.regtype]::pg_catalog.oid[])"
+      "  FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type y ON y.oid OPERATOR(pg_catalog.=) a.atttypid"
       " WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped",
       {OIDOID});
   Table t;
@@ -81,7 +90,8 @@ Table read_table(pg::Spi& spi, Oid rel) {
                       "version its partitions one by one");
   if (kind != "r") throw core::Error(invalid_parameter, "rel must be a table: " + t.name);
   spi.run(columns_of, {pg::oid_value(rel)}, [&](const pg::Row& row) {
-    t.columns[*row.text(1)] = Column{*row.boolean(2), *row.text(3)};
+    t.columns[*row.text(1)] =
+        Column{*row.boolean(2), *row.text(3), *row.oid(4), static_cast<std::int32_t>(*row.int8(5)), *row.boolean(6)};
   });
   static pg::Statement unique_columns(
       "SELECT i.indexrelid, a.attname::pg_catalog.text"
@@ -176,6 +186,71 @@ std::int64_t current_version(pg::Spi& spi, const Table& t, const std::vector<std
   std::int64_t version = 0;
   *found = spi.run(read, {key_json}, [&](const pg::Row& row) { version = row.int8(1).value_or(0); }) > 0;
   return version;
+}
+
+// The update through jsonb_to_record: values travel as jsonb parameters and are typed by
+// jsonb_to_record with the columns' own types. One kept plan per table and column set.
+std::uint64_t update_through_records(pg::Spi& spi, const Table& t, const std::vector<std::string>& key,
+                                     const std::vector<std::string>& changes, const pg::Value& key_json,
+                                     const pg::Value& changes_json, std::int64_t expected, std::int64_t* version) {
+  std::string set_list, value_list;
+  for (const std::string& c : changes) {
+    const std::string q = pg::quote_identifier(c);
+    set_list += q + ", ";
+    value_list += "c." + q + ", ";
+  }
+  pg::Statement& update =
+      pg::Statement::cached("UPDATE " + t.name + " t SET (" + set_list + "entity_version) = (SELECT " + value_list +
+                                "$3 OPERATOR(pg_catalog.+) 1 FROM " + record_of(t, changes, 2, "c") + ")" + " FROM " +
+                                record_of(t, key, 1, "k") + " WHERE " + key_condition(key) +
+                                " AND t.entity_version OPERATOR(pg_catalog.=) $3 RETURNING t.entity_version",
+                            {JSONBOID, JSONBOID, INT8OID});
+  return spi.run(update, {key_json, changes_json, pg::int8_value(expected)},
+                 [&](const pg::Row& row) { *version = row.int8(1).value_or(0); });
+}
+
+// The same update with each value a parameter of its column's own type, made from the JSON
+// scalar by the type's input function and typmod, as jsonb_to_record makes it: no function scans
+// and no jsonb in the statement. Only where every value is a scalar and every column plain
+// (Column::plain); otherwise nullopt and the update goes through the records.
+struct TypedUpdate {
+  std::string sql;
+  std::vector<Oid> types;
+  std::vector<pg::Value> args;
+};
+std::optional<TypedUpdate> typed_update(const Table& t, const std::vector<std::string>& key,
+                                        const std::vector<std::string>& changes, const pg::Value& key_json,
+                                        const pg::Value& changes_json, std::int64_t expected) {
+  const auto key_values = pg::jsonb_object_members(key_json);
+  const auto change_values = pg::jsonb_object_members(changes_json);
+  if (!key_values || !change_values) return std::nullopt;
+  auto usable = [&](const std::vector<std::string>& columns, const std::map<std::string, pg::JsonMember>& values) {
+    return std::all_of(columns.begin(), columns.end(),
+                       [&](const std::string& c) { return t.columns.at(c).plain && values.at(c).scalar; });
+  };
+  if (!usable(key, *key_values) || !usable(changes, *change_values)) return std::nullopt;
+  TypedUpdate u;
+  u.types.push_back(INT8OID);
+  u.args.push_back(pg::int8_value(expected));
+  auto parameter = [&](const std::string& c, const pg::JsonMember& v) {
+    const Column& column = t.columns.at(c);
+    u.types.push_back(column.type_oid);
+    u.args.push_back(pg::typed_value(column.type_oid, column.typmod, v.text));
+    return "$" + std::to_string(u.args.size());
+  };
+  u.sql = "UPDATE " + t.name + " t SET ";
+  for (const std::string& c : changes)
+    u.sql += pg::quote_identifier(c) + " = " + parameter(c, change_values->at(c)) + ", ";
+  u.sql += "entity_version = $1 OPERATOR(pg_catalog.+) 1 WHERE ";
+  for (const std::string& c : key)
+    u.sql += "t." + pg::quote_identifier(c) + " OPERATOR(pg_catalog.=) " + parameter(c, key_values->at(c)) + " AND ";
+  u.sql += "t.entity_version OPERATOR(pg_catalog.=) $1 RETURNING t.entity_version";
+  // The kept statement is found by its text, and its parameters' types are fixed when it is
+  // prepared: the text names them, so a column whose type changed gets a statement of its own.
+  u.sql += " -- parameter types:";
+  for (std::size_t i = 1; i < u.types.size(); ++i) u.sql += " " + std::to_string(u.types[i]);
+  if (u.args.size() > static_cast<std::size_t>(pg::Statement::max_args)) return std::nullopt;
+  return u;
 }
 
 std::shared_ptr<const Table> versioned_table(pg::Spi& spi, FunctionCallInfo fcinfo) {
@@ -280,23 +355,14 @@ FY_FUNCTION(fy_cas_update) {
   check_key(t, key);
   check_changes(t, key, changes);
 
-  // Identifiers come from the catalog and are quoted; values travel as jsonb parameters and are
-  // typed by jsonb_to_record with the columns' own types. One kept plan per table and column set.
-  std::string set_list, value_list;
-  for (const std::string& c : changes) {
-    const std::string q = pg::quote_identifier(c);
-    set_list += q + ", ";
-    value_list += "c." + q + ", ";
-  }
-  pg::Statement& update =
-      pg::Statement::cached("UPDATE " + t.name + " t SET (" + set_list + "entity_version) = (SELECT " + value_list +
-                                "$3 OPERATOR(pg_catalog.+) 1 FROM " + record_of(t, changes, 2, "c") + ")" + " FROM " +
-                                record_of(t, key, 1, "k") + " WHERE " + key_condition(key) +
-                                " AND t.entity_version OPERATOR(pg_catalog.=) $3 RETURNING t.entity_version",
-                            {JSONBOID, JSONBOID, INT8OID});
   std::int64_t version = 0;
-  const std::uint64_t updated = spi.run(update, {key_json, changes_json, pg::int8_value(expected)},
-                                        [&](const pg::Row& row) { version = row.int8(1).value_or(0); });
+  std::uint64_t updated = 0;
+  if (const std::optional<TypedUpdate> typed = typed_update(t, key, changes, key_json, changes_json, expected)) {
+    pg::Statement& update = pg::Statement::cached(typed->sql, typed->types);
+    updated = spi.run(update, typed->args, [&](const pg::Row& row) { version = row.int8(1).value_or(0); });
+  } else {
+    updated = update_through_records(spi, t, key, changes, key_json, changes_json, expected, &version);
+  }
   if (updated > 1)
     throw core::Error(core::sqlstate::internal_error, "cas_update matched more than one row of " + t.name);
   if (updated == 0) {

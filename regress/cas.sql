@@ -6,7 +6,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(214);
+SELECT plan(229);
 
 SET TIME ZONE 'UTC';
 
@@ -644,6 +644,47 @@ SELECT is((SELECT entity_version FROM forgeyard.cas_get('public.cas_dom', '{"id"
           'cas_get of a table with a NOT NULL domain column');
 SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_dom', '{"id": 1}', 2, '{"label": ""}')$$, '23514', NULL,
                  'the domain still checks a value it is given');
+
+-- Scalars into plain columns go as parameters of the columns' own types (no jsonb_to_record);
+-- arrays, objects, json(b) and domain columns through jsonb_to_record. Both read a value the same
+-- way: the type's input function with the column's typmod.
+CREATE TABLE public.cas_scalar (tenant_id text, id int, code varchar(3), n int, price numeric(6, 2), flag text,
+                               tags text[], doc jsonb, label public.cas_nonempty DEFAULT 'x',
+                               entity_version bigint NOT NULL DEFAULT 1, PRIMARY KEY (tenant_id, id));
+SELECT forgeyard.enable_versioning('public.cas_scalar');
+INSERT INTO public.cas_scalar (tenant_id, id) VALUES ('t1', 1);
+SELECT is(forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": "1"}', 1,
+                               '{"code": "ab", "n": "7", "price": 1.005, "flag": true}'), 2::bigint,
+          'scalars into plain columns: a string number, a number, a boolean');
+SELECT row_eq($$SELECT code, n, price, flag FROM public.cas_scalar WHERE id = 1$$,
+              ROW('ab'::varchar(3), 7, 1.01::numeric(6, 2), 'true'::text),
+              'each read by its type with the column''s typmod (numeric(6,2) rounds)');
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 2, '{"code": "abcd"}')$$,
+                 '22001', NULL, 'too long for varchar(3): refused, as jsonb_to_record refuses it');
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 2, '{"n": 1.5}')$$,
+                 '22P02', NULL, 'a fraction for an integer column: refused');
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 2, '{"n": "x"}')$$,
+                 '22P02', NULL, 'text for an integer column: refused');
+SELECT is((SELECT entity_version FROM public.cas_scalar WHERE id = 1), 2::bigint, 'and the refusals changed nothing');
+SELECT is(forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 2, '{"n": null, "flag": 12.50}'),
+          3::bigint, 'null and a number into text');
+SELECT row_eq($$SELECT n, flag FROM public.cas_scalar WHERE id = 1$$, ROW(NULL::int, '12.50'::text),
+              'null is NULL, the number keeps its text');
+SELECT is(forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 3,
+                               '{"tags": ["a", "b"], "doc": {"k": [1]}, "label": "y"}'), 4::bigint,
+          'an array, an object and a domain value: through jsonb_to_record');
+SELECT row_eq($$SELECT tags, doc, label::text FROM public.cas_scalar WHERE id = 1$$,
+              ROW(ARRAY['a', 'b'], '{"k": [1]}'::jsonb, 'y'::text), 'each set as jsonb_to_record sets it');
+SELECT is(forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 4, '{"doc": "s", "n": 1}'),
+          5::bigint, 'a string into a jsonb column');
+SELECT is((SELECT doc FROM public.cas_scalar WHERE id = 1), '"s"'::jsonb, 'is the JSON string');
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 4, '{"n": 2}')$$,
+                 'FY002', NULL, 'a stale version is still a conflict');
+-- The kept statement of a column set is made again when a column's type changes.
+ALTER TABLE public.cas_scalar ALTER COLUMN n TYPE text;
+SELECT is(forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 5, '{"n": "seven"}'), 6::bigint,
+          'after ALTER COLUMN TYPE the same changes are typed anew');
+SELECT is((SELECT n FROM public.cas_scalar WHERE id = 1), 'seven', 'with the column''s new type');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -18,6 +18,17 @@ Value text_value(std::string_view s) {
   return {PointerGetDatum(t), false};
 }
 
+Value typed_value(Oid type, std::int32_t typmod, const std::optional<std::string>& text) {
+  if (!text) return null_value();
+  const char* in = text->c_str();
+  const Datum d = guard([&]() noexcept {
+    Oid input = InvalidOid, ioparam = InvalidOid;
+    getTypeInputInfo(type, &input, &ioparam);
+    return OidInputFunctionCall(input, const_cast<char*>(in), ioparam, typmod);
+  });
+  return {d, false};
+}
+
 Value optional_text_value(const std::optional<std::string>& s) {
   return s ? text_value(*s) : null_value();
 }
@@ -65,12 +76,12 @@ Value optional_bytea_value(const std::optional<std::string>& bytes) {
   return bytes ? bytea_value(*bytes) : null_value();
 }
 
-Statement::Statement(std::string sql, std::initializer_list<Oid> arg_types, Planning planning)
+Statement::Statement(std::string sql, std::span<const Oid> arg_types, Planning planning)
     : sql_(std::move(sql)), nargs_(static_cast<int>(arg_types.size())), planning_(planning) {
   std::copy(arg_types.begin(), arg_types.begin() + std::min(nargs_, max_args), types_);
 }
 
-Statement& Statement::cached(const std::string& sql, std::initializer_list<Oid> arg_types, Planning planning) {
+Statement& Statement::cached(const std::string& sql, std::span<const Oid> arg_types, Planning planning) {
   static std::map<std::string, std::unique_ptr<Statement>> statements;
   auto it = statements.find(sql);
   if (it == statements.end()) it = statements.emplace(sql, std::make_unique<Statement>(sql, arg_types, planning)).first;
@@ -227,7 +238,7 @@ void Spi::release_rows() {
   SPI_tuptable = nullptr;
 }
 
-std::uint64_t Spi::execute(Statement& statement, std::initializer_list<Value> args) {
+std::uint64_t Spi::execute(Statement& statement, std::span<const Value> args) {
   const int n = statement.arg_count();
   if (static_cast<int>(args.size()) != n)
     throw core::Error(core::sqlstate::internal_error, "statement argument count mismatch");

@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "pg/guard.hpp"
 
@@ -46,6 +48,9 @@ std::string random_uuid();
 // Whether the current database stores text as UTF-8.
 bool database_is_utf8();
 Value interval_value(std::int64_t usecs);
+// A value of `type` (with its typmod) from its text, through the type's input function, as
+// jsonb_to_record and COPY make one; NULL for nullopt.
+Value typed_value(Oid type, std::int32_t typmod, const std::optional<std::string>& text);
 Value optional_bytea_value(const std::optional<std::string>& bytes);
 
 // How a kept statement is planned: PostgreSQL's plan cache choosing between custom and generic
@@ -56,7 +61,9 @@ enum class Planning { chosen, generic };
 // A schema-qualified statement, prepared on first use and kept for the life of the backend.
 class Statement {
  public:
-  Statement(std::string sql, std::initializer_list<Oid> arg_types, Planning planning = Planning::chosen);
+  Statement(std::string sql, std::span<const Oid> arg_types, Planning planning = Planning::chosen);
+  Statement(std::string sql, std::initializer_list<Oid> arg_types, Planning planning = Planning::chosen)
+      : Statement(std::move(sql), std::span<const Oid>(arg_types.begin(), arg_types.size()), planning) {}
   SPIPlanPtr plan();
   int arg_count() const { return nargs_; }
   bool generic() const { return planning_ == Planning::generic; }
@@ -65,8 +72,12 @@ class Statement {
   std::string explain();
 
   // A statement built at run time (from catalog names), kept per distinct SQL text.
-  static Statement& cached(const std::string& sql, std::initializer_list<Oid> arg_types,
+  static Statement& cached(const std::string& sql, std::span<const Oid> arg_types,
                            Planning planning = Planning::chosen);
+  static Statement& cached(const std::string& sql, std::initializer_list<Oid> arg_types,
+                           Planning planning = Planning::chosen) {
+    return cached(sql, std::span<const Oid>(arg_types.begin(), arg_types.size()), planning);
+  }
 
   static constexpr int max_args = 32;
 
@@ -112,6 +123,10 @@ class Spi {
   // on_row must not run SPI itself: that would replace the rows being read.
   template <class OnRow>
   std::uint64_t run(Statement& statement, std::initializer_list<Value> args, OnRow&& on_row) {
+    return run(statement, std::span<const Value>(args.begin(), args.size()), std::forward<OnRow>(on_row));
+  }
+  template <class OnRow>
+  std::uint64_t run(Statement& statement, std::span<const Value> args, OnRow&& on_row) {
     std::uint64_t n = execute(statement, args);
     for (std::uint64_t i = 0; i < n && SPI_tuptable != nullptr; ++i)
       on_row(Row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc));
@@ -119,7 +134,7 @@ class Spi {
     return n;
   }
   std::uint64_t run(Statement& statement, std::initializer_list<Value> args) {
-    const std::uint64_t n = execute(statement, args);
+    const std::uint64_t n = execute(statement, std::span<const Value>(args.begin(), args.size()));
     release_rows();
     return n;
   }
@@ -130,7 +145,7 @@ class Spi {
   void finish();
 
  private:
-  std::uint64_t execute(Statement& statement, std::initializer_list<Value> args);
+  std::uint64_t execute(Statement& statement, std::span<const Value> args);
   // Frees the rows just read (they were copied out), so a loop of statements holds one result.
   void release_rows();
   bool open_ = false;

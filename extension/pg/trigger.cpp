@@ -93,6 +93,42 @@ std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json) {
   return keys;
 }
 
+std::optional<std::map<std::string, JsonMember>> jsonb_object_members(const Value& json) {
+  Jsonb* jb = guard([&]() noexcept { return DatumGetJsonbP(json.datum); });
+  if (!JB_ROOT_IS_OBJECT(jb)) return std::nullopt;
+  std::map<std::string, JsonMember> members;
+  JsonbIterator* it = guard([&]() noexcept { return JsonbIteratorInit(&jb->root); });
+  std::string key;
+  for (;;) {
+    JsonbValue v;
+    JsonbIteratorToken token = guard([&]() noexcept { return JsonbIteratorNext(&it, &v, true); });
+    if (token == WJB_DONE) break;
+    if (token == WJB_KEY) {
+      key.assign(v.val.string.val, static_cast<std::size_t>(v.val.string.len));
+    } else if (token == WJB_VALUE) {
+      JsonMember& m = members[key];
+      switch (v.type) {
+        case jbvNull:
+          break;
+        case jbvString:
+          m.text.emplace(v.val.string.val, static_cast<std::size_t>(v.val.string.len));
+          break;
+        case jbvNumeric:
+          m.text = guard([&]() noexcept {
+            return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+          });
+          break;
+        case jbvBool:
+          m.text = v.val.boolean ? "true" : "false";
+          break;
+        default:
+          m.scalar = false;
+      }
+    }
+  }
+  return members;
+}
+
 namespace {
 void (*relation_forget)(Oid) noexcept = nullptr;
 void relation_callback(Datum, Oid relid) {

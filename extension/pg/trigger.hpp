@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,15 @@ std::string quote_identifier(const std::string& name);
 Value jsonb_value(const std::string& text);
 // The top-level keys of a jsonb object; nullopt when the value is not an object.
 std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json);
+// A top-level member of a jsonb object: a scalar's text as jsonb_to_record reads it for a column
+// of a scalar type (a string's characters, a number's numeric text, true or false; nullopt for
+// null), or not a scalar (an object or an array).
+struct JsonMember {
+  bool scalar = true;
+  std::optional<std::string> text;
+};
+// The members of a jsonb object by key; nullopt when the value is not an object.
+std::optional<std::map<std::string, JsonMember>> jsonb_object_members(const Value& json);
 // Calls `forget(relid)` whenever PostgreSQL invalidates a relation's cache entry (InvalidOid:
 // all of them). `forget` runs inside PostgreSQL's invalidation processing: it must not throw.
 void on_relation_invalidated(void (*forget)(Oid relid) noexcept);
