@@ -1,4 +1,5 @@
 // Leases with fencing epochs (docs/sql-api.md#leases).
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -6,6 +7,7 @@
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
+#include "pg/table_access.hpp"
 #include "tenant.hpp"
 
 namespace fy {
@@ -27,6 +29,52 @@ std::string live_grant() {
   return core::live_lease_sql("$4", "OPERATOR(pg_catalog.>)");
 }
 
+// The columns of forgeyard.leases.
+struct LeaseColumns {
+  int owner, epoch, acquired_at, expires_at, released_at, reaped_at;
+  explicit LeaseColumns(const pg::Table& l)
+      : owner(l.column("owner")),
+        epoch(l.column("epoch")),
+        acquired_at(l.column("acquired_at")),
+        expires_at(l.column("expires_at")),
+        released_at(l.column("released_at")),
+        reaped_at(l.column("reaped_at")) {}
+};
+
+// The row of (tenant, resource) in the slot; false when there is none.
+bool find_lease(pg::Table& l, const pg::Value& tenant, const pg::Value& resource) {
+  return l.find(pg::OwnIndex::leases_pkey, {{1, pg::Compare::eq, tenant}, {2, pg::Compare::eq, resource}});
+}
+
+// Whether the row in the slot is grant `epoch` and still live at `now` (core::is_live).
+bool is_live_grant(const pg::Table& l, const LeaseColumns& c, std::int64_t epoch, TimestampTz now) {
+  return l.int8(c.epoch) == epoch && l.is_null(c.released_at) && l.is_null(c.reaped_at) &&
+         l.timestamptz(c.expires_at) > now;
+}
+
+// Renew and release below SPI (pg/table_access.hpp), as the UPDATE ... WHERE epoch = $3 AND live
+// they replace: the row is locked only if the version read qualifies (a stale caller waits on
+// nobody), FOR NO KEY UPDATE (lease_fence's KEY SHARE does not stop the holder), and a newer
+// version followed while locking is checked again. Sets `column` to `value`; false if the grant
+// is not the live one.
+bool update_live_grant(const std::string& tenant, const std::string& resource, std::int64_t epoch, TimestampTz now,
+                       const char* column, const pg::Value& value) {
+  pg::Access access;
+  pg::Table l(access, pg::OwnTable::leases);
+  const LeaseColumns c(l);
+  bool updated = false;
+  if (find_lease(l, pg::text_value(tenant), pg::text_value(resource)) && is_live_grant(l, c, epoch, now)) {
+    const pg::Locked locked = l.lock(pg::LockMode::no_key_update, pg::Wait::block);
+    if (locked == pg::Locked::as_read || (locked == pg::Locked::newer_version && is_live_grant(l, c, epoch, now))) {
+      l.update({{l.column(column), value}});
+      updated = true;
+    }
+  }
+  l.finish();
+  access.finish();
+  return updated;
+}
+
 }  // namespace
 }  // namespace fy
 
@@ -34,23 +82,10 @@ using namespace fy;
 
 // lease_acquire(tenant, resource, owner, ttl) -> (acquired, epoch, holder, expires_at)
 FY_FUNCTION(fy_lease_acquire) {
-  static pg::Statement lock(
-      "SELECT l.owner, l.epoch, l.expires_at, l.released_at IS NOT NULL, l.reaped_at IS NOT NULL FROM forgeyard.leases l"
-      " WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.resource OPERATOR(pg_catalog.=) $2 FOR UPDATE",
-      {TEXTOID, TEXTOID});
   static pg::Statement insert(
       "INSERT INTO forgeyard.leases (tenant_id, resource, owner, epoch, acquired_at, expires_at)"
       " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
       {TEXTOID, TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID});
-  static pg::Statement take(
-      "UPDATE forgeyard.leases SET owner = $3, epoch = $4, acquired_at = $5, expires_at = $6,"
-      " released_at = NULL, reaped_at = NULL"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2",
-      {TEXTOID, TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID});
-  static pg::Statement extend(
-      "UPDATE forgeyard.leases SET expires_at = GREATEST(expires_at, $3)"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2 RETURNING expires_at",
-      {TEXTOID, TEXTOID, TIMESTAMPTZOID});
 
   const std::string tenant = tenant_arg(fcinfo);
   const std::string resource = resource_arg(fcinfo);
@@ -64,40 +99,56 @@ FY_FUNCTION(fy_lease_acquire) {
   const pg::Value t = pg::text_value(tenant), r = pg::text_value(resource), o = pg::text_value(owner);
 
   // The decision is the shared core rule (the SQLite shim makes the same one); times in core
-  // are microseconds since 1970.
+  // are microseconds since 1970. The row is read locked FOR UPDATE below SPI (it blocks
+  // lease_fence's KEY SHARE, and waits for it); only a first grant is an INSERT statement.
   const std::int64_t now_us = pg::unix_usecs(now);
   bool acquired = true;
   std::int64_t epoch = 0;
   std::string holder = owner;
   TimestampTz holder_expires = expires_at;
   for (;;) {
-    std::optional<core::LeaseRow> current;
-    TimestampTz current_expires = 0;
-    spi.run(lock, {t, r}, [&](const pg::Row& row) {
-      current_expires = *row.timestamptz(3);
-      current = core::LeaseRow{row.text(1).value_or(""), *row.int8(2), pg::unix_usecs(current_expires), *row.boolean(4),
-                               *row.boolean(5)};
-    });
-    const core::AcquireDecision decision = core::decide_acquire(current ? &*current : nullptr, owner, now_us);
-    epoch = decision.epoch;
-    switch (decision.action) {
-      case core::AcquireAction::insert:
-        // A concurrent first grant makes the insert a no-op; the loop then locks its row.
-        if (spi.run(insert, {t, r, o, pg::int8_value(epoch), pg::timestamptz_value(now),
-                             pg::timestamptz_value(expires_at)}) == 0)
-          continue;
-        break;
-      case core::AcquireAction::take_over:
-        spi.run(take, {t, r, o, pg::int8_value(epoch), pg::timestamptz_value(now), pg::timestamptz_value(expires_at)});
-        break;
-      case core::AcquireAction::extend:  // never shortened: a keeper may hold it for longer
-        spi.run(extend, {t, r, pg::timestamptz_value(expires_at)},
-                [&](const pg::Row& row) { holder_expires = *row.timestamptz(1); });
-        break;
-      case core::AcquireAction::contended:
-        acquired = false, holder = current->owner, holder_expires = current_expires;
-        break;
+    bool insert_first = false;
+    {
+      pg::Access access;
+      pg::Table l(access, pg::OwnTable::leases);
+      const LeaseColumns c(l);
+      std::optional<core::LeaseRow> current;
+      TimestampTz current_expires = 0;
+      // A row deleted while we waited for its lock is no row.
+      if (find_lease(l, t, r) && l.lock(pg::LockMode::update, pg::Wait::block) != pg::Locked::skipped) {
+        current_expires = l.timestamptz(c.expires_at);
+        current = core::LeaseRow{l.text(c.owner).value_or(""), l.int8(c.epoch), pg::unix_usecs(current_expires),
+                                 !l.is_null(c.released_at), !l.is_null(c.reaped_at)};
+      }
+      const core::AcquireDecision decision = core::decide_acquire(current ? &*current : nullptr, owner, now_us);
+      epoch = decision.epoch;
+      switch (decision.action) {
+        case core::AcquireAction::insert:
+          insert_first = true;
+          break;
+        case core::AcquireAction::take_over:
+          l.update({{c.owner, o},
+                    {c.epoch, pg::int8_value(epoch)},
+                    {c.acquired_at, pg::timestamptz_value(now)},
+                    {c.expires_at, pg::timestamptz_value(expires_at)},
+                    {c.released_at, pg::null_value()},
+                    {c.reaped_at, pg::null_value()}});
+          break;
+        case core::AcquireAction::extend:  // never shortened: a keeper may hold it for longer
+          holder_expires = std::max(current_expires, expires_at);
+          l.update({{c.expires_at, pg::timestamptz_value(holder_expires)}});
+          break;
+        case core::AcquireAction::contended:
+          acquired = false, holder = current->owner, holder_expires = current_expires;
+          break;
+      }
+      l.finish();
+      access.finish();
     }
+    // A concurrent first grant makes the insert a no-op; the loop then locks its row.
+    if (insert_first && spi.run(insert, {t, r, o, pg::int8_value(epoch), pg::timestamptz_value(now),
+                                         pg::timestamptz_value(expires_at)}) == 0)
+      continue;
     break;
   }
   spi.finish();
@@ -110,12 +161,6 @@ FY_FUNCTION(fy_lease_acquire) {
 
 // lease_renew(tenant, resource, epoch, ttl) -> new expires_at, FY001 unless epoch is the live grant
 FY_FUNCTION(fy_lease_renew) {
-  static pg::Statement renew(
-      "UPDATE forgeyard.leases SET expires_at = $5"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
-      "   AND epoch OPERATOR(pg_catalog.=) $3 AND " +
-          live_grant(),
-      {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID});
   const std::string tenant = tenant_arg(fcinfo);
   const std::string resource = resource_arg(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
@@ -124,22 +169,15 @@ FY_FUNCTION(fy_lease_renew) {
 
   pg::Spi spi;
   check_tenant(spi, tenant);
-  const std::uint64_t renewed = spi.run(renew, {pg::text_value(tenant), pg::text_value(resource), pg::int8_value(epoch),
-                                                pg::timestamptz_value(now), pg::timestamptz_value(now + ttl)});
+  const bool renewed = update_live_grant(tenant, resource, epoch, now, "expires_at", pg::timestamptz_value(now + ttl));
   spi.finish();
-  if (renewed == 0) core::throw_stale_lease(resource, epoch);
+  if (!renewed) core::throw_stale_lease(resource, epoch);
   return TimestampTzGetDatum(now + ttl);
 }
 
 // lease_release(tenant, resource, epoch) -> whether epoch was the live grant. The row stays, so
 // its epoch is never handed out again.
 FY_FUNCTION(fy_lease_release) {
-  static pg::Statement release(
-      "UPDATE forgeyard.leases SET released_at = $4"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
-      "   AND epoch OPERATOR(pg_catalog.=) $3 AND " +
-          live_grant(),
-      {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
   const std::string tenant = tenant_arg(fcinfo);
   const std::string resource = resource_arg(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
@@ -147,10 +185,9 @@ FY_FUNCTION(fy_lease_release) {
 
   pg::Spi spi;
   check_tenant(spi, tenant);
-  const std::uint64_t released = spi.run(
-      release, {pg::text_value(tenant), pg::text_value(resource), pg::int8_value(epoch), pg::timestamptz_value(now)});
+  const bool released = update_live_grant(tenant, resource, epoch, now, "released_at", pg::timestamptz_value(now));
   spi.finish();
-  return BoolGetDatum(released > 0);
+  return BoolGetDatum(released);
 }
 
 // lease_fence(tenant, resource, epoch): FY001 unless epoch is the live grant. The KEY SHARE lock

@@ -1,5 +1,6 @@
 -- The queue's hot paths below SPI (docs/architecture.md, "The table-access layer"): a steady-state
--- claim, ack, ack_batch, ack_and_claim and enqueue run no SQL statement of their own (counted with
+-- claim, ack, ack_batch, ack_and_claim and enqueue (and lease_acquire, lease_renew and
+-- lease_release) run no SQL statement of their own (counted with
 -- pg_stat_statements, nested statements included: scripts/lib/cluster.sh preloads it), and what
 -- they do below SPI behaves as the statements they replace: a savepoint rolled back leaves no
 -- trace, a transaction sees its own claims and acks, a stale token is still FY001, the bounds
@@ -9,7 +10,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 
-SELECT plan(37);
+SELECT plan(43);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -48,11 +49,33 @@ SELECT pg_stat_statements_reset() IS NULL AS reset \gset
 SELECT forgeyard.enqueue('t1', 'direct', 'e1') AS e_id \gset
 SELECT n AS after_enqueue FROM nested \gset
 
+-- Leases: a take-over of a released grant, a renewal and a release.
+SELECT epoch AS l0 FROM forgeyard.lease_acquire('t1', 'direct-res', 'o', '30 seconds') \gset
+SELECT forgeyard.lease_release('t1', 'direct-res', :l0) AS l0_released \gset
+SELECT pg_stat_statements_reset() IS NULL AS reset \gset
+SELECT epoch AS l1 FROM forgeyard.lease_acquire('t1', 'direct-res', 'o', '30 seconds') \gset
+SELECT n AS after_acquire FROM nested \gset
+SELECT pg_stat_statements_reset() IS NULL AS reset \gset
+SELECT forgeyard.lease_renew('t1', 'direct-res', :l1, '60 seconds') IS NOT NULL AS renewed \gset
+SELECT n AS after_renew FROM nested \gset
+SELECT pg_stat_statements_reset() IS NULL AS reset \gset
+SELECT forgeyard.lease_release('t1', 'direct-res', :l1) AS l1_released \gset
+SELECT n AS after_release FROM nested \gset
+
 SELECT is(:after_claim::bigint, 0::bigint, 'a steady-state claim runs no nested statement');
 SELECT is(:after_ack::bigint, 0::bigint, 'a steady-state ack runs no nested statement');
 SELECT is(:after_ack_and_claim::bigint, 0::bigint, 'a steady-state ack_and_claim runs no nested statement');
 SELECT is(:after_ack_batch::bigint, 0::bigint, 'a steady-state ack_batch runs no nested statement');
 SELECT is(:after_enqueue::bigint, 0::bigint, 'a steady-state enqueue runs no nested statement');
+SELECT is(:after_acquire::bigint, 0::bigint, 'a lease_acquire that takes over a released grant runs no nested statement');
+SELECT is(:after_renew::bigint, 0::bigint, 'a lease_renew runs no nested statement');
+SELECT is(:after_release::bigint, 0::bigint, 'a lease_release runs no nested statement');
+SELECT ok(:l1 > :l0 AND :'l0_released'::boolean AND :'renewed'::boolean AND :'l1_released'::boolean,
+          'and they did their work: a new epoch, renewed, released');
+SELECT throws_ok(format($$SELECT forgeyard.lease_renew('t1', 'direct-res', %s, '1 minute')$$, :l1), 'FY001', NULL,
+                 'a released grant is not renewed: FY001');
+SELECT is((SELECT epoch FROM forgeyard.leases WHERE tenant_id = 't1' AND resource = 'direct-res'), :l1::bigint,
+          'the row keeps its last epoch');
 -- The counter itself works: a call that does run statements is seen.
 SELECT pg_stat_statements_reset() IS NULL AS reset \gset
 SELECT count(*) AS listed FROM forgeyard.queue_list('t1') \gset

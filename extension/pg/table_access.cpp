@@ -30,11 +30,15 @@ struct Named {
   const char* name;
   Oid oid = InvalidOid;
 };
-std::array<Named, 4> tables{{{"messages"}, {"queue_releases"}, {"queue_slots"}, {"queues"}}};
-std::array<Named, 5> indexes{
-    {{"messages_pkey"}, {"messages_claim"}, {"queue_releases_pkey"}, {"queue_slots_pkey"}, {"queues_pkey"}}};
+std::array<Named, 5> tables{{{"messages"}, {"queue_releases"}, {"queue_slots"}, {"queues"}, {"leases"}}};
+std::array<Named, 6> indexes{{{"messages_pkey"},
+                              {"messages_claim"},
+                              {"queue_releases_pkey"},
+                              {"queue_slots_pkey"},
+                              {"queues_pkey"},
+                              {"leases_pkey"}}};
 // Per table: column name -> attribute number.
-std::array<std::map<std::string, int, std::less<>>, 4> columns;
+std::array<std::map<std::string, int, std::less<>>, tables.size()> columns;
 // Per index: (column, strategy) -> comparison function, and the column's collation.
 constexpr int max_index_columns = 8;
 constexpr int strategies = BTMaxStrategyNumber + 1;
@@ -43,7 +47,7 @@ struct IndexInfoCache {
   Oid collations[max_index_columns] = {};
   bool known = false;
 };
-std::array<IndexInfoCache, 5> index_cache;
+std::array<IndexInfoCache, indexes.size()> index_cache;
 bool callback_registered = false;
 
 // Per table: the CHECK constraints' and partial-index predicates' expression states, prepared once
@@ -59,7 +63,7 @@ struct KeptExprs {
   bool stale = false;
   int users = 0;
 };
-std::array<KeptExprs, 4> kept;
+std::array<KeptExprs, tables.size()> kept;
 
 void forget_all() {
   for (Named& t : tables) t.oid = InvalidOid;

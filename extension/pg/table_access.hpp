@@ -31,8 +31,15 @@
 namespace fy::pg {
 
 // forgeyard's tables and indexes that the hot paths use directly.
-enum class OwnTable : int { messages, queue_releases, queue_slots, queues };
-enum class OwnIndex : int { messages_pkey, messages_claim, queue_releases_pkey, queue_slots_pkey, queues_pkey };
+enum class OwnTable : int { messages, queue_releases, queue_slots, queues, leases };
+enum class OwnIndex : int {
+  messages_pkey,
+  messages_claim,
+  queue_releases_pkey,
+  queue_slots_pkey,
+  queues_pkey,
+  leases_pkey
+};
 
 // One statement's worth of direct access: CommandCounterIncrement and a pushed snapshot, popped
 // by finish(). On an error path nothing is undone here: the (sub)transaction abort pops the
