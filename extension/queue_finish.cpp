@@ -1,7 +1,7 @@
 // Finishing a delivery: ack, nack and extend, one by one and in batches, and ack_and_claim. Whether
 // a claim token may still act is the core's decision (core/delivery.hpp); this file does the
 // writes (docs/sql-api.md#queues).
-#include <set>
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,7 +68,13 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
   const bool keep = queue.options.retain_acked_usecs > 0;
   const pg::Value acked = keep ? pg::text_value("acked") : pg::null_value();
   const pg::Value finished = pg::timestamptz_value(now);
-  for (std::size_t i = 0; i < deliveries.size(); ++i) {
+  // In msg_id order, as the statement's index scan of `msg_id = ANY(...)` locked them: two batches
+  // naming the same rows in different orders do not deadlock.
+  std::vector<std::size_t> order(deliveries.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return deliveries[a].first < deliveries[b].first; });
+  for (const std::size_t i : order) {
     const auto [msg_id, token] = deliveries[i];
     auto current = [&]() {
       return m.text_equals(state_col, "pending") && !m.is_null(token_col) && m.int8(token_col) == token &&

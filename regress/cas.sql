@@ -6,7 +6,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(229);
+SELECT plan(231);
 
 SET TIME ZONE 'UTC';
 
@@ -680,6 +680,13 @@ SELECT is(forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1
 SELECT is((SELECT doc FROM public.cas_scalar WHERE id = 1), '"s"'::jsonb, 'is the JSON string');
 SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 4, '{"n": 2}')$$,
                  'FY002', NULL, 'a stale version is still a conflict');
+-- The two forms are told apart by the one documented difference: the typed form refuses a bad
+-- value before it looks at the row, jsonb_to_record's only for a row it updates.
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 1, '{"price": "abc"}')$$,
+                 '22P02', NULL, 'scalars only: the typed form, the bad value is refused first');
+SELECT throws_ok($$SELECT forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 1,
+                                               '{"price": "abc", "doc": {}}')$$,
+                 'FY002', NULL, 'with an object: jsonb_to_record, the stale version is reported');
 -- The kept statement of a column set is made again when a column's type changes.
 ALTER TABLE public.cas_scalar ALTER COLUMN n TYPE text;
 SELECT is(forgeyard.cas_update('public.cas_scalar', '{"tenant_id": "t1", "id": 1}', 5, '{"n": "seven"}'), 6::bigint,

@@ -3,6 +3,7 @@
 extern "C" {
 #include "access/genam.h"
 #include "access/relscan.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/namespace.h"
@@ -65,7 +66,11 @@ struct KeptExprs {
 };
 std::array<KeptExprs, tables.size()> kept;
 
+// How many times everything was forgotten (a filling that saw it change keeps nothing).
+std::uint64_t forgotten = 0;
+
 void forget_all() {
+  ++forgotten;
   for (Named& t : tables) t.oid = InvalidOid;
   for (Named& i : indexes) i.oid = InvalidOid;
   for (auto& c : columns) c.clear();
@@ -136,11 +141,15 @@ StrategyNumber strategy_of(Compare c) {
 // Fills `out` with the scan keys, their functions and collations from the index's operator
 // families (cached per index).
 void make_keys(OwnIndex which, Relation index, std::span<const Key> keys, ScanKeyData* out) {
-  IndexInfoCache& cache = index_cache[static_cast<int>(which)];
-  if (!cache.known) {
-    // Filled aside and stored at once: the catalog lookups can take in an invalidation, whose
-    // callback clears the cache (forget_all) halfway through the filling.
-    IndexInfoCache filled;
+  IndexInfoCache& kept_info = index_cache[static_cast<int>(which)];
+  IndexInfoCache filled;
+  const IndexInfoCache* info = &kept_info;
+  if (!kept_info.known) {
+    // Filled aside from the open index: the catalog lookups can take in an invalidation, whose
+    // callback clears the cache (forget_all) halfway through the filling, and which may be of
+    // this very index (dropped and made again with other operator classes). Kept only if none
+    // came in; this call uses what it read from the index it holds open either way.
+    const std::uint64_t before = forgotten;
     const int n = std::min<int>(IndexRelationGetNumberOfKeyAttributes(index), max_index_columns);
     guard([&]() noexcept {
       for (int c = 0; c < n; ++c) {
@@ -153,15 +162,20 @@ void make_keys(OwnIndex which, Relation index, std::span<const Key> keys, ScanKe
       }
     });
     filled.known = true;
-    cache = filled;
+    if (forgotten == before) kept_info = filled;
+    info = &filled;
   }
   int i = 0;
   for (const Key& k : keys) {
     const StrategyNumber s = strategy_of(k.compare);
-    if (k.column < 1 || k.column > max_index_columns || cache.procs[k.column - 1][s] == InvalidOid)
+    if (k.column < 1 || k.column > max_index_columns || info->procs[k.column - 1][s] == InvalidOid)
       throw core::Error(core::sqlstate::internal_error, "no comparison for a scan key");
-    ScanKeyEntryInitialize(&out[i++], 0, static_cast<AttrNumber>(k.column), s, InvalidOid,
-                           cache.collations[k.column - 1], cache.procs[k.column - 1][s], k.value.datum);
+    if (k.value.is_null) throw core::Error(core::sqlstate::internal_error, "a scan key is NULL");
+    ScanKeyData* key = &out[i++];
+    guard([&]() noexcept {
+      ScanKeyEntryInitialize(key, 0, static_cast<AttrNumber>(k.column), s, InvalidOid, info->collations[k.column - 1],
+                             info->procs[k.column - 1][s], k.value.datum);
+    });
   }
 }
 
@@ -237,7 +251,11 @@ Table::Scan::Scan(Table& table, OwnIndex index, std::span<const Key> keys) : tab
   Relation rel = rel_of(table.rel_);
   Relation idx = guard([&]() noexcept { return index_open(idxoid, AccessShareLock); });
   index_ = idx;
-  if (!idx->rd_index->indisvalid || idx->rd_index->indrelid != RelationGetRelid(rel))
+  // As the planner: an index not valid, or built over broken HOT chains too recently for this
+  // transaction's snapshots to use (indcheckxmin), is not used.
+  const bool too_new = idx->rd_index->indcheckxmin &&
+                       !TransactionIdPrecedes(HeapTupleHeaderGetXmin(idx->rd_indextuple->t_data), TransactionXmin);
+  if (!idx->rd_index->indisvalid || too_new || idx->rd_index->indrelid != RelationGetRelid(rel))
     throw core::Error(core::sqlstate::internal_error,
                       std::string("index forgeyard.") + indexes[static_cast<int>(index)].name + " is not usable");
   ScanKeyData scan_keys[max_index_columns];
@@ -396,6 +414,9 @@ void Table::writable() {
   bool triggers = false;
   guard([&]() noexcept {
     EState* estate = CreateExecutorState();
+    // The executor's own structures in the executor state's memory, freed with it (a call that
+    // opens a Table per row, as enqueue_batch does, would otherwise hold them all to its end).
+    const MemoryContext caller = MemoryContextSwitchTo(estate->es_query_cxt);
     RangeTblEntry* rte = makeNode(RangeTblEntry);
     rte->rtekind = RTE_RELATION;
     rte->relid = RelationGetRelid(rel);
@@ -411,6 +432,7 @@ void Table::writable() {
     ExecOpenIndices(rri, false);
     EPQState* epq = static_cast<EPQState*>(palloc0(sizeof(EPQState)));
     EvalPlanQualInit(epq, estate, nullptr, NIL, -1);
+    MemoryContextSwitchTo(caller);
     // Row triggers (a DBA's, if any) fire as for a statement.
     if (rel->trigdesc != nullptr) {
       AfterTriggerBeginQuery();
@@ -496,6 +518,18 @@ void Table::update(std::initializer_list<std::pair<int, Value>> changes) {
       slot->tts_isnull[column - 1] = v.is_null;
     }
     ExecStoreVirtualTuple(slot);
+    // The columns this update sets, as a statement's range table entry names them: for the
+    // triggers of UPDATE OF those columns, and for the indexes' "unchanged by this update" hint
+    // (decided once per statement and index: again for each update here).
+    RangeTblEntry* rte = exec_rt_fetch(rri->ri_RangeTableIndex, estate);
+    const MemoryContext caller = MemoryContextSwitchTo(estate->es_query_cxt);
+    bms_free(rte->updatedCols);
+    rte->updatedCols = nullptr;
+    for (const auto& change : changes)
+      rte->updatedCols = bms_add_member(rte->updatedCols, change.first - FirstLowInvalidHeapAttributeNumber);
+    MemoryContextSwitchTo(caller);
+    for (int i = 0; i < rri->ri_NumIndices; ++i)
+      if (rri->ri_IndexRelationInfo[i] != nullptr) rri->ri_IndexRelationInfo[i]->ii_CheckedUnchanged = false;
     ExecSimpleRelationUpdate(rri, estate, epq, old_slot, slot);
   });
 }
