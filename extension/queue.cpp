@@ -80,7 +80,7 @@ core::QueueOptions options_from(const pg::Table& r, int* slots) {
 // version locked. False when there is no row to lock: the statement path decides (42704).
 bool load_for_producer(Queue& queue) {
   pg::Access access;
-  pg::Table queues(access, pg::OwnTable::queues);
+  pg::Table queues(access, pg::OwnTable::queues, pg::Opened::for_row_locks);
   bool found = queues.find(pg::OwnIndex::queues_pkey, {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}}) &&
                queues.lock(pg::LockMode::key_share, pg::Wait::block) != pg::Locked::skipped;
   if (found) queue.options = options_from(queues, &queue.slots);

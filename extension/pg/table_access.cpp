@@ -220,15 +220,16 @@ void Access::finish() {
 
 // ---- Table -----------------------------------------------------------------------------------
 
-Table::Table(Access& access, OwnTable table) : access_(access), which_(table) {
+Table::Table(Access& access, OwnTable table, Opened opened) : access_(access), which_(table), opened_(opened) {
   Named& named = tables[static_cast<int>(table)];
   refuse_if_read_only(named.name);
+  const LOCKMODE mode = opened == Opened::for_writes ? RowExclusiveLock : RowShareLock;
   Oid relid = resolve(named);
-  Relation rel = guard([&]() noexcept { return try_table_open(relid, RowExclusiveLock); });
+  Relation rel = guard([&]() noexcept { return try_table_open(relid, mode); });
   if (rel == nullptr) {  // dropped and made again since it was resolved: resolve once more
     forget_all();
     relid = resolve(named);
-    rel = guard([&]() noexcept { return table_open(relid, RowExclusiveLock); });
+    rel = guard([&]() noexcept { return table_open(relid, mode); });
   }
   rel_ = rel;
   slot_ = guard([&]() noexcept { return table_slot_create(rel, nullptr); });
@@ -410,6 +411,9 @@ bool Table::text_equals(int column, std::string_view s) const {
 
 void Table::writable() {
   if (estate_ != nullptr) return;
+  if (opened_ != Opened::for_writes)
+    throw core::Error(core::sqlstate::internal_error,
+                      std::string("forgeyard.") + tables[static_cast<int>(which_)].name + " was opened for row locks");
   Relation rel = rel_of(rel_);
   bool triggers = false;
   guard([&]() noexcept {

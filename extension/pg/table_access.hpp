@@ -73,11 +73,15 @@ enum class Locked { as_read, newer_version, skipped };
 enum class Wait { block, skip };
 enum class LockMode { update, no_key_update, key_share };
 
-// One of forgeyard's tables, opened for one call with RowExclusiveLock. Rows are read into the
-// table's slot; update() and remove() act on the row last read or locked.
+// How a table is opened: for writes with RowExclusiveLock, as UPDATE and DELETE open it; for
+// rows it only reads and locks with RowShareLock, as SELECT ... FOR UPDATE or FOR KEY SHARE do.
+enum class Opened { for_writes, for_row_locks };
+
+// One of forgeyard's tables, opened for one call. Rows are read into the table's slot; update()
+// and remove() act on the row last read or locked (only when opened for writes).
 class Table {
  public:
-  Table(Access& access, OwnTable table);
+  Table(Access& access, OwnTable table, Opened opened = Opened::for_writes);
   Table(const Table&) = delete;
   Table& operator=(const Table&) = delete;
   ~Table() = default;
@@ -146,6 +150,7 @@ class Table {
   void use_kept_expressions();
   Access& access_;
   OwnTable which_;
+  Opened opened_;
   std::unique_ptr<Scan> finder_;  // find()'s scan, kept open for the next lookup
   OwnIndex finder_index_ = OwnIndex::messages_pkey;
   void* rel_ = nullptr;         // Relation
