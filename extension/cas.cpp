@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pg/args.hpp"
@@ -113,12 +114,20 @@ Table read_table(pg::Spi& spi, Oid rel) {
   return t;
 }
 
-// The keys of a jsonb object argument, sorted; 22023 naming the argument when it is not an object.
+// The members of a jsonb object argument; 22023 naming the argument when it is not an object.
+std::map<std::string, pg::JsonMember> object_members(const pg::Value& json, const char* argument) {
+  std::optional<std::map<std::string, pg::JsonMember>> members = pg::jsonb_object_members(json);
+  if (!members) throw core::Error(invalid_parameter, std::string(argument) + " must be a JSON object");
+  return std::move(*members);
+}
+// Their keys, sorted.
+std::vector<std::string> keys_of(const std::map<std::string, pg::JsonMember>& members) {
+  std::vector<std::string> keys;
+  for (const auto& [key, _] : members) keys.push_back(key);
+  return keys;
+}
 std::vector<std::string> object_keys(const pg::Value& json, const char* argument) {
-  std::optional<std::vector<std::string>> keys = pg::jsonb_object_keys(json);
-  if (!keys) throw core::Error(invalid_parameter, std::string(argument) + " must be a JSON object");
-  std::sort(keys->begin(), keys->end());
-  return *keys;
+  return keys_of(object_members(json, argument));
 }
 
 // The key must contain the columns of the primary key or of a unique index, and carry tenant_id
@@ -219,16 +228,15 @@ struct TypedUpdate {
   std::vector<pg::Value> args;
 };
 std::optional<TypedUpdate> typed_update(const Table& t, const std::vector<std::string>& key,
-                                        const std::vector<std::string>& changes, const pg::Value& key_json,
-                                        const pg::Value& changes_json, std::int64_t expected) {
-  const auto key_values = pg::jsonb_object_members(key_json);
-  const auto change_values = pg::jsonb_object_members(changes_json);
-  if (!key_values || !change_values) return std::nullopt;
+                                        const std::vector<std::string>& changes,
+                                        const std::map<std::string, pg::JsonMember>& key_values,
+                                        const std::map<std::string, pg::JsonMember>& change_values,
+                                        std::int64_t expected) {
   auto usable = [&](const std::vector<std::string>& columns, const std::map<std::string, pg::JsonMember>& values) {
     return std::all_of(columns.begin(), columns.end(),
                        [&](const std::string& c) { return t.columns.at(c).plain && values.at(c).scalar; });
   };
-  if (!usable(key, *key_values) || !usable(changes, *change_values)) return std::nullopt;
+  if (!usable(key, key_values) || !usable(changes, change_values)) return std::nullopt;
   TypedUpdate u;
   u.types.push_back(INT8OID);
   u.args.push_back(pg::int8_value(expected));
@@ -240,10 +248,10 @@ std::optional<TypedUpdate> typed_update(const Table& t, const std::vector<std::s
   };
   u.sql = "UPDATE " + t.name + " t SET ";
   for (const std::string& c : changes)
-    u.sql += pg::quote_identifier(c) + " = " + parameter(c, change_values->at(c)) + ", ";
+    u.sql += pg::quote_identifier(c) + " = " + parameter(c, change_values.at(c)) + ", ";
   u.sql += "entity_version = $1 OPERATOR(pg_catalog.+) 1 WHERE ";
   for (const std::string& c : key)
-    u.sql += "t." + pg::quote_identifier(c) + " OPERATOR(pg_catalog.=) " + parameter(c, key_values->at(c)) + " AND ";
+    u.sql += "t." + pg::quote_identifier(c) + " OPERATOR(pg_catalog.=) " + parameter(c, key_values.at(c)) + " AND ";
   u.sql += "t.entity_version OPERATOR(pg_catalog.=) $1 RETURNING t.entity_version";
   // The kept statement is found by its text, and its parameters' types are fixed when it is
   // prepared: the text names them, so a column whose type changed gets a statement of its own.
@@ -350,14 +358,15 @@ FY_FUNCTION(fy_cas_update) {
   const std::int64_t expected = pg::int8_arg(fcinfo, 2, "expected_version");
   const pg::Value changes_json = pg::jsonb_arg(fcinfo, 3, "changes");
   if (expected < 1) throw core::Error(invalid_parameter, "expected_version must be at least 1");
-  const std::vector<std::string> key = object_keys(key_json, "key");
-  const std::vector<std::string> changes = object_keys(changes_json, "changes");
+  const std::map<std::string, pg::JsonMember> key_values = object_members(key_json, "key");
+  const std::map<std::string, pg::JsonMember> change_values = object_members(changes_json, "changes");
+  const std::vector<std::string> key = keys_of(key_values), changes = keys_of(change_values);
   check_key(t, key);
   check_changes(t, key, changes);
 
   std::int64_t version = 0;
   std::uint64_t updated = 0;
-  if (const std::optional<TypedUpdate> typed = typed_update(t, key, changes, key_json, changes_json, expected)) {
+  if (const std::optional<TypedUpdate> typed = typed_update(t, key, changes, key_values, change_values, expected)) {
     pg::Statement& update = pg::Statement::cached(typed->sql, typed->types);
     updated = spi.run(update, typed->args, [&](const pg::Row& row) { version = row.int8(1).value_or(0); });
   } else {

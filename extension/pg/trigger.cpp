@@ -80,16 +80,11 @@ Value jsonb_value(const std::string& text) {
 }
 
 std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json) {
-  Jsonb* jb = guard([&]() noexcept { return DatumGetJsonbP(json.datum); });
-  if (!JB_ROOT_IS_OBJECT(jb)) return std::nullopt;
+  std::optional<std::map<std::string, JsonMember>> members = jsonb_object_members(json);
+  if (!members) return std::nullopt;
   std::vector<std::string> keys;
-  JsonbIterator* it = guard([&]() noexcept { return JsonbIteratorInit(&jb->root); });
-  for (;;) {
-    JsonbValue v;
-    JsonbIteratorToken token = guard([&]() noexcept { return JsonbIteratorNext(&it, &v, true); });
-    if (token == WJB_DONE) break;
-    if (token == WJB_KEY) keys.emplace_back(v.val.string.val, static_cast<std::size_t>(v.val.string.len));
-  }
+  keys.reserve(members->size());
+  for (auto& [key, _] : *members) keys.push_back(key);
   return keys;
 }
 

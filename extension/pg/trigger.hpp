@@ -38,7 +38,7 @@ const char* trigger_operation(FunctionCallInfo fcinfo);
 std::string quote_identifier(const std::string& name);
 // A jsonb datum from its text (after Spi::finish, in the function's memory context).
 Value jsonb_value(const std::string& text);
-// The top-level keys of a jsonb object; nullopt when the value is not an object.
+// The top-level keys of a jsonb object, sorted; nullopt when the value is not an object.
 std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json);
 // A top-level member of a jsonb object: a scalar's text as jsonb_to_record reads it for a column
 // of a scalar type (a string's characters, a number's numeric text, true or false; nullopt for
