@@ -55,6 +55,21 @@ struct ClientRuns {
     });
     return calls * batch;  // messages per second
   }
+  // enqueue_many of `batch` messages per call, in `runs` runs of different classes (on PostgreSQL a
+  // statement each, pipelined); messages per second.
+  double enqueue_many(const std::string& queue, int batch, int runs) {
+    static constexpr forgeyard::Priority classes[] = {forgeyard::Priority::Realtime, forgeyard::Priority::Interactive,
+                                                      forgeyard::Priority::Background, forgeyard::Priority::Bulk};
+    const double calls = measure(c, [&](int, int call) {
+      std::vector<forgeyard::OutgoingMessage> list(batch);
+      for (int i = 0; i < batch; ++i) {
+        list[i].payload = "payload-" + std::to_string(call * batch + i);
+        list[i].priority = classes[(i * runs / batch) % 4];
+      }
+      store.queues().enqueue_many(tenant, queue, list);
+    });
+    return calls * batch;
+  }
   // Mean seconds per claim+ack at the queue's current depth.
   double claim_latency(const std::string& queue, int n) {
     const auto start = std::chrono::steady_clock::now();
@@ -81,7 +96,7 @@ void run_postgres(const Config& c, int depth) {
       "CREATE TABLE bench_queue_plain (id bigserial PRIMARY KEY, payload bytea NOT NULL,"
       " visible_at timestamptz NOT NULL DEFAULT clock_timestamp());"
       "CREATE INDEX ON bench_queue_plain (visible_at, id);"
-      "SELECT forgeyard.queue_drop('bench', q) FROM unnest(ARRAY['enqueue','single','one_trip','batch','depth']) q");
+      "SELECT forgeyard.queue_drop('bench', q) FROM unnest(ARRAY['enqueue','single','one_trip','batch','depth','many','many4']) q");
   Pg raw(c.pg_url);
   raw.prepare("insert", "INSERT INTO bench_queue_plain (payload) VALUES ($1::bytea)");
   raw.prepare("claim",
@@ -90,6 +105,7 @@ void run_postgres(const Config& c, int depth) {
               "              ORDER BY visible_at, id LIMIT $1::int FOR UPDATE SKIP LOCKED) RETURNING id, payload");
   raw.prepare("ack", "DELETE FROM bench_queue_plain WHERE id = $1::bigint");
   raw.prepare("ack_many", "DELETE FROM bench_queue_plain WHERE id = ANY($1::bigint[])");
+  raw.prepare("insert_many", "INSERT INTO bench_queue_plain (payload) SELECT unnest($1::bytea[])");
   auto fill_plain = [&](int n) {
     raw.exec(("INSERT INTO bench_queue_plain (payload) SELECT convert_to('payload-' || g, 'UTF8')"
               " FROM generate_series(1, " +
@@ -99,7 +115,8 @@ void run_postgres(const Config& c, int depth) {
   forgeyard::StoreOptions so;
   so.pool.max_connections = 1;
   auto store = forgeyard::open(c.pg_url, so);
-  for (const char* q : {"enqueue", "single", "one_trip", "batch", "depth"}) store->queues().create(tenant, q, big());
+  for (const char* q : {"enqueue", "single", "one_trip", "batch", "depth", "many", "many4"})
+    store->queues().create(tenant, q, big());
   ClientRuns client{*store, c};
 
   const double plain_insert = measure(c, [&](int, int i) { raw.run("insert", {"payload-" + std::to_string(i)}); });
@@ -134,6 +151,27 @@ void run_postgres(const Config& c, int depth) {
   ClientRuns batched{*store, batches};
   report_one("batches of 100 (msgs/s)", "postgresql", batches, batched.ack_and_claim("batch", batch), plain_batch);
 
+  // The baseline's multi-row INSERT of the same payloads, bytea[] in hex like the client's.
+  const double plain_many = measure(batches,
+                                    [&](int, int call) {
+                                      std::string array = "{";
+                                      for (int i = 0; i < batch; ++i) {
+                                        const std::string p = "payload-" + std::to_string(call * batch + i);
+                                        array += (i ? ",\"\\\\x" : "\"\\\\x");
+                                        for (unsigned char ch : p) {
+                                          static const char* hex = "0123456789abcdef";
+                                          array += hex[ch >> 4];
+                                          array += hex[ch & 15];
+                                        }
+                                        array += '"';
+                                      }
+                                      raw.run("insert_many", {array + "}"});
+                                    }) *
+                            batch;
+  report_one("enqueue_many of 100", "postgresql", batches, batched.enqueue_many("many", batch, 1), plain_many);
+  report_one("enqueue_many, 4 classes", "postgresql", batches, batched.enqueue_many("many4", batch, 4), plain_many);
+  raw.exec("TRUNCATE bench_queue_plain");
+
   // Depth: the claim path is an index range scan, so its cost should not grow with the queue.
   client.fill("depth", 1000);
   const double shallow = client.claim_latency("depth", 500);
@@ -156,7 +194,8 @@ void run_postgres(const Config& c, int depth) {
 void run_sqlite(const Config& c, int depth) {
   const std::string path = c.sqlite_dir + "/store.db";
   auto store = forgeyard::open("sqlite://" + path);
-  for (const char* q : {"enqueue", "single", "one_trip", "batch", "depth"}) store->queues().create(tenant, q, big());
+  for (const char* q : {"enqueue", "single", "one_trip", "batch", "depth", "many", "many4"})
+    store->queues().create(tenant, q, big());
   Lite raw(path);
   raw.exec(
       "CREATE TABLE bench_queue_plain (id INTEGER PRIMARY KEY AUTOINCREMENT, payload BLOB NOT NULL,"
@@ -224,6 +263,21 @@ void run_sqlite(const Config& c, int depth) {
                              batch;
   ClientRuns batched{*store, batches};
   report_one("batches of 100 (msgs/s)", "sqlite", batches, batched.ack_and_claim("batch", batch), plain_batch);
+  const double plain_many =
+      measure(batches,
+              [&](int, int call) {
+                in_txn([&] {
+                  for (int i = 0; i < batch; ++i) {
+                    const std::string p = "payload-" + std::to_string(call * batch + i);
+                    sqlite3_bind_blob(insert, 1, p.data(), static_cast<int>(p.size()), SQLITE_TRANSIENT);
+                    sqlite3_bind_int64(insert, 2, now_usecs());
+                    raw.step(insert);
+                  }
+                });
+              }) *
+      batch;
+  report_one("enqueue_many of 100", "sqlite", batches, batched.enqueue_many("many", batch, 1), plain_many);
+  report_one("enqueue_many, 4 classes", "sqlite", batches, batched.enqueue_many("many4", batch, 4), plain_many);
   client.fill("depth", 1000);
   const double shallow = client.claim_latency("depth", 500);
   raw.exec(

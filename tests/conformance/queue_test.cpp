@@ -481,6 +481,95 @@ BOOST_AUTO_TEST_CASE(ack_and_claim_is_one_call) {
   BOOST_TEST(queues().stats(tenant, queue).in_flight == 0);
 }
 
+BOOST_AUTO_TEST_CASE(enqueue_many_keeps_the_list_order_across_classes_delays_and_repeated_events) {
+  create();
+  BOOST_TEST(queues().enqueue_many(tenant, queue, {}).empty());
+  const std::string event = "6ba7b810-9dad-11d1-80b4-00c04fd430c8";
+  std::vector<OutgoingMessage> list{{"a"}, {"b"}, {"c"}, {"d"}, {"e", event}, {"f", event}, {"g"}};
+  list[2].priority = Priority::Realtime;
+  list[3].delay = 60s;
+  list[5].payload = "e";  // the same event again, as a retried producer sends it
+  // PostgreSQL sends a statement per run of the same class and delay: a, b | c | d | e, f, g.
+  const auto ids = queues().enqueue_many(tenant, queue, list);
+  BOOST_REQUIRE(ids.size() == list.size());
+  for (std::size_t i = 1; i < ids.size(); ++i)
+    if (i != 5) BOOST_TEST(ids[i] > ids[i - 1]);
+  BOOST_TEST(ids[5] == ids[4]);  // a repeated event_id answers the first msg_id, also within the list
+  auto stats = queues().stats(tenant, queue);
+  BOOST_TEST(stats.ready == 5);
+  BOOST_TEST(stats.delayed == 1);
+  std::vector<std::string> order;
+  std::vector<forgeyard::Ack> acks;
+  for (const auto& d : take(10)) order.push_back(d.payload), acks.emplace_back(d.msg_id, d.claim_token);
+  BOOST_TEST(order == (std::vector<std::string>{"c", "a", "b", "e", "g"}), boost::test_tools::per_element());
+  queues().ack_many(tenant, queue, acks);
+  clock.advance(60s);
+  const auto later = take(10);
+  BOOST_REQUIRE(later.size() == 1u);
+  BOOST_TEST(later[0].msg_id == ids[3]);
+}
+
+BOOST_AUTO_TEST_CASE(enqueue_many_is_all_or_nothing) {
+  forgeyard::QueueOptions o = small(10);
+  o.max_payload_bytes = 60;
+  create(o);
+  // Over the bound: interactive is admitted up to 9 of 10, so the tenth refuses all ten.
+  FY_CHECK_ERROR(queues().enqueue_many(tenant, queue, std::vector<OutgoingMessage>(10, OutgoingMessage{"x"})),
+                 ErrorKind::QueueFull, "FY020");
+  // A refused message in a later run (on PostgreSQL: a later statement of the pipeline).
+  std::vector<OutgoingMessage> list{{"a"}, {"b"}, {std::string(61, 'x')}};
+  list[2].priority = Priority::Emergency;
+  FY_CHECK_ERROR(queues().enqueue_many(tenant, queue, list), ErrorKind::PayloadTooLarge, "FY021");
+  list[2].payload = "c";
+  FY_CHECK_ERROR(queues().enqueue_many(unique("other-tenant"), queue, list), ErrorKind::NotFound, "42704");
+  list[1].event_id = "not-a-uuid";
+  FY_CHECK_ERROR(queues().enqueue_many(tenant, queue, list), ErrorKind::InvalidArgument, "22P02");
+  auto stats = queues().stats(tenant, queue);
+  BOOST_TEST(stats.ready == 0);
+  BOOST_TEST(stats.bytes == 0);
+  // Inside a Transaction: part of it, gone with its rollback, delivered after its commit.
+  list[1].event_id.reset();
+  {
+    auto tx = store->begin();
+    BOOST_TEST(tx->queues().enqueue_many(tenant, queue, list).size() == 3u);
+    tx->rollback();
+  }
+  BOOST_TEST(take(10).empty());
+  {
+    auto tx = store->begin();
+    tx->queues().enqueue_many(tenant, queue, list);
+    if (is_postgres())
+      BOOST_TEST(open_another(1)->queues().claim(tenant, queue, "c", 10).empty());  // not before the commit
+    tx->commit();
+  }
+  BOOST_TEST(take(10).size() == 3u);
+  // The calls after a refused one run as usual (the connection left its pipeline cleanly).
+  BOOST_TEST(queues().enqueue_many(tenant, queue, {{"after"}}).size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(ack_many_acks_all_or_none) {
+  create();
+  for (int i = 0; i < 3; ++i) send("m" + std::to_string(i));
+  auto first = take(3, 30s);
+  BOOST_REQUIRE(first.size() == 3u);
+  queues().ack_many(tenant, queue, {});
+  clock.advance(30s);
+  auto again = take(1);  // the oldest lapsed delivery, under a new token
+  BOOST_REQUIRE(again.size() == 1u);
+  BOOST_REQUIRE(again[0].msg_id == first[0].msg_id);
+  std::vector<forgeyard::Ack> acks;
+  for (const auto& d : first) acks.emplace_back(d.msg_id, d.claim_token);
+  FY_CHECK_ERROR(queues().ack_many(tenant, queue, acks), ErrorKind::StaleFence, "FY001");
+  BOOST_TEST(queues().stats(tenant, queue).in_flight == 1);  // nothing acked: the two lapsed ones are still there
+  BOOST_TEST(queues().stats(tenant, queue).ready == 2);
+  acks[0] = {again[0].msg_id, again[0].claim_token};
+  queues().ack_many(tenant, queue, acks);  // lapsed but not claimed again: accepted, as ack() does
+  auto stats = queues().stats(tenant, queue);
+  BOOST_TEST(stats.in_flight == 0);
+  BOOST_TEST(stats.ready == 0);
+  queues().ack_many(tenant, queue, acks);  // acked already: a no-op
+}
+
 BOOST_AUTO_TEST_CASE(the_inbox_accepts_an_event_once_per_consumer) {
   const std::string event = "0f8fad5b-d9cb-469f-a165-70867728950e";
   BOOST_TEST(queues().inbox_accept(tenant, "billing", event));

@@ -138,6 +138,10 @@ void Workload::settle(std::size_t id, Phase phase) {
 
 void Workload::producer(forgeyard::Store& store, const std::atomic<bool>& stop) {
   while (!stop) {
+    if (random_below(4) == 0) {
+      produce_many(store, stop);
+      continue;
+    }
     const std::string event = new_uuid();
     // A lost answer is retried with the same event id: the dedup window returns the first msg_id.
     for (int attempt = 0; attempt < 3 && !stop; ++attempt) {
@@ -155,6 +159,36 @@ void Workload::producer(forgeyard::Store& store, const std::atomic<bool>& stop) 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(random_below(5)));
   }
+}
+
+// Three events in one enqueue_many, each of another class (on PostgreSQL three statements of one
+// pipeline, committed together); each event is its own operation in the history.
+void Workload::produce_many(forgeyard::Store& store, const std::atomic<bool>& stop) {
+  static constexpr forgeyard::Priority classes[] = {forgeyard::Priority::Realtime, forgeyard::Priority::Interactive,
+                                                    forgeyard::Priority::Background};
+  std::vector<forgeyard::OutgoingMessage> list(3);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    list[i].payload = new_uuid();
+    list[i].event_id = list[i].payload;
+    list[i].priority = classes[i];
+  }
+  for (int attempt = 0; attempt < 3 && !stop; ++attempt) {
+    std::vector<std::size_t> ids;
+    for (const auto& m : list) ids.push_back(rec_.invoke(op("enqueue", *m.event_id)));
+    try {
+      const auto msgs = store.queues().enqueue_many(names_.tenant, names_.work_queue, list);
+      for (std::size_t i = 0; i < ids.size(); ++i) rec_.ok(ids[i], {{"msg_id", msgs.at(i)}});
+      break;
+    } catch (...) {
+      const std::string error = error_kind();  // counted once for the call
+      for (std::size_t id : ids)
+        if (in_doubt(error))
+          rec_.unknown(id, error);
+        else
+          rec_.failed(id, error);
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(random_below(5)));
 }
 
 namespace {

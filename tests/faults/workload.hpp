@@ -72,6 +72,7 @@ class Workload {
   // effect (failed); at COMMIT, or an autocommit call, a lost connection, a timeout or an
   // unexpected error leaves the outcome unknown.
   void settle(std::size_t id, Phase phase);
+  void produce_many(forgeyard::Store& store, const std::atomic<bool>& stop);
   std::string error_kind();  // "Kind/SQLSTATE" of the exception in flight, counted
   std::string tag();
   int random_below(int n);

@@ -93,11 +93,20 @@ class FORGEYARD_API Queues {
   // QueueFull (FY020), PayloadTooLarge (FY021), NotFound (unknown queue), IdempotencyMismatch
   // (the event_id was used with another payload).
   virtual std::int64_t enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& message) = 0;
+  // Several messages, all or nothing; their msg_ids in order. Each is admitted, deduplicated and
+  // refused as by enqueue() (a repeated event_id, also within the list, answers the first msg_id).
+  // PostgreSQL: one enqueue_batch statement per run of messages of the same class and delay, all
+  // in one round trip (pipeline mode); outside a Transaction they commit together.
+  virtual std::vector<std::int64_t> enqueue_many(std::string_view tenant, std::string_view queue,
+                                                 const std::vector<OutgoingMessage>& messages) = 0;
   // Up to max_messages deliveries, highest class first, then oldest.
   virtual std::vector<Delivery> claim(std::string_view tenant, std::string_view queue, std::string_view consumer,
                                       int max_messages = 1, std::optional<Duration> visibility = std::nullopt) = 0;
   // StaleFence when the claim was taken over; a no-op for a message already acked or dead.
   virtual void ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) = 0;
+  // ack() of each (msg_id, claim_token), all or nothing: StaleFence for any stale token, and then
+  // none is acked. One statement on PostgreSQL (ack_batch).
+  virtual void ack_many(std::string_view tenant, std::string_view queue, const std::vector<Ack>& acks) = 0;
   // A worker's steady state in one round trip: ack the last batch, claim the next.
   virtual std::vector<Delivery> ack_and_claim(std::string_view tenant, std::string_view queue,
                                               std::string_view consumer, const std::vector<Ack>& acks, int max_messages,

@@ -1,5 +1,8 @@
 #include "postgres/connection.hpp"
 
+#include <poll.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 
@@ -122,18 +125,99 @@ PgResult PgConnection::exec(const PgStatement& statement, const PgParams& params
   const int n = static_cast<int>(values.size());
   PGresult* r = nullptr;
   if (prepared_statements_) {
-    if (!prepared_.contains(&statement)) {
-      PGresult* prepared = PQprepare(conn_, statement.name, statement.sql, statement.param_count, nullptr);
-      if (prepared == nullptr || PQresultStatus(prepared) != PGRES_COMMAND_OK) fail(prepared, false);
-      PQclear(prepared);
-      prepared_.insert(&statement);
-    }
+    prepare(statement);
     r = PQexecPrepared(conn_, statement.name, n, values.data(), nullptr, nullptr, 0);
   } else {
     r = PQexecParams(conn_, statement.sql, n, nullptr, values.data(), nullptr, nullptr, 0);
   }
   if (r == nullptr || (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK)) fail(r, false);
   return PgResult(r);
+}
+
+void PgConnection::prepare(const PgStatement& statement) {
+  if (!prepared_statements_ || prepared_.contains(&statement)) return;
+  PGresult* prepared = PQprepare(conn_, statement.name, statement.sql, statement.param_count, nullptr);
+  if (prepared == nullptr || PQresultStatus(prepared) != PGRES_COMMAND_OK) fail(prepared, false);
+  PQclear(prepared);
+  prepared_.insert(&statement);
+}
+
+void PgConnection::flush() {
+  for (;;) {
+    const int pending = PQflush(conn_);
+    if (pending == 0) return;
+    if (pending < 0) fail(nullptr, false);
+    pollfd fd{PQsocket(conn_), POLLIN | POLLOUT, 0};
+    if (poll(&fd, 1, -1) < 0 && errno != EINTR) fail(nullptr, false);
+    if ((fd.revents & POLLIN) != 0 && PQconsumeInput(conn_) == 0) fail(nullptr, false);
+  }
+}
+
+void PgConnection::send(const char* sql, const PgStatement* statement, const PgParams* params) {
+  std::vector<const char*> values;
+  if (params != nullptr)
+    for (const auto& p : *params) values.push_back(p ? p->c_str() : nullptr);
+  const int n = static_cast<int>(values.size());
+  const int sent = statement != nullptr && prepared_statements_
+                       ? PQsendQueryPrepared(conn_, statement->name, n, values.data(), nullptr, nullptr, 0)
+                       : PQsendQueryParams(conn_, sql, n, nullptr, values.data(), nullptr, nullptr, 0);
+  if (sent == 0) fail(nullptr, false);
+  flush();
+}
+
+std::vector<PgResult> PgConnection::pipeline(const std::vector<PgCall>& calls, bool transaction) {
+  for (const PgCall& c : calls) prepare(*c.statement);
+  if (PQenterPipelineMode(conn_) == 0 || PQsetnonblocking(conn_, 1) != 0) fail(nullptr, false);
+  // Whatever happens below, the connection leaves pipeline mode, or the pool closes it.
+  struct Leave {
+    PGconn* conn;
+    ~Leave() {
+      PQsetnonblocking(conn, 0);
+      PQexitPipelineMode(conn);
+    }
+  } leave{conn_};
+  if (transaction) send("BEGIN", nullptr, nullptr);
+  for (const PgCall& c : calls) send(c.statement->sql, c.statement, &c.params);
+  if (transaction) send("COMMIT", nullptr, nullptr);
+  if (PQpipelineSync(conn_) == 0) fail(nullptr, transaction);
+  flush();
+  PQsetnonblocking(conn_, 0);
+
+  // One result per statement, each followed by a null, then the sync's. After a failed statement,
+  // the rest answer PGRES_PIPELINE_ABORTED. Two nulls in a row: nothing more is coming.
+  const std::size_t expected = calls.size() + (transaction ? 2 : 0);
+  std::vector<PgResult> answered;
+  PGresult* error = nullptr;
+  for (int nulls = 0; nulls < 2;) {
+    PGresult* r = PQgetResult(conn_);
+    if (r == nullptr) {
+      if (PQstatus(conn_) != CONNECTION_OK) break;
+      ++nulls;
+      continue;
+    }
+    nulls = 0;
+    const ExecStatusType status = PQresultStatus(r);
+    if (status == PGRES_PIPELINE_SYNC) {
+      PQclear(r);
+      break;
+    }
+    if (error == nullptr && (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK))
+      answered.emplace_back(r);
+    else if (error == nullptr && status != PGRES_PIPELINE_ABORTED)
+      error = r;
+    else
+      PQclear(r);
+  }
+  // A server's error has a SQLSTATE; without one the connection broke under the pipeline, and
+  // when everything before the COMMIT was answered, the COMMIT may have been carried out.
+  const bool server_error = error != nullptr && PQresultErrorField(error, PG_DIAG_SQLSTATE) != nullptr;
+  if (server_error) fail(error, false);
+  if (error != nullptr || answered.size() != expected) fail(error, transaction && answered.size() + 1 >= expected);
+  if (transaction) {
+    answered.erase(answered.begin());
+    answered.pop_back();
+  }
+  return answered;
 }
 
 void PgConnection::command(const char* sql) {

@@ -24,6 +24,12 @@ struct PgStatement {
 
 using PgParams = std::vector<std::optional<std::string>>;
 
+// One statement of a pipeline (PgConnection::pipeline).
+struct PgCall {
+  const PgStatement* statement;
+  PgParams params;
+};
+
 // A timestamptz column read back as microseconds since 1970 (an int8), so that nothing depends
 // on DateStyle or TimeZone: "SELECT " FY_USECS("expires_at") " FROM ...".
 #define FY_USECS(expr) "(EXTRACT(epoch FROM " expr ") * 1000000)::pg_catalog.int8"
@@ -58,6 +64,11 @@ class PgConnection {
   PgConnection& operator=(const PgConnection&) = delete;
 
   PgResult exec(const PgStatement& statement, const PgParams& params);
+  // Several statements in one round trip (libpq pipeline mode), their results in order. With
+  // `transaction`, wrapped in BEGIN ... COMMIT on the wire, so all or nothing (a connection lost
+  // once the COMMIT was sent is CommitUnknown); without it, inside the caller's open transaction.
+  // The first statement that fails throws its error, and those after it are not run.
+  std::vector<PgResult> pipeline(const std::vector<PgCall>& calls, bool transaction);
   // A command without parameters (BEGIN, ROLLBACK).
   void command(const char* sql);
   // A script of one or more statements without parameters (an application's migration file):
@@ -75,6 +86,13 @@ class PgConnection {
 
  private:
   [[noreturn]] void fail(PGresult* result, bool committing);
+  // Prepares a named statement once per connection (with prepared statements on).
+  void prepare(const PgStatement& statement);
+  // Queues one statement on the pipeline (PQsendQuery*), and pushes what libpq buffered.
+  void send(const char* sql, const PgStatement* statement, const PgParams* params);
+  // Writes what libpq buffered, reading whatever the server sends meanwhile (no deadlock when
+  // both sides' buffers fill: the pattern libpq's documentation asks of pipeline mode).
+  void flush();
   PGconn* conn_;
   bool prepared_statements_;
   std::unordered_set<const PgStatement*> prepared_;

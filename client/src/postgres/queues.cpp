@@ -16,6 +16,12 @@ const PgStatement enqueue_sql{"fy_enqueue",
                               "SELECT forgeyard.enqueue($1, $2, $3::pg_catalog.bytea, $4::pg_catalog.uuid, $5, $6,"
                               " $7::pg_catalog.interval)",
                               7};
+const PgStatement enqueue_batch_sql{"fy_enqueue_batch",
+                                    "SELECT msg_id FROM forgeyard.enqueue_batch($1, $2, $3::pg_catalog.bytea[],"
+                                    " $4::pg_catalog.uuid[], $5::pg_catalog.text[], $6, $7::pg_catalog.interval)",
+                                    7};
+const PgStatement ack_batch_sql{"fy_ack_batch",
+                                "SELECT forgeyard.ack_batch($1, $2, $3::pg_catalog.int8[], $4::pg_catalog.int8[])", 4};
 const PgStatement claim_sql{
     "fy_claim", "SELECT " FY_DELIVERY_COLUMNS " FROM forgeyard.claim($1, $2, $3, $4, $5::pg_catalog.interval)", 5};
 const PgStatement ack_and_claim_sql{"fy_ack_and_claim",
@@ -90,6 +96,53 @@ std::int64_t PgQueues::enqueue(std::string_view tenant, std::string_view queue, 
         .run(enqueue_sql, {text_param(tenant), text_param(queue), bytea_param(m.payload), m.event_id, m.partition_key,
                            text_param(to_string(m.priority)), interval_param(m.delay)})
         .int8(0, 0);
+  });
+}
+
+std::vector<std::int64_t> PgQueues::enqueue_many(std::string_view tenant, std::string_view queue,
+                                                 const std::vector<OutgoingMessage>& messages) {
+  return session_.measure("queue.enqueue_many", [&] {
+    // One enqueue_batch per run of messages of the same class and delay, in the given order, so
+    // that msg_ids keep the order of the list.
+    std::vector<PgCall> calls;
+    for (std::size_t first = 0; first < messages.size();) {
+      std::size_t end = first + 1;
+      while (end < messages.size() && messages[end].priority == messages[first].priority &&
+             messages[end].delay == messages[first].delay)
+        ++end;
+      std::vector<std::optional<std::string>> payloads, event_ids, keys;
+      bool any_event_id = false, any_key = false;
+      for (std::size_t i = first; i < end; ++i) {
+        payloads.emplace_back(bytea_param(messages[i].payload));
+        event_ids.push_back(messages[i].event_id);
+        keys.push_back(messages[i].partition_key);
+        any_event_id = any_event_id || messages[i].event_id.has_value();
+        any_key = any_key || messages[i].partition_key.has_value();
+      }
+      calls.push_back({&enqueue_batch_sql,
+                       {text_param(tenant), text_param(queue), array_param(payloads),
+                        any_event_id ? std::optional<std::string>(array_param(event_ids)) : std::nullopt,
+                        any_key ? std::optional<std::string>(array_param(keys)) : std::nullopt,
+                        text_param(to_string(messages[first].priority)), interval_param(messages[first].delay)}});
+      first = end;
+    }
+    std::vector<std::int64_t> ids;
+    if (calls.empty()) return ids;
+    for (const PgResult& r : session_.run_all(calls))
+      for (int i = 0; i < r.rows(); ++i) ids.push_back(r.int8(i, 0));
+    if (ids.size() != messages.size())
+      throw Error(ErrorKind::Corruption, "XX000", "enqueue_batch answered another number of msg_ids than it was sent");
+    return ids;
+  });
+}
+
+void PgQueues::ack_many(std::string_view tenant, std::string_view queue, const std::vector<Ack>& acks) {
+  session_.measure("queue.ack_many", [&] {
+    if (acks.empty()) return;
+    std::vector<std::int64_t> ids, tokens;
+    for (const auto& [id, token] : acks) ids.push_back(id), tokens.push_back(token);
+    session_.run(ack_batch_sql,
+                 {text_param(tenant), text_param(queue), ids_param(ids, false), ids_param(tokens, false)});
   });
 }
 

@@ -11,6 +11,9 @@ class PgQueues final : public Queues {
   void create(std::string_view tenant, std::string_view queue, const QueueOptions& options) override;
   bool drop(std::string_view tenant, std::string_view queue) override;
   std::int64_t enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& message) override;
+  std::vector<std::int64_t> enqueue_many(std::string_view tenant, std::string_view queue,
+                                         const std::vector<OutgoingMessage>& messages) override;
+  void ack_many(std::string_view tenant, std::string_view queue, const std::vector<Ack>& acks) override;
   std::vector<Delivery> claim(std::string_view tenant, std::string_view queue, std::string_view consumer,
                               int max_messages, std::optional<Duration> visibility) override;
   void ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) override;

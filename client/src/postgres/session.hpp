@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "postgres/connection.hpp"
 #include "session_base.hpp"
@@ -13,6 +14,9 @@ namespace forgeyard::detail {
 class PgSession : public Session {
  public:
   virtual PgResult run(const PgStatement& statement, const PgParams& params) = 0;
+  // Several statements in one round trip, all or nothing: outside a Transaction they commit
+  // together, inside one they are part of it (PgConnection::pipeline).
+  virtual std::vector<PgResult> run_all(const std::vector<PgCall>& calls) = 0;
 };
 
 // A text parameter from a view (PgParams holds strings).

@@ -85,6 +85,20 @@ class PooledSession final : public PgSession {
       throw;
     }
   }
+  std::vector<PgResult> run_all(const std::vector<PgCall>& calls) override {
+    auto conn = shared_.pool.acquire();
+    try {
+      if (!shared_.options.clock) return conn->pipeline(calls, true);
+      std::vector<PgCall> with_clock{{&set_clock_sql, {iso_utc(shared_.options.clock())}}};
+      with_clock.insert(with_clock.end(), calls.begin(), calls.end());
+      std::vector<PgResult> results = conn->pipeline(with_clock, true);
+      results.erase(results.begin());
+      return results;
+    } catch (const Error&) {
+      if (PQTRANS_INERROR == conn->transaction_status()) conn->rollback_quietly();
+      throw;
+    }
+  }
   Instruments& instruments() override { return shared_.instruments; }
 
  private:
@@ -126,6 +140,11 @@ class PgTransaction final : public Transaction, private PgSession {
     state_.check_usable();
     shared_.apply_clock(*conn_);
     return conn_->exec(statement, params);
+  }
+  std::vector<PgResult> run_all(const std::vector<PgCall>& calls) override {
+    state_.check_usable();
+    shared_.apply_clock(*conn_);
+    return conn_->pipeline(calls, false);
   }
   Instruments& instruments() override { return shared_.instruments; }
   void failed() override { state_.fail(); }

@@ -112,7 +112,6 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
         for (const Dead& d : dead) {
           if (!d.has_payload) fy::core::throw_not_redrivable(d.msg_id);
           admit(db, q, static_cast<int>(d.priority), d.bytes);
-          q.used.messages += 1, q.used.bytes += d.bytes;
           const bool is_head = join_partition(db, q, d.key);
           db.query(
                 "UPDATE messages SET state = 'pending', attempt = 0, claim_token = NULL, claimed_by = NULL,"

@@ -13,11 +13,13 @@ namespace forgeyard::detail {
 namespace sqlite_queue {
 
 // Room for one message of `bytes` in class `priority`, or FY020 (the extension's words).
-void admit(Db& db, const Queue& queue, int priority, std::int64_t bytes) {
+void admit(Db& db, Queue& queue, int priority, std::int64_t bytes, bool write_usage) {
   const fy::core::Usage budget{queue.options.max_messages, queue.options.max_bytes};
   if (!fy::core::admits(queue.options, priority, queue.used, budget, bytes))
     fy::core::throw_queue_full(queue.name, queue.options, priority);
-  change_usage(db, queue, 1, bytes);
+  queue.used.messages += 1;
+  queue.used.bytes += bytes;
+  if (write_usage) change_usage(db, queue, 1, bytes);
 }
 
 // Only partition-ordered queues track keys; elsewhere a partition_key is just carried along.
@@ -36,7 +38,9 @@ using namespace sqlite_queue;
 
 namespace {
 
-std::int64_t enqueue_one(Db& db, const Queue& queue, const OutgoingMessage& m, std::int64_t now) {
+// One message; with `batch`, its admission is counted there and written by the caller.
+std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::int64_t now,
+                         fy::core::Usage* batch = nullptr) {
   const fy::core::QueueOptions& o = queue.options;
   const int priority = priority_index(m.priority);
   const auto bytes = static_cast<std::int64_t>(m.payload.size());
@@ -45,7 +49,8 @@ std::int64_t enqueue_one(Db& db, const Queue& queue, const OutgoingMessage& m, s
   if (m.partition_key) fy::core::check_name("partition_key", true, *m.partition_key, fy::core::max_partition_key_bytes);
   if (m.delay.count() != 0)
     fy::core::check_duration("delay", {0, 0, m.delay.count()}, fy::core::max_queue_duration_usecs);
-  const std::string digest = fy::core::sha256_hex(m.payload);
+  // Only an event_id needs the payload's digest (a repeat with another payload is FY011).
+  const std::string digest = m.event_id ? fy::core::sha256_hex(m.payload) : std::string();
   std::optional<std::string> event_id;
   if (m.event_id) {
     event_id = canonical_uuid(*m.event_id);
@@ -58,7 +63,8 @@ std::int64_t enqueue_one(Db& db, const Queue& queue, const OutgoingMessage& m, s
       return q.int64(0);
     }
   }
-  admit(db, queue, priority, bytes);
+  admit(db, queue, priority, bytes, batch == nullptr);
+  if (batch != nullptr) batch->messages += 1, batch->bytes += bytes;
   const bool is_head = join_partition(db, queue, m.partition_key);
   auto insert = db.query(
       "INSERT INTO messages (tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes,"
@@ -99,8 +105,31 @@ std::int64_t SqliteQueues::enqueue(std::string_view tenant, std::string_view que
   return session_.measure("queue.enqueue", [&] {
     return core_guarded([&] {
       std::int64_t msg_id = 0;
-      session_.write([&](Db& db) { msg_id = enqueue_one(db, load(db, tenant, queue), message, session_.now_usecs()); });
+      session_.write([&](Db& db) {
+        Queue q = load(db, tenant, queue);
+        msg_id = enqueue_one(db, q, message, session_.now_usecs());
+      });
       return msg_id;
+    });
+  });
+}
+
+std::vector<std::int64_t> SqliteQueues::enqueue_many(std::string_view tenant, std::string_view queue,
+                                                     const std::vector<OutgoingMessage>& messages) {
+  return session_.measure("queue.enqueue_many", [&] {
+    return core_guarded([&] {
+      std::vector<std::int64_t> ids;
+      if (messages.empty()) return ids;
+      session_.write([&](Db& db) {
+        ids.clear();
+        const std::int64_t now = session_.now_usecs();
+        // Admitted against the counters as the messages before left them; written once.
+        Queue q = load(db, tenant, queue);
+        fy::core::Usage admitted;
+        for (const OutgoingMessage& m : messages) ids.push_back(enqueue_one(db, q, m, now, &admitted));
+        if (admitted.messages > 0) change_usage(db, q, admitted.messages, admitted.bytes);
+      });
+      return ids;
     });
   });
 }

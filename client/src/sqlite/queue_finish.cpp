@@ -60,6 +60,19 @@ void SqliteQueues::ack(std::string_view tenant, std::string_view queue, std::int
   });
 }
 
+void SqliteQueues::ack_many(std::string_view tenant, std::string_view queue, const std::vector<Ack>& acks) {
+  session_.measure("queue.ack_many", [&] {
+    core_guarded([&] {
+      if (acks.empty()) return;
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        const Queue q = load(db, tenant, queue);
+        for (const auto& [msg_id, token] : acks) ack_in(db, q, msg_id, token, now);
+      });
+    });
+  });
+}
+
 std::vector<Delivery> SqliteQueues::ack_and_claim(std::string_view tenant, std::string_view queue,
                                                   std::string_view consumer, const std::vector<Ack>& acks,
                                                   int max_messages, std::optional<Duration> visibility) {

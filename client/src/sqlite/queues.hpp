@@ -23,6 +23,9 @@ class SqliteQueues final : public Queues {
   void create(std::string_view tenant, std::string_view queue, const QueueOptions& options) override;
   bool drop(std::string_view tenant, std::string_view queue) override;
   std::int64_t enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& message) override;
+  std::vector<std::int64_t> enqueue_many(std::string_view tenant, std::string_view queue,
+                                         const std::vector<OutgoingMessage>& messages) override;
+  void ack_many(std::string_view tenant, std::string_view queue, const std::vector<Ack>& acks) override;
   std::vector<Delivery> claim(std::string_view tenant, std::string_view queue, std::string_view consumer,
                               int max_messages, std::optional<Duration> visibility) override;
   void ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) override;
@@ -63,8 +66,9 @@ void release(Db& db, const Queue& queue, std::int64_t bytes, const std::optional
 // The forms PostgreSQL's uuid input accepts (optional braces, dashes optional), canonicalized.
 std::string canonical_uuid(std::string_view s);
 
-// Room for one message of `bytes` in class `priority`, or FY020 (queue_enqueue.cpp).
-void admit(Db& db, const Queue& queue, int priority, std::int64_t bytes);
+// Room for one message of `bytes` in class `priority`, or FY020 (queue_enqueue.cpp). Counts it in
+// queue.used, and in the queues row unless the caller writes a batch's total itself.
+void admit(Db& db, Queue& queue, int priority, std::int64_t bytes, bool write_usage = true);
 // Counts a pending message into its partition; true if it is the head.
 bool join_partition(Db& db, const Queue& queue, const std::optional<std::string>& key);
 

@@ -120,8 +120,6 @@ Delivered deliver(Db& db, Queue& queue, const Route& route, const StoredEvent& e
     insert_dead(db, queue, e, now, fy::core::backlog_full_message(queue.name), fy::core::backlog_full_class);
     return Delivered::backlog_full;
   }
-  queue.used.messages += 1;
-  queue.used.bytes += e.bytes;
   const bool is_head = join_partition(db, queue, e.partition_key);
   auto q = db.query(
       "INSERT INTO messages (tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes,"
