@@ -92,6 +92,7 @@ lines=(
   "ack_and_claim1 baseline_claim1_ack forgeyard_ack_and_claim1 4000 1 1.5 queue"
   "claim100+ack baseline_claim100_ack forgeyard_claim100_ack 200 100 1.4 queue"
   "enqueue1 baseline_enqueue forgeyard_enqueue 4000 1 0.95 producer"
+  "enqueue100 baseline_enqueue100 forgeyard_enqueue100 200 100 1.0 producer"
   "lease baseline_lease forgeyard_lease 1500 1 0.9 none"
   "cas_update baseline_cas forgeyard_cas 4000 1 0.9 cas"
   "idempotency baseline_idempotency forgeyard_idempotency 2000 1 0.9 none"

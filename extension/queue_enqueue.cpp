@@ -177,33 +177,48 @@ struct Message {
   std::optional<std::string> partition_key;
 };
 
-// The message row, below SPI (pg/table_access.hpp): constraints checked and every index entry
-// made, as the INSERT it replaces.
-void insert_message(const Queue& queue, std::int64_t msg_id, const Message& m, int priority, bool is_head,
-                    std::int64_t bytes, int slot, TimestampTz now, TimestampTz visible_at) {
+// A message row to insert: what enqueue_one decided for it.
+struct NewRow {
+  const Message* m;
+  std::int64_t msg_id;
+  int priority;
+  bool is_head;
+  std::int64_t bytes;
+  int slot;
+  TimestampTz visible_at;
+};
+
+// The message rows, below SPI (pg/table_access.hpp): constraints checked and every index entry
+// made, as the INSERT it replaces. The table and its indexes are opened once for all of them.
+void insert_messages(const Queue& queue, const std::vector<NewRow>& rows, TimestampTz now) {
+  if (rows.empty()) return;
   pg::Access access;
   pg::Table messages(access, pg::OwnTable::messages);
   auto col = [&](const char* name) { return messages.column(name); };
-  messages.insert({{col("msg_id"), pg::int8_value(msg_id)},
-                   {col("tenant_id"), queue.t},
-                   {col("queue"), queue.q},
-                   {col("state"), pg::text_value("pending")},
-                   {col("priority"), {Int16GetDatum(static_cast<std::int16_t>(priority)), false}},
-                   {col("partition_key"), pg::optional_text_value(m.partition_key)},
-                   {col("is_head"), pg::bool_value(is_head)},
-                   {col("event_id"), pg::optional_uuid_value(m.event_id)},
-                   {col("payload"), pg::bytea_value(m.payload)},
-                   {col("bytes"), pg::int8_value(bytes)},
-                   {col("slot"), {Int16GetDatum(static_cast<std::int16_t>(slot)), false}},
-                   {col("enqueued_at"), pg::timestamptz_value(now)},
-                   {col("visible_at"), pg::timestamptz_value(visible_at)},
-                   {col("attempt"), pg::int4_value(0)}});
+  for (const NewRow& r : rows)
+    messages.insert({{col("msg_id"), pg::int8_value(r.msg_id)},
+                     {col("tenant_id"), queue.t},
+                     {col("queue"), queue.q},
+                     {col("state"), pg::text_value("pending")},
+                     {col("priority"), {Int16GetDatum(static_cast<std::int16_t>(r.priority)), false}},
+                     {col("partition_key"), pg::optional_text_value(r.m->partition_key)},
+                     {col("is_head"), pg::bool_value(r.is_head)},
+                     {col("event_id"), pg::optional_uuid_value(r.m->event_id)},
+                     {col("payload"), pg::bytea_value(r.m->payload)},
+                     {col("bytes"), pg::int8_value(r.bytes)},
+                     {col("slot"), {Int16GetDatum(static_cast<std::int16_t>(r.slot)), false}},
+                     {col("enqueued_at"), pg::timestamptz_value(now)},
+                     {col("visible_at"), pg::timestamptz_value(r.visible_at)},
+                     {col("attempt"), pg::int4_value(0)}});
   messages.finish();
   access.finish();
 }
 
+// Admits one message and takes its event and partition rows; its message row is added to `rows`
+// (the caller inserts them: a batch all at once, after the statements above for every message,
+// none of which reads the messages table). A repeated event_id adds no row.
 std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int priority, std::int64_t delay,
-                         TimestampTz now, BatchAdmission* batch = nullptr) {
+                         TimestampTz now, std::vector<NewRow>& rows, BatchAdmission* batch = nullptr) {
   static pg::Statement claim_event(
       "INSERT INTO forgeyard.queue_events (tenant_id, queue, event_id, msg_id, payload_digest, expires_at)"
       " VALUES ($1, $2, $3, $4, $5, $6)"
@@ -244,7 +259,7 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
   }
   const int slot = batch ? batch->admit(priority, bytes) : admit(spi, queue, priority, bytes);
   const bool is_head = join_partition(spi, queue, m.partition_key);
-  insert_message(queue, msg_id, m, priority, is_head, bytes, slot, now, now + delay);
+  rows.push_back({&m, msg_id, priority, is_head, bytes, slot, now + delay});
   // Any role may LISTEN, so the payload names the queue without showing tenant or queue names:
   // the first 32 hex digits of SHA-256 of "<tenant>/<queue>" (listeners compute the same).
   if (o.notify) pg::notify("forgeyard_queue", core::sha256_hex(queue.tenant + "/" + queue.name).substr(0, 32));
@@ -278,7 +293,10 @@ FY_FUNCTION(fy_enqueue) {
           : std::optional<std::string>(*pg::text_arg(fcinfo, 4, "partition_key", core::max_partition_key_bytes, false));
   const int priority = core::priority_from_name("priority", pg::name_arg(fcinfo, 5, "priority", 64));
   const std::int64_t delay = delay_arg(fcinfo, 6);
-  const std::int64_t msg_id = enqueue_one(spi, queue, m, priority, delay, pg::now());
+  const TimestampTz now = pg::now();
+  std::vector<NewRow> rows;
+  const std::int64_t msg_id = enqueue_one(spi, queue, m, priority, delay, now, rows);
+  insert_messages(queue, rows, now);
   spi.finish();
   return Int64GetDatum(msg_id);
 }
@@ -296,15 +314,20 @@ FY_FUNCTION(fy_enqueue_batch) {
   const int priority = core::priority_from_name("priority", pg::name_arg(fcinfo, 5, "priority", 64));
   const std::int64_t delay = delay_arg(fcinfo, 6);
   const TimestampTz now = pg::now();
-  std::vector<std::int64_t> ids;
-  ids.reserve(payloads->size());
-  BatchAdmission admission(spi, queue);
+  std::vector<Message> messages;
+  messages.reserve(payloads->size());
   for (std::size_t i = 0; i < payloads->size(); ++i) {
     if (!(*payloads)[i]) throw core::Error(core::sqlstate::null_value, "payloads must not contain NULL");
-    Message m{*(*payloads)[i], event_ids ? (*event_ids)[i] : std::nullopt, keys ? (*keys)[i] : std::nullopt};
-    ids.push_back(enqueue_one(spi, queue, m, priority, delay, now, &admission));
+    messages.push_back({*(*payloads)[i], event_ids ? (*event_ids)[i] : std::nullopt, keys ? (*keys)[i] : std::nullopt});
   }
+  std::vector<std::int64_t> ids;
+  ids.reserve(messages.size());
+  std::vector<NewRow> rows;
+  rows.reserve(messages.size());
+  BatchAdmission admission(spi, queue);
+  for (const Message& m : messages) ids.push_back(enqueue_one(spi, queue, m, priority, delay, now, rows, &admission));
   admission.flush();
+  insert_messages(queue, rows, now);
   spi.finish();
   pg::TableResult out(fcinfo);
   for (std::int64_t id : ids) out.add_row({pg::int8_value(id)});

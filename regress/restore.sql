@@ -33,7 +33,7 @@ SELECT is((SELECT count(*) FROM forgeyard.store_identity WHERE reason = 'install
           'CREATE EXTENSION records the database''s identity once');
 SELECT ok((SELECT database_oid = (SELECT oid FROM pg_database WHERE datname = current_database())
              AND system_identifier = (SELECT system_identifier FROM pg_control_system())
-             AND timeline = (SELECT timeline_id FROM pg_control_checkpoint())
+             AND timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int
            FROM forgeyard.store_identity),
           'the recorded identity is this database''s oid, the system identifier and the timeline');
 SELECT is((SELECT last_reconciled_at FROM forgeyard.restore_status()), NULL, 'never reconciled');

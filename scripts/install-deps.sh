@@ -6,7 +6,7 @@ set -euo pipefail
 client=(libpq-dev libsqlite3-dev libspdlog-dev libssl-dev libcli11-dev cmake g++ make pkg-config)
 packages=("${client[@]}" postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap
           libtap-parser-sourcehandler-pgtap-perl libboost-test-dev pgbouncer ninja-build clang-format clang-tidy
-          spin clang libfuzzer-14-dev)
+          spin clang libfuzzer-14-dev postgresql-15-auto-failover pg-auto-failover-cli)
 [ "${1:-}" = "--client" ] && packages=("${client[@]}")
 missing=()
 for p in "${packages[@]}"; do

@@ -11,15 +11,20 @@ cluster_as_owner() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u "$CLUSTER_OWNER" -- "$@"; else "$@"; fi
 }
 
-cluster_start() {
-  CLUSTER_DIR=$(mktemp -d -t forgeyard-pg.XXXXXX)
+# The unprivileged user servers run as: forgeyard-test, created if missing, when run as root.
+cluster_owner_init() {
   if [ "$(id -u)" -eq 0 ]; then
     CLUSTER_OWNER=forgeyard-test
     id -u "$CLUSTER_OWNER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$CLUSTER_OWNER"
-    chown "$CLUSTER_OWNER" "$CLUSTER_DIR"
   else
     CLUSTER_OWNER=$(id -un)
   fi
+}
+
+cluster_start() {
+  CLUSTER_DIR=$(mktemp -d -t forgeyard-pg.XXXXXX)
+  cluster_owner_init
+  chown "$CLUSTER_OWNER" "$CLUSTER_DIR"
   chmod 755 "$CLUSTER_DIR"
   mkdir -p "$CLUSTER_DIR/socket" && chown "$CLUSTER_OWNER" "$CLUSTER_DIR/socket"
   # A free port: the first one from a random start that nothing listens on.

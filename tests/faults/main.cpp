@@ -21,8 +21,8 @@ int child_main(int argc, char* argv[]);
 namespace {
 
 std::string only_suite;  // --suite=NAME, empty: every suite
-// Every suite of this executable (postgres_faults_test.cpp, sqlite_faults_test.cpp).
-constexpr const char* suites[] = {"postgres_faults", "sqlite_faults"};
+// Every suite of this executable (postgres_faults_test.cpp, sqlite_faults_test.cpp, ha_failover_test.cpp).
+constexpr const char* suites[] = {"postgres_faults", "sqlite_faults", "ha_failover"};
 
 bool init_selected() {
   if (!init_unit_test()) return false;

@@ -14,68 +14,13 @@
 #include <thread>
 
 #include "harness.hpp"
+#include "pg_admin.hpp"
 #include "tcp_proxy.hpp"
 #include "workload.hpp"
 
 using namespace std::chrono_literals;
 
 namespace faults {
-
-namespace {
-
-std::string required_env(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || v[0] == '\0')
-    throw std::runtime_error(std::string(name) + " is not set: run the suite through scripts/test.sh");
-  return v;
-}
-
-// A libpq connection of the test itself (not through the proxy, not a target of the faults).
-class Admin {
- public:
-  explicit Admin(std::string url) : url_(std::move(url)) {}
-  ~Admin() { PQfinish(conn_); }
-  // Runs `sql`; on a broken connection reconnects once. Returns the first value or "".
-  std::string exec(const std::string& sql) {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
-        PQfinish(conn_);
-        conn_ = PQconnectdb(url_.c_str());
-      }
-      PGresult* r = PQexec(conn_, sql.c_str());
-      const auto st = PQresultStatus(r);
-      if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
-        std::string v = st == PGRES_TUPLES_OK && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
-        PQclear(r);
-        return v;
-      }
-      std::string message = PQerrorMessage(conn_);
-      PQclear(r);
-      if (PQstatus(conn_) == CONNECTION_OK) throw std::runtime_error("admin SQL failed: " + message);
-    }
-    throw std::runtime_error("admin connection lost");
-  }
-  std::string user() { return exec("SELECT current_user"); }
-  std::string db() { return exec("SELECT current_database()"); }
-
- private:
-  std::string url_;
-  PGconn* conn_ = nullptr;
-};
-
-std::string pg_run_id() {
-  static std::mt19937_64 rng{std::random_device{}()};
-  return std::to_string(rng() % 1000000000);
-}
-
-// `url` with its database replaced: postgresql://user@host/DB?params.
-std::string with_database(const std::string& url, const std::string& db) {
-  const auto slash = url.find('/', url.find("://") + 3);
-  const auto query = url.find('?', slash);
-  return url.substr(0, slash + 1) + db + (query == std::string::npos ? "" : url.substr(query));
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_SUITE(postgres_faults)
 

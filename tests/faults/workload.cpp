@@ -222,7 +222,7 @@ void Workload::consumer(forgeyard::Store& store, const std::atomic<bool>& stop, 
     const std::int64_t completed = history::now_us();
     for (const auto& d : batch) {
       Op c = op("claim", d.event_id.value_or(""));
-      c.result = {{"msg_id", d.msg_id}, {"token", d.claim_token}};
+      c.result = {{"msg_id", d.msg_id}, {"token", d.claim_token}, {"attempt", d.attempt}};
       c.invoked_us = invoked;
       c.completed_us = completed;
       c.outcome = history::Outcome::Ok;

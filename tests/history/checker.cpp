@@ -104,7 +104,22 @@ CheckReport check_queues(const std::vector<Op>& ops) {
         r.violations.push_back("message " + std::to_string(msg) + " acked under stale token " + std::to_string(token) +
                                " after token " + std::to_string(cl->res("token")) + " claimed it");
     }
+    // An ack that returned ok is never undone (a failover that lost it would hand the message out
+    // again): no claim of the message starts after the ack completed.
+    for (const Op* cl : claims_by_msg[msg])
+      if (cl->invoked_us > c->completed_us)
+        r.violations.push_back("message " + std::to_string(msg) + " delivered again (token " +
+                               std::to_string(cl->res("token")) + ") after its ack under token " +
+                               std::to_string(token) + " returned ok: the ack was undone");
   }
+  // Claim tokens never go back: a claim that started after another claim of the same message
+  // had completed carries a higher token (also across a restore or a failover).
+  for (const auto& [msg, list] : claims_by_msg)
+    for (const Op* a : list)
+      for (const Op* b : list)
+        if (b->invoked_us > a->completed_us && b->res("token") <= a->res("token"))
+          r.violations.push_back("message " + std::to_string(msg) + ": token " + std::to_string(b->res("token")) +
+                                 " claimed after token " + std::to_string(a->res("token")) + ": tokens went back");
   return r;
 }
 

@@ -104,6 +104,29 @@ BOOST_AUTO_TEST_CASE(queues_catch_an_ack_under_a_stale_token) {
   BOOST_TEST(fixed.ok(), history::describe(fixed));
 }
 
+BOOST_AUTO_TEST_CASE(queues_catch_an_undone_ack_and_a_token_that_goes_back) {
+  H h;
+  h.add("enqueue", "e1");
+  h.add("claim", "e1", Outcome::Ok, {}, {{"msg_id", 1}, {"token", 10}});
+  h.add("consume", "e1", Outcome::Ok, {{"msg_id", 1}, {"token", 10}}, {{"accepted", 1}});
+  h.add("effect", "e1");
+  BOOST_TEST(check_queues(h.ops).ok(), history::describe(check_queues(h.ops)));
+  // The ack returned ok, yet the message is handed out again (a failover lost the commit).
+  h.add("claim", "e1", Outcome::Ok, {}, {{"msg_id", 1}, {"token", 11}});
+  BOOST_TEST(mentions(check_queues(h.ops), "the ack was undone"));
+  // A claim after another one (the first never acked) with a lower token.
+  H back;
+  back.add("enqueue", "e2");
+  back.add("claim", "e2", Outcome::Ok, {}, {{"msg_id", 2}, {"token", 20}});
+  back.add("claim", "e2", Outcome::Ok, {}, {{"msg_id", 2}, {"token", 19}});
+  back.add("consume", "e2", Outcome::Ok, {{"msg_id", 2}, {"token", 19}}, {{"accepted", 1}});
+  back.add("effect", "e2");
+  BOOST_TEST(mentions(check_queues(back.ops), "tokens went back"));
+  back.ops[2].result["token"] = 21;
+  back.ops[3].args["token"] = 21;
+  BOOST_TEST(check_queues(back.ops).ok(), history::describe(check_queues(back.ops)));
+}
+
 BOOST_AUTO_TEST_CASE(queues_catch_a_delivery_nobody_committed) {
   H h;
   h.add("enqueue", "e1", Outcome::Failed);
