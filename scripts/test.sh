@@ -217,6 +217,11 @@ side_pid=$!
 
 echo "== Boost.Test (ctest: unit, conformance on SQLite, PostgreSQL and PgBouncer, CLI, history, faults)"
 timed boost-test boost_suites boost-test-cases build '.'
+# The failover drill (its own pg_auto_failover monitor and nodes) beside the tail of the sanitizer
+# and fuzz builds: it mostly waits on failure detection and promotion.
+echo "== failover drill: pg_auto_failover, two failovers under load (tests/ha/failover.sh)"
+timed ha-drill check ha-failover tests/ha/failover.sh build >build/ha-drill.log 2>&1 &
+ha_pid=$!
 wait "$side_pid"
 side=$?
 cat build/side.log
@@ -228,5 +233,8 @@ else
   tail -n 40 build/fuzz.log 2>/dev/null; count fuzz-targets 0 1
 fi
 grep -E 'executions' build/fuzz.log 2>/dev/null | sed 's/^/   /'
+wait "$ha_pid"
+cat build/ha-drill.log
+grep -aE 'error: in "' build/ha-drill.log | sed 's/^/ha-drill: /' | head -n 20 >>build/failures.txt
 
 summary
