@@ -31,8 +31,8 @@ struct Failover {
 // The largest value completed before `at` must stay below the smallest invoked after `after`,
 // per key (lease epochs per resource, audit seqs per tenant, attempts per message) or over all
 // keys (claim tokens come from one sequence).
-void expect_above(const std::vector<history::Op>& ops, const std::string& kind, const std::string& field,
-                  bool per_key, const Failover& f, const std::string& what) {
+void expect_above(const std::vector<history::Op>& ops, const std::string& kind, const std::string& field, bool per_key,
+                  const Failover& f, const std::string& what) {
   std::map<std::string, std::int64_t> before, after;
   for (const auto& o : ops) {
     if (o.kind != kind || o.outcome != history::Outcome::Ok || !o.result.contains(field)) continue;
