@@ -22,7 +22,8 @@ source scripts/lib/cluster.sh
 as_owner() {
   local node=""
   case $1 in monitor | node1 | node2) node=$HA_DIR/$1; shift ;; esac
-  cluster_as_owner env HOME="$HA_DIR" XDG_CONFIG_HOME="$HA_DIR/xdg/config" XDG_DATA_HOME="$HA_DIR/xdg/data" \
+  # The test cluster's PG* variables (scripts/test.sh exports them) would point pg_autoctl at it.
+  cluster_as_owner env -u PGUSER -u PGDATABASE -u PGPORT -u PGHOST -u PGPASSWORD HOME="$HA_DIR" XDG_CONFIG_HOME="$HA_DIR/xdg/config" XDG_DATA_HOME="$HA_DIR/xdg/data" \
     XDG_RUNTIME_DIR="$HA_DIR/xdg/run" PG_REGRESS_SOCK_DIR="$HA_DIR/sock" PGHOST="$HA_DIR/sock" \
     PATH="$PG_BIN:$PATH" FORGEYARD_HA_NODE="$node" "$@"
 }
