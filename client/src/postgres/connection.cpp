@@ -142,18 +142,18 @@ void PgConnection::prepare(const PgStatement& statement) {
   prepared_.insert(&statement);
 }
 
-void PgConnection::flush() {
+void PgConnection::flush(bool committing) {
   for (;;) {
     const int pending = PQflush(conn_);
     if (pending == 0) return;
-    if (pending < 0) fail(nullptr, false);
+    if (pending < 0) fail(nullptr, committing);
     pollfd fd{PQsocket(conn_), POLLIN | POLLOUT, 0};
-    if (poll(&fd, 1, -1) < 0 && errno != EINTR) fail(nullptr, false);
-    if ((fd.revents & POLLIN) != 0 && PQconsumeInput(conn_) == 0) fail(nullptr, false);
+    if (poll(&fd, 1, -1) < 0 && errno != EINTR) fail(nullptr, committing);
+    if ((fd.revents & POLLIN) != 0 && PQconsumeInput(conn_) == 0) fail(nullptr, committing);
   }
 }
 
-void PgConnection::send(const char* sql, const PgStatement* statement, const PgParams* params) {
+void PgConnection::send(const char* sql, const PgStatement* statement, const PgParams* params, bool committing) {
   std::vector<const char*> values;
   if (params != nullptr)
     for (const auto& p : *params) values.push_back(p ? p->c_str() : nullptr);
@@ -161,8 +161,8 @@ void PgConnection::send(const char* sql, const PgStatement* statement, const PgP
   const int sent = statement != nullptr && prepared_statements_
                        ? PQsendQueryPrepared(conn_, statement->name, n, values.data(), nullptr, nullptr, 0)
                        : PQsendQueryParams(conn_, sql, n, nullptr, values.data(), nullptr, nullptr, 0);
-  if (sent == 0) fail(nullptr, false);
-  flush();
+  if (sent == 0) fail(nullptr, committing);
+  flush(committing);
 }
 
 std::vector<PgResult> PgConnection::pipeline(const std::vector<PgCall>& calls, bool transaction) {
@@ -178,9 +178,10 @@ std::vector<PgResult> PgConnection::pipeline(const std::vector<PgCall>& calls, b
   } leave{conn_};
   if (transaction) send("BEGIN", nullptr, nullptr);
   for (const PgCall& c : calls) send(c.statement->sql, c.statement, &c.params);
-  if (transaction) send("COMMIT", nullptr, nullptr);
+  // From here a broken connection leaves the outcome unknown: the COMMIT may have arrived.
+  if (transaction) send("COMMIT", nullptr, nullptr, true);
   if (PQpipelineSync(conn_) == 0) fail(nullptr, transaction);
-  flush();
+  flush(transaction);
   PQsetnonblocking(conn_, 0);
 
   // One result per statement, each followed by a null, then the sync's. After a failed statement,
@@ -208,11 +209,12 @@ std::vector<PgResult> PgConnection::pipeline(const std::vector<PgCall>& calls, b
     else
       PQclear(r);
   }
-  // A server's error has a SQLSTATE; without one the connection broke under the pipeline, and
-  // when everything before the COMMIT was answered, the COMMIT may have been carried out.
+  // A server's error has a SQLSTATE and is definite (nothing committed). Without one the
+  // connection broke under the pipeline: with the COMMIT sent, its answers (and the COMMIT's) may
+  // have been lost after the server carried them out.
   const bool server_error = error != nullptr && PQresultErrorField(error, PG_DIAG_SQLSTATE) != nullptr;
   if (server_error) fail(error, false);
-  if (error != nullptr || answered.size() != expected) fail(error, transaction && answered.size() + 1 >= expected);
+  if (error != nullptr || answered.size() != expected) fail(error, transaction);
   if (transaction) {
     answered.erase(answered.begin());
     answered.pop_back();

@@ -88,11 +88,12 @@ class PgConnection {
   [[noreturn]] void fail(PGresult* result, bool committing);
   // Prepares a named statement once per connection (with prepared statements on).
   void prepare(const PgStatement& statement);
-  // Queues one statement on the pipeline (PQsendQuery*), and pushes what libpq buffered.
-  void send(const char* sql, const PgStatement* statement, const PgParams* params);
+  // Queues one statement on the pipeline (PQsendQuery*), and pushes what libpq buffered. With
+  // `committing`, a connection lost meanwhile is CommitUnknown.
+  void send(const char* sql, const PgStatement* statement, const PgParams* params, bool committing = false);
   // Writes what libpq buffered, reading whatever the server sends meanwhile (no deadlock when
   // both sides' buffers fill: the pattern libpq's documentation asks of pipeline mode).
-  void flush();
+  void flush(bool committing = false);
   PGconn* conn_;
   bool prepared_statements_;
   std::unordered_set<const PgStatement*> prepared_;
