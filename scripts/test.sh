@@ -218,9 +218,10 @@ side_pid=$!
 echo "== Boost.Test (ctest: unit, conformance on SQLite, PostgreSQL and PgBouncer, CLI, history, faults)"
 timed boost-test boost_suites boost-test-cases build '.'
 # The failover drill (its own pg_auto_failover monitor and nodes) beside the tail of the sanitizer
-# and fuzz builds: it mostly waits on failure detection and promotion.
+# and fuzz builds, at their nice 19 so that they share the CPU evenly: the drill mostly waits on
+# failure detection and promotion, and the builds are the longer path.
 echo "== failover drill: pg_auto_failover, two failovers under load (tests/ha/failover.sh)"
-timed ha-drill check ha-failover tests/ha/failover.sh build >build/ha-drill.log 2>&1 &
+timed ha-drill check ha-failover nice -n 19 tests/ha/failover.sh build >build/ha-drill.log 2>&1 &
 ha_pid=$!
 wait "$side_pid"
 side=$?
