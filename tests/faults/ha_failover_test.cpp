@@ -75,6 +75,7 @@ BOOST_AUTO_TEST_CASE(two_failovers_lose_no_acknowledged_work_and_no_fence_goes_b
   history::Recorder rec(0);
   set_up(*store, names, false, [&](const std::string& sql) { admin.exec(sql); });
   Workload w(names, rec, 0);
+  w.set_unavailable_backoff(100);
 
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;

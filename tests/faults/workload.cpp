@@ -112,7 +112,10 @@ std::string Workload::error_kind() {
     ++errors_[error];
   }
   // The server is away (restarting): back off a little instead of spinning on connects.
-  if (error.starts_with("Unavailable/")) std::this_thread::sleep_for(std::chrono::milliseconds(10 + random_below(20)));
+  if (error.starts_with("Unavailable/")) {
+    const int base = backoff_ms_;
+    std::this_thread::sleep_for(std::chrono::milliseconds(base + random_below(2 * base)));
+  }
   return error;
 }
 

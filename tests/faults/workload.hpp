@@ -65,6 +65,10 @@ class Workload {
   std::map<std::string, std::int64_t> errors() const;
   // Sleep this long inside some transactions before COMMIT, so that a kill lands mid-transaction.
   void set_pause_in_transaction(int max_ms) { pause_ms_ = max_ms; }
+  // How long an operation that found the server away (Unavailable) waits before the next, at
+  // least: the first of up to three times this (default 10 ms). Each reconnect through a
+  // multi-host URL may start a backend on a read-only node, so the failover drill waits longer.
+  void set_unavailable_backoff(int min_ms) { backoff_ms_ = min_ms; }
 
  private:
   enum class Phase { InTransaction, Commit };
@@ -83,6 +87,7 @@ class Workload {
   int process_;
   std::atomic<std::int64_t> next_{0};
   std::atomic<int> pause_ms_{0};
+  std::atomic<int> backoff_ms_{10};
   mutable std::mutex mutex_;
   std::mt19937_64 rng_;
   std::map<std::string, std::int64_t> errors_;

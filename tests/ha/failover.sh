@@ -23,9 +23,9 @@ as_owner() {
   local node=""
   case $1 in monitor | node1 | node2) node=$HA_DIR/$1; shift ;; esac
   # The test cluster's PG* variables (scripts/test.sh exports them) would point pg_autoctl at it.
-  cluster_as_owner env -u PGUSER -u PGDATABASE -u PGPORT -u PGHOST -u PGPASSWORD HOME="$HA_DIR" XDG_CONFIG_HOME="$HA_DIR/xdg/config" XDG_DATA_HOME="$HA_DIR/xdg/data" \
-    XDG_RUNTIME_DIR="$HA_DIR/xdg/run" PG_REGRESS_SOCK_DIR="$HA_DIR/sock" PGHOST="$HA_DIR/sock" \
-    PATH="$PG_BIN:$PATH" FORGEYARD_HA_NODE="$node" "$@"
+  cluster_as_owner env -u PGUSER -u PGDATABASE -u PGPORT -u PGPASSWORD HOME="$HA_DIR" \
+    XDG_CONFIG_HOME="$HA_DIR/xdg/config" XDG_DATA_HOME="$HA_DIR/xdg/data" XDG_RUNTIME_DIR="$HA_DIR/xdg/run" \
+    PG_REGRESS_SOCK_DIR="$HA_DIR/sock" PGHOST="$HA_DIR/sock" PATH="$PG_BIN:$PATH" FORGEYARD_HA_NODE="$node" "$@"
 }
 procs_of() {  # procs_of NAME: the pids of that service's processes
   local p
@@ -55,8 +55,8 @@ wait_for() {  # wait_for SECONDS DESCRIPTION CMD...
     sleep 0.2
   done
 }
-# Starts NODE's keeper (or the monitor) in a session of its own, so that kill-primary can take
-# the whole machine down at once.
+# Starts NODE's keeper (or the monitor's service) in the background, in a session of its own
+# (away from this script's signals); kill_node finds its processes by their environment.
 start_service() {  # start_service NAME
   as_owner "$1" setsid pg_autoctl run --pgdata "$HA_DIR/$1" >>"$HA_DIR/$1.log" 2>&1 &
 }
