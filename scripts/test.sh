@@ -162,8 +162,9 @@ timed extension-build build_extension || { count extension-build 0 1; summary; e
 
 source scripts/lib/cluster.sh
 trap cluster_stop EXIT INT TERM
-echo "== start throwaway PostgreSQL cluster and PgBouncer"
+echo "== start throwaway PostgreSQL cluster, its hot standby and PgBouncer"
 cluster_start || exit 1
+standby_start || exit 1
 bouncer_start || exit 1
 createdb forgeyard_pgtap || exit 1
 

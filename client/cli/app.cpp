@@ -180,6 +180,12 @@ struct CommandLine {
     app.add_flag_callback(
         "--unnamed-statements", [this] { ctx.options.prepared_statements = false; },
         "no named prepared statements (PgBouncer in transaction mode)");
+    add_repeated(app, "--replica", ctx.options.replicas,
+                 "a streaming replica of the store, for reads with --max-lag (repeat for more)", "URL");
+    app.add_option("--max-lag", ctx.max_lag,
+                   "read commands may read from a replica whose replay lag is at most this (e.g. 5s); "
+                   "default: the primary")
+        ->type_name("DURATION");
     app.add_flag("--version", show_version, "the client's version, and the store's with --store");
     add_storage_commands(app, commands);
     add_migrate_commands(app, commands);

@@ -15,6 +15,10 @@ Store& Context::store() {
   return *store_;
 }
 
+ReadClass Context::read() const {
+  return max_lag.empty() ? ReadClass::strong() : ReadClass::eventual(parse_duration(max_lag));
+}
+
 CLI::Option* add_repeated(CLI::App& command, const std::string& name, std::vector<std::string>& values,
                           const std::string& description, const std::string& type_name) {
   // One value per occurrence, so `--key a=1 TABLE` does not take TABLE as a second key.

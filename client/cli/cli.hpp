@@ -29,7 +29,10 @@ class Context {
  public:
   std::string url;  // --store, else $FORGEYARD_STORE, else "" (the embedded default store)
   StoreOptions options;
+  std::string max_lag;  // --max-lag: the read commands' reads are eventual within it
   Store& store();
+  // Strong, or eventual within --max-lag (a usage error when that is not a duration).
+  ReadClass read() const;
   bool has_store() const { return store_ != nullptr; }
 
  private:

@@ -90,7 +90,7 @@ void add_audit_commands(CLI::App& app, Commands& commands) {
   CLI::App* head = audit->add_subcommand("head", "the chain's last seq and hash (keep it elsewhere)");
   head->add_option("TENANT", a->tenant, "the tenant")->required();
   commands.on(head, [a](Context& ctx) {
-    const AuditHead h = ctx.store().audit().head(a->tenant);
+    const AuditHead h = ctx.store().audit().head(a->tenant, ctx.read());
     std::cout << "seq=" << h.seq << "\nhash=" << to_hex(h.hash) << "\nanchor=" << h.seq << ":" << to_hex(h.hash)
               << "\n";
     return 0;
@@ -134,7 +134,7 @@ void add_audit_commands(CLI::App& app, Commands& commands) {
       return print_verification(verify_audit_export(in, anchor));
     }
     if (a->tenant.empty()) throw Usage("expected: audit verify TENANT [--from SEQ] [--to SEQ] [--anchor SEQ:HASH]");
-    return print_verification(ctx.store().audit().verify(a->tenant, a->from, a->to, anchor));
+    return print_verification(ctx.store().audit().verify(a->tenant, a->from, a->to, anchor, ctx.read()));
   });
 }
 

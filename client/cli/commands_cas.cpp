@@ -31,7 +31,7 @@ void add_cas_commands(CLI::App& app, Commands& commands) {
   get->add_option("TABLE", a->table, "schema.table")->required();
   add_repeated(*get, "--key", a->key, "a key column and its value (repeat for each)", "COL=VALUE");
   commands.on(get, [a](Context& ctx) {
-    auto row = ctx.store().versioned_rows().get(a->table, parse_fields(a->key, {}, "key"));
+    auto row = ctx.store().versioned_rows().get(a->table, parse_fields(a->key, {}, "key"), ctx.read());
     if (!row) {
       std::cout << "found=false\n";
       return 1;
@@ -76,7 +76,7 @@ void add_idem_commands(CLI::App& app, Commands& commands) {
   status->add_option("SCOPE", a->scope, "the operation the key belongs to")->required();
   status->add_option("KEY", a->key, "the idempotency key")->required();
   commands.on(status, [a](Context& ctx) {
-    auto s = ctx.store().idempotency().status({a->tenant, a->scope, a->key});
+    auto s = ctx.store().idempotency().status({a->tenant, a->scope, a->key}, ctx.read());
     if (!s) {
       std::cout << "status=none\n";
       return 1;

@@ -61,7 +61,7 @@ void add_lease_commands(CLI::App& app, Commands& commands) {
   CLI::App* status = lease->add_subcommand("status", "owner, epoch, expiry and state");
   add_target(*status, *a);
   commands.on(status, [a](Context& ctx) {
-    auto info = ctx.store().leases().get(a->tenant, a->resource);
+    auto info = ctx.store().leases().get(a->tenant, a->resource, ctx.read());
     if (!info) {
       std::cout << "state=none\n";
       return 1;

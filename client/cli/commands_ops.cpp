@@ -119,13 +119,39 @@ void print_stats(const StoreStats& s) {
               << "\n";
 }
 
+std::string replicas_json(const std::vector<ReplicaStatus>& replicas) {
+  std::vector<std::string> items;
+  for (const ReplicaStatus& r : replicas)
+    items.push_back(obj({{"location", json_string(r.location)},
+                         {"reachable", boolean(r.reachable)},
+                         {"in_recovery", boolean(r.in_recovery)},
+                         {"lag_usecs", r.lag ? num(r.lag->count()) : "null"},
+                         {"measured_ago_usecs", r.measured_ago ? num(r.measured_ago->count()) : "null"},
+                         {"reads", num(static_cast<std::int64_t>(r.reads))},
+                         {"fallbacks", num(static_cast<std::int64_t>(r.fallbacks))},
+                         {"error", r.error.empty() ? "null" : json_string(r.error)}}));
+  return arr(items);
+}
+
+void print_replicas(const std::vector<ReplicaStatus>& replicas) {
+  for (const ReplicaStatus& r : replicas) {
+    std::cout << "replica=" << r.location << " reachable=" << (r.reachable ? "true" : "false")
+              << " in_recovery=" << (r.in_recovery ? "true" : "false");
+    if (r.lag) std::cout << " lag=" << format_duration(r.lag->count());
+    std::cout << " reads=" << r.reads << " fallbacks=" << r.fallbacks;
+    if (!r.error.empty()) std::cout << " error=" << r.error;
+    std::cout << "\n";
+  }
+}
+
 std::string health_json(const Health& h) {
   std::vector<std::string> details;
   for (const std::string& d : h.details) details.push_back(json_string(d));
   return obj({{"status", json_string(to_string(h.status))},
               {"store_version", json_string(h.schema.store_version)},
               {"latency_usecs", num(std::chrono::duration_cast<std::chrono::microseconds>(h.latency).count())},
-              {"details", arr(details)}});
+              {"details", arr(details)},
+              {"replicas", replicas_json(h.replicas)}});
 }
 
 void print_health(const Health& h) {
@@ -189,7 +215,7 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
   add_app_options(*status, *status_out);
   commands.on(status, [status_out](Context& ctx) {
     const StorageStatus s = ctx.store().status();
-    const Health health = ctx.store().health();
+    const Health health = ctx.store().health(ctx.read());
     std::optional<MigrationStatus> app_state;
     if (!status_out->app.app_migrations_dir.empty())
       app_state = ctx.store().migrations().status(status_out->app.app_migrations_dir,
@@ -199,7 +225,7 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
     std::string stats_error;
     if (s.healthy) {
       try {
-        stats = ctx.store().stats();
+        stats = ctx.store().stats(ctx.read());
       } catch (const Error& e) {
         stats_error = e.what();  // e.g. a role without grant_inspect: the rest still answers
       }
@@ -221,7 +247,8 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
                         {"database_bytes", stats ? opt(stats->database_bytes) : "null"},
                         {"table_rows", obj(tables)},
                         {"stats_error", stats_error.empty() ? "null" : json_string(stats_error)},
-                        {"pool", pool_json(m.pool)}})
+                        {"pool", pool_json(m.pool)},
+                        {"replicas", replicas_json(s.replicas)}})
                 << "\n";
       return code;
     }
@@ -236,6 +263,7 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
     }
     if (!stats_error.empty()) std::cout << "stats_error=" << stats_error << "\n";
     print_pool(m.pool);
+    print_replicas(s.replicas);
     return code;
   });
 
@@ -275,7 +303,7 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
       "stats", "table sizes and rows, queue backlog by state, dead letters, leases, idempotency keys, audit");
   add_json(*stats, *stats_out);
   commands.on(stats, [stats_out](Context& ctx) {
-    const StoreStats s = ctx.store().stats();
+    const StoreStats s = ctx.store().stats(ctx.read());
     if (stats_out->json)
       std::cout << stats_json(s) << "\n";
     else
@@ -288,7 +316,8 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
       app.add_subcommand("metrics", "the store's figures and this client's counters, Prometheus text format");
   add_json(*metrics, *metrics_out);
   commands.on(metrics, [metrics_out](Context& ctx) {
-    const StoreStats s = ctx.store().stats();
+    const StoreStats s = ctx.store().stats(ctx.read());
+    ctx.store().replicas();  // measured now, so that the figures below are this run's
     const Metrics m = ctx.store().metrics();
     if (!metrics_out->json) {
       std::cout << prometheus_text(s, m);
@@ -300,7 +329,11 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
                                          {"errors", num(static_cast<std::int64_t>(o.errors))},
                                          {"total_usecs", num(static_cast<std::int64_t>(o.total_usecs))},
                                          {"max_usecs", num(static_cast<std::int64_t>(o.max_usecs))}}));
-    std::cout << obj({{"stats", stats_json(s)}, {"operations", obj(operations)}, {"pool", pool_json(m.pool)}}) << "\n";
+    std::cout << obj({{"stats", stats_json(s)},
+                      {"operations", obj(operations)},
+                      {"pool", pool_json(m.pool)},
+                      {"replicas", replicas_json(m.replicas)}})
+              << "\n";
     return exit_done;
   });
 }

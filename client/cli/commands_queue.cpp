@@ -171,7 +171,7 @@ void add_queue_commands(CLI::App& app, Commands& commands) {
   CLI::App* stats = queue->add_subcommand("stats", "depth, bytes, oldest ready age, pressure");
   add_target(*stats, a->tenant, a->queue);
   commands.on(stats, [a](Context& ctx) {
-    auto s = ctx.store().queues().stats(a->tenant, a->queue);
+    auto s = ctx.store().queues().stats(a->tenant, a->queue, ctx.read());
     std::cout << "ready=" << s.ready << "\nin_flight=" << s.in_flight << "\ndelayed=" << s.delayed
               << "\ndead=" << s.dead << "\nbytes=" << s.bytes << "\noldest_ready_age_us="
               << (s.oldest_ready_age ? std::to_string(s.oldest_ready_age->count()) : std::string())

@@ -205,7 +205,7 @@ void add_topic_commands(CLI::App& app, Commands& commands) {
   CLI::App* lag = topic->add_subcommand("lag", "per subscription: backlog, in flight, oldest unacked, dead");
   add_target(*lag);
   commands.on(lag, [a](Context& ctx) {
-    for (const auto& l : ctx.store().topics().lag(a->tenant, a->topic))
+    for (const auto& l : ctx.store().topics().lag(a->tenant, a->topic, ctx.read()))
       std::cout << "subscription=" << l.subscription << " backlog=" << l.backlog << " in_flight=" << l.in_flight
                 << " dead=" << l.dead << " oldest_unacked_age_us="
                 << (l.oldest_unacked_age ? std::to_string(l.oldest_unacked_age->count()) : std::string())

@@ -179,6 +179,21 @@ std::string prometheus_text(const StoreStats& stats, const Metrics& client) {
       f.sample({}, static_cast<double>(value));
     }
   }
+  if (!client.replicas.empty()) {
+    Family up(out, "forgeyard_replica_up", "gauge", "1 when the replica answered its last lag probe.");
+    Family lag(out, "forgeyard_replica_lag_seconds", "gauge",
+               "Replay lag of a replica at its last probe (absent when unknown).");
+    Family reads(out, "forgeyard_replica_reads_total", "counter", "Eventual reads a replica served.");
+    Family fallbacks(out, "forgeyard_replica_fallbacks_total", "counter",
+                     "Eventual reads a replica failed that the primary then served.");
+    for (const ReplicaStatus& r : client.replicas) {
+      const Labels l{{"replica", r.location}};
+      up.sample(l, r.reachable ? 1 : 0);
+      if (r.lag) lag.sample(l, static_cast<double>(r.lag->count()) / 1e6);
+      reads.sample(l, static_cast<double>(r.reads));
+      fallbacks.sample(l, static_cast<double>(r.fallbacks));
+    }
+  }
   return out;
 }
 

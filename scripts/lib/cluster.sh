@@ -53,6 +53,28 @@ CONF
   [ "${CLUSTER_TCP:-1}" = 0 ] || export FORGEYARD_TEST_PG_TCP_PORT=$CLUSTER_PORT
 }
 
+# A hot standby of the cluster, streaming from it (pg_basebackup -R), on its own port and socket:
+# the replica of the read-class tests. Exports FORGEYARD_TEST_PG_REPLICA_URL.
+standby_start() {
+  STANDBY_DIR=$CLUSTER_DIR/standby
+  mkdir -p "$STANDBY_DIR/socket" && chown -R "$CLUSTER_OWNER" "$STANDBY_DIR"
+  local port=$((CLUSTER_PORT + 2))
+  while (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; do port=$((port + 1)); done
+  cluster_as_owner "$PG_BIN/pg_basebackup" -h "$CLUSTER_DIR/socket" -p "$CLUSTER_PORT" -U postgres \
+    -D "$STANDBY_DIR/data" -R -X stream -c fast >"$STANDBY_DIR/basebackup.log" 2>&1 \
+    || { cat "$STANDBY_DIR/basebackup.log"; return 1; }
+  cat >>"$STANDBY_DIR/data/postgresql.conf" <<CONF
+listen_addresses = ''
+port = $port
+unix_socket_directories = '$STANDBY_DIR/socket'
+hot_standby = on
+CONF
+  cluster_as_owner "$PG_BIN/pg_ctl" -D "$STANDBY_DIR/data" -l "$STANDBY_DIR/server.log" -w -t 60 start >/dev/null \
+    || { tail -20 "$STANDBY_DIR/server.log"; return 1; }
+  export STANDBY_DIR
+  export FORGEYARD_TEST_PG_REPLICA_URL="postgresql://postgres@/forgeyard_test?host=$STANDBY_DIR/socket&port=$port"
+}
+
 cluster_pg_ctl() {
   cluster_as_owner "$PG_BIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w -t 60 "$@" >/dev/null
 }
@@ -94,6 +116,8 @@ bouncer_stop() {
 cluster_stop() {
   [ -n "${CLUSTER_DIR:-}" ] || return 0
   bouncer_stop
+  [ -z "${STANDBY_DIR:-}" ] || cluster_as_owner "$PG_BIN/pg_ctl" -D "$STANDBY_DIR/data" stop -m immediate >/dev/null 2>&1 || true
+  STANDBY_DIR=""
   cluster_pg_ctl stop -m fast 2>/dev/null || true
   rm -rf "$CLUSTER_DIR"
   CLUSTER_DIR=""

@@ -76,7 +76,9 @@ BOOST_AUTO_TEST_CASE(stops_by_the_monotonic_clock_when_renewals_cannot_get_throu
     }
     bool release(std::string_view t, std::string_view r, std::int64_t e) override { return real.release(t, r, e); }
     void fence(std::string_view t, std::string_view r, std::int64_t e) override { real.fence(t, r, e); }
-    std::optional<forgeyard::LeaseInfo> get(std::string_view t, std::string_view r) override { return real.get(t, r); }
+    std::optional<forgeyard::LeaseInfo> get(std::string_view t, std::string_view r, forgeyard::ReadClass c) override {
+      return real.get(t, r, c);
+    }
     std::vector<forgeyard::ReapedLease> reap(int n, std::optional<std::string> t) override { return real.reap(n, t); }
   } unreachable(store->leases());
   forgeyard::LeaseKeeperOptions options;
@@ -108,7 +110,9 @@ BOOST_AUTO_TEST_CASE(the_stop_signal_fires_on_time_while_a_renewal_hangs) {
     }
     bool release(std::string_view t, std::string_view r, std::int64_t e) override { return real.release(t, r, e); }
     void fence(std::string_view t, std::string_view r, std::int64_t e) override { real.fence(t, r, e); }
-    std::optional<forgeyard::LeaseInfo> get(std::string_view t, std::string_view r) override { return real.get(t, r); }
+    std::optional<forgeyard::LeaseInfo> get(std::string_view t, std::string_view r, forgeyard::ReadClass c) override {
+      return real.get(t, r, c);
+    }
     std::vector<forgeyard::ReapedLease> reap(int n, std::optional<std::string> t) override { return real.reap(n, t); }
   } hanging(store->leases());
   std::atomic<bool> lost{false};

@@ -68,15 +68,16 @@ class FORGEYARD_API Audit {
   virtual AuditHead append(std::string_view tenant, const AuditEvent& event) = 0;
   // Up to 1000 events in order, all or nothing.
   virtual std::vector<AuditHead> append_batch(std::string_view tenant, const std::vector<AuditEvent>& events) = 0;
-  virtual AuditHead head(std::string_view tenant) = 0;
+  virtual AuditHead head(std::string_view tenant, ReadClass read = {}) = 0;
   // Recomputes from_seq .. to_seq (default: the head). With an anchor, also reports a tail cut
   // below it or a chain rewritten up to it.
   virtual AuditVerification verify(std::string_view tenant, std::int64_t from_seq = 1,
                                    std::optional<std::int64_t> to_seq = std::nullopt,
-                                   std::optional<AuditHead> anchor = std::nullopt) = 0;
+                                   std::optional<AuditHead> anchor = std::nullopt, ReadClass read = {}) = 0;
   // Up to max_events (1..10000) events from from_seq on, in seq order; fewer once they hold
   // 8 MiB of details, so page on from the last seq + 1 until a call returns none.
-  virtual std::vector<AuditRecord> read(std::string_view tenant, std::int64_t from_seq = 1, int max_events = 1000) = 0;
+  virtual std::vector<AuditRecord> read(std::string_view tenant, std::int64_t from_seq = 1, int max_events = 1000,
+                                        ReadClass read_class = {}) = 0;
 };
 
 // ---- Export and offline verification (no database) -----------------------------------------

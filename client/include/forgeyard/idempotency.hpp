@@ -51,7 +51,7 @@ class FORGEYARD_API Idempotency {
   virtual void checkpoint(const IdempotencyKey& key, std::string_view recovery_point, std::int64_t attempt) = 0;
   virtual void complete(const IdempotencyKey& key, const std::optional<Bytes>& response, std::int64_t attempt) = 0;
   virtual void abandon(const IdempotencyKey& key, std::int64_t attempt) = 0;
-  virtual std::optional<IdempotencyStatus> status(const IdempotencyKey& key) = 0;
+  virtual std::optional<IdempotencyStatus> status(const IdempotencyKey& key, ReadClass read = {}) = 0;
   // Maintenance: deletes up to max_keys keys whose retention ended; returns how many.
   virtual int purge(int max_keys, std::optional<std::string> tenant = std::nullopt) = 0;
 };

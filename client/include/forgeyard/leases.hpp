@@ -54,7 +54,7 @@ class FORGEYARD_API Leases {
   // change hands until the transaction ends.
   virtual void fence(std::string_view tenant, std::string_view resource, std::int64_t epoch) = 0;
   // The stored state of a lease, or nullopt if the resource was never leased.
-  virtual std::optional<LeaseInfo> get(std::string_view tenant, std::string_view resource) = 0;
+  virtual std::optional<LeaseInfo> get(std::string_view tenant, std::string_view resource, ReadClass read = {}) = 0;
   // Maintenance: grants that expired without release, each returned once.
   virtual std::vector<ReapedLease> reap(int max_leases, std::optional<std::string> tenant = std::nullopt) = 0;
 };

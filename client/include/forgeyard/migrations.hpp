@@ -163,6 +163,7 @@ struct Health {
   SchemaInfo schema;
   Duration latency{0};  // one round trip to the store
   std::vector<std::string> details;
+  std::vector<ReplicaStatus> replicas;  // each measured now
 };
 
 }  // namespace forgeyard

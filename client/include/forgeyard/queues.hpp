@@ -116,7 +116,7 @@ class FORGEYARD_API Queues {
   // StaleFence when the delivery was taken over or its visibility already ran out.
   virtual TimePoint extend(std::string_view tenant, std::string_view queue, std::int64_t msg_id,
                            std::int64_t claim_token, Duration visibility) = 0;
-  virtual QueueStats stats(std::string_view tenant, std::string_view queue) = 0;
+  virtual QueueStats stats(std::string_view tenant, std::string_view queue, ReadClass read = {}) = 0;
   virtual std::vector<DeadLetter> dead_letters(std::string_view tenant, std::string_view queue,
                                                std::int64_t after_msg_id = 0, int max_rows = 100) = 0;
   // Back into the queue (attempt 0); all that kept their payload when msg_ids is empty.

@@ -42,6 +42,12 @@ struct StoreOptions {
   // PostgreSQL: use named prepared statements per connection. Turn off behind PgBouncer in
   // transaction mode (1.18 has no prepared statements there): every call is then unnamed.
   bool prepared_statements = true;
+  // PostgreSQL: streaming replicas of the primary, for eventual reads (ReadClass). Each gets a pool
+  // of its own sized as `pool`. Writes and strong reads never go to them. Not for SQLite.
+  std::vector<std::string> replicas;
+  // How often a replica's lag is measured at most (one query on the primary, one on the replica).
+  // An eventual read counts the age of the last measurement into the lag it compares.
+  Duration replica_lag_refresh = std::chrono::seconds(1);
   // SQLite: PRAGMA synchronous (FULL by default; NORMAL trades the last commits on power loss).
   std::string sqlite_synchronous = "FULL";
   Duration sqlite_busy_timeout = std::chrono::seconds(10);
@@ -72,6 +78,7 @@ struct StorageStatus {
   int migrations_pending = 0;
   bool healthy = false;
   std::string detail;
+  std::vector<ReplicaStatus> replicas;  // each measured now
 };
 
 // Per-operation counters (operation names are stable: "lease.acquire", "tx.commit", ...).
@@ -95,6 +102,7 @@ struct PoolStats {
 struct Metrics {
   std::map<std::string, OperationStats> operations;
   PoolStats pool;
+  std::vector<ReplicaStatus> replicas;  // as last measured (Store::replicas() measures)
 };
 
 // A unit of work on one connection: commit makes every call in it durable together, and the
@@ -128,10 +136,14 @@ class FORGEYARD_API Store {
   // The application's schema migrations (forgeyard/migrations.hpp).
   virtual Migrations& migrations() = 0;
   // One round trip: Healthy, Degraded (reads work, writes refused), Unavailable or
-  // MigrationRequired. Renews this daemon's registration lease when it has one.
-  virtual Health health() = 0;
+  // MigrationRequired. Renews this daemon's registration lease when it has one. With replicas,
+  // each is measured and listed. An eventual class also counts a replica within its lag: with the
+  // primary unreachable and such a replica answering, the store is Degraded, not Unavailable.
+  virtual Health health(ReadClass read = {}) = 0;
   // Ready to take work: health() is Healthy.
   bool ready() { return health().status == HealthStatus::Healthy; }
+  // Measures each replica's lag now (StoreOptions::replicas; none on SQLite).
+  virtual std::vector<ReplicaStatus> replicas() = 0;
   // One bounded clean-up pass (at most max_rows per task; safe from several places at once):
   // expired idempotency keys, dedup events past their window, acked messages past retention,
   // dead letters past retention or over their cap, inbox entries older than 7 days. Returns
@@ -141,7 +153,7 @@ class FORGEYARD_API Store {
   // Read-only operations figures and checks (forgeyard/operations.hpp). On PostgreSQL they need
   // forgeyard.storage_stats() (grant_inspect or grant_maintenance); a role bound to tenants sees
   // only its own tenants' figures.
-  virtual StoreStats stats() = 0;
+  virtual StoreStats stats(ReadClass read = {}) = 0;
   virtual DoctorReport doctor(const DoctorOptions& options) = 0;
   DoctorReport doctor() { return doctor(DoctorOptions{}); }
   // Restore safety (forgeyard/restore.hpp): whether the store was restored or copied since it was

@@ -113,7 +113,7 @@ class FORGEYARD_API Topics {
                                            std::string_view consumer, int max_messages = 1,
                                            std::optional<Duration> visibility = std::nullopt) = 0;
   // Per subscription of the topic (PostgreSQL: the subscription_lag view, an inspection role's).
-  virtual std::vector<SubscriptionLag> lag(std::string_view tenant, std::string_view topic) = 0;
+  virtual std::vector<SubscriptionLag> lag(std::string_view tenant, std::string_view topic, ReadClass read = {}) = 0;
 };
 
 }  // namespace forgeyard

@@ -35,7 +35,7 @@ class FORGEYARD_API VersionedRows {
   virtual std::int64_t update(std::string_view table, const Fields& key, std::int64_t expected,
                               const Fields& changes) = 0;
   // The row named by `key` with its version, or nullopt.
-  virtual std::optional<VersionedRow> get(std::string_view table, const Fields& key) = 0;
+  virtual std::optional<VersionedRow> get(std::string_view table, const Fields& key, ReadClass read = {}) = 0;
 };
 
 }  // namespace forgeyard

@@ -87,17 +87,20 @@ std::vector<AuditHead> PgAudit::append_batch(std::string_view tenant, const std:
   });
 }
 
-AuditHead PgAudit::head(std::string_view tenant) {
-  return session_.measure("audit.head", [&] { return head_of(session_.run(head_sql, {std::string(tenant)}), 0); });
+AuditHead PgAudit::head(std::string_view tenant, ReadClass read) {
+  return session_.measure("audit.head",
+                          [&] { return head_of(session_.read(head_sql, {std::string(tenant)}, read), 0); });
 }
 
 AuditVerification PgAudit::verify(std::string_view tenant, std::int64_t from_seq, std::optional<std::int64_t> to_seq,
-                                  std::optional<AuditHead> anchor) {
+                                  std::optional<AuditHead> anchor, ReadClass read) {
   return session_.measure("audit.verify", [&] {
-    PgResult r = session_.run(verify_sql, {std::string(tenant), std::to_string(from_seq),
-                                           to_seq ? std::optional(std::to_string(*to_seq)) : std::nullopt,
-                                           anchor ? std::optional(std::to_string(anchor->seq)) : std::nullopt,
-                                           anchor ? std::optional(bytea_param(anchor->hash)) : std::nullopt});
+    PgResult r = session_.read(
+        verify_sql,
+        {std::string(tenant), std::to_string(from_seq), to_seq ? std::optional(std::to_string(*to_seq)) : std::nullopt,
+         anchor ? std::optional(std::to_string(anchor->seq)) : std::nullopt,
+         anchor ? std::optional(bytea_param(anchor->hash)) : std::nullopt},
+        read);
     AuditVerification v;
     v.ok = r.boolean(0, 0);
     v.checked = r.int8(0, 1);
@@ -107,9 +110,11 @@ AuditVerification PgAudit::verify(std::string_view tenant, std::int64_t from_seq
   });
 }
 
-std::vector<AuditRecord> PgAudit::read(std::string_view tenant, std::int64_t from_seq, int max_events) {
+std::vector<AuditRecord> PgAudit::read(std::string_view tenant, std::int64_t from_seq, int max_events,
+                                       ReadClass read_class) {
   return session_.measure("audit.read", [&] {
-    PgResult r = session_.run(read_sql, {std::string(tenant), std::to_string(from_seq), std::to_string(max_events)});
+    PgResult r = session_.read(read_sql, {std::string(tenant), std::to_string(from_seq), std::to_string(max_events)},
+                               read_class);
     std::vector<AuditRecord> out;
     for (int i = 0; i < r.rows(); ++i) {
       AuditRecord a;

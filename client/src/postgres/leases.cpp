@@ -54,9 +54,9 @@ void PgLeases::fence(std::string_view tenant, std::string_view resource, std::in
   });
 }
 
-std::optional<LeaseInfo> PgLeases::get(std::string_view tenant, std::string_view resource) {
+std::optional<LeaseInfo> PgLeases::get(std::string_view tenant, std::string_view resource, ReadClass read) {
   return session_.measure("lease.get", [&]() -> std::optional<LeaseInfo> {
-    PgResult r = session_.run(get_sql, {text_param(tenant), text_param(resource)});
+    PgResult r = session_.read(get_sql, {text_param(tenant), text_param(resource)}, read);
     if (r.rows() == 0) return std::nullopt;
     return LeaseInfo{r.text(0, 0), r.int8(0, 1), from_unix_usecs(r.int8(0, 2)), from_unix_usecs(r.int8(0, 3)),
                      parse_lease_state(r.text(0, 4))};

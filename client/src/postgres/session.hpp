@@ -17,6 +17,28 @@ class PgSession : public Session {
   // Several statements in one round trip, all or nothing: outside a Transaction they commit
   // together, inside one they are part of it (PgConnection::pipeline).
   virtual std::vector<PgResult> run_all(const std::vector<PgCall>& calls) = 0;
+  // A statement that only reads: an eventual class may send it to a replica (the pooled session
+  // with StoreOptions::replicas). Inside a Transaction, and by default, it runs as run() does.
+  virtual PgResult read(const PgStatement& statement, const PgParams& params, const ReadClass& read_class) {
+    (void)read_class;
+    return run(statement, params);
+  }
+};
+
+// A session whose every statement is a read of one class (for calls that run several reads, like
+// Store::stats).
+class PgReadSession final : public PgSession {
+ public:
+  PgReadSession(PgSession& inner, ReadClass read_class) : inner_(inner), class_(read_class) {}
+  PgResult run(const PgStatement& statement, const PgParams& params) override {
+    return inner_.read(statement, params, class_);
+  }
+  std::vector<PgResult> run_all(const std::vector<PgCall>& calls) override { return inner_.run_all(calls); }
+  Instruments& instruments() override { return inner_.instruments(); }
+
+ private:
+  PgSession& inner_;
+  ReadClass class_;
 };
 
 // A text parameter from a view (PgParams holds strings).

@@ -10,6 +10,7 @@
 #include "postgres/leases.hpp"
 #include "postgres/operations.hpp"
 #include "postgres/queues.hpp"
+#include "postgres/replicas.hpp"
 #include "postgres/restore.hpp"
 #include "postgres/topics.hpp"
 #include "postgres/versioned_rows.hpp"
@@ -45,18 +46,22 @@ std::string iso_utc(TimePoint t) {
   return buf;
 }
 
-using PgPool = Pool<PgConnection>;
-
 struct Shared {
   std::string url;
   StoreOptions options;
   PgPool pool;
   Instruments instruments;
+  // Set only with a test clock: what runs first in each autocommit call's transaction.
+  std::function<void(PgConnection&)> before;
+  PgReplicas replicas;
 
   Shared(std::string u, StoreOptions o)
       : url(std::move(u)),
         options(std::move(o)),
-        pool(options.pool, [this] { return std::make_unique<PgConnection>(url, options.prepared_statements); }) {}
+        pool(options.pool, [this] { return std::make_unique<PgConnection>(url, options.prepared_statements); }),
+        before(options.clock ? std::function<void(PgConnection&)>([this](PgConnection& c) { apply_clock(c); })
+                             : nullptr),
+        replicas(options, before) {}
 
   // With a test clock, each transaction carries it as forgeyard.now_override (SET LOCAL).
   void apply_clock(PgConnection& conn) {
@@ -65,25 +70,19 @@ struct Shared {
 };
 
 // Autocommit: each statement on a pooled connection, alone (or wrapped with the test clock).
+// An eventual read may go to a replica.
 class PooledSession final : public PgSession {
  public:
   explicit PooledSession(Shared& shared) : shared_(shared) {}
   PgResult run(const PgStatement& statement, const PgParams& params) override {
-    auto conn = shared_.pool.acquire();
-    if (!shared_.options.clock) return conn->exec(statement, params);
-    conn->command("BEGIN");
-    try {
-      shared_.apply_clock(*conn);
-      PgResult r = conn->exec(statement, params);
-      conn->commit();
-      return r;
-    } catch (const Error&) {
-      // A refused statement (FY002, FY001, ...) leaves the transaction aborted: end it so the
-      // connection stays reusable instead of being closed (a reconnect per refusal through PgBouncer).
-      // A connection that cannot roll back is not reusable and the pool closes it.
-      if (PQTRANS_INERROR == conn->transaction_status()) conn->rollback_quietly();
-      throw;
-    }
+    return exec_autocommit(shared_.pool, statement, params, shared_.before);
+  }
+  PgResult read(const PgStatement& statement, const PgParams& params, const ReadClass& read_class) override {
+    std::optional<PgResult> r;
+    if (read_class.kind == ReadClass::Kind::Eventual &&
+        shared_.replicas.try_read(shared_.pool, read_class.max_lag, statement, params, r))
+      return std::move(*r);
+    return run(statement, params);
   }
   std::vector<PgResult> run_all(const std::vector<PgCall>& calls) override {
     auto conn = shared_.pool.acquire();
@@ -205,11 +204,68 @@ class PgStore final : public Store {
     } catch (const Error& e) {
       s.detail = std::string(to_string(e.kind())) + ": " + e.what();
     }
+    s.replicas = shared_.replicas.measure(shared_.pool);
     return s;
   }
-  Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats()}; }
+  Metrics metrics() const override {
+    return {shared_.instruments.snapshot(), shared_.pool.stats(), shared_.replicas.snapshot()};
+  }
+  std::vector<ReplicaStatus> replicas() override { return shared_.replicas.measure(shared_.pool); }
   Migrations& migrations() override { return *migrations_; }
-  Health health() override {
+  Health health(ReadClass read) override {
+    Health h = primary_health();
+    h.replicas = shared_.replicas.measure(shared_.pool);
+    for (const ReplicaStatus& r : h.replicas) {
+      if (!r.reachable)
+        h.details.push_back("replica " + r.location + " is unreachable: " + r.error);
+      else if (!r.in_recovery)
+        h.details.push_back("replica " + r.location +
+                            " is not in recovery: a primary (eventual reads there are strong)");
+      else if (!r.lag)
+        h.details.push_back("replica " + r.location + ": " + r.error);
+    }
+    if (read.kind != ReadClass::Kind::Eventual || h.status != HealthStatus::Unavailable) return h;
+    for (const ReplicaStatus& r : h.replicas)
+      if (r.reachable && r.lag && *r.lag <= read.max_lag) {
+        h.status = HealthStatus::Degraded;
+        h.details.push_back("the primary is unreachable; eventual reads go to replica " + r.location);
+        break;
+      }
+    return h;
+  }
+  StoreStats stats(ReadClass read) override {
+    PgReadSession reads(session_, read);
+    return pg_stats(reads);
+  }
+  DoctorReport doctor(const DoctorOptions& options) override {
+    DoctorFacts facts;
+    try {
+      auto conn = shared_.pool.acquire();
+      facts = pg_doctor_facts(*conn, session_, shared_.url);
+    } catch (const Error& e) {
+      facts = DoctorFacts{};
+      facts.backend = "postgresql";
+      facts.connect_error = std::string(to_string(e.kind())) + ": " + e.what();
+    }
+    add_store_facts(facts, *this, options, shared_.options);
+    return {evaluate_doctor(facts)};
+  }
+  RestoreStatus restore_status() override { return pg_restore_status(session_); }
+  ReconcileReport restore_reconcile(const std::vector<AuditAnchor>& anchors) override {
+    return pg_restore_reconcile(session_, anchors);
+  }
+  std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
+    return shared_.instruments.measure("store.maintain", [&] {
+      PgResult r = session_.run(maintain_sql, {std::to_string(max_rows), tenant});
+      std::map<std::string, std::int64_t> done;
+      for (int i = 0; i < r.rows(); ++i) done[r.text(i, 0)] = r.int8(i, 1);
+      return done;
+    });
+  }
+
+ private:
+  // The primary's health (health() adds the replicas).
+  Health primary_health() {
     Health h;
     const auto started = std::chrono::steady_clock::now();
     try {
@@ -244,34 +300,7 @@ class PgStore final : public Store {
     }
     return h;
   }
-  StoreStats stats() override { return pg_stats(session_); }
-  DoctorReport doctor(const DoctorOptions& options) override {
-    DoctorFacts facts;
-    try {
-      auto conn = shared_.pool.acquire();
-      facts = pg_doctor_facts(*conn, session_, shared_.url);
-    } catch (const Error& e) {
-      facts = DoctorFacts{};
-      facts.backend = "postgresql";
-      facts.connect_error = std::string(to_string(e.kind())) + ": " + e.what();
-    }
-    add_store_facts(facts, *this, options, shared_.options);
-    return {evaluate_doctor(facts)};
-  }
-  RestoreStatus restore_status() override { return pg_restore_status(session_); }
-  ReconcileReport restore_reconcile(const std::vector<AuditAnchor>& anchors) override {
-    return pg_restore_reconcile(session_, anchors);
-  }
-  std::map<std::string, std::int64_t> maintain(int max_rows, std::optional<std::string> tenant) override {
-    return shared_.instruments.measure("store.maintain", [&] {
-      PgResult r = session_.run(maintain_sql, {std::to_string(max_rows), tenant});
-      std::map<std::string, std::int64_t> done;
-      for (int i = 0; i < r.rows(); ++i) done[r.text(i, 0)] = r.int8(i, 1);
-      return done;
-    });
-  }
 
- private:
   Shared shared_;
   PooledSession session_;
   PgLeases leases_;

@@ -189,9 +189,9 @@ std::vector<EventDelivery> PgTopics::claim(std::string_view tenant, std::string_
   });
 }
 
-std::vector<SubscriptionLag> PgTopics::lag(std::string_view tenant, std::string_view topic) {
+std::vector<SubscriptionLag> PgTopics::lag(std::string_view tenant, std::string_view topic, ReadClass read) {
   return session_.measure("topic.lag", [&] {
-    PgResult r = session_.run(lag_sql, {text_param(tenant), text_param(topic)});
+    PgResult r = session_.read(lag_sql, {text_param(tenant), text_param(topic)}, read);
     std::vector<SubscriptionLag> out;
     for (int i = 0; i < r.rows(); ++i) {
       SubscriptionLag l;

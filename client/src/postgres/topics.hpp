@@ -23,7 +23,7 @@ class PgTopics final : public Topics {
                       TimePoint since) override;
   std::vector<EventDelivery> claim(std::string_view tenant, std::string_view subscription, std::string_view consumer,
                                    int max_messages, std::optional<Duration> visibility) override;
-  std::vector<SubscriptionLag> lag(std::string_view tenant, std::string_view topic) override;
+  std::vector<SubscriptionLag> lag(std::string_view tenant, std::string_view topic, ReadClass read) override;
 
  private:
   PgSession& session_;

@@ -47,9 +47,9 @@ std::int64_t PgVersionedRows::update(std::string_view table, const Fields& key, 
   });
 }
 
-std::optional<VersionedRow> PgVersionedRows::get(std::string_view table, const Fields& key) {
+std::optional<VersionedRow> PgVersionedRows::get(std::string_view table, const Fields& key, ReadClass read) {
   return session_.measure("cas.get", [&]() -> std::optional<VersionedRow> {
-    PgResult r = session_.run(cas_get_sql, {text_param(table), to_json(key)});
+    PgResult r = session_.read(cas_get_sql, {text_param(table), to_json(key)}, read);
     if (r.rows() == 0) return std::nullopt;
     VersionedRow row;
     row.version = r.int8(0, 0);
@@ -100,9 +100,9 @@ void PgIdempotency::abandon(const IdempotencyKey& key, std::int64_t attempt) {
   });
 }
 
-std::optional<IdempotencyStatus> PgIdempotency::status(const IdempotencyKey& key) {
+std::optional<IdempotencyStatus> PgIdempotency::status(const IdempotencyKey& key, ReadClass read) {
   return session_.measure("idem.status", [&]() -> std::optional<IdempotencyStatus> {
-    PgResult r = session_.run(idem_status_sql, {key.tenant, key.scope, key.key});
+    PgResult r = session_.read(idem_status_sql, {key.tenant, key.scope, key.key}, read);
     if (r.rows() == 0) return std::nullopt;
     IdempotencyStatus s;
     s.status = r.text(0, 0);

@@ -11,7 +11,7 @@ class PgVersionedRows final : public VersionedRows {
   explicit PgVersionedRows(PgSession& session) : session_(session) {}
   void enable(std::string_view table) override;
   std::int64_t update(std::string_view table, const Fields& key, std::int64_t expected, const Fields& changes) override;
-  std::optional<VersionedRow> get(std::string_view table, const Fields& key) override;
+  std::optional<VersionedRow> get(std::string_view table, const Fields& key, ReadClass read) override;
 
  private:
   PgSession& session_;
@@ -25,7 +25,7 @@ class PgIdempotency final : public Idempotency {
   void checkpoint(const IdempotencyKey& key, std::string_view recovery_point, std::int64_t attempt) override;
   void complete(const IdempotencyKey& key, const std::optional<Bytes>& response, std::int64_t attempt) override;
   void abandon(const IdempotencyKey& key, std::int64_t attempt) override;
-  std::optional<IdempotencyStatus> status(const IdempotencyKey& key) override;
+  std::optional<IdempotencyStatus> status(const IdempotencyKey& key, ReadClass read) override;
   int purge(int max_keys, std::optional<std::string> tenant) override;
 
  private:

@@ -166,7 +166,7 @@ std::vector<AuditHead> SqliteAudit::append_batch(std::string_view tenant, const 
   });
 }
 
-AuditHead SqliteAudit::head(std::string_view tenant) {
+AuditHead SqliteAudit::head(std::string_view tenant, ReadClass /*read: one file*/) {
   return session_.measure("audit.head", [&] {
     core_guarded([&] { check_tenant_name(tenant); });
     AuditHead head{0, core::genesis_hash()};
@@ -213,7 +213,8 @@ void read_events(Db& db, const std::string& tenant, std::int64_t from_seq, std::
 }  // namespace
 
 AuditVerification SqliteAudit::verify(std::string_view tenant_view, std::int64_t from_seq,
-                                      std::optional<std::int64_t> to_seq, std::optional<AuditHead> anchor) {
+                                      std::optional<std::int64_t> to_seq, std::optional<AuditHead> anchor,
+                                      ReadClass /*read: one file*/) {
   return session_.measure("audit.verify", [&] {
     const std::string tenant(tenant_view);
     const std::optional<core::Anchor> core_anchor = to_anchor(anchor);
@@ -246,7 +247,8 @@ AuditVerification SqliteAudit::verify(std::string_view tenant_view, std::int64_t
   });
 }
 
-std::vector<AuditRecord> SqliteAudit::read(std::string_view tenant, std::int64_t from_seq, int max_events) {
+std::vector<AuditRecord> SqliteAudit::read(std::string_view tenant, std::int64_t from_seq, int max_events,
+                                           ReadClass /*read_class: one file*/) {
   return session_.measure("audit.read", [&] {
     core_guarded([&] { check_tenant_name(tenant); });
     if (from_seq < 1) throw Error(sqlstate::invalid_parameter, "from_seq must be at least 1");

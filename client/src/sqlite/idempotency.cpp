@@ -180,7 +180,7 @@ void SqliteIdempotency::abandon(const IdempotencyKey& key, std::int64_t attempt)
   });
 }
 
-std::optional<IdempotencyStatus> SqliteIdempotency::status(const IdempotencyKey& key) {
+std::optional<IdempotencyStatus> SqliteIdempotency::status(const IdempotencyKey& key, ReadClass /*read: one file*/) {
   return session_.measure("idem.status", [&] {
     return core_guarded([&] {
       check_key(key);

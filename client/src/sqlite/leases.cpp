@@ -152,7 +152,8 @@ void SqliteLeases::fence(std::string_view tenant, std::string_view resource, std
   });
 }
 
-std::optional<LeaseInfo> SqliteLeases::get(std::string_view tenant, std::string_view resource) {
+std::optional<LeaseInfo> SqliteLeases::get(std::string_view tenant, std::string_view resource,
+                                           ReadClass /*read: one file*/) {
   return session_.measure("lease.get", [&] {
     return core_guarded([&] {
       check_key(tenant, resource);

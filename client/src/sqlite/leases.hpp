@@ -13,7 +13,7 @@ class SqliteLeases final : public Leases {
   TimePoint renew(std::string_view tenant, std::string_view resource, std::int64_t epoch, Duration ttl) override;
   bool release(std::string_view tenant, std::string_view resource, std::int64_t epoch) override;
   void fence(std::string_view tenant, std::string_view resource, std::int64_t epoch) override;
-  std::optional<LeaseInfo> get(std::string_view tenant, std::string_view resource) override;
+  std::optional<LeaseInfo> get(std::string_view tenant, std::string_view resource, ReadClass read) override;
   std::vector<ReapedLease> reap(int max_leases, std::optional<std::string> tenant) override;
 
  private:

@@ -14,7 +14,7 @@ namespace forgeyard::detail {
 
 using namespace sqlite_queue;
 
-QueueStats SqliteQueues::stats(std::string_view tenant, std::string_view queue) {
+QueueStats SqliteQueues::stats(std::string_view tenant, std::string_view queue, ReadClass /*read: one file*/) {
   return session_.measure("queue.stats", [&] {
     return core_guarded([&] {
       QueueStats s;

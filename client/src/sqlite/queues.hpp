@@ -36,7 +36,7 @@ class SqliteQueues final : public Queues {
                    std::string_view error, bool permanent) override;
   TimePoint extend(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token,
                    Duration visibility) override;
-  QueueStats stats(std::string_view tenant, std::string_view queue) override;
+  QueueStats stats(std::string_view tenant, std::string_view queue, ReadClass read) override;
   std::vector<DeadLetter> dead_letters(std::string_view tenant, std::string_view queue, std::int64_t after_msg_id,
                                        int max_rows) override;
   int redrive(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids,

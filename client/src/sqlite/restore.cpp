@@ -188,14 +188,14 @@ ReconcileReport sqlite_restore_reconcile(SqliteSession& session, const std::stri
     for (const AuditAnchor& a : anchors) chains[a.tenant] = a.head;
     std::string failures = "[";
     for (const auto& [tenant, anchor] : chains) {
-      const AuditVerification v = audit.verify(tenant, 1, std::nullopt, anchor);
+      const AuditVerification v = audit.verify(tenant, 1, std::nullopt, anchor, {});
       ++report.audit_chains_verified;
       if (v.ok) continue;
       ++report.audit_chains_failed;
       AuditChainReport chain;
       chain.tenant = tenant;
       chain.ok = false;
-      chain.head_seq = audit.head(tenant).seq;
+      chain.head_seq = audit.head(tenant, {}).seq;
       if (anchor && anchor->seq > chain.head_seq) {
         chain.cut_to = anchor->seq;
         chain.reason = "events " + std::to_string(chain.head_seq + 1) + ".." + std::to_string(anchor->seq) +

@@ -177,9 +177,11 @@ class SqliteStore final : public Store {
     }
     return s;
   }
-  Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats()}; }
+  Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats(), {}}; }
+  std::vector<ReplicaStatus> replicas() override { return {}; }
   Migrations& migrations() override { return *migrations_; }
-  Health health() override {
+  // One file: every read class is served by it.
+  Health health(ReadClass /*read*/) override {
     Health h;
     RestoreStatus restore;
     const auto started = std::chrono::steady_clock::now();
@@ -207,7 +209,7 @@ class SqliteStore final : public Store {
     }
     return h;
   }
-  StoreStats stats() override {
+  StoreStats stats(ReadClass /*read: one file*/) override {
     return shared_.instruments.measure("store.stats", [&] {
       auto db = shared_.pool.acquire();
       return sqlite_stats(*db, queues_, shared_.now_usecs());
@@ -266,6 +268,9 @@ class SqliteStore final : public Store {
 }  // namespace
 
 std::unique_ptr<Store> open_sqlite(const std::string& path, const StoreOptions& options) {
+  if (!options.replicas.empty())
+    throw Error(ErrorKind::InvalidArgument, "22023",
+                "replicas are for a PostgreSQL store: the embedded store is one file, and every read is strong");
   return std::make_unique<SqliteStore>(path, options);
 }
 

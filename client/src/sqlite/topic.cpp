@@ -556,7 +556,8 @@ std::vector<EventDelivery> SqliteTopics::claim(std::string_view tenant, std::str
   });
 }
 
-std::vector<SubscriptionLag> SqliteTopics::lag(std::string_view tenant, std::string_view topic) {
+std::vector<SubscriptionLag> SqliteTopics::lag(std::string_view tenant, std::string_view topic,
+                                               ReadClass /*read: one file*/) {
   return session_.measure("topic.lag", [&] {
     return core_guarded([&] {
       check_names(tenant, topic);

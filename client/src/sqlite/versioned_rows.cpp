@@ -239,7 +239,8 @@ std::int64_t SqliteVersionedRows::update(std::string_view table, const Fields& k
   });
 }
 
-std::optional<VersionedRow> SqliteVersionedRows::get(std::string_view table, const Fields& key) {
+std::optional<VersionedRow> SqliteVersionedRows::get(std::string_view table, const Fields& key,
+                                                     ReadClass /*read: one file*/) {
   return session_.measure("cas.get", [&] {
     std::optional<VersionedRow> row;
     session_.write([&](Db& db) {
