@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include <libpq-fe.h>
@@ -304,6 +306,41 @@ BOOST_AUTO_TEST_CASE(a_multi_host_url_with_read_write_finds_the_primary_past_the
   auto grant = rw->leases().acquire(tenant, "multi", "worker-a", 30s);
   BOOST_TEST(grant.acquired);
   BOOST_TEST(rw->leases().get(tenant, "multi")->epoch == grant.epoch);
+}
+
+BOOST_AUTO_TEST_CASE(the_cli_reads_a_replica_with_max_lag_and_reports_its_lag) {
+  const std::string out = (std::filesystem::temp_directory_path() / unique("replica-cli")).string();
+  with_replica->leases().acquire(tenant, "cli/before", "worker-a", 30s);
+  wait_caught_up();
+  Direct standby(replica_url);
+  standby.value("SELECT pg_catalog.pg_wal_replay_pause()::text");
+  with_replica->leases().acquire(tenant, "cli/after", "worker-a", 30s);
+  const std::vector<std::string> eventual{"--replica", replica_url, "--max-lag", "1h"};
+  const auto with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), eventual.begin(), eventual.end());
+    return args;
+  };
+  // The paused standby answers --max-lag 1h: it has the first lease and not the second; the
+  // primary, without --max-lag, has both.
+  BOOST_TEST(run_cli(with({"lease", "status", tenant, "cli/before"}), out) == 0);
+  BOOST_TEST(run_cli(with({"lease", "status", tenant, "cli/after"}), out) == 1);
+  BOOST_TEST(conformance::slurp(out) == "state=none\n");
+  BOOST_TEST(run_cli({"--replica", replica_url, "lease", "status", tenant, "cli/after"}, out) == 0);
+  // Its lag, measured: in storage status --json and in metrics.
+  run_cli(with({"storage", "status", "--json"}), out);
+  const std::string status = conformance::slurp(out);
+  BOOST_TEST(status.find("\"replicas\":[{\"location\":") != std::string::npos, status);
+  BOOST_TEST(status.find("\"in_recovery\":true") != std::string::npos, status);
+  BOOST_TEST(status.find("\"lag_usecs\":null") == std::string::npos, status);
+  BOOST_TEST(run_cli(with({"metrics"}), out) == 0);
+  const std::string metrics = conformance::slurp(out);
+  BOOST_TEST(metrics.find("forgeyard_replica_up{replica=") != std::string::npos);
+  BOOST_TEST(metrics.find("forgeyard_replica_lag_seconds{replica=") != std::string::npos);
+  BOOST_TEST(metrics.find("forgeyard_replica_reads_total{replica=") != std::string::npos);
+  // A bound that is not a duration is a usage error.
+  BOOST_TEST(run_cli({"--replica", replica_url, "--max-lag", "soon", "lease", "status", tenant, "cli/after"}, out) ==
+             2);
+  std::filesystem::remove(out);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

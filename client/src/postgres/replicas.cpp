@@ -64,10 +64,17 @@ PgResult exec_autocommit(PgPool& pool, const PgStatement& statement, const PgPar
 }
 
 struct PgReplicas::Replica {
+  // Its connections open on first use: a replica that is down does not keep the store from opening.
   Replica(std::string u, const StoreOptions& options)
-      : url(std::move(u)), location(redact(url)), pool(options.pool, [this, prepared = options.prepared_statements] {
-          return std::make_unique<PgConnection>(url, prepared);
-        }) {}
+      : url(std::move(u)),
+        location(redact(url)),
+        pool(lazy(options.pool),
+             [this, prepared = options.prepared_statements] { return std::make_unique<PgConnection>(url, prepared); }) {
+  }
+  static PoolOptions lazy(PoolOptions o) {
+    o.min_connections = 0;
+    return o;
+  }
 
   const std::string url;
   const std::string location;
