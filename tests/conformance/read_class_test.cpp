@@ -116,6 +116,7 @@ BOOST_AUTO_TEST_CASE(replicas_are_for_postgresql_and_an_unreachable_one_leaves_r
   options.prepared_statements = !unnamed_statements;
   // A port nothing listens on (the cluster's own, plus a gap the test command never uses).
   options.replicas = {"postgresql://postgres@127.0.0.1:1/forgeyard_test?connect_timeout=2"};
+  options.pool.min_connections = 1;  // opened at once on the primary; the replica's only when used
   if (!is_postgres()) {
     FY_CHECK_ERROR(forgeyard::open(url, options), ErrorKind::InvalidArgument, "22023");
     return;
