@@ -212,6 +212,48 @@ BOOST_AUTO_TEST_CASE(workloads_under_cuts_kills_timeouts_conflicts_and_a_restart
   Admin(test_url).exec("DROP DATABASE " + db + " WITH (FORCE)");
 }
 
+// A batch through the pipeline (enqueue_many: BEGIN, enqueue_batch, COMMIT in one round trip): a
+// connection cut once the COMMIT went out is CommitUnknown, and the batch is all or nothing (here
+// all: the server got the COMMIT); a cut before the first statement is Unavailable, and nothing.
+BOOST_AUTO_TEST_CASE(a_pipeline_cut_during_its_commit_is_commit_unknown_and_all_or_nothing) {
+  const std::string test_url = required_env("FORGEYARD_TEST_PG_URL");
+  const int tcp_port = std::stoi(required_env("FORGEYARD_TEST_PG_TCP_PORT"));
+  Admin admin(test_url);
+  const std::string user = admin.user(), db = admin.db(), tenant = "pipeline-" + pg_run_id();
+  auto direct = forgeyard::open(test_url);
+  direct->queues().create(tenant, "q", {});
+  TcpProxy proxy(tcp_port);
+  auto through = forgeyard::open("postgresql://" + user + "@127.0.0.1:" + std::to_string(proxy.port()) + "/" + db +
+                                 "?sslmode=disable&connect_timeout=5");
+  std::vector<forgeyard::OutgoingMessage> batch(5);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i].payload = "m" + std::to_string(i);
+  batch[3].priority = forgeyard::Priority::Realtime;  // two enqueue_batch statements in the pipeline
+
+  proxy.set_faults({.cut_commit = 1});
+  try {
+    through->queues().enqueue_many(tenant, "q", batch);
+    BOOST_FAIL("the cut COMMIT answered");
+  } catch (const forgeyard::Error& e) {
+    BOOST_TEST(forgeyard::to_string(e.kind()) == forgeyard::to_string(forgeyard::ErrorKind::CommitUnknown));
+    BOOST_TEST(e.sqlstate() == "08006");
+  }
+  BOOST_TEST(proxy.injected()["cut_during_commit"] == 1);
+  BOOST_TEST(direct->queues().stats(tenant, "q").ready == 5);  // all of it: the COMMIT had arrived
+
+  proxy.set_faults({.cut_before = 1});
+  try {
+    through->queues().enqueue_many(tenant, "q", batch);
+    BOOST_FAIL("the cut pipeline answered");
+  } catch (const forgeyard::Error& e) {
+    BOOST_TEST(forgeyard::to_string(e.kind()) == forgeyard::to_string(forgeyard::ErrorKind::Unavailable));
+  }
+  BOOST_TEST(direct->queues().stats(tenant, "q").ready == 5);  // none of the second
+  proxy.set_faults({});
+  BOOST_TEST(through->queues().enqueue_many(tenant, "q", batch).size() == 5u);  // a new connection
+  BOOST_TEST(direct->queues().stats(tenant, "q").ready == 10);
+  direct->queues().drop(tenant, "q");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace faults

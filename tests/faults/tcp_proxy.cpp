@@ -47,8 +47,23 @@ bool has_statement(const char* data, std::size_t n) {
   return n > 0 && (data[0] == 'Q' || data[0] == 'P' || data[0] == 'B' || data[0] == 'E');
 }
 
+// A buffer whose messages include a COMMIT: a simple Query, or the Parse of an unnamed statement
+// as libpq's pipeline mode sends it (client/src/postgres/connection.cpp: BEGIN, the statements and
+// COMMIT go out as Parse/Bind/Execute). A message cut off at the buffer's end is not looked into.
 bool is_commit(const char* data, std::size_t n) {
-  return n > 5 && data[0] == 'Q' && std::strncmp(data + 5, "COMMIT", 6) == 0;
+  std::size_t at = 0;
+  while (at + 5 <= n) {
+    std::uint32_t length = 0;
+    std::memcpy(&length, data + at + 1, 4);
+    length = ntohl(length);
+    const std::size_t body = at + 5, end = at + 1 + length;
+    if (length < 4 || end > n) return false;
+    if (data[at] == 'Q' && end - body >= 6 && std::strncmp(data + body, "COMMIT", 6) == 0) return true;
+    if (data[at] == 'P' && end - body >= 7 && data[body] == '\0' && std::strncmp(data + body + 1, "COMMIT", 6) == 0)
+      return true;
+    at = end;
+  }
+  return false;
 }
 
 }  // namespace
