@@ -161,6 +161,7 @@ summary() {
 timed extension-build build_extension || { count extension-build 0 1; summary; exit 1; }
 
 source scripts/lib/cluster.sh
+export CLUSTER_LOGS_TO=$PWD/build  # build/pg-primary.log, build/pg-standby.log after the run
 trap cluster_stop EXIT INT TERM
 echo "== start throwaway PostgreSQL cluster, its hot standby and PgBouncer"
 cluster_start || exit 1

@@ -54,14 +54,16 @@ CONF
 }
 
 # A hot standby of the cluster, streaming from it (pg_basebackup -R), on its own port and socket:
-# the replica of the read-class tests. Exports FORGEYARD_TEST_PG_REPLICA_URL.
+# the replica of the read-class tests. Exports FORGEYARD_TEST_PG_REPLICA_URL. It streams through a
+# replication slot: the tests restart the primary and run CHECKPOINTs, and without a slot a
+# checkpoint while the standby reconnects can remove WAL it has not received, which stops it for good.
 standby_start() {
   STANDBY_DIR=$CLUSTER_DIR/standby
   mkdir -p "$STANDBY_DIR/socket" && chown -R "$CLUSTER_OWNER" "$STANDBY_DIR"
   local port=$((CLUSTER_PORT + 2))
   while (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; do port=$((port + 1)); done
   cluster_as_owner "$PG_BIN/pg_basebackup" -h "$CLUSTER_DIR/socket" -p "$CLUSTER_PORT" -U postgres \
-    -D "$STANDBY_DIR/data" -R -X stream -c fast >"$STANDBY_DIR/basebackup.log" 2>&1 \
+    -D "$STANDBY_DIR/data" -R -X stream -C -S forgeyard_standby -c fast >"$STANDBY_DIR/basebackup.log" 2>&1 \
     || { cat "$STANDBY_DIR/basebackup.log"; return 1; }
   cat >>"$STANDBY_DIR/data/postgresql.conf" <<CONF
 listen_addresses = ''
@@ -113,8 +115,13 @@ bouncer_stop() {
   return 0
 }
 
+# With CLUSTER_LOGS_TO set (a directory), the servers' logs are copied there first.
 cluster_stop() {
   [ -n "${CLUSTER_DIR:-}" ] || return 0
+  if [ -n "${CLUSTER_LOGS_TO:-}" ]; then
+    cp "$CLUSTER_DIR/server.log" "$CLUSTER_LOGS_TO/pg-primary.log" 2>/dev/null
+    [ -z "${STANDBY_DIR:-}" ] || cp "$STANDBY_DIR/server.log" "$CLUSTER_LOGS_TO/pg-standby.log" 2>/dev/null
+  fi
   bouncer_stop
   [ -z "${STANDBY_DIR:-}" ] || cluster_as_owner "$PG_BIN/pg_ctl" -D "$STANDBY_DIR/data" stop -m immediate >/dev/null 2>&1 || true
   STANDBY_DIR=""
