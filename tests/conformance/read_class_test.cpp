@@ -202,7 +202,12 @@ struct ReplicaFixture : ReadFixture {
       if (standby.value("SELECT (pg_catalog.pg_last_wal_replay_lsn() >= '" + lsn + "')::text") == "true") return;
       std::this_thread::sleep_for(10ms);
     }
-    BOOST_FAIL("the standby did not replay " + lsn + " within 10 s");
+    BOOST_FAIL("the standby did not replay " + lsn + " within 10 s: received " +
+               standby.value("SELECT pg_catalog.pg_last_wal_receive_lsn()::text") + ", replayed " +
+               standby.value("SELECT pg_catalog.pg_last_wal_replay_lsn()::text") + ", replay paused " +
+               standby.value("SELECT pg_catalog.pg_is_wal_replay_paused()::text") + ", receiver " +
+               standby.value("SELECT COALESCE((SELECT status FROM pg_catalog.pg_stat_wal_receiver), 'none')") +
+               " (build/pg-standby.log has its log)");
   }
   std::uint64_t replica_reads() const { return with_replica->metrics().replicas.at(0).reads; }
 };
