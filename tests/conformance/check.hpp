@@ -2,6 +2,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <exception>
+#include <mutex>
 #include <string>
 
 #include "forgeyard/error.hpp"
@@ -19,6 +21,38 @@ forgeyard::Error expect_error(F&& f) {
   BOOST_FAIL("expected a forgeyard::Error, got none");
   throw;  // unreachable
 }
+
+// Errors thrown inside a test's threads: run() keeps the first, check() fails the test with it on
+// the test's own thread. (An exception escaping a std::thread aborts the whole suite, and the log
+// then shows a SIGABRT instead of the error.)
+class ThreadFailures {
+ public:
+  template <class F>
+  void run(F&& f) noexcept {
+    try {
+      f();
+    } catch (const forgeyard::Error& e) {
+      record(std::string(forgeyard::to_string(e.kind())) + " " + e.sqlstate() + ": " + e.what());
+    } catch (const std::exception& e) {
+      record(e.what());
+    } catch (...) {
+      record("an exception that is not a std::exception");
+    }
+  }
+  void check(const std::string& who) {
+    std::lock_guard lock(mutex_);
+    BOOST_TEST(first_.empty(), "a " << who << " thread failed: " << first_);
+    first_.clear();
+  }
+
+ private:
+  void record(std::string what) noexcept {
+    std::lock_guard lock(mutex_);
+    if (first_.empty()) first_ = std::move(what);
+  }
+  std::mutex mutex_;
+  std::string first_;
+};
 
 }  // namespace conformance
 

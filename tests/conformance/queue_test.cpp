@@ -627,6 +627,8 @@ BOOST_AUTO_TEST_CASE(maintain_purges_what_outlived_its_retention_in_bounded_step
 }
 
 BOOST_AUTO_TEST_CASE(four_consumers_drain_twenty_thousand_messages_each_exactly_once) {
+  conformance::ThreadFailures
+      failures;  // an error in a thread fails the test, naming it, instead of aborting the suite
   forgeyard::QueueOptions o;
   o.max_messages = 50000;
   create(o);
@@ -636,34 +638,40 @@ BOOST_AUTO_TEST_CASE(four_consumers_drain_twenty_thousand_messages_each_exactly_
   std::vector<std::thread> producers;
   for (int p = 0; p < 4; ++p)
     producers.emplace_back([&, p] {
-      auto s = open_another(1);
-      for (int batch = 0; batch < total / 4 / 100; ++batch) {
-        auto tx = s->begin();
-        for (int i = 0; i < 100; ++i)
-          tx->queues().enqueue(tenant, queue, {std::to_string(p) + "/" + std::to_string(batch * 100 + i)});
-        tx->commit();
-      }
+      failures.run([&] {
+        auto s = open_another(1);
+        for (int batch = 0; batch < total / 4 / 100; ++batch) {
+          auto tx = s->begin();
+          for (int i = 0; i < 100; ++i)
+            tx->queues().enqueue(tenant, queue, {std::to_string(p) + "/" + std::to_string(batch * 100 + i)});
+          tx->commit();
+        }
+      });
     });
   for (auto& t : producers) t.join();
+  failures.check("producer");
   std::mutex m;
   std::map<std::string, int> seen;
   std::vector<std::thread> consumers;
   for (int c = 0; c < 4; ++c)
     consumers.emplace_back([&, c] {
-      auto s = open_another(1);
-      std::vector<forgeyard::Ack> acks;
-      for (;;) {
-        auto got = s->queues().ack_and_claim(tenant, queue, "consumer-" + std::to_string(c), acks, 50);
-        if (got.empty()) break;
-        acks.clear();
-        std::lock_guard lock(m);
-        for (const auto& d : got) {
-          ++seen[d.payload];
-          acks.emplace_back(d.msg_id, d.claim_token);
+      failures.run([&] {
+        auto s = open_another(1);
+        std::vector<forgeyard::Ack> acks;
+        for (;;) {
+          auto got = s->queues().ack_and_claim(tenant, queue, "consumer-" + std::to_string(c), acks, 50);
+          if (got.empty()) break;
+          acks.clear();
+          std::lock_guard lock(m);
+          for (const auto& d : got) {
+            ++seen[d.payload];
+            acks.emplace_back(d.msg_id, d.claim_token);
+          }
         }
-      }
+      });
     });
   for (auto& t : consumers) t.join();
+  failures.check("consumer");
   BOOST_TEST(seen.size() == static_cast<std::size_t>(total));  // none lost
   int duplicates = 0;
   for (const auto& [payload, n] : seen) duplicates += n - 1;
