@@ -55,8 +55,9 @@ CONF
 
 # A hot standby of the cluster, streaming from it (pg_basebackup -R), on its own port and socket:
 # the replica of the read-class tests. Exports FORGEYARD_TEST_PG_REPLICA_URL. It streams through a
-# replication slot: the tests restart the primary and run CHECKPOINTs, and without a slot a
-# checkpoint while the standby reconnects can remove WAL it has not received, which stops it for good.
+# replication slot: the suites restart the primary and kill its backends, and without a slot a
+# checkpoint while the standby reconnects may recycle WAL it has not received, which stops it for
+# good. (One run's standby stopped replaying before the slot; why was not established.)
 standby_start() {
   STANDBY_DIR=$CLUSTER_DIR/standby
   mkdir -p "$STANDBY_DIR/socket" && chown -R "$CLUSTER_OWNER" "$STANDBY_DIR"
