@@ -103,6 +103,49 @@ BOOST_AUTO_TEST_CASE(stale_holder_is_refused_after_a_takeover_under_concurrency)
   BOOST_TEST(stale.load() == 40);
 }
 
+// A writer of this process is served while another holds write transactions back to back, each
+// with work inside (as a worker holding a Transaction does): it waits its turn, not until its busy
+// timeout runs out. (On SQLite the busy handler alone polls every 100 ms and loses every gap
+// between the other's transactions; on PostgreSQL these rows never meet.)
+BOOST_AUTO_TEST_CASE(a_writer_is_served_while_another_holds_transactions_back_to_back) {
+  auto busy = open_another(1);
+  forgeyard::StoreOptions options;
+  options.clock = [this] { return clock.now(); };
+  options.prepared_statements = !unnamed_statements;
+  options.sqlite_busy_timeout = 1s;
+  options.pool.max_connections = 1;
+  auto other = forgeyard::open(url, options);
+  std::atomic<bool> stop{false};
+  std::atomic<int> held{0};
+  conformance::ThreadFailures failures;
+  std::thread holder([&] {
+    failures.run([&] {
+      while (!stop) {
+        auto tx = busy->begin();
+        tx->leases().acquire(tenant, "held", "worker-a", 30s);
+        std::this_thread::sleep_for(20ms);  // the work the transaction is for
+        tx->commit();
+        ++held;
+      }
+    });
+  });
+  while (held == 0) std::this_thread::sleep_for(1ms);
+  int refused = 0;
+  std::string first_refusal;
+  for (int i = 0; i < 10; ++i) {
+    try {
+      other->leases().acquire(tenant, "other/" + std::to_string(i), "worker-b", 30s);
+    } catch (const forgeyard::Error& e) {
+      if (refused++ == 0) first_refusal = e.what();
+    }
+  }
+  stop = true;
+  holder.join();
+  failures.check("holder");
+  BOOST_TEST(refused == 0, refused << " of 10 writes refused, the first: " << first_refusal);
+  BOOST_TEST(held > 1);
+}
+
 BOOST_AUTO_TEST_CASE(two_processes_share_one_store) {
   // Two CLI processes race for one lease on the same store while this process holds it open.
   const std::string resource = unique("proc");

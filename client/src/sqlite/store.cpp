@@ -19,6 +19,7 @@
 #include "sqlite/restore.hpp"
 #include "sqlite/topics.hpp"
 #include "sqlite/versioned_rows.hpp"
+#include "sqlite/write_turns.hpp"
 
 namespace forgeyard::detail {
 
@@ -32,11 +33,20 @@ struct SqliteShared {
   SqlitePool pool;
   Instruments instruments;
   MigrationState migrations;
+  std::shared_ptr<WriteTurns> turns;  // shared with every Store of this process on the file
 
   SqliteShared(std::string p, StoreOptions o)
       : path(std::move(p)),
         options(std::move(o)),
-        pool(options.pool, [this] { return std::make_unique<Db>(path, options); }) {}
+        pool(options.pool, [this] { return std::make_unique<Db>(path, options); }),
+        turns(WriteTurns::of(path)) {}
+
+  // A write transaction takes this process's turn on the file (write_turns.hpp) with its
+  // connection already in hand, so a turn never waits for a pooled connection; it waits as long
+  // as SQLite's busy timeout would.
+  std::chrono::milliseconds turn_timeout() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(options.sqlite_busy_timeout);
+  }
 
   std::int64_t now_usecs() const {
     return unix_usecs(options.clock ? options.clock() : std::chrono::time_point_cast<Duration>(Clock::now()));
@@ -49,6 +59,7 @@ class SqlitePooledSession final : public SqliteSession {
   explicit SqlitePooledSession(SqliteShared& shared) : shared_(shared) {}
   void write(const std::function<void(Db&)>& work) override {
     auto db = shared_.pool.acquire();
+    WriteTurn turn(shared_.turns, shared_.turn_timeout());
     db->exec("BEGIN IMMEDIATE");
     try {
       work(*db);
@@ -73,6 +84,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
       : shared_(shared),
         state_(shared.instruments),
         db_(shared.pool.acquire()),
+        turn_(shared.turns, shared.turn_timeout()),
         leases_(*this),
         rows_(*this),
         idempotency_(*this),
@@ -90,10 +102,13 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   Queues& queues() override { return queues_; }
   Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
+  // The turn goes to the next writer once the transaction ended, not when this object goes.
   void commit() override {
+    Ended ended{turn_};
     state_.commit([&] { db_->exec("COMMIT"); }, [&] { db_->exec("ROLLBACK"); });
   }
   void rollback() override {
+    Ended ended{turn_};
     state_.end("tx.rollback", [&] { db_->exec("ROLLBACK"); });
   }
 
@@ -106,9 +121,15 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   Instruments& instruments() override { return shared_.instruments; }
   void failed() override { state_.fail(); }
 
+  struct Ended {
+    WriteTurn& turn;
+    ~Ended() { turn.release(); }
+  };
+
   SqliteShared& shared_;
   TransactionState state_;
   SqlitePool::Handle db_;
+  WriteTurn turn_;
   SqliteLeases leases_;
   SqliteVersionedRows rows_;
   SqliteIdempotency idempotency_;
