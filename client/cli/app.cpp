@@ -23,7 +23,8 @@ constexpr std::string_view stores_text =
     R"(Stores: --store URL or $FORGEYARD_STORE; postgresql://... (the forgeyard extension) or
 sqlite:///path; default: the embedded store under $XDG_DATA_HOME/forgeyard (else
 ~/.local/share/forgeyard). --unnamed-statements: no named prepared statements (PgBouncer
-in transaction mode).
+in transaction mode). --replica URL (repeatable) with --max-lag DURATION: the read commands
+may read from a streaming replica at most that far behind, else from the primary.
 )";
 
 constexpr std::string_view values_text =
@@ -109,7 +110,7 @@ void add_command_lines(std::string& out, const CLI::App& command, const std::str
 // `forgeyard --help`: every command on one line or a few, generated from the tree.
 std::string overview(const CLI::App& app) {
   std::string out =
-      "usage: forgeyard [--store URL] [--unnamed-statements] COMMAND ...\n"
+      "usage: forgeyard [--store URL] [--unnamed-statements] [--replica URL --max-lag D] COMMAND ...\n"
       "       forgeyard COMMAND --help      that command's arguments, options and defaults\n"
       "       forgeyard [--store URL] --version\n\n";
   out += stores_text;
