@@ -44,25 +44,6 @@ bool replica_specific(const Error& e) {
 
 }  // namespace
 
-PgResult exec_autocommit(PgPool& pool, const PgStatement& statement, const PgParams& params,
-                         const std::function<void(PgConnection&)>& before) {
-  auto conn = pool.acquire();
-  if (!before) return conn->exec(statement, params);
-  conn->command("BEGIN");
-  try {
-    before(*conn);
-    PgResult r = conn->exec(statement, params);
-    conn->commit();
-    return r;
-  } catch (const Error&) {
-    // A refused statement (FY002, FY001, ...) leaves the transaction aborted: end it so the
-    // connection stays reusable instead of being closed (a reconnect per refusal through PgBouncer).
-    // A connection that cannot roll back is not reusable and the pool closes it.
-    if (PQTRANS_INERROR == conn->transaction_status()) conn->rollback_quietly();
-    throw;
-  }
-}
-
 struct PgReplicas::Replica {
   // Its connections open on first use: a replica that is down does not keep the store from opening.
   Replica(std::string u, const StoreOptions& options)

@@ -13,17 +13,9 @@
 #include <vector>
 
 #include "forgeyard/store.hpp"
-#include "pool.hpp"
-#include "postgres/connection.hpp"
+#include "postgres/session.hpp"
 
 namespace forgeyard::detail {
-
-using PgPool = Pool<PgConnection>;
-
-// One statement on a pooled connection, alone; with a test clock, inside BEGIN/COMMIT after
-// `before` (which sets it). A refused statement leaves the connection reusable.
-PgResult exec_autocommit(PgPool& pool, const PgStatement& statement, const PgParams& params,
-                         const std::function<void(PgConnection&)>& before);
 
 class PgReplicas {
  public:

@@ -2,14 +2,24 @@
 // (autocommit), or the connection of an open transaction.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "pool.hpp"
 #include "postgres/connection.hpp"
 #include "session_base.hpp"
 
 namespace forgeyard::detail {
+
+using PgPool = Pool<PgConnection>;
+
+// One statement on a pooled connection, alone; with a test clock, inside BEGIN/COMMIT after
+// `before` (which sets it). A refused statement leaves the connection reusable. The pooled
+// session's calls run through it, on the primary or on a replica.
+PgResult exec_autocommit(PgPool& pool, const PgStatement& statement, const PgParams& params,
+                         const std::function<void(PgConnection&)>& before);
 
 class PgSession : public Session {
  public:

@@ -21,6 +21,25 @@ std::string interval_param(Duration d) {
   return std::to_string(d.count()) + " microseconds";
 }
 
+PgResult exec_autocommit(PgPool& pool, const PgStatement& statement, const PgParams& params,
+                         const std::function<void(PgConnection&)>& before) {
+  auto conn = pool.acquire();
+  if (!before) return conn->exec(statement, params);
+  conn->command("BEGIN");
+  try {
+    before(*conn);
+    PgResult r = conn->exec(statement, params);
+    conn->commit();
+    return r;
+  } catch (const Error&) {
+    // A refused statement (FY002, FY001, ...) leaves the transaction aborted: end it so the
+    // connection stays reusable instead of being closed (a reconnect per refusal through PgBouncer).
+    // A connection that cannot roll back is not reusable and the pool closes it.
+    if (PQTRANS_INERROR == conn->transaction_status()) conn->rollback_quietly();
+    throw;
+  }
+}
+
 namespace {
 
 const PgStatement set_clock_sql{"fy_set_clock", "SELECT pg_catalog.set_config('forgeyard.now_override', $1, true)", 1};

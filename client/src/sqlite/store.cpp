@@ -59,7 +59,7 @@ class SqlitePooledSession final : public SqliteSession {
   explicit SqlitePooledSession(SqliteShared& shared) : shared_(shared) {}
   void write(const std::function<void(Db&)>& work) override {
     auto db = shared_.pool.acquire();
-    WriteTurn turn(shared_.turns, shared_.turn_timeout());
+    WriteTurn turn(*shared_.turns, shared_.turn_timeout());
     db->exec("BEGIN IMMEDIATE");
     try {
       work(*db);
@@ -84,7 +84,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
       : shared_(shared),
         state_(shared.instruments),
         db_(shared.pool.acquire()),
-        turn_(shared.turns, shared.turn_timeout()),
+        turn_(*shared.turns, shared.turn_timeout()),
         leases_(*this),
         rows_(*this),
         idempotency_(*this),

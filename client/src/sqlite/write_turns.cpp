@@ -49,14 +49,14 @@ void WriteTurns::give_back() {
   held_ = false;
 }
 
-WriteTurn::WriteTurn(std::shared_ptr<WriteTurns> turns, std::chrono::milliseconds timeout) : turns_(std::move(turns)) {
-  if (!turns_->take(timeout))
+WriteTurn::WriteTurn(WriteTurns& turns, std::chrono::milliseconds timeout) : turns_(turns) {
+  if (!turns_.take(timeout))
     throw sqlite_error(SQLITE_BUSY, "database is locked (this process's other writers of the file held it)");
   held_ = true;
 }
 
 void WriteTurn::release() noexcept {
-  if (held_) turns_->give_back();
+  if (held_) turns_.give_back();
   held_ = false;
 }
 

@@ -35,14 +35,14 @@ class WriteTurns {
 // (40001, as a busy timeout does) when the turn does not come within `timeout`.
 class WriteTurn {
  public:
-  WriteTurn(std::shared_ptr<WriteTurns> turns, std::chrono::milliseconds timeout);
+  WriteTurn(WriteTurns& turns, std::chrono::milliseconds timeout);
   ~WriteTurn() { release(); }
   WriteTurn(const WriteTurn&) = delete;
   WriteTurn& operator=(const WriteTurn&) = delete;
   void release() noexcept;
 
  private:
-  std::shared_ptr<WriteTurns> turns_;
+  WriteTurns& turns_;
   bool held_ = false;
 };
 
