@@ -19,6 +19,7 @@ inline constexpr char payload_too_large[] = "FY021";
 inline constexpr char append_only[] = "FY030";
 inline constexpr char tenant_denied[] = "FY040";
 inline constexpr char schema_unsupported[] = "FY050";
+inline constexpr char nondeterminism[] = "FY060";
 inline constexpr char string_too_long[] = "22001";
 inline constexpr char null_value[] = "22004";
 inline constexpr char invalid_parameter[] = "22023";
@@ -51,6 +52,7 @@ inline constexpr FyCode fy_codes[] = {
     {sqlstate::append_only, "append_only"},
     {sqlstate::tenant_denied, "tenant_denied"},
     {sqlstate::schema_unsupported, "schema_unsupported"},
+    {sqlstate::nondeterminism, "nondeterminism"},
 };
 
 // An error with a SQLSTATE. The extension re-raises it as ereport(ERROR); the shim turns it

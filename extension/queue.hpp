@@ -38,6 +38,8 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
 bool join_partition(pg::Spi& spi, const Queue& queue, const std::optional<std::string>& key);
 // Messages and bytes admitted and not yet released, summed over the slots.
 core::Usage usage(pg::Spi& spi, const Queue& queue);
+// Inserts a queue with its capacity counters; false (and nothing changed) if it exists.
+bool insert_queue(pg::Spi& spi, const std::string& tenant, const std::string& name, const core::QueueOptions& options);
 // An integer argument in 1..max (22023 otherwise, 22004 for NULL).
 std::int32_t positive_int_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::int32_t max);
 

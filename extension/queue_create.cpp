@@ -8,6 +8,7 @@
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
 #include "pg/trigger.hpp"
+#include "core/workflow.hpp"
 #include "queue.hpp"
 #include "tenant.hpp"
 
@@ -58,8 +59,9 @@ std::vector<pg::Value> option_values(const core::QueueOptions& o) {
 using namespace fy;
 using namespace fy::queue;
 
-// queue_create(tenant, queue, options)
-FY_FUNCTION(fy_queue_create) {
+namespace fy::queue {
+
+bool insert_queue(pg::Spi& spi, const std::string& tenant, const std::string& name, const core::QueueOptions& o) {
   static pg::Statement create(
       "INSERT INTO forgeyard.queues (tenant_id, queue, max_messages, max_bytes, max_payload_bytes, visibility_usecs,"
       "   max_attempts, backoff_base_usecs, backoff_max_usecs, ordering, dead_letter_payload, retain_acked_usecs,"
@@ -74,44 +76,53 @@ FY_FUNCTION(fy_queue_create) {
       "INSERT INTO forgeyard.queue_slots (tenant_id, queue, slot) SELECT $1, $2, s FROM pg_catalog.generate_series(0, $3 OPERATOR(pg_catalog.-) 1) s;"
       "INSERT INTO forgeyard.queue_releases (tenant_id, queue, slot) SELECT $1, $2, s FROM pg_catalog.generate_series(0, $3 OPERATOR(pg_catalog.-) 1) s",
       {TEXTOID, TEXTOID, INT4OID});
+  const int slots = core::capacity_slots(o);
+  const std::vector<pg::Value> v = option_values(o);
+  const pg::Value t = pg::text_value(tenant), q = pg::text_value(name);
+  const std::uint64_t created = spi.run(create, {t,
+                                                 q,
+                                                 v[0],
+                                                 v[1],
+                                                 v[2],
+                                                 v[3],
+                                                 v[4],
+                                                 v[5],
+                                                 v[6],
+                                                 v[7],
+                                                 v[8],
+                                                 v[9],
+                                                 v[10],
+                                                 v[11],
+                                                 v[12],
+                                                 v[13],
+                                                 v[14],
+                                                 v[15],
+                                                 v[16],
+                                                 v[17],
+                                                 v[18],
+                                                 v[19],
+                                                 pg::int4_value(slots),
+                                                 pg::timestamptz_value(pg::now())});
+  if (created == 0) return false;
+  spi.run(counters, {t, q, pg::int4_value(slots)});
+  return true;
+}
+
+}  // namespace fy::queue
+
+// queue_create(tenant, queue, options)
+FY_FUNCTION(fy_queue_create) {
   const std::string tenant = tenant_arg(fcinfo);
   const std::string name = queue_arg(fcinfo);
+  core::workflow::refuse_reserved_queue(name);
   pg::Spi spi;
   check_tenant(spi, tenant);
   const core::QueueOptions o =
       pg::arg_is_null(fcinfo, 2) ? core::QueueOptions{} : parse_options(spi, pg::jsonb_arg(fcinfo, 2, "options"), {});
-  const int slots = core::capacity_slots(o);
-  const std::vector<pg::Value> values = option_values(o);
-  const pg::Value t = pg::text_value(tenant), q = pg::text_value(name);
-  const std::uint64_t created = spi.run(create, {t,
-                                                 q,
-                                                 values[0],
-                                                 values[1],
-                                                 values[2],
-                                                 values[3],
-                                                 values[4],
-                                                 values[5],
-                                                 values[6],
-                                                 values[7],
-                                                 values[8],
-                                                 values[9],
-                                                 values[10],
-                                                 values[11],
-                                                 values[12],
-                                                 values[13],
-                                                 values[14],
-                                                 values[15],
-                                                 values[16],
-                                                 values[17],
-                                                 values[18],
-                                                 values[19],
-                                                 pg::int4_value(slots),
-                                                 pg::timestamptz_value(pg::now())});
-  if (created == 0)
+  if (!insert_queue(spi, tenant, name, o))
     throw core::Error(core::sqlstate::duplicate_object,
                       "queue \"" + name + "\" already exists for tenant \"" + tenant + "\"",
                       "use forgeyard.queue_alter to change its options");
-  spi.run(counters, {t, q, pg::int4_value(slots)});
   spi.finish();
   return (Datum)0;
 }
@@ -155,6 +166,7 @@ FY_FUNCTION(fy_queue_drop) {
       {TEXTOID, TEXTOID});
   const std::string tenant = tenant_arg(fcinfo);
   const std::string name = queue_arg(fcinfo);
+  core::workflow::refuse_reserved_queue(name);
   pg::Spi spi;
   check_tenant(spi, tenant);
   const pg::Value t = pg::text_value(tenant), q = pg::text_value(name);

@@ -182,7 +182,11 @@ INSERT INTO nullable VALUES
     ('forgeyard.audit_hash(text, bigint, uuid, timestamptz, timestamptz, text, text, text, jsonb, bytea, text, bytea)',
      'payload_ref', 'an audit event''s payload reference is optional'),
     ('forgeyard.app_backfill_save(text, integer, text, text, bigint, bigint, boolean)', 'cursor',
-     'a backfill that has not read a row yet has no cursor');
+     'a backfill that has not read a row yet has no cursor'),
+    ('forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)', 'error', 'NULL is stored as an empty error'),
+    ('forgeyard.workflow_fail(text, uuid, bigint, text)', 'error', 'NULL is stored as an empty error'),
+    ('forgeyard.workflow_park(text, uuid, bigint, text)', 'reason', 'NULL is stored as an empty reason'),
+    ('forgeyard.workflow_cancel(text, uuid, text)', 'reason', 'NULL is stored as an empty reason');
 
 CREATE TEMP VIEW undocumented AS
 SELECT fn, arg, label, sqlstate, message FROM outcome

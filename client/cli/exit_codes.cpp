@@ -37,6 +37,7 @@ int exit_code_for(ErrorKind kind) noexcept {
     case ErrorKind::AppendOnly:
     case ErrorKind::TenantDenied:
     case ErrorKind::SchemaUnsupported:
+    case ErrorKind::Nondeterminism:
     case ErrorKind::InvalidArgument:
     case ErrorKind::NotFound:
     case ErrorKind::PermissionDenied:

@@ -27,6 +27,8 @@ std::string_view to_string(ErrorKind kind) noexcept {
       return "TenantDenied";
     case ErrorKind::SchemaUnsupported:
       return "SchemaUnsupported";
+    case ErrorKind::Nondeterminism:
+      return "Nondeterminism";
     case ErrorKind::InvalidArgument:
       return "InvalidArgument";
     case ErrorKind::NotFound:
@@ -76,6 +78,7 @@ ErrorKind kind_for_sqlstate(std::string_view s) noexcept {
       {"FY030", ErrorKind::AppendOnly},
       {"FY040", ErrorKind::TenantDenied},
       {"FY050", ErrorKind::SchemaUnsupported},
+      {"FY060", ErrorKind::Nondeterminism},
       {"42704", ErrorKind::NotFound},
       {"42P01", ErrorKind::NotFound},
       {"42703", ErrorKind::InvalidArgument},

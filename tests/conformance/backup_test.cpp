@@ -442,6 +442,15 @@ BOOST_AUTO_TEST_CASE(copy_moves_a_store_to_the_other_backend_and_back_with_every
   returned.waiting = reconciled(before).waiting;
   BOOST_TEST((returned == reconciled(before)));
   BOOST_TEST(open(back)->audit().verify(backup_tenant).ok);
+
+  // Workflow runs are not in the SQLite store yet: a copy that would drop them (and leave their
+  // queue's messages naming no run) is refused before the target is touched.
+  exec_on(server_store, "SELECT forgeyard.workflow_start('t', 'order', 1, 'order-1', '{}')");
+  const std::string no_runs = sqlite_url("no_runs");
+  const Error with_runs = conformance::expect_error([&] { copy_store(server_store, no_runs); });
+  BOOST_TEST(with_runs.sqlstate() == "22023");
+  BOOST_TEST(std::string(with_runs.what()).find("the source has 1 workflow runs") != std::string::npos);
+  BOOST_TEST(!fs::exists(no_runs.substr(9)));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -179,6 +179,10 @@ BOOST_AUTO_TEST_CASE(unknown_queues_and_bad_input_are_refused) {
                  "queue \"" + queue + "\" does not exist for tenant \"" + tenant + "\"");
   create();
   FY_CHECK_ERROR(create(), ErrorKind::InvalidArgument, "42710");
+  // "_wf." names belong to workflow definitions, on both backends.
+  FY_CHECK_ERROR(queues().create(tenant, "_wf.order@1", {}), ErrorKind::InvalidArgument, "22023",
+                 "queue names starting \"_wf.\" are reserved for workflows");
+  FY_CHECK_ERROR(queues().drop(tenant, "_wf.order@1"), ErrorKind::InvalidArgument, "22023");
   FY_CHECK_ERROR(queues().enqueue(unique("other-tenant"), queue, {"x"}), ErrorKind::NotFound, "42704");
   FY_CHECK_ERROR(queues().claim(tenant, queue, "c", 0), ErrorKind::InvalidArgument, "22023",
                  "max_messages must be between 1 and 1000");

@@ -7,7 +7,7 @@
 # membership), and they must be equal. A scratch copy then gets one deliberate change at a time,
 # each of which the comparison must report, so a comparison that misses a kind of object fails.
 # Data must survive the update: a database created at 0.1.0 with leases and access grants, and one
-# created at the previous version (0.5.0) with a queue holding a message, are each updated; their
+# created at the previous version (0.6.0) with a queue holding a message, are each updated; their
 # old state survives, the new API works (also for roles granted before the update), and their
 # catalog equals a fresh install with the same grant. Last, the audit log refuses a database that is
 # not UTF8. Runs against the cluster of scripts/test.sh.
@@ -213,16 +213,21 @@ check "$old" "the new API works" \
 
 # From the previous version: a queue's message survives, the audit log arrives append-only.
 createdb "$prev"
-q "$prev" "CREATE EXTENSION forgeyard VERSION '0.5.0'"
+q "$prev" "CREATE EXTENSION forgeyard VERSION '0.6.0'"
 q "$prev" "SELECT forgeyard.grant_usage('fy_upgrade_app')" >/dev/null
 q "$prev" "SELECT forgeyard.queue_create('t', 'q')" >/dev/null
 q "$prev" "SELECT forgeyard.enqueue('t', 'q', 'kept')" >/dev/null
 q "$prev" "ALTER EXTENSION forgeyard UPDATE"
-check "$prev" "0.5.0 updated to $latest" "(SELECT extversion = '$latest' FROM pg_extension WHERE extname = 'forgeyard')"
+check "$prev" "0.6.0 updated to $latest" "(SELECT extversion = '$latest' FROM pg_extension WHERE extname = 'forgeyard')"
 check "$prev" "the message enqueued before the update is delivered after it" \
   "(SELECT payload = 'kept' FROM forgeyard.claim('t', 'q', 'c'))"
 check "$prev" "a role granted before the update can append audit events" \
   "has_function_privilege('fy_upgrade_app', 'forgeyard.audit_append(text,text,text,text,jsonb,bytea,text,timestamptz,uuid)', 'EXECUTE')"
+check "$prev" "a role granted before the update can start and claim workflow runs" \
+  "has_function_privilege('fy_upgrade_app', 'forgeyard.workflow_claim(text,text,text[],integer,interval)', 'EXECUTE')"
+q "$prev" "SELECT forgeyard.workflow_start('t', 'w', 1, 'k')" >/dev/null
+check "$prev" "a workflow run starts and is claimed after the update" \
+  "(SELECT count(*) = 1 FROM forgeyard.workflow_claim('t', 'c', ARRAY['w@1']))"
 check "$prev" "the audit chain starts at seq 1 and verifies" \
   "(SELECT seq = 1 FROM forgeyard.audit_append('t', 'a', 'upgrade', 'r')) AND (SELECT ok FROM forgeyard.audit_verify('t'))"
 check "$prev" "the store's timeline is the one its WAL is written on" \

@@ -31,6 +31,7 @@ BOOST_AUTO_TEST_CASE(every_sqlstate_of_the_contract_maps_to_its_kind) {
       {"FY030", ErrorKind::AppendOnly, false},
       {"FY040", ErrorKind::TenantDenied, false},
       {"FY050", ErrorKind::SchemaUnsupported, false},
+      {"FY060", ErrorKind::Nondeterminism, false},
       {"22004", ErrorKind::InvalidArgument, false},
       {"22001", ErrorKind::InvalidArgument, false},
       {"22023", ErrorKind::InvalidArgument, false},

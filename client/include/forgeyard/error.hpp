@@ -20,6 +20,7 @@ enum class ErrorKind {
   AppendOnly,            // FY030
   TenantDenied,          // FY040
   SchemaUnsupported,     // FY050: event type or version not registered: never
+  Nondeterminism,        // FY060: a workflow no longer replays its journal: park the run, never retry
   InvalidArgument,       // 22004, 22001, 22023, other class 22 and bad client input
   NotFound,              // 42704, P0002
   PermissionDenied,      // 42501

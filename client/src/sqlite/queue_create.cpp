@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/core.hpp"
+#include "core/workflow.hpp"
 #include "error_map.hpp"
 #include "queue_options.hpp"
 #include "sqlite/queues.hpp"
@@ -15,6 +16,7 @@ void SqliteQueues::create(std::string_view tenant, std::string_view queue, const
   session_.measure("queue.create", [&] {
     core_guarded([&] {
       check_queue_name(tenant, queue);
+      fy::core::workflow::refuse_reserved_queue(queue);
       const fy::core::QueueOptions o = core_options(options);
       fy::core::validate(o);
       session_.write([&](Db& db) {
@@ -54,6 +56,7 @@ bool SqliteQueues::drop(std::string_view tenant, std::string_view queue) {
   return session_.measure("queue.drop", [&] {
     return core_guarded([&] {
       check_queue_name(tenant, queue);
+      fy::core::workflow::refuse_reserved_queue(queue);
       bool dropped = false;
       session_.write([&](Db& db) {
         for (const char* sql : {"DELETE FROM messages WHERE tenant_id = ?1 AND queue = ?2",

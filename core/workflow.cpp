@@ -1,0 +1,108 @@
+// Durable workflows: the rules both backends share (core/workflow.hpp).
+#include "core/workflow.hpp"
+
+#include <charconv>
+
+#include "core/errors.hpp"
+#include "core/queue_options.hpp"
+#include "core/uuid.hpp"
+
+namespace fy::core::workflow {
+
+bool is_workflow_queue(std::string_view queue) {
+  return queue.substr(0, queue_prefix.size()) == queue_prefix;
+}
+
+void refuse_reserved_queue(std::string_view queue) {
+  if (is_workflow_queue(queue))
+    throw Error(sqlstate::invalid_parameter, "queue names starting \"_wf.\" are reserved for workflows",
+                "workflow_start creates the queue of a definition; queue_alter may change its options");
+}
+
+std::string queue_name(std::string_view workflow, std::int32_t version) {
+  return std::string(queue_prefix) + std::string(workflow) + "@" + std::to_string(version);
+}
+
+void check_version(std::int32_t version) {
+  if (version < 1) invalid_parameter("version must be at least 1, not " + std::to_string(version));
+}
+
+Definition parse_definition(std::string_view text) {
+  const std::size_t at = text.rfind('@');
+  Definition d;
+  const auto bad = [&] {
+    invalid_parameter("definitions must be 'workflow@version' with a version of at least 1, not '" +
+                      std::string(text.substr(0, 300)) + "'");
+  };
+  if (at == std::string_view::npos || at == 0 || at > max_workflow_bytes) bad();
+  const std::string_view digits = text.substr(at + 1);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), d.version);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || d.version < 1) bad();
+  d.workflow = std::string(text.substr(0, at));
+  return d;
+}
+
+bool is_finished(std::string_view state) {
+  return state == "completed" || state == "failed" || state == "cancelled" || state == "timed_out" ||
+         state == "compensation_failed" || state == "parked";
+}
+
+bool is_retryable(std::string_view state) {
+  return state == "failed" || state == "parked";
+}
+
+StepAnswer decide_step(const std::optional<JournalEntry>& recorded, std::string_view step, std::string_view run_id,
+                       std::int32_t position) {
+  if (!recorded) return StepAnswer::run;
+  if (recorded->step != step)
+    throw Error(sqlstate::nondeterminism,
+                "workflow run " + std::string(run_id) + " called step \"" + std::string(step) + "\" at position " +
+                    std::to_string(position) + ", where its journal has step \"" + recorded->step + "\"",
+                "the workflow's code no longer replays its journal; park the run (workflow_park), then fix the "
+                "code or retry the run (workflow_retry)");
+  return recorded->status == "done" ? StepAnswer::done : StepAnswer::run;
+}
+
+std::string idempotency_key(std::string_view run_id, std::int32_t position, std::string_view step) {
+  return std::string(run_id) + ":" + std::to_string(position) + ":" + std::string(step);
+}
+
+void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_id) {
+  const std::string which = "workflow run " + std::string(run_id);
+  if (run.epoch != epoch)
+    throw Error(
+        sqlstate::stale_fence,
+        which + ": epoch " + std::to_string(epoch) + " is not the run's current epoch " + std::to_string(run.epoch),
+        "another worker took the run over; stop working on it");
+  if (run.state != "running")
+    throw Error(sqlstate::stale_fence,
+                which + " is " + run.state + ", not running under epoch " + std::to_string(epoch),
+                "stop working on it");
+  if (!run.live)
+    throw Error(sqlstate::stale_fence, which + ": the lease of epoch " + std::to_string(epoch) + " ran out",
+                "extend the lease (workflow_extend) before it runs out; the run will be handed out again");
+}
+
+void set_start_option(StartOptions& options, std::string_view key, std::string_view json_type, std::string_view value) {
+  const auto need_string = [&] {
+    if (json_type != "string") invalid_parameter("workflow option " + std::string(key) + " must be a string");
+  };
+  if (key == "deadline") {
+    need_string();
+    options.deadline = std::string(value);
+  } else if (key == "priority") {
+    need_string();
+    options.priority = priority_from_name("priority", value);
+  } else if (key == "parent") {
+    need_string();
+    std::optional<std::string> parent = parse_uuid(value);
+    if (!parent)
+      invalid_parameter("workflow option parent must be a run id (a uuid), not '" + std::string(value) + "'");
+    options.parent = std::move(parent);
+  } else {
+    invalid_parameter("unknown workflow option " + std::string(key.substr(0, 100)) +
+                      " (the options are deadline, priority and parent)");
+  }
+}
+
+}  // namespace fy::core::workflow

@@ -1,0 +1,79 @@
+// Durable workflows (contract §6.8, docs/workflows.md): the rules both backends share: names and
+// limits, the internal queue of a definition, run states, the positional step comparison and the
+// fence of every journal write.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fy::core::workflow {
+
+inline constexpr std::size_t max_workflow_bytes = 100;  // "_wf." + name + "@" + version fits a queue name
+inline constexpr std::size_t max_run_key_bytes = 255;
+inline constexpr std::size_t max_step_bytes = 200;
+inline constexpr std::size_t max_reason_bytes = 4096;
+inline constexpr int max_definitions = 100;
+inline constexpr std::int32_t max_claim_runs = 100;
+
+// The queue that hands out the runs of one (workflow, version): "_wf.<workflow>@<version>".
+// Names starting "_wf." are reserved: queue_create and queue_drop refuse them (22023).
+inline constexpr std::string_view queue_prefix = "_wf.";
+bool is_workflow_queue(std::string_view queue);
+// 22023 for such a name given to queue_create or queue_drop.
+void refuse_reserved_queue(std::string_view queue);
+std::string queue_name(std::string_view workflow, std::int32_t version);
+// 22023 unless the version is at least 1.
+void check_version(std::int32_t version);
+
+// 'name@version', as workflow_claim's definitions list them; 22023 for anything else.
+struct Definition {
+  std::string workflow;
+  std::int32_t version = 0;
+};
+Definition parse_definition(std::string_view text);
+
+// Run states (contract §6.8, plus `parked`: stopped on nondeterminism until an operator acts).
+inline constexpr const char* states[] = {"pending",   "running", "sleeping",  "waiting",   "compensating",
+                                         "completed", "failed",  "cancelled", "timed_out", "compensation_failed",
+                                         "parked"};
+// No worker ever runs it again (retry may start it again from failed or parked).
+bool is_finished(std::string_view state);
+// workflow_retry takes these back to pending.
+bool is_retryable(std::string_view state);
+
+// What the journal holds at a position, as workflow_step compares it.
+struct JournalEntry {
+  std::string step;
+  std::string status;  // done | failed
+};
+enum class StepAnswer { run, done };
+// The n-th step call of an epoch against the journal's n-th row: none or a failed attempt of the
+// same step: run it; the same step done: replay its result; another step name: FY060.
+StepAnswer decide_step(const std::optional<JournalEntry>& recorded, std::string_view step, std::string_view run_id,
+                       std::int32_t position);
+
+// The key a step with an outside effect hands to the outside system: the same for every attempt.
+std::string idempotency_key(std::string_view run_id, std::int32_t position, std::string_view step);
+
+// The run as a journal write finds it, locked. `live`: its delivery is pending with this epoch's
+// claim token and has not run out.
+struct Ownership {
+  std::string state;
+  std::int64_t epoch = 0;
+  bool live = false;
+};
+// FY001 unless `epoch` owns the run: the run is running, at that epoch, and its delivery is live.
+void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_id);
+
+// workflow_start's options: deadline (an interval, as text), priority (a class name), parent
+// (a run id). Unknown keys and bad values are 22023 naming them. Given one key at a time.
+struct StartOptions {
+  std::optional<std::string> deadline;  // interval text, parsed by the backend
+  int priority = 3;                     // interactive
+  std::optional<std::string> parent;    // 16 bytes
+};
+void set_start_option(StartOptions& options, std::string_view key, std::string_view json_type, std::string_view value);
+
+}  // namespace fy::core::workflow

@@ -1,0 +1,642 @@
+// Durable workflows (docs/workflows.md): runs handed to workers through the queue of their
+// definition, owned under the claim token of that delivery (the run's epoch), and a journal whose
+// every write is fenced by that epoch. The rules both backends share are in core/workflow.cpp.
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/uuid.hpp"
+#include "core/workflow.hpp"
+#include "pg/args.hpp"
+#include "pg/clock.hpp"
+#include "pg/spi.hpp"
+#include "pg/trigger.hpp"
+#include "queue.hpp"
+#include "tenant.hpp"
+
+namespace fy {
+namespace {
+
+namespace wf = core::workflow;
+using core::sqlstate::invalid_parameter;
+
+#define FY_EQ " OPERATOR(pg_catalog.=) "
+#define FY_RUN_KEY " WHERE tenant_id" FY_EQ "$1 AND run_id" FY_EQ "$2"
+
+// The tenant and run_id arguments (0 and 1) of every function on one run.
+struct Run {
+  std::string tenant, id, text;
+  pg::Value t, r;
+};
+
+Run run_args(FunctionCallInfo fcinfo) {
+  Run run;
+  run.tenant = queue::tenant_arg(fcinfo);
+  std::optional<std::string> id = pg::optional_uuid_arg(fcinfo, 1);
+  if (!id) throw core::Error(core::sqlstate::null_value, "run_id must not be NULL");
+  run.id = *id;
+  run.text = core::format_uuid(run.id);
+  run.t = pg::text_value(run.tenant);
+  run.r = pg::uuid_value(run.id);
+  return run;
+}
+
+[[noreturn]] void unknown_run(const Run& run) {
+  throw core::Error(core::sqlstate::undefined_object,
+                    "workflow run " + run.text + " not found for tenant \"" + run.tenant + "\"");
+}
+
+std::string step_arg(FunctionCallInfo fcinfo, int n) {
+  return pg::name_arg(fcinfo, n, "step", wf::max_step_bytes);
+}
+
+std::string optional_text(FunctionCallInfo fcinfo, int n, const char* argument) {
+  return pg::text_arg(fcinfo, n, argument, wf::max_reason_bytes, true).value_or("");
+}
+
+// The run under its owner's epoch, locked: what a journal write needs to know.
+struct Owned {
+  std::string workflow, queue, state;
+  std::int64_t msg_id = 0;
+  std::int32_t cursor = 0;
+  std::optional<std::string> cursor_step;
+};
+
+// Locks the run (a claim that takes it over waits for this transaction) and checks that `epoch`
+// owns it: FY001 otherwise, 42704 for a run the tenant does not have.
+Owned lock_owned(pg::Spi& spi, const Run& run, std::int64_t epoch, TimestampTz now) {
+  static pg::Statement lock(
+      "SELECT r.state, r.epoch, r.msg_id, r.step_cursor::pg_catalog.int8, r.cursor_step, r.workflow,"
+      "       r.version::pg_catalog.int8,"
+      "       coalesce(m.state" FY_EQ "'pending' AND m.claim_token" FY_EQ
+      "r.epoch"
+      "                AND m.visible_at OPERATOR(pg_catalog.>) $3, false)"
+      "  FROM forgeyard.wf_runs r LEFT JOIN forgeyard.messages m ON m.msg_id" FY_EQ
+      "r.msg_id"
+      " WHERE r.tenant_id" FY_EQ "$1 AND r.run_id" FY_EQ "$2 FOR UPDATE OF r",
+      {TEXTOID, UUIDOID, TIMESTAMPTZOID});
+  std::optional<Owned> owned;
+  wf::Ownership ownership;
+  spi.run(lock, {run.t, run.r, pg::timestamptz_value(now)}, [&](const pg::Row& row) {
+    ownership = {*row.text(1), *row.int8(2), *row.boolean(8)};
+    owned = Owned{*row.text(6),
+                  wf::queue_name(*row.text(6), static_cast<std::int32_t>(*row.int8(7))),
+                  *row.text(1),
+                  row.int8(3).value_or(0),
+                  static_cast<std::int32_t>(*row.int8(4)),
+                  row.text(5)};
+  });
+  if (!owned) unknown_run(run);
+  wf::check_owner(ownership, epoch, run.text);
+  return *owned;
+}
+
+// The current step of an epoch must be `step`: workflow_step moved the cursor to it.
+void check_current_step(const Owned& owned, const std::string& step, const char* function) {
+  if (owned.cursor < 1 || owned.cursor_step != step)
+    throw core::Error(invalid_parameter,
+                      std::string(function) + " for step \"" + step + "\", but the run's current step is " +
+                          (owned.cursor_step ? "\"" + *owned.cursor_step + "\"" : std::string("none")),
+                      "call workflow_step for the step first, under the same epoch");
+}
+
+// The queue's own calls on the run's message, so its counters, retries and dead letters hold.
+void ack(pg::Spi& spi, const Run& run, const std::string& queue, std::int64_t msg_id, std::int64_t token) {
+  static pg::Statement statement("SELECT forgeyard.ack($1, $2, $3, $4)", {TEXTOID, TEXTOID, INT8OID, INT8OID});
+  spi.run(statement, {run.t, pg::text_value(queue), pg::int8_value(msg_id), pg::int8_value(token)});
+}
+
+std::int64_t enqueue(pg::Spi& spi, const std::string& tenant, const std::string& queue, const std::string& run_id,
+                     int priority) {
+  static pg::Statement statement("SELECT forgeyard.enqueue($1, $2, $3, NULL, NULL, $4)",
+                                 {TEXTOID, TEXTOID, BYTEAOID, TEXTOID});
+  std::int64_t msg_id = 0;
+  spi.run(statement,
+          {pg::text_value(tenant), pg::text_value(queue), pg::bytea_value(run_id),
+           pg::text_value(core::priority_names[priority])},
+          [&](const pg::Row& r) { msg_id = *r.int8(1); });
+  return msg_id;
+}
+
+// Ends the run in `state` (completed, failed, parked) and lets its delivery go.
+void finish(pg::Spi& spi, const Run& run, const Owned& owned, std::int64_t epoch, const char* state,
+            const pg::Value& result, const std::optional<std::string>& error, TimestampTz now) {
+  static pg::Statement statement(
+      "UPDATE forgeyard.wf_runs SET state = $3, result = $4, error = $5, updated_at = $6,"
+      "   finished_at = CASE WHEN $3" FY_EQ "'parked' THEN NULL ELSE $6 END" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID});
+  ack(spi, run, owned.queue, owned.msg_id, epoch);
+  spi.run(statement,
+          {run.t, run.r, pg::text_value(state), result, pg::optional_text_value(error), pg::timestamptz_value(now)});
+}
+
+}  // namespace
+}  // namespace fy
+
+using namespace fy;
+
+// workflow_start(tenant, workflow, version, run_key, input, options) -> run_id
+FY_FUNCTION(fy_workflow_start) {
+  static pg::Statement insert(
+      "INSERT INTO forgeyard.wf_runs (tenant_id, run_id, run_key, workflow, version, input, state, priority,"
+      "   deadline, parent_run_id, created_at, updated_at)"
+      " VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9, $10, $10) ON CONFLICT DO NOTHING",
+      {TEXTOID, UUIDOID, TEXTOID, TEXTOID, INT4OID, JSONBOID, INT2OID, TIMESTAMPTZOID, UUIDOID, TIMESTAMPTZOID});
+  static pg::Statement existing("SELECT run_id, workflow" FY_EQ "$3 AND version" FY_EQ "$4 AND input" FY_EQ
+                                "$5, workflow,"
+                                "       version::pg_catalog.int8"
+                                "  FROM forgeyard.wf_runs WHERE tenant_id" FY_EQ "$1 AND run_key" FY_EQ "$2",
+                                {TEXTOID, TEXTOID, TEXTOID, INT4OID, JSONBOID});
+  static pg::Statement set_message("UPDATE forgeyard.wf_runs SET msg_id = $3" FY_RUN_KEY, {TEXTOID, UUIDOID, INT8OID});
+  static pg::Statement parent_exists("SELECT 1 FROM forgeyard.wf_runs" FY_RUN_KEY, {TEXTOID, UUIDOID});
+  static pg::Statement options_entries(
+      "SELECT e.key, pg_catalog.jsonb_typeof(e.value), e.value OPERATOR(pg_catalog.#>>) '{}'"
+      "  FROM pg_catalog.jsonb_each($1) e",
+      {JSONBOID});
+
+  const std::string tenant = queue::tenant_arg(fcinfo);
+  const std::string workflow = pg::name_arg(fcinfo, 1, "workflow", wf::max_workflow_bytes);
+  const std::int32_t version = pg::int4_arg(fcinfo, 2, "version");
+  wf::check_version(version);
+  const std::string run_key = pg::name_arg(fcinfo, 3, "run_key", wf::max_run_key_bytes);
+  const pg::Value input = pg::jsonb_arg(fcinfo, 4, "input");
+  const TimestampTz now = pg::now();
+
+  pg::Spi spi;
+  check_tenant(spi, tenant);
+  wf::StartOptions options;
+  if (!pg::arg_is_null(fcinfo, 5)) {
+    const pg::Value json = pg::jsonb_arg(fcinfo, 5, "options");
+    if (!pg::jsonb_object_keys(json)) throw core::Error(invalid_parameter, "options must be a JSON object");
+    std::vector<std::vector<std::string>> entries;
+    spi.run(options_entries, {json}, [&](const pg::Row& r) {
+      entries.push_back({*r.text(1), *r.text(2), r.text(3).value_or("")});
+    });
+    for (const auto& e : entries) wf::set_start_option(options, e[0], e[1], e[2]);
+  }
+  std::optional<TimestampTz> deadline;
+  if (options.deadline) {
+    const core::Duration d = pg::parse_interval(*options.deadline, "workflow option deadline");
+    deadline = now + core::check_duration("deadline", d, core::max_queue_retention_usecs);
+  }
+  const pg::Value t = pg::text_value(tenant);
+  if (options.parent && spi.run(parent_exists, {t, pg::uuid_value(*options.parent)}) == 0)
+    throw core::Error(core::sqlstate::undefined_object, "parent workflow run " + core::format_uuid(*options.parent) +
+                                                            " not found for tenant \"" + tenant + "\"");
+
+  const std::string run_id = pg::random_uuid();
+  const bool inserted = spi.run(insert, {t,
+                                         pg::uuid_value(run_id),
+                                         pg::text_value(run_key),
+                                         pg::text_value(workflow),
+                                         pg::int4_value(version),
+                                         input,
+                                         {Int16GetDatum(static_cast<std::int16_t>(options.priority)), false},
+                                         deadline ? pg::timestamptz_value(*deadline) : pg::null_value(),
+                                         pg::optional_uuid_value(options.parent),
+                                         pg::timestamptz_value(now)}) > 0;
+  std::string id = run_id;
+  if (inserted) {
+    const std::string queue = wf::queue_name(workflow, version);
+    queue::insert_queue(spi, tenant, queue, core::QueueOptions{});
+    const std::int64_t msg_id = enqueue(spi, tenant, queue, run_id, options.priority);
+    spi.run(set_message, {t, pg::uuid_value(run_id), pg::int8_value(msg_id)});
+  } else {
+    // The run_key started a run before (or a concurrent start committed it first): the same
+    // definition and input return that run, anything else is FY011.
+    bool same = false;
+    std::string first;
+    spi.run(existing, {t, pg::text_value(run_key), pg::text_value(workflow), pg::int4_value(version), input},
+            [&](const pg::Row& r) {
+              id = *r.uuid(1);
+              same = *r.boolean(2);
+              first = *r.text(3) + "@" + std::to_string(*r.int8(4));
+            });
+    if (first.empty())
+      throw core::Error(core::sqlstate::internal_error, "workflow_start inserted no run and found none");
+    if (!same)
+      throw core::Error(core::sqlstate::idempotency_mismatch,
+                        "run_key \"" + run_key + "\" already started run " + core::format_uuid(id) + " of " + first +
+                            " with other input",
+                        "a run_key names one run: the same workflow, version and input");
+  }
+  spi.finish();
+  pg::Value out = pg::uuid_value(id);
+  return out.datum;
+}
+
+// workflow_claim(tenant, worker, definitions, max_runs, lease) -> runs now owned by worker
+FY_FUNCTION(fy_workflow_claim) {
+  static pg::Statement queue_exists("SELECT 1 FROM forgeyard.queues WHERE tenant_id" FY_EQ "$1 AND queue" FY_EQ "$2",
+                                    {TEXTOID, TEXTOID});
+  static pg::Statement lock(
+      "SELECT state, msg_id, coalesce(deadline OPERATOR(pg_catalog.<=) $3, false), workflow, version::pg_catalog.int8,"
+      "       input::pg_catalog.text"
+      "  FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE",
+      {TEXTOID, UUIDOID, TIMESTAMPTZOID});
+  static pg::Statement timed_out(
+      "UPDATE forgeyard.wf_runs SET state = 'timed_out', error = 'the run''s deadline passed', updated_at = $3,"
+      "   finished_at = $3" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, TIMESTAMPTZOID});
+  static pg::Statement own(
+      "UPDATE forgeyard.wf_runs SET state = 'running', epoch = $3, owner = $4, step_cursor = 0, cursor_step = NULL,"
+      "   takeovers = takeovers OPERATOR(pg_catalog.+) $5::pg_catalog.int4,"
+      "   taken_over_at = CASE WHEN $5 OPERATOR(pg_catalog.>) 0 THEN $6 ELSE taken_over_at END,"
+      "   previous_owner = CASE WHEN $5 OPERATOR(pg_catalog.>) 0 THEN owner ELSE previous_owner END,"
+      "   updated_at = $6" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, INT8OID, TEXTOID, INT4OID, TIMESTAMPTZOID});
+
+  const std::string tenant = queue::tenant_arg(fcinfo);
+  const std::string worker = pg::name_arg(fcinfo, 1, "worker", core::max_consumer_bytes);
+  const std::optional<std::vector<std::optional<std::string>>> given = pg::text_array_arg(fcinfo, 2);
+  if (!given) throw core::Error(core::sqlstate::null_value, "definitions must not be NULL");
+  if (given->empty()) throw core::Error(invalid_parameter, "definitions must name at least one 'workflow@version'");
+  if (given->size() > static_cast<std::size_t>(wf::max_definitions))
+    throw core::Error(invalid_parameter, "at most " + std::to_string(wf::max_definitions) + " definitions");
+  std::vector<std::string> queues;
+  std::set<std::string> seen;
+  for (const std::optional<std::string>& d : *given) {
+    if (!d) throw core::Error(core::sqlstate::null_value, "definitions must not contain NULL");
+    const wf::Definition def = wf::parse_definition(*d);
+    std::string q = wf::queue_name(def.workflow, def.version);
+    if (seen.insert(q).second) queues.push_back(std::move(q));
+  }
+  const std::int32_t max_runs = queue::positive_int_arg(fcinfo, 3, "max_runs", wf::max_claim_runs);
+  const std::optional<core::Duration> lease = pg::optional_interval_arg(fcinfo, 4);
+  // 0: the queue's visibility timeout.
+  const std::int64_t lease_usecs = lease ? core::check_duration("lease", *lease, core::max_queue_duration_usecs) : 0;
+  const TimestampTz now = pg::now();
+
+  struct Out {
+    std::string run_id, workflow;
+    std::int64_t version, epoch;
+    std::string input;
+  };
+  std::vector<Out> out;
+  pg::Spi spi;
+  check_tenant(spi, tenant);
+  const pg::Value t = pg::text_value(tenant);
+  for (const std::string& name : queues) {
+    if (static_cast<std::int32_t>(out.size()) >= max_runs) break;
+    if (spi.run(queue_exists, {t, pg::text_value(name)}) == 0) continue;  // nothing started yet
+    const queue::Queue q = queue::load(spi, tenant, name, false);
+    const std::vector<queue::Claimed> claimed =
+        queue::claim(spi, q, worker, max_runs - static_cast<std::int32_t>(out.size()),
+                     lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs, now);
+    for (const queue::Claimed& c : claimed) {
+      if (!c.payload || c.payload->size() != 16) {
+        throw core::Error(core::sqlstate::data_corrupted, "workflow queue \"" + name + "\" holds message " +
+                                                              std::to_string(c.msg_id) + " that names no run");
+      }
+      const Run run{tenant, *c.payload, core::format_uuid(*c.payload), t, pg::uuid_value(*c.payload)};
+      std::optional<std::string> state, workflow, input;
+      std::int64_t msg_id = 0, version = 0;
+      bool past_deadline = false;
+      spi.run(lock, {t, run.r, pg::timestamptz_value(now)}, [&](const pg::Row& r) {
+        state = r.text(1);
+        msg_id = r.int8(2).value_or(0);
+        past_deadline = *r.boolean(3);
+        workflow = r.text(4);
+        version = *r.int8(5);
+        input = r.text(6);
+      });
+      // A message that is not the run's live one (the run was cancelled, retried or has
+      // finished) is let go.
+      if (!state || msg_id != c.msg_id || wf::is_finished(*state)) {
+        ack(spi, run, name, c.msg_id, c.claim_token);
+        continue;
+      }
+      if (past_deadline) {
+        ack(spi, run, name, c.msg_id, c.claim_token);
+        spi.run(timed_out, {t, run.r, pg::timestamptz_value(now)});
+        continue;
+      }
+      // A run still running was claimed again: its owner's lease ran out.
+      const bool takeover = *state == "running";
+      spi.run(own, {t, run.r, pg::int8_value(c.claim_token), pg::text_value(worker), pg::int4_value(takeover ? 1 : 0),
+                    pg::timestamptz_value(now)});
+      out.push_back({*c.payload, *workflow, version, c.claim_token, *input});
+    }
+  }
+  spi.finish();
+  pg::TableResult result(fcinfo);
+  for (const Out& o : out)
+    result.add_row({pg::uuid_value(o.run_id), pg::text_value(o.workflow),
+                    pg::int4_value(static_cast<std::int32_t>(o.version)), pg::int8_value(o.epoch),
+                    pg::text_value("running"), pg::typed_value(JSONBOID, -1, o.input)});
+  return (Datum)0;
+}
+
+// workflow_step(tenant, run_id, epoch, step) -> (status, result, idempotency_key)
+FY_FUNCTION(fy_workflow_step) {
+  static pg::Statement recorded("SELECT step, status, result::pg_catalog.text FROM forgeyard.wf_journal" FY_RUN_KEY
+                                " AND position" FY_EQ "$3",
+                                {TEXTOID, UUIDOID, INT4OID});
+  static pg::Statement advance(
+      "UPDATE forgeyard.wf_runs SET step_cursor = $3, cursor_step = $4, updated_at = $5" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, INT4OID, TEXTOID, TIMESTAMPTZOID});
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const std::string step = step_arg(fcinfo, 3);
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  const Owned owned = lock_owned(spi, run, epoch, now);
+  const std::int32_t position = owned.cursor + 1;
+  std::optional<wf::JournalEntry> entry;
+  std::optional<std::string> result;
+  spi.run(recorded, {run.t, run.r, pg::int4_value(position)}, [&](const pg::Row& r) {
+    entry = wf::JournalEntry{*r.text(1), *r.text(2)};
+    result = r.text(3);
+  });
+  const wf::StepAnswer answer = wf::decide_step(entry, step, run.text, position);
+  spi.run(advance, {run.t, run.r, pg::int4_value(position), pg::text_value(step), pg::timestamptz_value(now)});
+  spi.finish();
+  const bool done = answer == wf::StepAnswer::done;
+  pg::TableResult out(fcinfo);
+  out.add_row({pg::text_value(done ? "done" : "run"), done ? pg::typed_value(JSONBOID, -1, result) : pg::null_value(),
+               pg::text_value(wf::idempotency_key(run.text, position, step))});
+  return (Datum)0;
+}
+
+// workflow_step_complete(tenant, run_id, epoch, step, result, compensation)
+FY_FUNCTION(fy_workflow_step_complete) {
+  static pg::Statement record(
+      "INSERT INTO forgeyard.wf_journal AS j (tenant_id, run_id, position, step, status, result, compensation,"
+      "   epoch, recorded_at)"
+      " VALUES ($1, $2, $3, $4, 'done', $5, $6, $7, $8)"
+      " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET status = 'done', result = excluded.result,"
+      "   error = NULL, compensation = excluded.compensation, epoch = excluded.epoch,"
+      "   recorded_at = excluded.recorded_at"
+      " WHERE j.status" FY_EQ "'failed'",
+      {TEXTOID, UUIDOID, INT4OID, TEXTOID, JSONBOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
+  static pg::Statement same_result("SELECT result" FY_EQ
+                                   "$4 AND compensation IS NOT DISTINCT FROM $5 FROM forgeyard.wf_journal" FY_RUN_KEY
+                                   " AND position" FY_EQ "$3",
+                                   {TEXTOID, UUIDOID, INT4OID, JSONBOID, TEXTOID});
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const std::string step = step_arg(fcinfo, 3);
+  const pg::Value result = pg::jsonb_arg(fcinfo, 4, "result");
+  const std::optional<std::string> compensation =
+      pg::arg_is_null(fcinfo, 5)
+          ? std::nullopt
+          : std::optional<std::string>(pg::name_arg(fcinfo, 5, "compensation", wf::max_step_bytes));
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  const Owned owned = lock_owned(spi, run, epoch, now);
+  check_current_step(owned, step, "workflow_step_complete");
+  const pg::Value position = pg::int4_value(owned.cursor);
+  if (spi.run(record, {run.t, run.r, position, pg::text_value(step), result, pg::optional_text_value(compensation),
+                       pg::int8_value(epoch), pg::timestamptz_value(now)}) == 0) {
+    // Recorded before (a retried call, or a replayed step): the same result is a no-op.
+    bool same = false;
+    spi.run(same_result, {run.t, run.r, position, result, pg::optional_text_value(compensation)},
+            [&](const pg::Row& r) { same = r.boolean(1).value_or(false); });
+    if (!same)
+      throw core::Error(invalid_parameter,
+                        "step \"" + step + "\" of workflow run " + run.text + " at position " +
+                            std::to_string(owned.cursor) + " is recorded already, with another result",
+                        "a step's recorded result never changes: replay returns it");
+  }
+  spi.finish();
+  return (Datum)0;
+}
+
+// workflow_step_fail(tenant, run_id, epoch, step, error, permanent) -> retry | failed
+FY_FUNCTION(fy_workflow_step_fail) {
+  static pg::Statement record(
+      "INSERT INTO forgeyard.wf_journal AS j (tenant_id, run_id, position, step, status, error, epoch, recorded_at)"
+      " VALUES ($1, $2, $3, $4, 'failed', $5, $6, $7)"
+      " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET error = excluded.error,"
+      "   attempts = j.attempts OPERATOR(pg_catalog.+) 1, epoch = excluded.epoch, recorded_at = excluded.recorded_at"
+      " WHERE j.status" FY_EQ "'failed'",
+      {TEXTOID, UUIDOID, INT4OID, TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
+  static pg::Statement nack("SELECT forgeyard.nack($1, $2, $3, $4, $5, false)",
+                            {TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID});
+  static pg::Statement release("UPDATE forgeyard.wf_runs SET state = 'pending', updated_at = $3" FY_RUN_KEY,
+                               {TEXTOID, UUIDOID, TIMESTAMPTZOID});
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const std::string step = step_arg(fcinfo, 3);
+  const std::string error = pg::text_arg(fcinfo, 4, "error", core::max_error_bytes, true).value_or("");
+  const bool permanent = pg::bool_arg(fcinfo, 5, false);
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  const Owned owned = lock_owned(spi, run, epoch, now);
+  check_current_step(owned, step, "workflow_step_fail");
+  if (spi.run(record, {run.t, run.r, pg::int4_value(owned.cursor), pg::text_value(step), pg::text_value(error),
+                       pg::int8_value(epoch), pg::timestamptz_value(now)}) == 0)
+    throw core::Error(invalid_parameter,
+                      "step \"" + step + "\" of workflow run " + run.text + " at position " +
+                          std::to_string(owned.cursor) + " is recorded as done; it cannot fail",
+                      "a step's recorded result never changes: replay returns it");
+  std::string outcome = "failed";
+  if (!permanent) {
+    spi.run(nack,
+            {run.t, pg::text_value(owned.queue), pg::int8_value(owned.msg_id), pg::int8_value(epoch),
+             pg::text_value(error)},
+            [&](const pg::Row& r) { outcome = *r.text(1); });
+  }
+  if (outcome == "retry") {
+    spi.run(release, {run.t, run.r, pg::timestamptz_value(now)});
+  } else {
+    // Permanent, or the queue's max_attempts reached (nack dead-lettered the message).
+    static pg::Statement failed(
+        "UPDATE forgeyard.wf_runs SET state = 'failed', error = $3, updated_at = $4, finished_at = $4" FY_RUN_KEY,
+        {TEXTOID, UUIDOID, TEXTOID, TIMESTAMPTZOID});
+    if (permanent) ack(spi, run, owned.queue, owned.msg_id, epoch);
+    spi.run(failed,
+            {run.t, run.r, pg::text_value("step \"" + step + "\" failed: " + error), pg::timestamptz_value(now)});
+    outcome = "failed";
+  }
+  spi.finish();
+  return pg::text_value(outcome).datum;
+}
+
+// workflow_complete(tenant, run_id, epoch, result)
+FY_FUNCTION(fy_workflow_complete) {
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const pg::Value result = pg::jsonb_arg(fcinfo, 3, "result");
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  const Owned owned = lock_owned(spi, run, epoch, now);
+  finish(spi, run, owned, epoch, "completed", result, std::nullopt, now);
+  spi.finish();
+  return (Datum)0;
+}
+
+// workflow_fail(tenant, run_id, epoch, error)
+FY_FUNCTION(fy_workflow_fail) {
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const std::string error = pg::text_arg(fcinfo, 3, "error", core::max_error_bytes, true).value_or("");
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  const Owned owned = lock_owned(spi, run, epoch, now);
+  finish(spi, run, owned, epoch, "failed", pg::null_value(), error, now);
+  spi.finish();
+  return (Datum)0;
+}
+
+// workflow_park(tenant, run_id, epoch, reason)
+FY_FUNCTION(fy_workflow_park) {
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const std::string reason = optional_text(fcinfo, 3, "reason");
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  const Owned owned = lock_owned(spi, run, epoch, now);
+  finish(spi, run, owned, epoch, "parked", pg::null_value(), reason, now);
+  spi.finish();
+  return (Datum)0;
+}
+
+// workflow_extend(tenant, run_id, epoch, lease) -> until
+FY_FUNCTION(fy_workflow_extend) {
+  static pg::Statement extend("SELECT forgeyard.extend($1, $2, $3, $4, $5)",
+                              {TEXTOID, TEXTOID, INT8OID, INT8OID, INTERVALOID});
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const pg::Value lease = pg::raw_arg(fcinfo, 3);
+  if (lease.is_null) throw core::Error(core::sqlstate::null_value, "lease must not be NULL");
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  const Owned owned = lock_owned(spi, run, epoch, now);
+  TimestampTz until = 0;
+  spi.run(extend, {run.t, pg::text_value(owned.queue), pg::int8_value(owned.msg_id), pg::int8_value(epoch), lease},
+          [&](const pg::Row& r) { until = *r.timestamptz(1); });
+  spi.finish();
+  return TimestampTzGetDatum(until);
+}
+
+// workflow_cancel(tenant, run_id, reason) -> whether it was cancelled now
+FY_FUNCTION(fy_workflow_cancel) {
+  static pg::Statement lock("SELECT state FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE", {TEXTOID, UUIDOID});
+  static pg::Statement cancel(
+      "UPDATE forgeyard.wf_runs SET state = 'cancelled', error = $3, updated_at = $4, finished_at = $4" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, TEXTOID, TIMESTAMPTZOID});
+  const Run run = run_args(fcinfo);
+  const std::string reason = optional_text(fcinfo, 2, "reason");
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  std::optional<std::string> state;
+  spi.run(lock, {run.t, run.r}, [&](const pg::Row& r) { state = r.text(1); });
+  if (!state) unknown_run(run);
+  const bool cancelled = !wf::is_finished(*state);
+  // Its message stays until the next claim of the definition lets it go; an owner's next
+  // journal write gets FY001.
+  if (cancelled) spi.run(cancel, {run.t, run.r, pg::text_value(reason), pg::timestamptz_value(now)});
+  spi.finish();
+  return BoolGetDatum(cancelled);
+}
+
+// workflow_retry(tenant, run_id) -> whether the run was handed out again
+FY_FUNCTION(fy_workflow_retry) {
+  static pg::Statement lock(
+      "SELECT state, workflow, version::pg_catalog.int8, priority::pg_catalog.int8 FROM forgeyard.wf_runs" FY_RUN_KEY
+      " FOR UPDATE",
+      {TEXTOID, UUIDOID});
+  static pg::Statement requeue(
+      "UPDATE forgeyard.wf_runs SET state = 'pending', msg_id = $3, error = NULL, finished_at = NULL,"
+      "   updated_at = $4" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
+  const Run run = run_args(fcinfo);
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  std::optional<std::string> state, workflow;
+  std::int64_t version = 0, priority = 0;
+  spi.run(lock, {run.t, run.r}, [&](const pg::Row& r) {
+    state = r.text(1);
+    workflow = r.text(2);
+    version = *r.int8(3);
+    priority = *r.int8(4);
+  });
+  if (!state) unknown_run(run);
+  const bool retried = wf::is_retryable(*state);
+  if (retried) {
+    const std::string queue = wf::queue_name(*workflow, static_cast<std::int32_t>(version));
+    queue::insert_queue(spi, run.tenant, queue, core::QueueOptions{});
+    const std::int64_t msg_id = enqueue(spi, run.tenant, queue, run.id, static_cast<int>(priority));
+    spi.run(requeue, {run.t, run.r, pg::int8_value(msg_id), pg::timestamptz_value(now)});
+  }
+  spi.finish();
+  return BoolGetDatum(retried);
+}
+
+// workflow_status(tenant, run_id) -> (state, workflow, version, result, error, owner, epoch, updated_at)
+FY_FUNCTION(fy_workflow_status) {
+  static pg::Statement status(
+      "SELECT state, workflow, version::pg_catalog.int8, result::pg_catalog.text, error, owner, epoch, updated_at"
+      "  FROM forgeyard.wf_runs" FY_RUN_KEY,
+      {TEXTOID, UUIDOID});
+  const Run run = run_args(fcinfo);
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  struct Status {
+    std::string state, workflow;
+    std::int64_t version, epoch;
+    std::optional<std::string> result, error, owner;
+    TimestampTz updated_at;
+  };
+  std::optional<Status> s;
+  spi.run(status, {run.t, run.r}, [&](const pg::Row& r) {
+    s = Status{*r.text(1), *r.text(2), *r.int8(3), *r.int8(7), r.text(4), r.text(5), r.text(6), *r.timestamptz(8)};
+  });
+  if (!s) unknown_run(run);
+  spi.finish();
+  pg::TableResult out(fcinfo);
+  out.add_row({pg::text_value(s->state), pg::text_value(s->workflow),
+               pg::int4_value(static_cast<std::int32_t>(s->version)), pg::typed_value(JSONBOID, -1, s->result),
+               pg::optional_text_value(s->error), pg::optional_text_value(s->owner), pg::int8_value(s->epoch),
+               pg::timestamptz_value(s->updated_at)});
+  return (Datum)0;
+}
+
+// workflow_journal(tenant, run_id) -> (position, step, status, result, epoch, recorded_at, error, attempts,
+// compensation)
+FY_FUNCTION(fy_workflow_journal) {
+  static pg::Statement exists("SELECT 1 FROM forgeyard.wf_runs" FY_RUN_KEY, {TEXTOID, UUIDOID});
+  static pg::Statement journal(
+      "SELECT position::pg_catalog.int8, step, status, result::pg_catalog.text, epoch, recorded_at, error,"
+      "       attempts::pg_catalog.int8, compensation"
+      "  FROM forgeyard.wf_journal" FY_RUN_KEY " ORDER BY position",
+      {TEXTOID, UUIDOID});
+  const Run run = run_args(fcinfo);
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  if (spi.run(exists, {run.t, run.r}) == 0) unknown_run(run);
+  struct Entry {
+    std::int64_t position;
+    std::string step, status;
+    std::optional<std::string> result;
+    std::int64_t epoch;
+    TimestampTz recorded_at;
+    std::optional<std::string> error;
+    std::int64_t attempts;
+    std::optional<std::string> compensation;
+  };
+  std::vector<Entry> entries;
+  spi.run(journal, {run.t, run.r}, [&](const pg::Row& r) {
+    entries.push_back({*r.int8(1), *r.text(2), *r.text(3), r.text(4), *r.int8(5), *r.timestamptz(6), r.text(7),
+                       *r.int8(8), r.text(9)});
+  });
+  spi.finish();
+  pg::TableResult out(fcinfo);
+  for (const Entry& e : entries)
+    out.add_row({pg::int4_value(static_cast<std::int32_t>(e.position)), pg::text_value(e.step),
+                 pg::text_value(e.status), pg::typed_value(JSONBOID, -1, e.result), pg::int8_value(e.epoch),
+                 pg::timestamptz_value(e.recorded_at), pg::optional_text_value(e.error),
+                 pg::int4_value(static_cast<std::int32_t>(e.attempts)), pg::optional_text_value(e.compensation)});
+  return (Datum)0;
+}

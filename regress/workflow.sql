@@ -1,0 +1,290 @@
+-- Durable workflows (docs/workflows.md): runs started in the caller's transaction and idempotent by
+-- run_key, handed out through the queue of their definition to workers that declared it, owned
+-- under an epoch that fences every journal write (FY001 for a stale owner, with nothing changed),
+-- positional steps with replay and nondeterminism (FY060), park and retry, step failures with the
+-- queue's retries, complete, fail, cancel, deadlines, takeovers, tenant isolation, the views, and
+-- bad input. Time is moved with forgeyard.now_override; nothing sleeps.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION forgeyard;
+
+SELECT plan(104);
+
+SET TIME ZONE 'UTC';
+\ir lib/err.sql
+
+SET forgeyard.now_override = '2030-01-01 00:00:00+00';
+
+-------------------------------------------------------------------------------------------------
+-- Catalog
+-------------------------------------------------------------------------------------------------
+SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.workflow_start(text, text, integer, text, jsonb, jsonb)'::regprocedure),
+          $$tenant text, workflow text, version integer, run_key text, input jsonb DEFAULT '{}'::jsonb, options jsonb DEFAULT '{}'::jsonb$$,
+          'workflow_start(tenant, workflow, version, run_key, input = {}, options = {})');
+SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_claim(text, text, text[], integer, interval)'::regprocedure),
+          'TABLE(run_id uuid, workflow text, version integer, epoch bigint, state text, input jsonb)',
+          'workflow_claim returns (run_id, workflow, version, epoch, state, input)');
+SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_step(text, uuid, bigint, text)'::regprocedure),
+          'TABLE(status text, result jsonb, idempotency_key text)', 'workflow_step returns (status, result, idempotency_key)');
+SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)'::regprocedure),
+          'text', 'workflow_step_fail returns retry or failed');
+SELECT ok((SELECT bool_and(obj_description(p.oid, 'pg_proc') IS NOT NULL AND NOT has_function_privilege('public', p.oid, 'EXECUTE'))
+             FROM pg_proc p WHERE p.pronamespace = 'forgeyard'::regnamespace AND p.proname LIKE 'workflow\_%'),
+          'every workflow function has a COMMENT and is not executable by PUBLIC');
+SELECT is((SELECT count(*)::int FROM pg_proc p WHERE p.pronamespace = 'forgeyard'::regnamespace AND p.proname LIKE 'workflow\_%'),
+          13, 'thirteen workflow functions');
+
+-------------------------------------------------------------------------------------------------
+-- Start: in the caller's transaction, idempotent by run_key
+-------------------------------------------------------------------------------------------------
+SAVEPOINT before_start;
+DO $$ BEGIN PERFORM forgeyard.workflow_start('t1', 'order', 1, 'rolled-back', '{}'); END $$;
+ROLLBACK TO SAVEPOINT before_start;
+SELECT is((SELECT count(*)::int FROM forgeyard.wf_runs), 0, 'a start whose transaction rolls back leaves no run');
+SELECT is((SELECT count(*)::int FROM forgeyard.messages), 0, 'and no message');
+
+CREATE TEMP TABLE r (name text PRIMARY KEY, id uuid);
+INSERT INTO r VALUES ('a', forgeyard.workflow_start('t1', 'order', 1, 'order-1', '{"sku": "x", "n": 2}'));
+SELECT is(forgeyard.workflow_start('t1', 'order', 1, 'order-1', '{"n": 2, "sku": "x"}'), (SELECT id FROM r WHERE name = 'a'),
+          'the same run_key and input return the first run');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'order-1', '{"sku": "y"}')$$))[1], 'FY011',
+          'the same run_key with other input is FY011');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 2, 'order-1', '{"sku": "x", "n": 2}')$$))[1], 'FY011',
+          'the same run_key for another version is FY011');
+SELECT is((SELECT count(*)::int FROM forgeyard.wf_runs), 1, 'one run');
+SELECT results_eq($$SELECT state, workflow, version, owner, epoch FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'a'))$$,
+                  $$VALUES ('pending'::text, 'order'::text, 1, NULL::text, 0::bigint)$$, 'a new run is pending at epoch 0');
+SELECT ok(EXISTS (SELECT FROM forgeyard.queue_list('t1') WHERE queue = '_wf.order@1'),
+          'the definition''s queue _wf.order@1 was created');
+SELECT is((SELECT count(*)::int FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = '_wf.order@1' AND state = 'pending'), 1,
+          'and holds one message for the run');
+SELECT is(forgeyard.workflow_start('t2', 'order', 1, 'order-1', '{}') <> (SELECT id FROM r WHERE name = 'a'), true,
+          'run keys are per tenant');
+
+SELECT is((pg_temp.err($$SELECT forgeyard.queue_create('t1', '_wf.mine@1')$$))[1], '22023', 'queue_create refuses "_wf." names');
+SELECT is((pg_temp.err($$SELECT forgeyard.queue_drop('t1', '_wf.order@1')$$))[1], '22023', 'queue_drop refuses them too');
+SELECT lives_ok($$SELECT forgeyard.queue_alter('t1', '_wf.order@1', '{"max_attempts": 3}')$$,
+                'queue_alter may change a definition''s queue options');
+
+-- Bad input
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 0, 'k', '{}')$$))[1], '22023', 'version 0 is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', repeat('w', 101), 1, 'k', '{}')$$))[1], '22001',
+          'a workflow name over 100 bytes is 22001');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, '', '{}')$$))[1], '22023', 'an empty run_key is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'k', NULL)$$))[1], '22004', 'a NULL input is 22004');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'k', '{}', '{"colour": "red"}')$$))[1:2],
+          ARRAY['22023', 'unknown workflow option colour (the options are deadline, priority and parent)'], 'an unknown option is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'k', '{}', '{"deadline": "soon"}')$$))[1], '22023',
+          'a deadline that is no interval is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'k', '{}', '{"priority": "urgent"}')$$))[1], '22023',
+          'an unknown priority class is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'k', '{}', '{"parent": "00000000-0000-4000-8000-000000000001"}')$$))[1],
+          '42704', 'an unknown parent run is 42704');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'k', '{}', '[]')$$))[1], '22023',
+          'options that are no object are 22023');
+SELECT is((SELECT count(*)::int FROM forgeyard.wf_runs WHERE tenant_id = 't1'), 1, 'no refused start left a run');
+
+-------------------------------------------------------------------------------------------------
+-- Claim: only declared definitions, one owner at a time
+-------------------------------------------------------------------------------------------------
+INSERT INTO r VALUES ('v2', forgeyard.workflow_start('t1', 'order', 2, 'order-v2', '{}'));
+SELECT is((SELECT count(*)::int FROM forgeyard.workflow_claim('t1', 'w0', ARRAY['invoice@1'])), 0,
+          'a worker gets nothing for a definition with no runs');
+CREATE TEMP TABLE c AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['order@1'], 10, '1 minute');
+SELECT results_eq($$SELECT run_id, workflow, version, state, input FROM c$$,
+                  $$SELECT id, 'order'::text, 1, 'running'::text, '{"n": 2, "sku": "x"}'::jsonb FROM r WHERE name = 'a'$$,
+                  'a worker that declared order@1 gets the order@1 run, not the order@2 one, with its input');
+SELECT is((SELECT epoch FROM c), (SELECT claim_token FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = '_wf.order@1' AND state = 'pending'),
+          'its epoch is the claim token of the run''s delivery');
+SELECT results_eq($$SELECT state, owner FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'a'))$$,
+                  $$VALUES ('running'::text, 'w1'::text)$$, 'the run is running, owned by w1');
+SELECT is((SELECT count(*)::int FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['order@1'])), 0,
+          'nobody else gets it while the lease holds');
+SELECT results_eq($$SELECT run_id, version FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['order@1', 'order@2', 'order@2'])$$,
+                  $$SELECT id, 2 FROM r WHERE name = 'v2'$$, 'a worker that declares both versions gets the other run');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_claim('t1', 'w', ARRAY['order'])$$))[1], '22023', 'a definition without @version is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_claim('t1', 'w', ARRAY['order@0'])$$))[1], '22023', 'version 0 is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_claim('t1', 'w', ARRAY['order@1x'])$$))[1], '22023', 'a version that is no number is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_claim('t1', 'w', ARRAY[]::text[])$$))[1], '22023', 'no definitions is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_claim('t1', 'w', ARRAY['order@1', NULL])$$))[1], '22004', 'a NULL definition is 22004');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_claim('t1', 'w', ARRAY['order@1'], 101)$$))[1], '22023', 'max_runs over 100 is 22023');
+
+-------------------------------------------------------------------------------------------------
+-- Steps under the owner's epoch
+-------------------------------------------------------------------------------------------------
+CREATE TEMP VIEW run_a AS SELECT (SELECT id FROM r WHERE name = 'a') AS id, (SELECT epoch FROM c) AS epoch;
+SELECT results_eq($$SELECT status, result, idempotency_key FROM run_a, forgeyard.workflow_step('t1', run_a.id, run_a.epoch, 'reserve')$$,
+                  $$SELECT 'run'::text, NULL::jsonb, id::text || ':1:reserve' FROM run_a$$,
+                  'the first step of a new run is to run, with a stable idempotency key');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_complete('t1', id, epoch, 'charge', '{}') FROM run_a$$))[1], '22023',
+          'completing a step that is not the current one is 22023');
+SELECT lives_ok($$SELECT forgeyard.workflow_step_complete('t1', id, epoch, 'reserve', '{"reserved": 2}', 'release') FROM run_a$$,
+                'the owner records the step''s result with its compensation');
+SELECT lives_ok($$SELECT forgeyard.workflow_step_complete('t1', id, epoch, 'reserve', '{"reserved": 2}', 'release') FROM run_a$$,
+                'recording the same result again is a no-op');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_complete('t1', id, epoch, 'reserve', '{"reserved": 3}', 'release') FROM run_a$$))[1],
+          '22023', 'another result for a recorded step is 22023');
+SAVEPOINT step_tx;
+DO $$ BEGIN PERFORM forgeyard.workflow_step('t1', id, epoch, 'charge') FROM run_a; END $$;
+ROLLBACK TO SAVEPOINT step_tx;
+SELECT results_eq($$SELECT status, idempotency_key FROM run_a, forgeyard.workflow_step('t1', run_a.id, run_a.epoch, 'charge')$$,
+                  $$SELECT 'run'::text, id::text || ':2:charge' FROM run_a$$,
+                  'a step call that rolled back took its cursor move with it: the next call is position 2');
+SELECT is(forgeyard.workflow_step_fail('t1', id, epoch, 'charge', 'card declined'), 'retry', 'a failed step is retried') FROM run_a;
+SELECT results_eq($$SELECT state FROM forgeyard.workflow_status('t1', (SELECT id FROM run_a))$$, $$VALUES ('pending'::text)$$,
+                  'the run is released until the backoff ends');
+SELECT results_eq($$SELECT position, step, status, error, attempts FROM forgeyard.workflow_journal('t1', (SELECT id FROM run_a))$$,
+                  $$VALUES (1, 'reserve'::text, 'done'::text, NULL::text, 1), (2, 'charge', 'failed', 'card declined', 1)$$,
+                  'the journal holds the done step and the failed attempt');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', id, epoch, 'ship') FROM run_a$$))[1], 'FY001',
+          'the released owner''s next step is FY001');
+
+-- The retry: a new epoch replays the journal.
+SET forgeyard.now_override = '2030-01-01 00:00:30+00';
+CREATE TEMP TABLE c2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w3', ARRAY['order@1'], 1, '1 minute');
+SELECT ok((SELECT epoch FROM c2) > (SELECT epoch FROM c), 'after the backoff another worker claims it with a greater epoch');
+SELECT is((SELECT takeovers FROM forgeyard.workflow_runs WHERE run_id = (SELECT id FROM run_a)), 0::integer,
+          'a retry is no takeover');
+CREATE TEMP VIEW run_b AS SELECT (SELECT id FROM r WHERE name = 'a') AS id, (SELECT epoch FROM c2) AS epoch;
+SELECT results_eq($$SELECT status, result FROM run_b, forgeyard.workflow_step('t1', run_b.id, run_b.epoch, 'reserve')$$,
+                  $$VALUES ('done'::text, '{"reserved": 2}'::jsonb)$$, 'replay returns the recorded result of a done step');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', id, epoch, 'refund') FROM run_b$$))[1:2],
+          ARRAY['FY060', 'workflow run ' || (SELECT id FROM run_b) || ' called step "refund" at position 2, where its journal has step "charge"'],
+          'another step name at a journaled position is FY060');
+SELECT results_eq($$SELECT status FROM run_b, forgeyard.workflow_step('t1', run_b.id, run_b.epoch, 'charge')$$,
+                  $$VALUES ('run'::text)$$, 'the failed step at its position runs again');
+SELECT lives_ok($$SELECT forgeyard.workflow_step_complete('t1', id, epoch, 'charge', '{"paid": true}') FROM run_b$$,
+                'and is recorded done');
+
+-- The stale owner changes nothing.
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_complete('t1', id, epoch, 'charge', '{"paid": false}') FROM run_a$$))[1],
+          'FY001', 'the old epoch''s step_complete is FY001');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_complete('t1', id, epoch, '{}') FROM run_a$$))[1], 'FY001',
+          'so is its workflow_complete');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_extend('t1', id, epoch, '1 minute') FROM run_a$$))[1], 'FY001',
+          'and its workflow_extend');
+SELECT results_eq($$SELECT result FROM forgeyard.workflow_journal('t1', (SELECT id FROM run_a)) WHERE position = 2$$,
+                  $$VALUES ('{"paid": true}'::jsonb)$$, 'the journal keeps the owner''s result');
+
+-- Takeover: the owner's lease runs out.
+SELECT is(forgeyard.workflow_extend('t1', id, epoch, '2 minutes'), '2030-01-01 00:02:30+00'::timestamptz,
+          'the owner extends its lease') FROM run_b;
+SET forgeyard.now_override = '2030-01-01 00:03:00+00';
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', id, epoch, 'ship') FROM run_b$$))[1:2],
+          ARRAY['FY001', 'workflow run ' || (SELECT id FROM run_b) || ': the lease of epoch ' || (SELECT epoch FROM run_b) || ' ran out'],
+          'an owner whose lease ran out is FY001');
+SELECT results_eq($$SELECT run_id, reason FROM forgeyard.workflow_stuck WHERE version = 1$$,
+                  $$SELECT id, 'the owner''s lease ran out'::text FROM run_b$$, 'workflow_stuck lists the run whose owner lapsed');
+CREATE TEMP TABLE c3 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w4', ARRAY['order@1'], 1, '1 minute');
+SELECT is((SELECT count(*)::int FROM c3), 1, 'the next claim takes the run over');
+SELECT results_eq($$SELECT takeovers, previous_owner, taken_over_at, owner FROM forgeyard.wf_runs WHERE run_id = (SELECT id FROM run_b)$$,
+                  $$VALUES (1, 'w3'::text, '2030-01-01 00:03:00+00'::timestamptz, 'w4'::text)$$, 'and the takeover is recorded');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', id, epoch, 'ship') FROM run_b$$))[1], 'FY001',
+          'the replaced owner is FY001');
+CREATE TEMP VIEW run_c AS SELECT (SELECT id FROM r WHERE name = 'a') AS id, (SELECT epoch FROM c3) AS epoch;
+SELECT results_eq($$SELECT s.status FROM run_c, LATERAL (SELECT * FROM forgeyard.workflow_step('t1', run_c.id, run_c.epoch, 'reserve')
+                      UNION ALL SELECT * FROM forgeyard.workflow_step('t1', run_c.id, run_c.epoch, 'charge')) s$$,
+                  $$VALUES ('done'::text), ('done')$$, 'the new owner replays both steps');
+
+-- Park and retry
+SELECT lives_ok($$SELECT forgeyard.workflow_park('t1', id, epoch, 'FY060 at position 3') FROM run_c$$,
+                'the owner parks the run after FY060');
+SELECT results_eq($$SELECT state, error FROM forgeyard.workflow_status('t1', (SELECT id FROM run_c))$$,
+                  $$VALUES ('parked'::text, 'FY060 at position 3'::text)$$, 'the run is parked with the reason');
+SELECT results_eq($$SELECT reason FROM forgeyard.workflow_stuck WHERE run_id = (SELECT id FROM run_c)$$,
+                  $$VALUES ('parked: FY060 at position 3'::text)$$, 'workflow_stuck lists it');
+SELECT is((SELECT count(*)::int FROM forgeyard.workflow_claim('t1', 'w5', ARRAY['order@1'])), 0, 'nobody claims a parked run');
+SELECT ok(forgeyard.workflow_retry('t1', id), 'workflow_retry hands it out again') FROM run_c;
+SELECT ok(NOT forgeyard.workflow_retry('t1', id), 'a pending run is not retried') FROM run_c;
+CREATE TEMP TABLE c4 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w5', ARRAY['order@1'], 1, '1 minute');
+SELECT is((SELECT count(*)::int FROM c4), 1, 'and a worker claims it');
+CREATE TEMP VIEW run_d AS SELECT (SELECT id FROM r WHERE name = 'a') AS id, (SELECT epoch FROM c4) AS epoch;
+
+-- Complete
+SELECT lives_ok($$SELECT forgeyard.workflow_complete('t1', id, epoch, '{"shipped": true}') FROM run_d$$, 'the owner completes the run');
+SELECT results_eq($$SELECT state, result FROM forgeyard.workflow_status('t1', (SELECT id FROM run_d))$$,
+                  $$VALUES ('completed'::text, '{"shipped": true}'::jsonb)$$, 'completed with its result');
+SELECT is((SELECT count(*)::int FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = '_wf.order@1' AND state = 'pending'), 0,
+          'its message is acked');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', id, epoch, 'more') FROM run_d$$))[1:2],
+          ARRAY['FY001', 'workflow run ' || (SELECT id FROM run_d) || ' is completed, not running under epoch ' || (SELECT epoch FROM run_d)],
+          'a completed run takes no more steps');
+SELECT ok(NOT forgeyard.workflow_cancel('t1', id, 'late'), 'cancelling a completed run is false') FROM run_d;
+
+-------------------------------------------------------------------------------------------------
+-- Failure, cancel, deadline
+-------------------------------------------------------------------------------------------------
+INSERT INTO r VALUES ('f', forgeyard.workflow_start('t1', 'mail', 1, 'mail-1', '{}'));
+CREATE TEMP TABLE cf AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['mail@1']);
+SELECT is(pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'send') FROM cf$$), NULL, 'the owner starts step send');
+SELECT is(forgeyard.workflow_step_fail('t1', run_id, epoch, 'send', 'no such address', true), 'failed',
+          'a permanent step failure fails the run') FROM cf;
+SELECT results_eq($$SELECT state, error FROM forgeyard.workflow_status('t1', (SELECT run_id FROM cf))$$,
+                  $$VALUES ('failed'::text, 'step "send" failed: no such address'::text)$$, 'the run is failed with the step''s error');
+SELECT ok(forgeyard.workflow_retry('t1', run_id), 'a failed run can be retried') FROM cf;
+
+-- The queue's max_attempts ends a run whose step keeps failing.
+DO $$ BEGIN PERFORM forgeyard.queue_alter('t1', '_wf.mail@1', '{"max_attempts": 2, "backoff_base": "1 second", "backoff_max": "1 second"}'); END $$;
+SET forgeyard.now_override = '2030-01-01 01:00:00+00';
+CREATE TEMP TABLE cm AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['mail@1']);
+SELECT is(pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'send') FROM cm$$), NULL, 'the retried run starts step send');
+SELECT is(forgeyard.workflow_step_fail('t1', run_id, epoch, 'send', 'timeout'), 'retry', 'the first failure is retried') FROM cm;
+SET forgeyard.now_override = '2030-01-01 01:00:10+00';
+CREATE TEMP TABLE cm2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['mail@1']);
+SELECT is(pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'send') FROM cm2$$), NULL, 'and again after the backoff');
+SELECT is(forgeyard.workflow_step_fail('t1', run_id, epoch, 'send', 'timeout'), 'failed',
+          'the failure that exhausts the queue''s max_attempts fails the run') FROM cm2;
+SELECT results_eq($$SELECT status, attempts FROM forgeyard.workflow_journal('t1', (SELECT run_id FROM cm2))$$,
+                  $$VALUES ('failed'::text, 3)$$, 'the journal counts the step''s three failed attempts');
+
+INSERT INTO r VALUES ('x', forgeyard.workflow_start('t1', 'mail', 1, 'mail-2', '{}'));
+CREATE TEMP TABLE cx AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['mail@1']);
+SELECT ok(forgeyard.workflow_cancel('t1', run_id, 'customer asked'), 'an operator cancels a running run') FROM cx;
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'send') FROM cx$$))[1], 'FY001',
+          'its owner''s next journal write is FY001') FROM cx;
+SELECT results_eq($$SELECT state, error FROM forgeyard.workflow_status('t1', (SELECT run_id FROM cx))$$,
+                  $$VALUES ('cancelled'::text, 'customer asked'::text)$$, 'the run is cancelled with the reason');
+SELECT ok(NOT forgeyard.workflow_cancel('t1', run_id, 'again'), 'a second cancel is false') FROM cx;
+
+INSERT INTO r VALUES ('d', forgeyard.workflow_start('t1', 'mail', 1, 'mail-3', '{}', '{"deadline": "1 minute"}'));
+SET forgeyard.now_override = '2030-01-01 01:05:00+00';
+SELECT is((SELECT count(*)::int FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['mail@1'], 10)), 0,
+          'a run past its deadline is not handed out (nor the cancelled run''s message)');
+SELECT results_eq($$SELECT state FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'd'))$$,
+                  $$VALUES ('timed_out'::text)$$, 'it is timed_out');
+SELECT is((SELECT count(*)::int FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = '_wf.mail@1' AND state = 'pending'), 0,
+          'and both messages were let go');
+
+-------------------------------------------------------------------------------------------------
+-- Tenants and roles
+-------------------------------------------------------------------------------------------------
+SELECT is((pg_temp.err($$SELECT * FROM forgeyard.workflow_status('t2', (SELECT id FROM r WHERE name = 'a'))$$))[1], '42704',
+          'tenant t2 cannot see a run of t1 (42704)');
+SELECT is((pg_temp.err($$SELECT * FROM forgeyard.workflow_journal('t2', (SELECT id FROM r WHERE name = 'a'))$$))[1], '42704',
+          'nor its journal');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_cancel('t2', (SELECT id FROM r WHERE name = 'a'), 'x')$$))[1], '42704',
+          'nor cancel it');
+CREATE ROLE fy_wf_app;
+CREATE ROLE fy_wf_insp;
+DO $$
+BEGIN
+    PERFORM forgeyard.grant_usage('fy_wf_app');
+    PERFORM forgeyard.grant_inspect('fy_wf_insp');
+    PERFORM forgeyard.bind_tenant('fy_wf_app', 't2');
+    PERFORM forgeyard.bind_tenant('fy_wf_insp', 't2');
+END $$;
+GRANT SELECT ON r TO fy_wf_app;
+SET ROLE fy_wf_app;
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'k', '{}')$$))[1], 'FY040',
+          'a role bound to t2 cannot start a run for t1');
+SELECT lives_ok($$SELECT forgeyard.workflow_start('t2', 'order', 1, 'k', '{}')$$, 'but can for t2');
+SELECT throws_ok('SELECT * FROM forgeyard.wf_runs', '42501', NULL, 'an application role cannot read forgeyard.wf_runs');
+RESET ROLE;
+SET ROLE fy_wf_insp;
+SELECT is((SELECT array_agg(DISTINCT tenant_id) FROM forgeyard.workflow_runs), ARRAY['t2'],
+          'an inspector bound to t2 sees only t2''s runs in workflow_runs');
+SELECT throws_ok($$SELECT forgeyard.workflow_start('t2', 'order', 1, 'k2', '{}')$$, '42501', NULL, 'and cannot start a run');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

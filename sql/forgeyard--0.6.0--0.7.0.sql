@@ -1,0 +1,236 @@
+-- forgeyard 0.6.0 -> 0.7.0: durable workflows (first part: runs and the fenced journal). Each section is
+-- self-contained: its objects, their COMMENTs, the REVOKE from PUBLIC, pg_dump registrations and
+-- access_catalog rows. The re-grant runs last.
+\echo Use "ALTER EXTENSION forgeyard UPDATE TO '0.7.0'" to load this file. \quit
+
+-------------------------------------------------------------------------------------------------
+-- 0.7.0: durable workflows: runs, a fenced journal (docs/workflows.md)
+-------------------------------------------------------------------------------------------------
+
+-- A run of a workflow definition (name, version) for a tenant. Runnable runs are handed to workers
+-- through the tenant's queue "_wf.<workflow>@<version>" (msg_id is the run's live message), and
+-- the claim token of that delivery is the run's epoch: every journal write carries it (FY001 for
+-- a stale owner). step_cursor counts the step calls of the current epoch (reset by each claim).
+CREATE TABLE forgeyard.wf_runs (
+    tenant_id      text        NOT NULL,
+    run_id         uuid        NOT NULL,
+    run_key        text        NOT NULL,
+    workflow       text        NOT NULL,
+    version        integer     NOT NULL CHECK (version >= 1),
+    input          jsonb       NOT NULL,
+    state          text        NOT NULL CHECK (state IN ('pending', 'running', 'sleeping', 'waiting', 'compensating',
+                                                         'completed', 'failed', 'cancelled', 'timed_out',
+                                                         'compensation_failed', 'parked')),
+    priority       smallint    NOT NULL CHECK (priority BETWEEN 0 AND 5),
+    msg_id         bigint,
+    epoch          bigint      NOT NULL DEFAULT 0,
+    owner          text,
+    step_cursor    integer     NOT NULL DEFAULT 0,
+    cursor_step    text,
+    result         jsonb,
+    error          text,
+    deadline       timestamptz,
+    parent_run_id  uuid,
+    takeovers      integer     NOT NULL DEFAULT 0,
+    taken_over_at  timestamptz,
+    previous_owner text,
+    created_at     timestamptz NOT NULL,
+    updated_at     timestamptz NOT NULL,
+    finished_at    timestamptz,
+    PRIMARY KEY (tenant_id, run_id),
+    UNIQUE (tenant_id, run_key)
+);
+CREATE INDEX wf_runs_state ON forgeyard.wf_runs (tenant_id, state, updated_at);
+COMMENT ON TABLE forgeyard.wf_runs IS
+  'Workflow runs: definition and version (fixed at start), input, state, the owner''s epoch (the claim token of the run''s live message), the step cursor of that epoch, result or error, takeovers. Use the API, not DML.';
+
+-- The journal: one row per step position of a run, contiguous from 1. done rows keep the
+-- result (replayed), failed rows the last error of a step that will run again.
+CREATE TABLE forgeyard.wf_journal (
+    tenant_id    text        NOT NULL,
+    run_id       uuid        NOT NULL,
+    position     integer     NOT NULL CHECK (position >= 1),
+    step         text        NOT NULL,
+    status       text        NOT NULL CHECK (status IN ('done', 'failed')),
+    result       jsonb,
+    error        text,
+    compensation text,
+    attempts     integer     NOT NULL DEFAULT 1,
+    epoch        bigint      NOT NULL,
+    recorded_at  timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, run_id, position)
+);
+COMMENT ON TABLE forgeyard.wf_journal IS
+  'Workflow journals: per run and position the step''s name, done (with its result and compensation) or failed (with its error), the epoch that wrote it. Use the API, not DML.';
+
+CREATE FUNCTION forgeyard.workflow_start(tenant text, workflow text, version integer, run_key text,
+                                         input jsonb DEFAULT '{}', options jsonb DEFAULT '{}')
+    RETURNS uuid LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_start';
+COMMENT ON FUNCTION forgeyard.workflow_start(text, text, integer, text, jsonb, jsonb) IS
+  'Start a run in the caller''s transaction (no run unless it commits); returns its run_id. run_key is an idempotency key: the same key returns the first run, with another workflow, version or input FY011. Options: deadline (interval), priority (class), parent (run id).';
+
+CREATE FUNCTION forgeyard.workflow_claim(tenant text, worker text, definitions text[], max_runs integer DEFAULT 1,
+                                         lease interval DEFAULT NULL)
+    RETURNS TABLE (run_id uuid, workflow text, version integer, epoch bigint, state text, input jsonb)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_claim';
+COMMENT ON FUNCTION forgeyard.workflow_claim(text, text, text[], integer, interval) IS
+  'Claim up to max_runs runnable runs of the given definitions (''name@version''), each owned by worker under a new epoch for lease (default: the queue''s visibility timeout). A run whose owner''s lease ran out is taken over (recorded in the run). Never waits on other claimers.';
+
+CREATE FUNCTION forgeyard.workflow_step(tenant text, run_id uuid, epoch bigint, step text)
+    RETURNS TABLE (status text, result jsonb, idempotency_key text)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_step';
+COMMENT ON FUNCTION forgeyard.workflow_step(text, uuid, bigint, text) IS
+  'The next step of the run under epoch (the n-th call of an epoch is position n): run (with a stable idempotency key) or done (with the recorded result). FY060 when the journal has another step at that position; FY001 for a stale owner.';
+
+CREATE FUNCTION forgeyard.workflow_step_complete(tenant text, run_id uuid, epoch bigint, step text, result jsonb,
+                                                 compensation text DEFAULT NULL)
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_step_complete';
+COMMENT ON FUNCTION forgeyard.workflow_step_complete(text, uuid, bigint, text, jsonb, text) IS
+  'Record the result of the current step in the caller''s transaction (with the step''s own database work, exactly once), with the name of its compensation. FY001 for a stale owner.';
+
+CREATE FUNCTION forgeyard.workflow_step_fail(tenant text, run_id uuid, epoch bigint, step text, error text,
+                                             permanent boolean DEFAULT false)
+    RETURNS text LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_step_fail';
+COMMENT ON FUNCTION forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean) IS
+  'Record a failed attempt of the current step: retry (the run is released and handed out again after the queue''s backoff) or failed (permanent, or the queue''s max_attempts reached: the run ends failed). FY001 for a stale owner.';
+
+CREATE FUNCTION forgeyard.workflow_complete(tenant text, run_id uuid, epoch bigint, result jsonb)
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_complete';
+COMMENT ON FUNCTION forgeyard.workflow_complete(text, uuid, bigint, jsonb) IS
+  'End the run completed with its result. FY001 for a stale owner.';
+
+CREATE FUNCTION forgeyard.workflow_fail(tenant text, run_id uuid, epoch bigint, error text)
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_fail';
+COMMENT ON FUNCTION forgeyard.workflow_fail(text, uuid, bigint, text) IS
+  'End the run failed with an error. FY001 for a stale owner.';
+
+CREATE FUNCTION forgeyard.workflow_park(tenant text, run_id uuid, epoch bigint, reason text)
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_park';
+COMMENT ON FUNCTION forgeyard.workflow_park(text, uuid, bigint, text) IS
+  'Stop the run for an operator (after FY060, in the worker''s next transaction): parked, listed by workflow_stuck, handed out again only by workflow_retry. FY001 for a stale owner.';
+
+CREATE FUNCTION forgeyard.workflow_extend(tenant text, run_id uuid, epoch bigint, lease interval)
+    RETURNS timestamptz LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_extend';
+COMMENT ON FUNCTION forgeyard.workflow_extend(text, uuid, bigint, interval) IS
+  'Keep the owner''s lease for lease from now; returns when it runs out. FY001 for a stale owner or a lease that already ran out.';
+
+CREATE FUNCTION forgeyard.workflow_cancel(tenant text, run_id uuid, reason text)
+    RETURNS boolean LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_cancel';
+COMMENT ON FUNCTION forgeyard.workflow_cancel(text, uuid, text) IS
+  'Cancel a run that has not finished (false if it had); its owner''s next journal write gets FY001. 42704 for an unknown run.';
+
+CREATE FUNCTION forgeyard.workflow_retry(tenant text, run_id uuid)
+    RETURNS boolean LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_retry';
+COMMENT ON FUNCTION forgeyard.workflow_retry(text, uuid) IS
+  'Hand a failed or parked run out again (false for a run in another state): it replays its journal and runs again from the step that failed. 42704 for an unknown run.';
+
+CREATE FUNCTION forgeyard.workflow_status(tenant text, run_id uuid)
+    RETURNS TABLE (state text, workflow text, version integer, result jsonb, error text, owner text, epoch bigint,
+                   updated_at timestamptz)
+    LANGUAGE c STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_status';
+COMMENT ON FUNCTION forgeyard.workflow_status(text, uuid) IS
+  'A run''s state, definition, result or error, owner and epoch. 42704 for a run the tenant does not have.';
+
+CREATE FUNCTION forgeyard.workflow_journal(tenant text, run_id uuid)
+    RETURNS TABLE ("position" integer, step text, status text, result jsonb, epoch bigint, recorded_at timestamptz,
+                   error text, attempts integer, compensation text)
+    LANGUAGE c STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_journal';
+COMMENT ON FUNCTION forgeyard.workflow_journal(text, uuid) IS
+  'A run''s journal in position order: each step done (with its result and compensation) or failed (with its last error), its attempts and the epoch that wrote it. 42704 for a run the tenant does not have.';
+
+CREATE VIEW forgeyard.workflow_runs WITH (security_barrier) AS
+WITH RECURSIVE member_of(oid) AS (
+    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
+    UNION
+    SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN member_of ON m.member = member_of.oid
+), scope AS (
+    SELECT b.tenant_id FROM forgeyard.tenant_bindings b WHERE b.role_id::oid IN (SELECT oid FROM member_of)
+)
+SELECT r.tenant_id, r.run_id, r.run_key, r.workflow, r.version, r.state, r.owner, r.epoch,
+       CASE WHEN r.state = 'running' THEN m.visible_at END AS lease_until,
+       (SELECT count(*) FROM forgeyard.wf_journal j
+         WHERE j.tenant_id = r.tenant_id AND j.run_id = r.run_id AND j.status = 'done') AS steps_done,
+       r.takeovers, r.error, r.deadline, r.parent_run_id, r.created_at, r.updated_at, r.finished_at
+  FROM forgeyard.wf_runs r
+  LEFT JOIN forgeyard.messages m ON m.msg_id = r.msg_id
+ WHERE NOT EXISTS (SELECT 1 FROM scope) OR r.tenant_id IN (SELECT scope.tenant_id FROM scope);
+COMMENT ON VIEW forgeyard.workflow_runs IS
+  'Every workflow run, no inputs or results: definition, state, owner, epoch, lease, steps done, takeovers, error. A role bound to tenants sees only those.';
+
+CREATE VIEW forgeyard.workflow_stuck WITH (security_barrier) AS
+WITH RECURSIVE member_of(oid) AS (
+    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
+    UNION
+    SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN member_of ON m.member = member_of.oid
+), scope AS (
+    SELECT b.tenant_id FROM forgeyard.tenant_bindings b WHERE b.role_id::oid IN (SELECT oid FROM member_of)
+), c AS MATERIALIZED (
+    SELECT forgeyard.now() AS now
+)
+SELECT s.tenant_id, s.run_id, s.workflow, s.version, s.state, s.owner, s.epoch, s.reason, s.since
+  FROM (SELECT r.*,
+               CASE WHEN r.state = 'parked' THEN 'parked: ' || coalesce(r.error, '')
+                    WHEN r.state = 'running' AND m.state = 'pending' AND m.visible_at <= c.now
+                        THEN 'the owner''s lease ran out'
+                    WHEN r.state NOT IN ('completed', 'failed', 'cancelled', 'timed_out', 'compensation_failed')
+                         AND (m.msg_id IS NULL OR m.state <> 'pending')
+                        THEN 'its message is ' || coalesce(m.state, 'gone')
+               END AS reason,
+               CASE WHEN r.state = 'running' AND m.state = 'pending' THEN m.visible_at ELSE r.updated_at END AS since
+          FROM forgeyard.wf_runs r
+          LEFT JOIN forgeyard.messages m ON m.msg_id = r.msg_id
+         CROSS JOIN c) s
+ WHERE s.reason IS NOT NULL
+   AND (NOT EXISTS (SELECT 1 FROM scope) OR s.tenant_id IN (SELECT scope.tenant_id FROM scope));
+COMMENT ON VIEW forgeyard.workflow_stuck IS
+  'Runs that need attention: parked (nondeterminism, until workflow_retry), running with an owner whose lease ran out (the next claim takes them over), or unfinished with no live message (dead-lettered). A role bound to tenants sees only those.';
+
+INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_start(text, text, integer, text, jsonb, jsonb)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_claim(text, text, text[], integer, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step(text, uuid, bigint, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_complete(text, uuid, bigint, text, jsonb, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_complete(text, uuid, bigint, jsonb)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_fail(text, uuid, bigint, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_park(text, uuid, bigint, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_extend(text, uuid, bigint, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_cancel(text, uuid, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_retry(text, uuid)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_status(text, uuid)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_journal(text, uuid)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.workflow_cancel(text, uuid, text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.workflow_retry(text, uuid)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.workflow_status(text, uuid)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.workflow_journal(text, uuid)'),
+    ('inspect',     'EXECUTE', 'FUNCTION forgeyard.workflow_status(text, uuid)'),
+    ('inspect',     'EXECUTE', 'FUNCTION forgeyard.workflow_journal(text, uuid)'),
+    ('inspect',     'SELECT',  'TABLE forgeyard.workflow_runs'),
+    ('inspect',     'SELECT',  'TABLE forgeyard.workflow_stuck');
+
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.wf_runs', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.wf_journal', '');
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
+-- Access kinds now include 0.7.0's API; re-grant to every recorded role
+-------------------------------------------------------------------------------------------------
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA forgeyard FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA forgeyard FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA forgeyard FROM PUBLIC;
+SELECT forgeyard.apply_access(r.role_id) FROM (SELECT DISTINCT a.role_id FROM forgeyard.role_access a) r;
