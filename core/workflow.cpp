@@ -3,6 +3,7 @@
 
 #include <charconv>
 
+#include "core/canonical_json.hpp"
 #include "core/errors.hpp"
 #include "core/queue_options.hpp"
 #include "core/uuid.hpp"
@@ -40,6 +41,10 @@ Definition parse_definition(std::string_view text) {
   if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || d.version < 1) bad();
   d.workflow = std::string(text.substr(0, at));
   return d;
+}
+
+std::string canonical(std::string_view json, const char* argument) {
+  return canonical_json(parse_json(json, argument, max_json_depth), argument, max_json_bytes);
 }
 
 bool is_finished(std::string_view state) {
@@ -81,6 +86,32 @@ void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_
   if (!run.live)
     throw Error(sqlstate::stale_fence, which + ": the lease of epoch " + std::to_string(epoch) + " ran out",
                 "extend the lease (workflow_extend) before it runs out; the run will be handed out again");
+}
+
+void throw_unknown_run(std::string_view run_id, std::string_view tenant) {
+  throw Error(sqlstate::undefined_object,
+              "workflow run " + std::string(run_id) + " not found for tenant \"" + std::string(tenant) + "\"");
+}
+
+void check_current_step(std::int32_t cursor, const std::optional<std::string>& cursor_step, std::string_view step,
+                        const char* function) {
+  if (cursor >= 1 && cursor_step && *cursor_step == step) return;
+  throw Error(sqlstate::invalid_parameter,
+              std::string(function) + " for step \"" + std::string(step) + "\", but the run's current step is " +
+                  (cursor_step ? "\"" + *cursor_step + "\"" : std::string("none")),
+              "call workflow_step for the step first, under the same epoch");
+}
+
+void throw_step_recorded(std::string_view step, std::string_view run_id, std::int32_t position, bool failing) {
+  throw Error(sqlstate::invalid_parameter,
+              "step \"" + std::string(step) + "\" of workflow run " + std::string(run_id) + " at position " +
+                  std::to_string(position) +
+                  (failing ? " is recorded as done; it cannot fail" : " is recorded already, with another result"),
+              "a step's recorded result never changes: replay returns it");
+}
+
+std::string step_error(std::string_view step, std::string_view error) {
+  return "step \"" + std::string(step) + "\" failed: " + std::string(error);
 }
 
 void set_start_option(StartOptions& options, std::string_view key, std::string_view json_type, std::string_view value) {

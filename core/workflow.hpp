@@ -16,6 +16,9 @@ inline constexpr std::size_t max_step_bytes = 200;
 inline constexpr std::size_t max_reason_bytes = 4096;
 inline constexpr int max_definitions = 100;
 inline constexpr std::int32_t max_claim_runs = 100;
+// Inputs and results, in their canonical text (the client sends and returns that form).
+inline constexpr std::size_t max_json_bytes = std::size_t{1} << 20;
+inline constexpr int max_json_depth = 64;
 
 // The queue that hands out the runs of one (workflow, version): "_wf.<workflow>@<version>".
 // Names starting "_wf." are reserved: queue_create and queue_drop refuse them (22023).
@@ -43,6 +46,9 @@ bool is_finished(std::string_view state);
 // workflow_retry takes these back to pending.
 bool is_retryable(std::string_view state);
 
+// JSON text checked (22023 naming `argument`) and in its canonical form (core/canonical_json.hpp).
+std::string canonical(std::string_view json, const char* argument);
+
 // What the journal holds at a position, as workflow_step compares it.
 struct JournalEntry {
   std::string step;
@@ -64,6 +70,17 @@ struct Ownership {
   std::int64_t epoch = 0;
   bool live = false;
 };
+// 42704 for a run the tenant does not have.
+[[noreturn]] void throw_unknown_run(std::string_view run_id, std::string_view tenant);
+// 22023 unless `step` is the epoch's current step (workflow_step moved the cursor to it).
+void check_current_step(std::int32_t cursor, const std::optional<std::string>& cursor_step, std::string_view step,
+                        const char* function);
+// 22023: the step at `position` is recorded (done) already, with another result, or cannot fail.
+[[noreturn]] void throw_step_recorded(std::string_view step, std::string_view run_id, std::int32_t position,
+                                      bool failing);
+// The error a run ends with when its step fails for good.
+std::string step_error(std::string_view step, std::string_view error);
+
 // FY001 unless `epoch` owns the run: the run is running, at that epoch, and its delivery is live.
 void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_id);
 

@@ -43,8 +43,7 @@ Run run_args(FunctionCallInfo fcinfo) {
 }
 
 [[noreturn]] void unknown_run(const Run& run) {
-  throw core::Error(core::sqlstate::undefined_object,
-                    "workflow run " + run.text + " not found for tenant \"" + run.tenant + "\"");
+  wf::throw_unknown_run(run.text, run.tenant);
 }
 
 std::string step_arg(FunctionCallInfo fcinfo, int n) {
@@ -94,11 +93,7 @@ Owned lock_owned(pg::Spi& spi, const Run& run, std::int64_t epoch, TimestampTz n
 
 // The current step of an epoch must be `step`: workflow_step moved the cursor to it.
 void check_current_step(const Owned& owned, const std::string& step, const char* function) {
-  if (owned.cursor < 1 || owned.cursor_step != step)
-    throw core::Error(invalid_parameter,
-                      std::string(function) + " for step \"" + step + "\", but the run's current step is " +
-                          (owned.cursor_step ? "\"" + *owned.cursor_step + "\"" : std::string("none")),
-                      "call workflow_step for the step first, under the same epoch");
+  wf::check_current_step(owned.cursor, owned.cursor_step, step, function);
 }
 
 // The queue's own calls on the run's message, so its counters, retries and dead letters hold.
@@ -395,11 +390,7 @@ FY_FUNCTION(fy_workflow_step_complete) {
     bool same = false;
     spi.run(same_result, {run.t, run.r, position, result, pg::optional_text_value(compensation)},
             [&](const pg::Row& r) { same = r.boolean(1).value_or(false); });
-    if (!same)
-      throw core::Error(invalid_parameter,
-                        "step \"" + step + "\" of workflow run " + run.text + " at position " +
-                            std::to_string(owned.cursor) + " is recorded already, with another result",
-                        "a step's recorded result never changes: replay returns it");
+    if (!same) wf::throw_step_recorded(step, run.text, owned.cursor, false);
   }
   spi.finish();
   return (Datum)0;
@@ -430,10 +421,7 @@ FY_FUNCTION(fy_workflow_step_fail) {
   check_current_step(owned, step, "workflow_step_fail");
   if (spi.run(record, {run.t, run.r, pg::int4_value(owned.cursor), pg::text_value(step), pg::text_value(error),
                        pg::int8_value(epoch), pg::timestamptz_value(now)}) == 0)
-    throw core::Error(invalid_parameter,
-                      "step \"" + step + "\" of workflow run " + run.text + " at position " +
-                          std::to_string(owned.cursor) + " is recorded as done; it cannot fail",
-                      "a step's recorded result never changes: replay returns it");
+    wf::throw_step_recorded(step, run.text, owned.cursor, true);
   std::string outcome = "failed";
   if (!permanent) {
     spi.run(nack,
@@ -449,8 +437,7 @@ FY_FUNCTION(fy_workflow_step_fail) {
         "UPDATE forgeyard.wf_runs SET state = 'failed', error = $3, updated_at = $4, finished_at = $4" FY_RUN_KEY,
         {TEXTOID, UUIDOID, TEXTOID, TIMESTAMPTZOID});
     if (permanent) ack(spi, run, owned.queue, owned.msg_id, epoch);
-    spi.run(failed,
-            {run.t, run.r, pg::text_value("step \"" + step + "\" failed: " + error), pg::timestamptz_value(now)});
+    spi.run(failed, {run.t, run.r, pg::text_value(wf::step_error(step, error)), pg::timestamptz_value(now)});
     outcome = "failed";
   }
   spi.finish();

@@ -398,6 +398,14 @@ BOOST_AUTO_TEST_CASE(copy_moves_a_store_to_the_other_backend_and_back_with_every
   const std::string local = sqlite_url("local");
   const std::int64_t last_id = seed(*this, local);
   const Seen before = look(local);
+  // A workflow run with a recorded step and one in flight travels too.
+  const auto local_store = open(local);
+  auto& local_wf = local_store->workflows();
+  const std::string run = local_wf.start(backup_tenant, "order", 1, "order-1", R"({"n": 1})");
+  const auto owner = local_wf.claim(backup_tenant, "w1", {"order@1"}, 1, std::chrono::hours(1)).at(0);
+  local_wf.step(backup_tenant, run, owner.epoch, "reserve");
+  local_wf.step_complete(backup_tenant, run, owner.epoch, "reserve", R"({"reserved": [1, 2]})", "release");
+  const auto journal_before = local_wf.journal(backup_tenant, run);
 
   const std::string server_store = pg_url("server");
   const CopyResult up = copy_store(local, server_store);
@@ -406,6 +414,17 @@ BOOST_AUTO_TEST_CASE(copy_moves_a_store_to_the_other_backend_and_back_with_every
   BOOST_TEST(up.rows.at("audit_events") == 3);
   BOOST_TEST(up.rows.at("accounts") == 1);
   BOOST_TEST((look(server_store) == reconciled(before)));
+  {
+    const auto on_server = open(server_store);
+    auto& server_wf = on_server->workflows();
+    const auto journal = server_wf.journal(backup_tenant, run);
+    BOOST_TEST_REQUIRE(journal.size() == 1u);
+    BOOST_TEST((journal[0].result == journal_before[0].result));
+    BOOST_TEST((journal[0].compensation == journal_before[0].compensation));
+    BOOST_TEST(server_wf.status(backup_tenant, run).epoch == owner.epoch);
+    // The same run_key and input return the copied run (its input compares equal as jsonb).
+    BOOST_TEST(server_wf.start(backup_tenant, "order", 1, "order-1", R"({"n":1})") == run);
+  }
   BOOST_TEST(open(server_store)->audit().verify(backup_tenant).ok);
   // The server continues the sequences: a new message gets an id above every copied one.
   BOOST_TEST(open(server_store)->queues().enqueue(backup_tenant, queue_name, {Bytes("after-copy")}) > last_id);
@@ -442,15 +461,10 @@ BOOST_AUTO_TEST_CASE(copy_moves_a_store_to_the_other_backend_and_back_with_every
   returned.waiting = reconciled(before).waiting;
   BOOST_TEST((returned == reconciled(before)));
   BOOST_TEST(open(back)->audit().verify(backup_tenant).ok);
-
-  // Workflow runs are not in the SQLite store yet: a copy that would drop them (and leave their
-  // queue's messages naming no run) is refused before the target is touched.
-  exec_on(server_store, "SELECT forgeyard.workflow_start('t', 'order', 1, 'order-1', '{}')");
-  const std::string no_runs = sqlite_url("no_runs");
-  const Error with_runs = conformance::expect_error([&] { copy_store(server_store, no_runs); });
-  BOOST_TEST(with_runs.sqlstate() == "22023");
-  BOOST_TEST(std::string(with_runs.what()).find("the source has 1 workflow runs") != std::string::npos);
-  BOOST_TEST(!fs::exists(no_runs.substr(9)));
+  const auto journal_back = open(back)->workflows().journal(backup_tenant, run);
+  BOOST_TEST_REQUIRE(journal_back.size() == 1u);
+  BOOST_TEST((journal_back[0].result == journal_before[0].result));
+  BOOST_TEST(open(back)->workflows().start(backup_tenant, "order", 1, "order-1", R"({"n":1})") == run);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

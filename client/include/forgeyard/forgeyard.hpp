@@ -18,3 +18,4 @@
 #include "forgeyard/version.hpp"
 #include "forgeyard/versioned_rows.hpp"
 #include "forgeyard/worker.hpp"
+#include "forgeyard/workflows.hpp"

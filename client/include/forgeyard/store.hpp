@@ -24,6 +24,7 @@
 #include "forgeyard/queues.hpp"
 #include "forgeyard/restore.hpp"
 #include "forgeyard/topics.hpp"
+#include "forgeyard/workflows.hpp"
 #include "forgeyard/types.hpp"
 #include "forgeyard/versioned_rows.hpp"
 
@@ -116,6 +117,7 @@ class FORGEYARD_API Transaction {
   virtual Queues& queues() = 0;
   virtual Topics& topics() = 0;
   virtual Audit& audit() = 0;
+  virtual Workflows& workflows() = 0;
   virtual void commit() = 0;
   virtual void rollback() = 0;
 };
@@ -130,6 +132,7 @@ class FORGEYARD_API Store {
   virtual Queues& queues() = 0;
   virtual Topics& topics() = 0;
   virtual Audit& audit() = 0;
+  virtual Workflows& workflows() = 0;
   virtual std::unique_ptr<Transaction> begin() = 0;
   virtual StorageStatus status() = 0;
   virtual Metrics metrics() const = 0;

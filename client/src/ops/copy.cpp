@@ -18,6 +18,7 @@
 
 #include "core/audit_event.hpp"
 #include "core/core.hpp"
+#include "core/workflow.hpp"
 #include "forgeyard/version.hpp"
 #include "instruments.hpp"
 #include "ops/ops.hpp"
@@ -150,6 +151,25 @@ const std::vector<Table>& forgeyard_tables() {
         {"prev_hash", K::bytes},
         {"hash", K::bytes}}},
       {"audit_heads", {{"tenant_id", K::text}, {"seq", K::integer}, {"hash", K::bytes}}},
+      {"wf_runs",
+       {{"tenant_id", K::text},     {"run_id", K::uuid},       {"run_key", K::text},        {"workflow", K::text},
+        {"version", K::integer},    {"input", K::json},        {"state", K::text},          {"priority", K::integer},
+        {"msg_id", K::integer},     {"epoch", K::integer},     {"owner", K::text},          {"step_cursor", K::integer},
+        {"cursor_step", K::text},   {"result", K::json},       {"error", K::text},          {"deadline", K::usecs},
+        {"parent_run_id", K::uuid}, {"takeovers", K::integer}, {"taken_over_at", K::usecs}, {"previous_owner", K::text},
+        {"created_at", K::usecs},   {"updated_at", K::usecs},  {"finished_at", K::usecs}}},
+      {"wf_journal",
+       {{"tenant_id", K::text},
+        {"run_id", K::uuid},
+        {"position", K::integer},
+        {"step", K::text},
+        {"status", K::text},
+        {"result", K::json},
+        {"error", K::text},
+        {"compensation", K::text},
+        {"attempts", K::integer},
+        {"epoch", K::integer},
+        {"recorded_at", K::usecs}}},
   };
   return tables;
 }
@@ -269,9 +289,9 @@ class SqliteSide {
           break;
         }
         case Kind::json: {
-          // The shim stores an event's details canonical and hashes them as stored; PostgreSQL's
-          // jsonb prints them with spaces, so the text is canonicalized on the way in.
-          const std::string canonical = fy::core::canonical_details(*v);
+          // The shim stores JSON canonical (an audit event's details are hashed as stored);
+          // PostgreSQL's jsonb prints it with spaces, so the text is canonicalized on the way in.
+          const std::string canonical = fy::core::workflow::canonical(*v, "a copied JSON value");
           rc = sqlite3_bind_text(stmt, i, canonical.data(), static_cast<int>(canonical.size()), SQLITE_TRANSIENT);
           break;
         }
@@ -645,12 +665,6 @@ CopyResult postgres_to_sqlite(const std::string& from, const std::string& to, co
       refuse("the source needs the forgeyard extension at " + std::string(version()));
   }
   src.command("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-  // Workflow runs live in the extension only so far (docs/workflows.md): copying the rest would
-  // leave their queues' messages naming runs the target does not have.
-  if (const std::int64_t runs = pg_scalar(src, "SELECT count(*) FROM forgeyard.wf_runs"); runs > 0)
-    refuse("the source has " + std::to_string(runs) +
-           " workflow runs and the SQLite store has no workflows yet; back it up and restore it into another "
-           "PostgreSQL database instead");
   const auto apps = pg_app_tables(src);
   open("sqlite://" + to).reset();  // creates the target file and its schema
   SqliteSide dst(to);

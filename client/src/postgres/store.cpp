@@ -7,6 +7,7 @@
 #include "transaction_state.hpp"
 #include "postgres/app_migrations.hpp"
 #include "postgres/audit.hpp"
+#include "postgres/workflows.hpp"
 #include "postgres/leases.hpp"
 #include "postgres/operations.hpp"
 #include "postgres/queues.hpp"
@@ -134,7 +135,8 @@ class PgTransaction final : public Transaction, private PgSession {
         idempotency_(*this),
         queues_(*this),
         topics_(*this),
-        audit_(*this) {
+        audit_(*this),
+        workflows_(*this) {
     state_.begin([&] { conn_->command("BEGIN"); });
   }
   ~PgTransaction() override {
@@ -146,6 +148,7 @@ class PgTransaction final : public Transaction, private PgSession {
   Queues& queues() override { return queues_; }
   Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
+  Workflows& workflows() override { return workflows_; }
   void commit() override {
     state_.commit([&] { conn_->commit(); }, [&] { conn_->command("ROLLBACK"); });
   }
@@ -176,6 +179,7 @@ class PgTransaction final : public Transaction, private PgSession {
   PgQueues queues_;
   PgTopics topics_;
   PgAudit audit_;
+  PgWorkflows workflows_;
 };
 
 class PgStore final : public Store {
@@ -189,6 +193,7 @@ class PgStore final : public Store {
         queues_(session_),
         topics_(session_),
         audit_(session_),
+        workflows_(session_),
         app_schema_(make_pg_app_schema(shared_.pool, [this](PgConnection& c) { shared_.apply_clock(c); })),
         migrations_(make_migrations(*app_schema_)),
         presence_(*app_schema_, options) {
@@ -201,6 +206,7 @@ class PgStore final : public Store {
   Queues& queues() override { return queues_; }
   Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
+  Workflows& workflows() override { return workflows_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<PgTransaction>(shared_); }
   StorageStatus status() override {
     StorageStatus s;
@@ -328,6 +334,7 @@ class PgStore final : public Store {
   PgQueues queues_;
   PgTopics topics_;
   PgAudit audit_;
+  PgWorkflows workflows_;
   std::unique_ptr<AppSchemaBackend> app_schema_;
   std::unique_ptr<Migrations> migrations_;
   DaemonPresence presence_;

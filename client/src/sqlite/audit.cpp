@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <random>
 
 #include "audit_event.hpp"
 #include "error_map.hpp"
@@ -26,18 +25,6 @@ Input make_input(std::string_view tenant, const AuditEvent& event) {
   if (event.occurred_at) in.occurred_at = unix_usecs(*event.occurred_at);
   in.caller_event_id = !in.event.event_id.empty();
   return in;
-}
-
-std::string random_uuid() {
-  std::random_device random;
-  std::string b(16, '\0');
-  for (int i = 0; i < 16; i += 4) {
-    const std::uint32_t v = random();
-    for (int k = 0; k < 4; ++k) b[i + k] = static_cast<char>((v >> (8 * k)) & 0xff);
-  }
-  b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);
-  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);
-  return b;
 }
 
 std::optional<std::string> optional_text(Query& q, int column) {

@@ -1,6 +1,7 @@
 #include "sqlite/db.hpp"
 
 #include <fcntl.h>
+#include <random>
 #include <unistd.h>
 
 #include "error_map.hpp"
@@ -151,6 +152,18 @@ Query Db::query_text(const std::string& sql) {
 
 void Db::fail(int rc) const {
   throw sqlite_error(rc, sqlite3_errmsg(db_));
+}
+
+std::string random_uuid() {
+  std::random_device random;
+  std::string b(16, '\0');
+  for (int i = 0; i < 16; i += 4) {
+    const std::uint32_t v = random();
+    for (int k = 0; k < 4; ++k) b[i + k] = static_cast<char>((v >> (8 * k)) & 0xff);
+  }
+  b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);
+  return b;
 }
 
 }  // namespace forgeyard::detail

@@ -78,4 +78,7 @@ class Db {
   sqlite3_stmt* prepare(const char* sql);
 };
 
+// The 16 bytes of a new random (version 4) UUID.
+std::string random_uuid();
+
 }  // namespace forgeyard::detail

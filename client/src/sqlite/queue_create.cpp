@@ -12,6 +12,39 @@ namespace forgeyard::detail {
 
 using namespace sqlite_queue;
 
+namespace sqlite_queue {
+
+bool create_in(Db& db, std::string_view tenant, std::string_view queue, const fy::core::QueueOptions& o,
+               std::int64_t now) {
+  auto q = db.query(
+      "INSERT INTO queues (tenant_id, queue, max_messages, max_bytes, max_payload_bytes, visibility_usecs,"
+      "   max_attempts, backoff_base_usecs, backoff_max_usecs, ordering, dead_letter_payload, retain_acked_usecs,"
+      "   max_dead, dead_retention_usecs, dedup_window_usecs, admit_emergency, admit_security_control,"
+      "   admit_realtime, admit_interactive, admit_background, admit_bulk, notify, created_at)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,"
+      "         ?22, ?23) ON CONFLICT DO NOTHING");
+  q.bind(1, tenant)
+      .bind(2, queue)
+      .bind(3, o.max_messages)
+      .bind(4, o.max_bytes)
+      .bind(5, o.max_payload_bytes)
+      .bind(6, o.visibility_usecs)
+      .bind(7, o.max_attempts)
+      .bind(8, o.backoff_base_usecs)
+      .bind(9, o.backoff_max_usecs)
+      .bind(10, o.partitioned ? "partition" : "none")
+      .bind(11, o.keep_dead_payload ? "keep" : "drop")
+      .bind(12, o.retain_acked_usecs)
+      .bind(13, o.max_dead)
+      .bind(14, o.dead_retention_usecs)
+      .bind(15, o.dedup_window_usecs);
+  for (int p = 0; p < fy::core::priority_classes; ++p) q.bind(16 + p, o.admit_percent[p]);
+  q.bind(22, static_cast<std::int64_t>(o.notify ? 1 : 0)).bind(23, now);
+  return q.run() > 0;
+}
+
+}  // namespace sqlite_queue
+
 void SqliteQueues::create(std::string_view tenant, std::string_view queue, const QueueOptions& options) {
   session_.measure("queue.create", [&] {
     core_guarded([&] {
@@ -20,31 +53,7 @@ void SqliteQueues::create(std::string_view tenant, std::string_view queue, const
       const fy::core::QueueOptions o = core_options(options);
       fy::core::validate(o);
       session_.write([&](Db& db) {
-        auto q = db.query(
-            "INSERT INTO queues (tenant_id, queue, max_messages, max_bytes, max_payload_bytes, visibility_usecs,"
-            "   max_attempts, backoff_base_usecs, backoff_max_usecs, ordering, dead_letter_payload, retain_acked_usecs,"
-            "   max_dead, dead_retention_usecs, dedup_window_usecs, admit_emergency, admit_security_control,"
-            "   admit_realtime, admit_interactive, admit_background, admit_bulk, notify, created_at)"
-            " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,"
-            "         ?22, ?23) ON CONFLICT DO NOTHING");
-        q.bind(1, tenant)
-            .bind(2, queue)
-            .bind(3, o.max_messages)
-            .bind(4, o.max_bytes)
-            .bind(5, o.max_payload_bytes)
-            .bind(6, o.visibility_usecs)
-            .bind(7, o.max_attempts)
-            .bind(8, o.backoff_base_usecs)
-            .bind(9, o.backoff_max_usecs)
-            .bind(10, o.partitioned ? "partition" : "none")
-            .bind(11, o.keep_dead_payload ? "keep" : "drop")
-            .bind(12, o.retain_acked_usecs)
-            .bind(13, o.max_dead)
-            .bind(14, o.dead_retention_usecs)
-            .bind(15, o.dedup_window_usecs);
-        for (int p = 0; p < fy::core::priority_classes; ++p) q.bind(16 + p, o.admit_percent[p]);
-        q.bind(22, static_cast<std::int64_t>(o.notify ? 1 : 0)).bind(23, session_.now_usecs());
-        if (q.run() == 0)
+        if (!create_in(db, tenant, queue, o, session_.now_usecs()))
           throw Error(sqlstate::duplicate_object,
                       "queue \"" + std::string(queue) + "\" already exists for tenant \"" + std::string(tenant) + "\"");
       });

@@ -32,15 +32,8 @@ bool join_partition(Db& db, const Queue& queue, const std::optional<std::string>
   return q.step() && q.int64(0) == 1;
 }
 
-}  // namespace sqlite_queue
-
-using namespace sqlite_queue;
-
-namespace {
-
 // One message; with `batch`, its admission is counted there and written by the caller.
-std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::int64_t now,
-                         fy::core::Usage* batch = nullptr) {
+std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::int64_t now, fy::core::Usage* batch) {
   const fy::core::QueueOptions& o = queue.options;
   const int priority = priority_index(m.priority);
   const auto bytes = static_cast<std::int64_t>(m.payload.size());
@@ -99,7 +92,9 @@ std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::in
   return msg_id;
 }
 
-}  // namespace
+}  // namespace sqlite_queue
+
+using namespace sqlite_queue;
 
 std::int64_t SqliteQueues::enqueue(std::string_view tenant, std::string_view queue, const OutgoingMessage& message) {
   return session_.measure("queue.enqueue", [&] {

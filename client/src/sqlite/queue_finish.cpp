@@ -10,7 +10,7 @@
 
 namespace forgeyard::detail {
 
-using namespace sqlite_queue;
+namespace sqlite_queue {
 
 namespace {
 
@@ -37,6 +37,8 @@ const fy::core::DeliveryRow* fence_of(const std::optional<Current>& c) {
   return c ? &c->fence : nullptr;
 }
 
+}  // namespace
+
 void ack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t token, std::int64_t now) {
   std::optional<Current> c = current(db, queue, msg_id);
   if (fy::core::decide_ack(fence_of(c), msg_id, token) == fy::core::AckAction::no_op) return;
@@ -50,7 +52,46 @@ void ack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t token,
   release(db, queue, c->bytes, c->partition_key);
 }
 
-}  // namespace
+NackOutcome nack_in(Db& db, const Queue& q, std::int64_t msg_id, std::int64_t claim_token, std::string_view error,
+                    bool permanent, std::int64_t now) {
+  std::optional<Current> c = current(db, q, msg_id);
+  fy::core::check_nack(fence_of(c), msg_id, claim_token);
+  if (fy::core::dead_after_failure(q.options, c->attempt, permanent)) {
+    db.query(
+          "UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, last_error = ?3,"
+          " error_class = ?4, is_head = 0, payload = CASE WHEN ?5 THEN payload END WHERE msg_id = ?1")
+        .bind(1, msg_id)
+        .bind(2, now)
+        .bind(3, error)
+        .bind(4, permanent ? "permanent" : "max_attempts")
+        .bind(5, static_cast<std::int64_t>(q.options.keep_dead_payload ? 1 : 0))
+        .run();
+    release(db, q, c->bytes, c->partition_key);
+    return NackOutcome::Dead;
+  }
+  const std::int64_t delay = fy::core::retry_delay_usecs(q.options, c->attempt, fy::core::unit_random());
+  db.query(
+        "UPDATE messages SET claim_token = NULL, claimed_by = NULL, visible_at = ?2, last_error = ?3"
+        " WHERE msg_id = ?1")
+      .bind(1, msg_id)
+      .bind(2, now + delay)
+      .bind(3, error)
+      .run();
+  return NackOutcome::Retry;
+}
+
+std::int64_t extend_in(Db& db, const Queue& q, std::int64_t msg_id, std::int64_t claim_token, std::int64_t visibility,
+                       std::int64_t now) {
+  std::optional<Current> c = current(db, q, msg_id);
+  fy::core::check_extend(fence_of(c), msg_id, claim_token, now);
+  const std::int64_t until = now + visibility;
+  db.query("UPDATE messages SET visible_at = ?2 WHERE msg_id = ?1").bind(1, msg_id).bind(2, until).run();
+  return until;
+}
+
+}  // namespace sqlite_queue
+
+using namespace sqlite_queue;
 
 void SqliteQueues::ack(std::string_view tenant, std::string_view queue, std::int64_t msg_id, std::int64_t claim_token) {
   session_.measure("queue.ack", [&] {
@@ -99,32 +140,7 @@ NackOutcome SqliteQueues::nack(std::string_view tenant, std::string_view queue, 
                     "error is longer than " + std::to_string(fy::core::max_error_bytes) + " bytes");
       NackOutcome outcome = NackOutcome::Retry;
       session_.write([&](Db& db) {
-        const Queue q = load(db, tenant, queue);
-        const std::int64_t now = session_.now_usecs();
-        std::optional<Current> c = current(db, q, msg_id);
-        fy::core::check_nack(fence_of(c), msg_id, claim_token);
-        if (fy::core::dead_after_failure(q.options, c->attempt, permanent)) {
-          db.query(
-                "UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, last_error = ?3,"
-                " error_class = ?4, is_head = 0, payload = CASE WHEN ?5 THEN payload END WHERE msg_id = ?1")
-              .bind(1, msg_id)
-              .bind(2, now)
-              .bind(3, error)
-              .bind(4, permanent ? "permanent" : "max_attempts")
-              .bind(5, static_cast<std::int64_t>(q.options.keep_dead_payload ? 1 : 0))
-              .run();
-          release(db, q, c->bytes, c->partition_key);
-          outcome = NackOutcome::Dead;
-          return;
-        }
-        const std::int64_t delay = fy::core::retry_delay_usecs(q.options, c->attempt, fy::core::unit_random());
-        db.query(
-              "UPDATE messages SET claim_token = NULL, claimed_by = NULL, visible_at = ?2, last_error = ?3"
-              " WHERE msg_id = ?1")
-            .bind(1, msg_id)
-            .bind(2, now + delay)
-            .bind(3, error)
-            .run();
+        outcome = nack_in(db, load(db, tenant, queue), msg_id, claim_token, error, permanent, session_.now_usecs());
       });
       return outcome;
     });
@@ -139,12 +155,7 @@ TimePoint SqliteQueues::extend(std::string_view tenant, std::string_view queue, 
           fy::core::check_duration("visibility", {0, 0, visibility.count()}, fy::core::max_queue_duration_usecs);
       std::int64_t until = 0;
       session_.write([&](Db& db) {
-        const Queue q = load(db, tenant, queue);
-        const std::int64_t now = session_.now_usecs();
-        std::optional<Current> c = current(db, q, msg_id);
-        fy::core::check_extend(fence_of(c), msg_id, claim_token, now);
-        until = now + v;
-        db.query("UPDATE messages SET visible_at = ?2 WHERE msg_id = ?1").bind(1, msg_id).bind(2, until).run();
+        until = extend_in(db, load(db, tenant, queue), msg_id, claim_token, v, session_.now_usecs());
       });
       return from_unix_usecs(until);
     });

@@ -77,5 +77,20 @@ std::int64_t visibility_usecs(const Queue& queue, std::optional<Duration> visibi
 std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view consumer, int max_messages,
                                std::int64_t visibility, std::int64_t now);
 
+// The calls on one message inside an open write, for callers that work on several tables in one
+// transaction (the workflows): queue_create.cpp, queue_enqueue.cpp and queue_finish.cpp.
+// create_in: false (nothing changed) if the queue exists.
+bool create_in(Db& db, std::string_view tenant, std::string_view queue, const fy::core::QueueOptions& options,
+               std::int64_t now);
+// With `batch`, the admission is counted there and written by the caller.
+std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& message, std::int64_t now,
+                         fy::core::Usage* batch = nullptr);
+void ack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t claim_token, std::int64_t now);
+NackOutcome nack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t claim_token, std::string_view error,
+                    bool permanent, std::int64_t now);
+// The new visible_at.
+std::int64_t extend_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t claim_token,
+                       std::int64_t visibility, std::int64_t now);
+
 }  // namespace sqlite_queue
 }  // namespace forgeyard::detail

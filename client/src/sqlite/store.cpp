@@ -10,6 +10,7 @@
 #include "transaction_state.hpp"
 #include "sqlite/app_migrations.hpp"
 #include "sqlite/audit.hpp"
+#include "sqlite/workflows.hpp"
 #include "sqlite/file_lock.hpp"
 #include "sqlite/leases.hpp"
 #include "sqlite/maintenance.hpp"
@@ -90,7 +91,8 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
         idempotency_(*this),
         queues_(*this),
         topics_(*this),
-        audit_(*this) {
+        audit_(*this),
+        workflows_(*this) {
     state_.begin([&] { db_->exec("BEGIN IMMEDIATE"); });
   }
   ~SqliteTransaction() override {
@@ -102,6 +104,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   Queues& queues() override { return queues_; }
   Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
+  Workflows& workflows() override { return workflows_; }
   // The turn goes to the next writer once the transaction ended, not when this object goes.
   void commit() override {
     Ended ended{turn_};
@@ -136,6 +139,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
   SqliteQueues queues_;
   SqliteTopics topics_;
   SqliteAudit audit_;
+  SqliteWorkflows workflows_;
 };
 
 class SqliteStore final : public Store {
@@ -149,6 +153,7 @@ class SqliteStore final : public Store {
         queues_(session_),
         topics_(session_),
         audit_(session_),
+        workflows_(session_),
         app_schema_(make_sqlite_app_schema(shared_.pool, path + ".lock", [this] { return shared_.now_usecs(); })),
         migrations_(make_migrations(*app_schema_)),
         presence_(*app_schema_, options) {
@@ -176,6 +181,7 @@ class SqliteStore final : public Store {
   Queues& queues() override { return queues_; }
   Topics& topics() override { return topics_; }
   Audit& audit() override { return audit_; }
+  Workflows& workflows() override { return workflows_; }
   std::unique_ptr<Transaction> begin() override { return std::make_unique<SqliteTransaction>(shared_); }
   StorageStatus status() override {
     StorageStatus s;
@@ -281,6 +287,7 @@ class SqliteStore final : public Store {
   SqliteQueues queues_;
   SqliteTopics topics_;
   SqliteAudit audit_;
+  SqliteWorkflows workflows_;
   std::unique_ptr<AppSchemaBackend> app_schema_;
   std::unique_ptr<Migrations> migrations_;
   DaemonPresence presence_;

@@ -1,0 +1,108 @@
+// Durable workflows (docs/workflows.md, docs/sql-api.md#workflows): runs handed to workers that
+// declared their (workflow, version), owned under an epoch that fences every journal write, and a
+// journal replayed by the next owner. JSON travels as text: the client checks it and passes it on
+// in its canonical form (no whitespace, keys sorted), and returns it in the same form from both
+// backends.
+#pragma once
+
+#include "forgeyard/export.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "forgeyard/queues.hpp"
+#include "forgeyard/types.hpp"
+
+namespace forgeyard {
+
+struct WorkflowStartOptions {
+  std::optional<Duration> deadline;           // from now; a run past it ends timed_out
+  Priority priority = Priority::Interactive;  // the class of the run's messages
+  std::optional<std::string> parent;          // a run id of the same tenant
+};
+
+// A run handed to a worker: it owns it under `epoch` until its lease runs out.
+struct ClaimedRun {
+  std::string run_id;
+  std::string workflow;
+  int version = 0;
+  std::int64_t epoch = 0;
+  std::string state;  // running
+  std::string input;  // canonical JSON
+};
+
+// What workflow_step answers: run the step, or its recorded result (replay).
+struct StepAnswer {
+  bool done = false;
+  std::optional<std::string> result;  // canonical JSON, when done
+  std::string idempotency_key;        // <run_id>:<position>:<step>, the same in every attempt
+};
+
+enum class StepFailure { Retry, Failed };
+
+struct RunStatus {
+  std::string state;
+  std::string workflow;
+  int version = 0;
+  std::optional<std::string> result;  // canonical JSON, once completed
+  std::optional<std::string> error;
+  std::optional<std::string> owner;
+  std::int64_t epoch = 0;
+  TimePoint updated_at;
+};
+
+struct JournalEntry {
+  int position = 0;
+  std::string step;
+  std::string status;                 // done | failed
+  std::optional<std::string> result;  // canonical JSON, when done
+  std::int64_t epoch = 0;
+  TimePoint recorded_at;
+  std::optional<std::string> error;
+  int attempts = 0;
+  std::optional<std::string> compensation;
+};
+
+class FORGEYARD_API Workflows {
+ public:
+  virtual ~Workflows() = default;
+
+  // In the caller's transaction (on a Transaction's workflows()). The same run_key returns the
+  // first run; with another workflow, version or input IdempotencyMismatch (FY011).
+  virtual std::string start(std::string_view tenant, std::string_view workflow, int version, std::string_view run_key,
+                            std::string_view input_json = "{}", const WorkflowStartOptions& options = {}) = 0;
+  // Up to max_runs runs of the definitions ("name@version"), each owned by `worker` under a new
+  // epoch for `lease` (default: the definition queue's visibility timeout).
+  virtual std::vector<ClaimedRun> claim(std::string_view tenant, std::string_view worker,
+                                        const std::vector<std::string>& definitions, int max_runs = 1,
+                                        std::optional<Duration> lease = std::nullopt) = 0;
+  // The epoch's next step: run it, or its recorded result. Nondeterminism (FY060) when the
+  // journal has another step at this position; StaleFence (FY001) for an owner that lost the run.
+  virtual StepAnswer step(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                          std::string_view step) = 0;
+  // Records the current step's result (in the caller's transaction, with the step's own work).
+  virtual void step_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                             std::string_view step, std::string_view result_json,
+                             const std::optional<std::string>& compensation = std::nullopt) = 0;
+  virtual StepFailure step_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                std::string_view step, std::string_view error, bool permanent = false) = 0;
+  virtual void complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                        std::string_view result_json) = 0;
+  virtual void fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view error) = 0;
+  // After Nondeterminism, in a new transaction: the run waits for an operator (retry).
+  virtual void park(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view reason) = 0;
+  // The owner's lease runs until the returned time.
+  virtual TimePoint extend(std::string_view tenant, std::string_view run_id, std::int64_t epoch, Duration lease) = 0;
+  // False for a run that had finished.
+  virtual bool cancel(std::string_view tenant, std::string_view run_id, std::string_view reason) = 0;
+  // A failed or parked run is handed out again (false for other states).
+  virtual bool retry(std::string_view tenant, std::string_view run_id) = 0;
+  // NotFound (42704) for a run the tenant does not have.
+  virtual RunStatus status(std::string_view tenant, std::string_view run_id, ReadClass read = {}) = 0;
+  virtual std::vector<JournalEntry> journal(std::string_view tenant, std::string_view run_id, ReadClass read = {}) = 0;
+};
+
+}  // namespace forgeyard

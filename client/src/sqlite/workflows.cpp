@@ -1,0 +1,583 @@
+// Durable workflows in the SQLite store: the twin of extension/workflow.cpp, with the same rules
+// (core/workflow.hpp) over the same queue calls (sqlite/queues.hpp). A write transaction holds
+// SQLite's write lock, which serializes what row locks serialize on PostgreSQL.
+#include "sqlite/workflows.hpp"
+
+#include <set>
+
+#include "core/uuid.hpp"
+#include "core/workflow.hpp"
+#include "error_map.hpp"
+#include "queue_options.hpp"
+#include "sqlite/queues.hpp"
+#include "workflow_input.hpp"
+
+namespace forgeyard::detail {
+
+using namespace sqlite_queue;
+namespace wf = fy::core::workflow;
+
+namespace {
+
+void check_tenant_name(std::string_view tenant) {
+  fy::core::check_name("tenant", true, tenant, fy::core::max_tenant_bytes);
+}
+
+void check_step_name(std::string_view step) {
+  fy::core::check_name("step", true, step, wf::max_step_bytes);
+}
+
+void check_reason(std::string_view text, const char* argument) {
+  if (text.size() > wf::max_reason_bytes)
+    throw fy::core::Error(fy::core::sqlstate::string_too_long,
+                          std::string(argument) + " is longer than " + std::to_string(wf::max_reason_bytes) + " bytes");
+}
+
+std::optional<std::string> column_text(Query& q, int column) {
+  if (q.is_null(column)) return std::nullopt;
+  return q.text(column);
+}
+
+// The run under its owner's epoch: what a journal write needs to know.
+struct OwnedRun {
+  std::string queue, state;
+  std::int64_t msg_id = 0;
+  std::int32_t cursor = 0;
+  std::optional<std::string> cursor_step;
+};
+
+// FY001 unless `epoch` owns the run; 42704 for a run the tenant does not have.
+OwnedRun owned_run(Db& db, std::string_view tenant, const std::string& run_id, std::int64_t epoch, std::int64_t now) {
+  auto q = db.query(
+      "SELECT r.state, r.epoch, r.msg_id, r.step_cursor, r.cursor_step, r.workflow, r.version,"
+      "       coalesce(m.state = 'pending' AND m.claim_token = r.epoch AND m.visible_at > ?3, 0)"
+      "  FROM wf_runs r LEFT JOIN messages m ON m.msg_id = r.msg_id"
+      " WHERE r.tenant_id = ?1 AND r.run_id = ?2");
+  q.bind(1, tenant).bind(2, run_id).bind(3, now);
+  if (!q.step()) wf::throw_unknown_run(run_id, tenant);
+  const wf::Ownership ownership{q.text(0), q.int64(1), q.int64(7) != 0};
+  OwnedRun owned{wf::queue_name(q.text(5), static_cast<std::int32_t>(q.int64(6))), q.text(0),
+                 q.is_null(2) ? 0 : q.int64(2), static_cast<std::int32_t>(q.int64(3)), column_text(q, 4)};
+  wf::check_owner(ownership, epoch, run_id);
+  return owned;
+}
+
+Queue workflow_queue(Db& db, std::string_view tenant, const std::string& name, std::int64_t now) {
+  create_in(db, tenant, name, fy::core::QueueOptions{}, now);
+  return load(db, tenant, name);
+}
+
+// The run's next message in its definition's queue (payload: the run id's 16 bytes).
+std::int64_t hand_out(Db& db, Queue& queue, const std::string& run_id, int priority, std::int64_t now) {
+  OutgoingMessage m;
+  m.payload = *fy::core::parse_uuid(run_id);
+  m.priority = static_cast<Priority>(priority);
+  return enqueue_one(db, queue, m, now);
+}
+
+// Ends the run in `state` (completed, failed, parked) and lets its delivery go.
+void finish_run(Db& db, std::string_view tenant, const std::string& run_id, const OwnedRun& owned, std::int64_t epoch,
+                const char* state, const std::optional<std::string>& result, const std::optional<std::string>& error,
+                std::int64_t now) {
+  ack_in(db, load(db, tenant, owned.queue), owned.msg_id, epoch, now);
+  auto q = db.query(
+      "UPDATE wf_runs SET state = ?3, result = ?4, error = ?5, updated_at = ?6,"
+      "   finished_at = CASE WHEN ?3 = 'parked' THEN NULL ELSE ?6 END"
+      " WHERE tenant_id = ?1 AND run_id = ?2");
+  q.bind(1, tenant).bind(2, run_id).bind(3, state);
+  if (result)
+    q.bind(4, *result);
+  else
+    q.bind_null(4);
+  if (error)
+    q.bind(5, *error);
+  else
+    q.bind_null(5);
+  q.bind(6, now).run();
+}
+
+}  // namespace
+
+std::string SqliteWorkflows::start(std::string_view tenant, std::string_view workflow, int version,
+                                   std::string_view run_key, std::string_view input_json,
+                                   const WorkflowStartOptions& options) {
+  return session_.measure("workflow.start", [&] {
+    const std::string input = json_param(input_json, "input");
+    const std::optional<std::string> parent =
+        options.parent ? std::optional(run_id_param(*options.parent)) : std::nullopt;
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      fy::core::check_name("workflow", true, workflow, wf::max_workflow_bytes);
+      wf::check_version(version);
+      fy::core::check_name("run_key", true, run_key, wf::max_run_key_bytes);
+      std::optional<std::int64_t> deadline_usecs;
+      if (options.deadline)
+        deadline_usecs = fy::core::check_duration("deadline", {0, 0, options.deadline->count()},
+                                                  fy::core::max_queue_retention_usecs);
+      std::string id;
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        if (parent) {
+          auto p = db.query("SELECT 1 FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
+          p.bind(1, tenant).bind(2, *parent);
+          if (!p.step())
+            throw fy::core::Error(
+                fy::core::sqlstate::undefined_object,
+                "parent workflow run " + *parent + " not found for tenant \"" + std::string(tenant) + "\"");
+        }
+        auto existing =
+            db.query("SELECT run_id, workflow, version, input FROM wf_runs WHERE tenant_id = ?1 AND run_key = ?2");
+        existing.bind(1, tenant).bind(2, run_key);
+        if (existing.step()) {
+          // The run_key started a run before: the same definition and input return it.
+          id = existing.text(0);
+          const bool same = existing.text(1) == workflow && existing.int64(2) == version &&
+                            wf::canonical(existing.text(3), "input") == input;
+          if (!same)
+            throw fy::core::Error(fy::core::sqlstate::idempotency_mismatch,
+                                  "run_key \"" + std::string(run_key) + "\" already started run " + id + " of " +
+                                      existing.text(1) + "@" + std::to_string(existing.int64(2)) + " with other input",
+                                  "a run_key names one run: the same workflow, version and input");
+          return;
+        }
+        id = fy::core::format_uuid(random_uuid());
+        const int priority = priority_index(options.priority);
+        Queue queue = workflow_queue(db, tenant, wf::queue_name(workflow, version), now);
+        const std::int64_t msg_id = hand_out(db, queue, id, priority, now);
+        auto insert = db.query(
+            "INSERT INTO wf_runs (tenant_id, run_id, run_key, workflow, version, input, state, priority, msg_id,"
+            "   deadline, parent_run_id, created_at, updated_at)"
+            " VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ?9, ?10, ?11, ?11)");
+        insert.bind(1, tenant)
+            .bind(2, id)
+            .bind(3, run_key)
+            .bind(4, workflow)
+            .bind(5, static_cast<std::int64_t>(version))
+            .bind(6, input)
+            .bind(7, static_cast<std::int64_t>(priority))
+            .bind(8, msg_id);
+        if (deadline_usecs)
+          insert.bind(9, now + *deadline_usecs);
+        else
+          insert.bind_null(9);
+        if (parent)
+          insert.bind(10, *parent);
+        else
+          insert.bind_null(10);
+        insert.bind(11, now).run();
+      });
+      return id;
+    });
+  });
+}
+
+std::vector<ClaimedRun> SqliteWorkflows::claim(std::string_view tenant, std::string_view worker,
+                                               const std::vector<std::string>& definitions, int max_runs,
+                                               std::optional<Duration> lease) {
+  return session_.measure("workflow.claim", [&] {
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      fy::core::check_name("worker", true, worker, fy::core::max_consumer_bytes);
+      if (definitions.empty())
+        throw fy::core::Error(fy::core::sqlstate::invalid_parameter,
+                              "definitions must name at least one 'workflow@version'");
+      if (definitions.size() > static_cast<std::size_t>(wf::max_definitions))
+        throw fy::core::Error(fy::core::sqlstate::invalid_parameter,
+                              "at most " + std::to_string(wf::max_definitions) + " definitions");
+      std::vector<std::string> queues;
+      std::set<std::string> seen;
+      for (const std::string& d : definitions) {
+        const wf::Definition def = wf::parse_definition(d);
+        std::string q = wf::queue_name(def.workflow, def.version);
+        if (seen.insert(q).second) queues.push_back(std::move(q));
+      }
+      if (max_runs < 1 || max_runs > wf::max_claim_runs)
+        throw fy::core::Error(fy::core::sqlstate::invalid_parameter,
+                              "max_runs must be between 1 and " + std::to_string(wf::max_claim_runs));
+      const std::int64_t lease_usecs =
+          lease ? fy::core::check_duration("lease", {0, 0, lease->count()}, fy::core::max_queue_duration_usecs) : 0;
+      std::vector<ClaimedRun> out;
+      session_.write([&](Db& db) {
+        out.clear();
+        const std::int64_t now = session_.now_usecs();
+        for (const std::string& name : queues) {
+          if (static_cast<int>(out.size()) >= max_runs) break;
+          auto exists = db.query("SELECT 1 FROM queues WHERE tenant_id = ?1 AND queue = ?2");
+          exists.bind(1, tenant).bind(2, name);
+          if (!exists.step()) continue;  // nothing started yet
+          const Queue q = load(db, tenant, name);
+          const std::vector<Delivery> claimed =
+              claim_in(db, q, worker, max_runs - static_cast<int>(out.size()),
+                       lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs, now);
+          for (const Delivery& c : claimed) {
+            if (c.payload.size() != 16)
+              throw fy::core::Error(
+                  fy::core::sqlstate::data_corrupted,
+                  "workflow queue \"" + name + "\" holds message " + std::to_string(c.msg_id) + " that names no run");
+            const std::string run_id = fy::core::format_uuid(c.payload);
+            auto run = db.query(
+                "SELECT state, msg_id, coalesce(deadline <= ?3, 0), workflow, version, input FROM wf_runs"
+                " WHERE tenant_id = ?1 AND run_id = ?2");
+            run.bind(1, tenant).bind(2, run_id).bind(3, now);
+            const bool found = run.step();
+            // A message that is not the run's live one (cancelled, retried, finished) is let go.
+            if (!found || run.is_null(1) || run.int64(1) != c.msg_id || wf::is_finished(run.text(0))) {
+              ack_in(db, q, c.msg_id, c.claim_token, now);
+              continue;
+            }
+            if (run.int64(2) != 0) {
+              ack_in(db, q, c.msg_id, c.claim_token, now);
+              db.query(
+                    "UPDATE wf_runs SET state = 'timed_out', error = 'the run''s deadline passed', updated_at = ?3,"
+                    "   finished_at = ?3 WHERE tenant_id = ?1 AND run_id = ?2")
+                  .bind(1, tenant)
+                  .bind(2, run_id)
+                  .bind(3, now)
+                  .run();
+              continue;
+            }
+            // A run still running was claimed again: its owner's lease ran out.
+            const std::int64_t takeover = run.text(0) == "running" ? 1 : 0;
+            ClaimedRun claimed_run{run_id,        run.text(3), static_cast<int>(run.int64(4)),
+                                   c.claim_token, "running",   wf::canonical(run.text(5), "input")};
+            db.query(
+                  "UPDATE wf_runs SET state = 'running', epoch = ?3, owner = ?4, step_cursor = 0, cursor_step = NULL,"
+                  "   takeovers = takeovers + ?5,"
+                  "   taken_over_at = CASE WHEN ?5 > 0 THEN ?6 ELSE taken_over_at END,"
+                  "   previous_owner = CASE WHEN ?5 > 0 THEN owner ELSE previous_owner END,"
+                  "   updated_at = ?6 WHERE tenant_id = ?1 AND run_id = ?2")
+                .bind(1, tenant)
+                .bind(2, run_id)
+                .bind(3, c.claim_token)
+                .bind(4, worker)
+                .bind(5, takeover)
+                .bind(6, now)
+                .run();
+            out.push_back(std::move(claimed_run));
+          }
+        }
+      });
+      return out;
+    });
+  });
+}
+
+StepAnswer SqliteWorkflows::step(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                 std::string_view step) {
+  return session_.measure("workflow.step", [&] {
+    const std::string id = run_id_param(run_id);
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      check_step_name(step);
+      StepAnswer answer;
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
+        const std::int32_t position = owned.cursor + 1;
+        std::optional<wf::JournalEntry> entry;
+        std::optional<std::string> result;
+        auto q = db.query(
+            "SELECT step, status, result FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2 AND position = ?3");
+        q.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(position));
+        if (q.step()) {
+          entry = wf::JournalEntry{q.text(0), q.text(1)};
+          result = column_text(q, 2);
+        }
+        const bool done = wf::decide_step(entry, step, id, position) == wf::StepAnswer::done;
+        db.query(
+              "UPDATE wf_runs SET step_cursor = ?3, cursor_step = ?4, updated_at = ?5"
+              " WHERE tenant_id = ?1 AND run_id = ?2")
+            .bind(1, tenant)
+            .bind(2, id)
+            .bind(3, static_cast<std::int64_t>(position))
+            .bind(4, step)
+            .bind(5, now)
+            .run();
+        answer = StepAnswer{done, done && result ? std::optional(wf::canonical(*result, "result")) : std::nullopt,
+                            wf::idempotency_key(id, position, step)};
+      });
+      return answer;
+    });
+  });
+}
+
+void SqliteWorkflows::step_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                    std::string_view step, std::string_view result_json,
+                                    const std::optional<std::string>& compensation) {
+  session_.measure("workflow.step_complete", [&] {
+    const std::string id = run_id_param(run_id);
+    const std::string result = json_param(result_json, "result");
+    core_guarded([&] {
+      check_tenant_name(tenant);
+      check_step_name(step);
+      if (compensation) fy::core::check_name("compensation", true, *compensation, wf::max_step_bytes);
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
+        wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_step_complete");
+        auto recorded = db.query(
+            "SELECT status, result, compensation FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2 AND position = ?3");
+        recorded.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(owned.cursor));
+        if (recorded.step() && recorded.text(0) == "done") {
+          // Recorded before (a retried call, or a replayed step): the same result is a no-op.
+          const bool same = !recorded.is_null(1) && wf::canonical(recorded.text(1), "result") == result &&
+                            column_text(recorded, 2) == compensation;
+          if (!same) wf::throw_step_recorded(step, id, owned.cursor, false);
+          return;
+        }
+        auto q = db.query(
+            "INSERT INTO wf_journal (tenant_id, run_id, position, step, status, result, compensation, epoch,"
+            "   recorded_at) VALUES (?1, ?2, ?3, ?4, 'done', ?5, ?6, ?7, ?8)"
+            " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET status = 'done', result = excluded.result,"
+            "   error = NULL, compensation = excluded.compensation, epoch = excluded.epoch,"
+            "   recorded_at = excluded.recorded_at");
+        q.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(owned.cursor)).bind(4, step).bind(5, result);
+        if (compensation)
+          q.bind(6, *compensation);
+        else
+          q.bind_null(6);
+        q.bind(7, epoch).bind(8, now).run();
+      });
+    });
+  });
+}
+
+StepFailure SqliteWorkflows::step_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                       std::string_view step, std::string_view error, bool permanent) {
+  return session_.measure("workflow.step_fail", [&] {
+    const std::string id = run_id_param(run_id);
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      check_step_name(step);
+      check_reason(error, "error");
+      StepFailure outcome = StepFailure::Failed;
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
+        wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_step_fail");
+        const int recorded =
+            db.query(
+                  "INSERT INTO wf_journal (tenant_id, run_id, position, step, status, error, epoch, recorded_at)"
+                  " VALUES (?1, ?2, ?3, ?4, 'failed', ?5, ?6, ?7)"
+                  " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET error = excluded.error,"
+                  "   attempts = attempts + 1, epoch = excluded.epoch, recorded_at = excluded.recorded_at"
+                  " WHERE status = 'failed'")
+                .bind(1, tenant)
+                .bind(2, id)
+                .bind(3, static_cast<std::int64_t>(owned.cursor))
+                .bind(4, step)
+                .bind(5, error)
+                .bind(6, epoch)
+                .bind(7, now)
+                .run();
+        if (recorded == 0) wf::throw_step_recorded(step, id, owned.cursor, true);
+        const Queue q = load(db, tenant, owned.queue);
+        if (permanent) {
+          ack_in(db, q, owned.msg_id, epoch, now);
+        } else if (nack_in(db, q, owned.msg_id, epoch, error, false, now) == NackOutcome::Retry) {
+          db.query("UPDATE wf_runs SET state = 'pending', updated_at = ?3 WHERE tenant_id = ?1 AND run_id = ?2")
+              .bind(1, tenant)
+              .bind(2, id)
+              .bind(3, now)
+              .run();
+          outcome = StepFailure::Retry;
+          return;
+        }
+        // Permanent, or the queue's max_attempts reached (the message is a dead letter now).
+        db.query(
+              "UPDATE wf_runs SET state = 'failed', error = ?3, updated_at = ?4, finished_at = ?4"
+              " WHERE tenant_id = ?1 AND run_id = ?2")
+            .bind(1, tenant)
+            .bind(2, id)
+            .bind(3, wf::step_error(step, error))
+            .bind(4, now)
+            .run();
+        outcome = StepFailure::Failed;
+      });
+      return outcome;
+    });
+  });
+}
+
+void SqliteWorkflows::complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                               std::string_view result_json) {
+  session_.measure("workflow.complete", [&] {
+    const std::string id = run_id_param(run_id);
+    const std::string result = json_param(result_json, "result");
+    core_guarded([&] {
+      check_tenant_name(tenant);
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        finish_run(db, tenant, id, owned_run(db, tenant, id, epoch, now), epoch, "completed", result, std::nullopt,
+                   now);
+      });
+    });
+  });
+}
+
+void SqliteWorkflows::fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                           std::string_view error) {
+  session_.measure("workflow.fail", [&] {
+    const std::string id = run_id_param(run_id);
+    core_guarded([&] {
+      check_tenant_name(tenant);
+      check_reason(error, "error");
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        finish_run(db, tenant, id, owned_run(db, tenant, id, epoch, now), epoch, "failed", std::nullopt,
+                   std::string(error), now);
+      });
+    });
+  });
+}
+
+void SqliteWorkflows::park(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                           std::string_view reason) {
+  session_.measure("workflow.park", [&] {
+    const std::string id = run_id_param(run_id);
+    core_guarded([&] {
+      check_tenant_name(tenant);
+      check_reason(reason, "reason");
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        finish_run(db, tenant, id, owned_run(db, tenant, id, epoch, now), epoch, "parked", std::nullopt,
+                   std::string(reason), now);
+      });
+    });
+  });
+}
+
+TimePoint SqliteWorkflows::extend(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                  Duration lease) {
+  return session_.measure("workflow.extend", [&] {
+    const std::string id = run_id_param(run_id);
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      std::int64_t until = 0;
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
+        const std::int64_t v =
+            fy::core::check_duration("visibility", {0, 0, lease.count()}, fy::core::max_queue_duration_usecs);
+        until = extend_in(db, load(db, tenant, owned.queue), owned.msg_id, epoch, v, now);
+      });
+      return from_unix_usecs(until);
+    });
+  });
+}
+
+bool SqliteWorkflows::cancel(std::string_view tenant, std::string_view run_id, std::string_view reason) {
+  return session_.measure("workflow.cancel", [&] {
+    const std::string id = run_id_param(run_id);
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      check_reason(reason, "reason");
+      bool cancelled = false;
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        auto q = db.query("SELECT state FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
+        q.bind(1, tenant).bind(2, id);
+        if (!q.step()) wf::throw_unknown_run(id, tenant);
+        cancelled = !wf::is_finished(q.text(0));
+        if (cancelled)
+          db.query(
+                "UPDATE wf_runs SET state = 'cancelled', error = ?3, updated_at = ?4, finished_at = ?4"
+                " WHERE tenant_id = ?1 AND run_id = ?2")
+              .bind(1, tenant)
+              .bind(2, id)
+              .bind(3, reason)
+              .bind(4, now)
+              .run();
+      });
+      return cancelled;
+    });
+  });
+}
+
+bool SqliteWorkflows::retry(std::string_view tenant, std::string_view run_id) {
+  return session_.measure("workflow.retry", [&] {
+    const std::string id = run_id_param(run_id);
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      bool retried = false;
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        auto q =
+            db.query("SELECT state, workflow, version, priority FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
+        q.bind(1, tenant).bind(2, id);
+        if (!q.step()) wf::throw_unknown_run(id, tenant);
+        retried = wf::is_retryable(q.text(0));
+        if (!retried) return;
+        Queue queue = workflow_queue(db, tenant, wf::queue_name(q.text(1), static_cast<std::int32_t>(q.int64(2))), now);
+        const std::int64_t msg_id = hand_out(db, queue, id, static_cast<int>(q.int64(3)), now);
+        db.query(
+              "UPDATE wf_runs SET state = 'pending', msg_id = ?3, error = NULL, finished_at = NULL, updated_at = ?4"
+              " WHERE tenant_id = ?1 AND run_id = ?2")
+            .bind(1, tenant)
+            .bind(2, id)
+            .bind(3, msg_id)
+            .bind(4, now)
+            .run();
+      });
+      return retried;
+    });
+  });
+}
+
+RunStatus SqliteWorkflows::status(std::string_view tenant, std::string_view run_id, ReadClass /*read*/) {
+  return session_.measure("workflow.status", [&] {
+    const std::string id = run_id_param(run_id);
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      RunStatus s;
+      session_.write([&](Db& db) {
+        auto q = db.query(
+            "SELECT state, workflow, version, result, error, owner, epoch, updated_at FROM wf_runs"
+            " WHERE tenant_id = ?1 AND run_id = ?2");
+        q.bind(1, tenant).bind(2, id);
+        if (!q.step()) wf::throw_unknown_run(id, tenant);
+        const std::optional<std::string> result = column_text(q, 3);
+        s = RunStatus{q.text(0),
+                      q.text(1),
+                      static_cast<int>(q.int64(2)),
+                      result ? std::optional(wf::canonical(*result, "result")) : std::nullopt,
+                      column_text(q, 4),
+                      column_text(q, 5),
+                      q.int64(6),
+                      from_unix_usecs(q.int64(7))};
+      });
+      return s;
+    });
+  });
+}
+
+std::vector<JournalEntry> SqliteWorkflows::journal(std::string_view tenant, std::string_view run_id,
+                                                   ReadClass /*read*/) {
+  return session_.measure("workflow.journal", [&] {
+    const std::string id = run_id_param(run_id);
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      std::vector<JournalEntry> out;
+      session_.write([&](Db& db) {
+        out.clear();
+        auto exists = db.query("SELECT 1 FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
+        exists.bind(1, tenant).bind(2, id);
+        if (!exists.step()) wf::throw_unknown_run(id, tenant);
+        auto q = db.query(
+            "SELECT position, step, status, result, epoch, recorded_at, error, attempts, compensation FROM wf_journal"
+            " WHERE tenant_id = ?1 AND run_id = ?2 ORDER BY position");
+        q.bind(1, tenant).bind(2, id);
+        while (q.step()) {
+          const std::optional<std::string> result = column_text(q, 3);
+          out.push_back({static_cast<int>(q.int64(0)), q.text(1), q.text(2),
+                         result ? std::optional(wf::canonical(*result, "result")) : std::nullopt, q.int64(4),
+                         from_unix_usecs(q.int64(5)), column_text(q, 6), static_cast<int>(q.int64(7)),
+                         column_text(q, 8)});
+        }
+      });
+      return out;
+    });
+  });
+}
+
+}  // namespace forgeyard::detail

@@ -1,0 +1,37 @@
+#pragma once
+
+#include "forgeyard/workflows.hpp"
+#include "sqlite/session.hpp"
+
+namespace forgeyard::detail {
+
+// The extension's workflow functions in the SQLite store (extension/workflow.cpp is the twin),
+// decided by the same core code (core/workflow.hpp) over the same queue rules.
+class SqliteWorkflows final : public Workflows {
+ public:
+  explicit SqliteWorkflows(SqliteSession& session) : session_(session) {}
+  std::string start(std::string_view tenant, std::string_view workflow, int version, std::string_view run_key,
+                    std::string_view input_json, const WorkflowStartOptions& options) override;
+  std::vector<ClaimedRun> claim(std::string_view tenant, std::string_view worker,
+                                const std::vector<std::string>& definitions, int max_runs,
+                                std::optional<Duration> lease) override;
+  StepAnswer step(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step) override;
+  void step_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+                     std::string_view result_json, const std::optional<std::string>& compensation) override;
+  StepFailure step_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+                        std::string_view error, bool permanent) override;
+  void complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                std::string_view result_json) override;
+  void fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view error) override;
+  void park(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view reason) override;
+  TimePoint extend(std::string_view tenant, std::string_view run_id, std::int64_t epoch, Duration lease) override;
+  bool cancel(std::string_view tenant, std::string_view run_id, std::string_view reason) override;
+  bool retry(std::string_view tenant, std::string_view run_id) override;
+  RunStatus status(std::string_view tenant, std::string_view run_id, ReadClass read) override;
+  std::vector<JournalEntry> journal(std::string_view tenant, std::string_view run_id, ReadClass read) override;
+
+ private:
+  SqliteSession& session_;
+};
+
+}  // namespace forgeyard::detail

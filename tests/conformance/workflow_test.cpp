@@ -1,0 +1,319 @@
+// Durable workflows (docs/workflows.md): the same answers on every backend for starts, claims,
+// the fenced journal, replay, nondeterminism, failures, park, retry, cancel, deadlines and
+// takeovers. Time is the test clock; nothing sleeps.
+#include <boost/test/unit_test.hpp>
+
+#include <set>
+#include <string>
+#include <thread>
+
+#include "backend.hpp"
+#include "check.hpp"
+
+using namespace std::chrono_literals;
+using forgeyard::ErrorKind;
+using forgeyard::StepFailure;
+using forgeyard::unix_usecs;
+
+namespace {
+
+// The queue a definition's runs are handed out through.
+std::string definition_queue(const std::string& workflow, int version) {
+  return "_wf." + workflow + "@" + std::to_string(version);
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(workflows, conformance::Backend)
+
+BOOST_AUTO_TEST_CASE(a_start_is_idempotent_by_run_key_and_commits_with_the_callers_transaction) {
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "order", 1, "order-1", R"({"sku": "tea", "n": 2})");
+  BOOST_TEST(wf.start(tenant, "order", 1, "order-1", R"({"n":2,"sku":"tea"})") == id);
+  FY_CHECK_ERROR(wf.start(tenant, "order", 1, "order-1", R"({"sku": "coffee"})"), ErrorKind::IdempotencyMismatch,
+                 "FY011", "run_key \"order-1\" already started run " + id + " of order@1 with other input");
+  FY_CHECK_ERROR(wf.start(tenant, "order", 2, "order-1", R"({"sku": "tea", "n": 2})"), ErrorKind::IdempotencyMismatch,
+                 "FY011");
+  const auto status = wf.status(tenant, id);
+  BOOST_TEST(status.state == "pending");
+  BOOST_TEST(status.workflow == "order");
+  BOOST_TEST(status.version == 1);
+  BOOST_TEST(status.epoch == 0);
+  BOOST_TEST(!status.owner);
+  BOOST_TEST(store->queues().stats(tenant, definition_queue("order", 1)).ready == 1);
+
+  {  // rolled back: no run, no message
+    auto tx = store->begin();
+    tx->workflows().start(tenant, "order", 1, "order-2", "{}");
+    tx->rollback();
+  }
+  BOOST_TEST(store->queues().stats(tenant, definition_queue("order", 1)).ready == 1);
+  {  // committed with the caller's own work
+    auto tx = store->begin();
+    const std::string second = tx->workflows().start(tenant, "order", 1, "order-2", "{}");
+    tx->commit();
+    BOOST_TEST(wf.status(tenant, second).state == "pending");
+  }
+  BOOST_TEST(store->queues().stats(tenant, definition_queue("order", 1)).ready == 2);
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_refused_with_the_same_errors) {
+  auto& wf = store->workflows();
+  FY_CHECK_ERROR(wf.start(tenant, "order", 0, "k", "{}"), ErrorKind::InvalidArgument, "22023",
+                 "version must be at least 1, not 0");
+  FY_CHECK_ERROR(wf.start(tenant, std::string(101, 'w'), 1, "k", "{}"), ErrorKind::InvalidArgument, "22001");
+  FY_CHECK_ERROR(wf.start(tenant, "order", 1, "", "{}"), ErrorKind::InvalidArgument, "22023",
+                 "run_key must not be empty");
+  FY_CHECK_ERROR(wf.start(tenant, "order", 1, "k", "{not json"), ErrorKind::InvalidArgument, "22023");
+  forgeyard::WorkflowStartOptions unknown_parent;
+  unknown_parent.parent = "00000000-0000-4000-8000-000000000001";
+  FY_CHECK_ERROR(wf.start(tenant, "order", 1, "k", "{}", unknown_parent), ErrorKind::NotFound, "42704",
+                 "parent workflow run 00000000-0000-4000-8000-000000000001 not found for tenant \"" + tenant + "\"");
+  forgeyard::WorkflowStartOptions bad_deadline;
+  bad_deadline.deadline = forgeyard::Duration(-1);
+  FY_CHECK_ERROR(wf.start(tenant, "order", 1, "k", "{}", bad_deadline), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(wf.claim(tenant, "w", {"order"}), ErrorKind::InvalidArgument, "22023",
+                 "definitions must be 'workflow@version' with a version of at least 1, not 'order'");
+  FY_CHECK_ERROR(wf.claim(tenant, "w", {"order@0"}), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(wf.claim(tenant, "w", {}), ErrorKind::InvalidArgument, "22023",
+                 "definitions must name at least one 'workflow@version'");
+  FY_CHECK_ERROR(wf.claim(tenant, "w", {"order@1"}, 101), ErrorKind::InvalidArgument, "22023",
+                 "max_runs must be between 1 and 100");
+  FY_CHECK_ERROR(wf.status(tenant, "not-a-uuid"), ErrorKind::InvalidArgument, "22P02",
+                 "invalid input syntax for type uuid: \"not-a-uuid\"");
+  const std::string missing = "00000000-0000-4000-8000-0000000000ff";
+  FY_CHECK_ERROR(wf.status(tenant, missing), ErrorKind::NotFound, "42704",
+                 "workflow run " + missing + " not found for tenant \"" + tenant + "\"");
+  FY_CHECK_ERROR(wf.journal(tenant, missing), ErrorKind::NotFound, "42704");
+  FY_CHECK_ERROR(wf.step(tenant, missing, 1, "s"), ErrorKind::NotFound, "42704");
+  FY_CHECK_ERROR(wf.cancel(tenant, missing, "x"), ErrorKind::NotFound, "42704");
+  // A definition's queue belongs to the workflows.
+  FY_CHECK_ERROR(store->queues().create(tenant, definition_queue("order", 1), {}), ErrorKind::InvalidArgument, "22023");
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_gets_only_the_definitions_it_declared_and_one_owner_at_a_time) {
+  auto& wf = store->workflows();
+  const std::string v1 = wf.start(tenant, "order", 1, "a", R"({"x": [1, 2.50, "é"]})");
+  const std::string v2 = wf.start(tenant, "order", 2, "b", "{}");
+  BOOST_TEST(wf.claim(tenant, "w0", {"invoice@1"}).empty());
+  const auto claimed = wf.claim(tenant, "w1", {"order@1"}, 10, 60s);
+  BOOST_TEST_REQUIRE(claimed.size() == 1u);
+  BOOST_TEST(claimed[0].run_id == v1);
+  BOOST_TEST(claimed[0].workflow == "order");
+  BOOST_TEST(claimed[0].version == 1);
+  BOOST_TEST(claimed[0].state == "running");
+  BOOST_TEST(claimed[0].input == R"({"x":[1,2.5,"é"]})");  // canonical on both backends
+  BOOST_TEST(claimed[0].epoch > 0);
+  BOOST_TEST(wf.claim(tenant, "w2", {"order@1"}).empty());
+  const auto other = wf.claim(tenant, "w2", {"order@1", "order@2", "order@2"}, 10);
+  BOOST_TEST_REQUIRE(other.size() == 1u);
+  BOOST_TEST(other[0].run_id == v2);
+  BOOST_TEST(other[0].epoch > claimed[0].epoch);
+  const auto status = wf.status(tenant, v1);
+  BOOST_TEST(status.state == "running");
+  BOOST_TEST((status.owner == std::optional<std::string>("w1")));
+  BOOST_TEST(status.epoch == claimed[0].epoch);
+}
+
+BOOST_AUTO_TEST_CASE(steps_replay_after_a_takeover_and_a_stale_owner_changes_nothing) {
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "order", 1, "k", "{}");
+  const auto first = wf.claim(tenant, "w1", {"order@1"}, 1, 60s).at(0);
+  const auto reserve = wf.step(tenant, id, first.epoch, "reserve");
+  BOOST_TEST(!reserve.done);
+  BOOST_TEST(reserve.idempotency_key == id + ":1:reserve");
+  FY_CHECK_ERROR(wf.step_complete(tenant, id, first.epoch, "charge", "{}"), ErrorKind::InvalidArgument, "22023",
+                 "workflow_step_complete for step \"charge\", but the run's current step is \"reserve\"");
+  wf.step_complete(tenant, id, first.epoch, "reserve", R"({"reserved": 2})", "release");
+  wf.step_complete(tenant, id, first.epoch, "reserve", R"({"reserved":2})", "release");  // the same: a no-op
+  FY_CHECK_ERROR(wf.step_complete(tenant, id, first.epoch, "reserve", R"({"reserved": 3})", "release"),
+                 ErrorKind::InvalidArgument, "22023",
+                 "step \"reserve\" of workflow run " + id + " at position 1 is recorded already, with another result");
+  {  // a step call that rolls back takes its cursor move with it
+    auto tx = store->begin();
+    tx->workflows().step(tenant, id, first.epoch, "charge");
+    tx->rollback();
+  }
+  BOOST_TEST(wf.step(tenant, id, first.epoch, "charge").idempotency_key == id + ":2:charge");
+
+  // The owner's lease runs out; another worker takes the run over and replays.
+  clock.advance(61s);
+  FY_CHECK_ERROR(wf.step_complete(tenant, id, first.epoch, "charge", "{}"), ErrorKind::StaleFence, "FY001",
+                 "workflow run " + id + ": the lease of epoch " + std::to_string(first.epoch) + " ran out");
+  const auto second = wf.claim(tenant, "w2", {"order@1"}, 1, 60s).at(0);
+  BOOST_TEST(second.epoch > first.epoch);
+  const auto replayed = wf.step(tenant, id, second.epoch, "reserve");
+  BOOST_TEST(replayed.done);
+  BOOST_TEST((replayed.result == std::optional<std::string>(R"({"reserved":2})")));
+  BOOST_TEST(replayed.idempotency_key == reserve.idempotency_key);
+  BOOST_TEST(!wf.step(tenant, id, second.epoch, "charge").done);
+  FY_CHECK_ERROR(wf.step_complete(tenant, id, first.epoch, "charge", R"({"paid": false})"), ErrorKind::StaleFence,
+                 "FY001",
+                 "workflow run " + id + ": epoch " + std::to_string(first.epoch) + " is not the run's current epoch " +
+                     std::to_string(second.epoch));
+  FY_CHECK_ERROR(wf.complete(tenant, id, first.epoch, "{}"), ErrorKind::StaleFence, "FY001");
+  FY_CHECK_ERROR(wf.extend(tenant, id, first.epoch, 60s), ErrorKind::StaleFence, "FY001");
+  wf.step_complete(tenant, id, second.epoch, "charge", R"({"paid": true})");
+  const auto journal = wf.journal(tenant, id);
+  BOOST_TEST_REQUIRE(journal.size() == 2u);
+  BOOST_TEST(journal[0].step == "reserve");
+  BOOST_TEST(journal[0].epoch == first.epoch);
+  BOOST_TEST((journal[0].compensation == std::optional<std::string>("release")));
+  BOOST_TEST((journal[1].result == std::optional<std::string>(R"({"paid":true})")));
+  BOOST_TEST(journal[1].epoch == second.epoch);
+  const auto status = wf.status(tenant, id);
+  BOOST_TEST((status.owner == std::optional<std::string>("w2")));
+
+  BOOST_TEST(unix_usecs(wf.extend(tenant, id, second.epoch, 90s)) == unix_usecs(clock.now() + 90s));
+  wf.complete(tenant, id, second.epoch, R"({"shipped": true})");
+  const auto done = wf.status(tenant, id);
+  BOOST_TEST(done.state == "completed");
+  BOOST_TEST((done.result == std::optional<std::string>(R"({"shipped":true})")));
+  FY_CHECK_ERROR(wf.step(tenant, id, second.epoch, "more"), ErrorKind::StaleFence, "FY001",
+                 "workflow run " + id + " is completed, not running under epoch " + std::to_string(second.epoch));
+  BOOST_TEST(store->queues().stats(tenant, definition_queue("order", 1)).in_flight == 0);
+  BOOST_TEST(!wf.cancel(tenant, id, "late"));
+}
+
+BOOST_AUTO_TEST_CASE(another_step_at_a_journaled_position_is_nondeterminism_and_parks_the_run) {
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "order", 1, "k", "{}");
+  const auto first = wf.claim(tenant, "w1", {"order@1"}, 1, 60s).at(0);
+  wf.step(tenant, id, first.epoch, "reserve");
+  wf.step_complete(tenant, id, first.epoch, "reserve", "1");
+  clock.advance(61s);
+  const auto second = wf.claim(tenant, "w2", {"order@1"}, 1, 60s).at(0);
+  const forgeyard::Error e = conformance::expect_error([&] { wf.step(tenant, id, second.epoch, "refund"); });
+  BOOST_TEST(forgeyard::to_string(e.kind()) == "Nondeterminism");
+  BOOST_TEST(e.sqlstate() == "FY060");
+  BOOST_TEST(std::string(e.what()) ==
+             "workflow run " + id + " called step \"refund\" at position 1, where its journal has step \"reserve\"");
+  BOOST_TEST(!e.retryable());
+  wf.park(tenant, id, second.epoch, "FY060 at position 1");
+  const auto parked = wf.status(tenant, id);
+  BOOST_TEST(parked.state == "parked");
+  BOOST_TEST((parked.error == std::optional<std::string>("FY060 at position 1")));
+  clock.advance(1h);
+  BOOST_TEST(wf.claim(tenant, "w3", {"order@1"}).empty());
+  BOOST_TEST(wf.retry(tenant, id));
+  BOOST_TEST(!wf.retry(tenant, id));
+  const auto third = wf.claim(tenant, "w3", {"order@1"}, 1, 60s);
+  BOOST_TEST_REQUIRE(third.size() == 1u);
+  BOOST_TEST(wf.step(tenant, id, third[0].epoch, "reserve").done);
+}
+
+BOOST_AUTO_TEST_CASE(a_failing_step_is_retried_by_the_queue_then_fails_the_run) {
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "mail", 1, "k", "{}");
+  // The retry policy is the definition queue's (queue_alter on PostgreSQL; the client has no alter).
+  exec_sql(std::string("UPDATE ") + (is_postgres() ? "forgeyard." : "") +
+           "queues SET max_attempts = 2, backoff_base_usecs = 1000000, backoff_max_usecs = 1000000"
+           " WHERE tenant_id = '" +
+           tenant + "' AND queue = '" + definition_queue("mail", 1) + "'");
+  const auto first = wf.claim(tenant, "w1", {"mail@1"}).at(0);
+  wf.step(tenant, id, first.epoch, "send");
+  BOOST_TEST((wf.step_fail(tenant, id, first.epoch, "send", "timeout") == StepFailure::Retry));
+  BOOST_TEST(wf.status(tenant, id).state == "pending");
+  FY_CHECK_ERROR(wf.step(tenant, id, first.epoch, "send"), ErrorKind::StaleFence, "FY001");
+  clock.advance(2s);
+  const auto second = wf.claim(tenant, "w1", {"mail@1"}).at(0);
+  BOOST_TEST(!wf.step(tenant, id, second.epoch, "send").done);
+  BOOST_TEST((wf.step_fail(tenant, id, second.epoch, "send", "timeout again") == StepFailure::Failed));
+  const auto failed = wf.status(tenant, id);
+  BOOST_TEST(failed.state == "failed");
+  BOOST_TEST((failed.error == std::optional<std::string>("step \"send\" failed: timeout again")));
+  const auto journal = wf.journal(tenant, id);
+  BOOST_TEST_REQUIRE(journal.size() == 1u);
+  BOOST_TEST(journal[0].status == "failed");
+  BOOST_TEST(journal[0].attempts == 2);
+  BOOST_TEST((journal[0].error == std::optional<std::string>("timeout again")));
+  BOOST_TEST(store->queues().stats(tenant, definition_queue("mail", 1)).dead == 1);
+
+  // Retried by an operator, it runs the failed step again and can finish.
+  BOOST_TEST(wf.retry(tenant, id));
+  const auto third = wf.claim(tenant, "w2", {"mail@1"}).at(0);
+  BOOST_TEST(!wf.step(tenant, id, third.epoch, "send").done);
+  wf.step_complete(tenant, id, third.epoch, "send", R"({"sent": true})");
+  FY_CHECK_ERROR(wf.step_fail(tenant, id, third.epoch, "send", "late"), ErrorKind::InvalidArgument, "22023",
+                 "step \"send\" of workflow run " + id + " at position 1 is recorded as done; it cannot fail");
+  wf.complete(tenant, id, third.epoch, "null");
+  BOOST_TEST(wf.status(tenant, id).state == "completed");
+
+  const std::string doomed = wf.start(tenant, "mail", 1, "k2", "{}");
+  const auto d = wf.claim(tenant, "w1", {"mail@1"}).at(0);
+  wf.step(tenant, doomed, d.epoch, "send");
+  BOOST_TEST((wf.step_fail(tenant, doomed, d.epoch, "send", "no such address", true) == StepFailure::Failed));
+  BOOST_TEST(wf.status(tenant, doomed).state == "failed");
+}
+
+BOOST_AUTO_TEST_CASE(cancel_fail_and_deadlines_end_runs) {
+  auto& wf = store->workflows();
+  const std::string running = wf.start(tenant, "job", 1, "running", "{}");
+  const auto owned = wf.claim(tenant, "w1", {"job@1"}).at(0);
+  BOOST_TEST(wf.cancel(tenant, running, "customer asked"));
+  BOOST_TEST(!wf.cancel(tenant, running, "again"));
+  FY_CHECK_ERROR(wf.step(tenant, running, owned.epoch, "x"), ErrorKind::StaleFence, "FY001");
+  const auto cancelled = wf.status(tenant, running);
+  BOOST_TEST(cancelled.state == "cancelled");
+  BOOST_TEST((cancelled.error == std::optional<std::string>("customer asked")));
+
+  forgeyard::WorkflowStartOptions soon;
+  soon.deadline = 60s;
+  const std::string late = wf.start(tenant, "job", 1, "late", "{}", soon);
+  clock.advance(2min);
+  // The cancelled run's message (visible again) and the late run are both let go.
+  BOOST_TEST(wf.claim(tenant, "w1", {"job@1"}, 10).empty());
+  BOOST_TEST(wf.status(tenant, late).state == "timed_out");
+  const auto stats = store->queues().stats(tenant, definition_queue("job", 1));
+  BOOST_TEST(stats.ready + stats.in_flight + stats.delayed == 0);
+
+  const std::string failing = wf.start(tenant, "job", 1, "failing", "{}");
+  const auto f = wf.claim(tenant, "w1", {"job@1"}).at(0);
+  wf.fail(tenant, failing, f.epoch, "gave up");
+  BOOST_TEST(wf.status(tenant, failing).state == "failed");
+  BOOST_TEST((wf.status(tenant, failing).error == std::optional<std::string>("gave up")));
+}
+
+BOOST_AUTO_TEST_CASE(a_tenant_cannot_reach_another_tenants_runs) {
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "order", 1, "k", "{}");
+  const std::string other = unique("other-tenant");
+  FY_CHECK_ERROR(wf.status(other, id), ErrorKind::NotFound, "42704");
+  FY_CHECK_ERROR(wf.journal(other, id), ErrorKind::NotFound, "42704");
+  FY_CHECK_ERROR(wf.cancel(other, id, "x"), ErrorKind::NotFound, "42704");
+  BOOST_TEST(wf.claim(other, "w", {"order@1"}).empty());
+  BOOST_TEST(wf.start(other, "order", 1, "k", "{}") != id);
+}
+
+// Eight workers claim the same definition at once: every run goes to exactly one of them.
+BOOST_AUTO_TEST_CASE(concurrent_claimers_never_share_a_run) {
+  auto& wf = store->workflows();
+  std::set<std::string> started;
+  for (int i = 0; i < 40; ++i) started.insert(wf.start(tenant, "batch", 1, "run-" + std::to_string(i), "{}"));
+  std::vector<std::vector<std::string>> got(8);
+  conformance::ThreadFailures failures;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 8; ++w) {
+    workers.emplace_back([&, w] {
+      failures.run([&] {
+        auto own = open_another(2);
+        for (int round = 0; round < 20; ++round) {
+          try {
+            for (const auto& run : own->workflows().claim(tenant, "w" + std::to_string(w), {"batch@1"}, 3, 60s))
+              got[static_cast<std::size_t>(w)].push_back(run.run_id);
+          } catch (const forgeyard::Error& e) {
+            if (!e.retryable()) throw;  // SQLite's busy writer: try again
+          }
+        }
+      });
+    });
+  }
+  for (auto& t : workers) t.join();
+  failures.check("claimer");
+  std::multiset<std::string> all;
+  for (const auto& g : got) all.insert(g.begin(), g.end());
+  BOOST_TEST(all.size() == started.size());
+  BOOST_TEST((std::set<std::string>(all.begin(), all.end()) == started));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
