@@ -48,6 +48,8 @@ struct Backend {
   // `stdout_path`; returns its pid. run_cli waits for it and returns its exit code (-1 when it
   // did not exit normally).
   pid_t spawn_cli(const std::vector<std::string>& args, const std::string& stdout_path = "/dev/null") const;
+  // Starts this test executable again with `args` (a child mode of main.cpp); returns its pid.
+  pid_t spawn_self(const std::vector<std::string>& args) const;
   int run_cli(const std::vector<std::string>& args, const std::string& stdout_path = "/dev/null") const;
   // A store of its own, for tests of whole-store operations (restore_reconcile) that must not
   // touch other tests' state: a new database with the extension (PostgreSQL, directly, also

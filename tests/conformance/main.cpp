@@ -1,4 +1,5 @@
-// The conformance suite's main. One suite needs what only the direct PostgreSQL run has: the
+// The conformance suite's main, and the child mode `--workflow-worker` (a workflow worker process
+// that workflow_test.cpp SIGKILLs). One suite needs what only the direct PostgreSQL run has: the
 // cluster's hot standby (replica_reads, read_class_test.cpp). On the other backends it is removed
 // from the test tree before the run, not filtered out, so no run reports a test as skipped.
 #define BOOST_TEST_MODULE forgeyard conformance
@@ -8,6 +9,10 @@
 
 #include <cstdlib>
 #include <string>
+
+namespace conformance {
+int workflow_worker_main(int argc, char* argv[]);
+}
 
 namespace {
 
@@ -25,5 +30,6 @@ bool init_for_backend() {
 }  // namespace
 
 int main(int argc, char* argv[]) {
+  if (argc > 1 && std::string(argv[1]) == "--workflow-worker") return conformance::workflow_worker_main(argc, argv);
   return boost::unit_test::unit_test_main(&init_for_backend, argc, argv);
 }

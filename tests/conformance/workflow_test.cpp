@@ -3,9 +3,15 @@
 // takeovers. Time is the test clock; nothing sleeps.
 #include <boost/test/unit_test.hpp>
 
+#include <csignal>
+#include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend.hpp"
 #include "check.hpp"
@@ -317,3 +323,249 @@ BOOST_AUTO_TEST_CASE(concurrent_claimers_never_share_a_run) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// ---- The worker and the workflow context ------------------------------------------------------
+
+namespace {
+
+forgeyard::WorkflowWorkerOptions worker_options(const std::string& tenant, const std::string& worker) {
+  forgeyard::WorkflowWorkerOptions o;
+  o.tenant = tenant;
+  o.worker = worker;
+  o.threads = 2;
+  o.lease = 60s;
+  o.idle_min = 10ms;
+  o.idle_max = 10ms;
+  o.stop_when_idle = true;
+  return o;
+}
+
+// An audit event that says a step's database work happened: the effect counted below.
+forgeyard::AuditEvent effect(const forgeyard::WorkflowContext& ctx, const std::string& step) {
+  forgeyard::AuditEvent e;
+  e.actor = "workflow";
+  e.action = "step";
+  e.resource = ctx.run_id() + ":" + step;
+  return e;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(workflow_worker, conformance::Backend)
+
+BOOST_AUTO_TEST_CASE(the_worker_runs_each_step_once_and_records_the_result) {
+  std::atomic<int> reserve_calls{0}, charge_calls{0};
+  forgeyard::WorkflowWorker worker(*store, worker_options(tenant, "w1"));
+  worker.add("order", 1, [&](forgeyard::WorkflowContext& ctx) {
+    const std::string reserved =
+        ctx.transaction_step("reserve", [&](forgeyard::Transaction& tx, const forgeyard::StepContext&) {
+          ++reserve_calls;
+          tx.audit().append(ctx.tenant(), effect(ctx, "reserve"));
+          return std::string(R"({"n": 2})");
+        });
+    const std::string charge = ctx.step("charge", [&](const forgeyard::StepContext& s) {
+      ++charge_calls;
+      return "\"" + s.idempotency_key + "\"";
+    });
+    return R"({"reserved": )" + reserved + R"(, "charge": )" + charge + "}";
+  });
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(store->workflows().start(tenant, "order", 1, "o" + std::to_string(i)));
+  const auto stats = worker.run({});
+  BOOST_TEST(stats.completed == 3u);
+  BOOST_TEST(stats.steps_run == 6u);
+  BOOST_TEST(reserve_calls == 3);
+  BOOST_TEST(charge_calls == 3);
+  for (const std::string& id : ids) {
+    const auto status = store->workflows().status(tenant, id);
+    BOOST_TEST(status.state == "completed");
+    BOOST_TEST(
+        (status.result == std::optional<std::string>(R"({"charge":")" + id + R"(:2:charge","reserved":{"n":2}})")));
+  }
+  BOOST_TEST(store->audit().head(tenant).seq == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_step_releases_the_run_and_the_retry_replays_what_was_done) {
+  std::atomic<int> reserve_calls{0}, charge_calls{0};
+  auto code = [&](forgeyard::WorkflowContext& ctx) {
+    ctx.transaction_step("reserve", [&](forgeyard::Transaction& tx, const forgeyard::StepContext&) {
+      ++reserve_calls;
+      tx.audit().append(ctx.tenant(), effect(ctx, "reserve"));
+      return std::string("1");
+    });
+    ctx.transaction_step("charge", [&](forgeyard::Transaction& tx, const forgeyard::StepContext&) {
+      tx.audit().append(ctx.tenant(), effect(ctx, "charge"));  // rolled back with the failure
+      if (++charge_calls == 1) throw std::runtime_error("provider timeout");
+      return std::string("2");
+    });
+    return std::string("true");
+  };
+  const std::string id = store->workflows().start(tenant, "order", 1, "o");
+  forgeyard::WorkflowWorker first(*store, worker_options(tenant, "w1"));
+  first.add("order", 1, code);
+  const auto failed = first.run({});
+  BOOST_TEST(failed.released == 1u);
+  BOOST_TEST(store->workflows().status(tenant, id).state == "pending");
+  const auto journal = store->workflows().journal(tenant, id);
+  BOOST_TEST_REQUIRE(journal.size() == 2u);
+  BOOST_TEST((journal[1].error == std::optional<std::string>("provider timeout")));
+  clock.advance(10min);  // past the queue's backoff
+  forgeyard::WorkflowWorker second(*store, worker_options(tenant, "w2"));
+  second.add("order", 1, code);
+  const auto done = second.run({});
+  BOOST_TEST(done.completed == 1u);
+  BOOST_TEST(done.steps_replayed == 1u);
+  BOOST_TEST(reserve_calls == 1);
+  BOOST_TEST(charge_calls == 2);
+  BOOST_TEST(store->workflows().status(tenant, id).state == "completed");
+  BOOST_TEST(store->audit().head(tenant).seq == 2);  // reserve once, charge once (the failed one rolled back)
+}
+
+BOOST_AUTO_TEST_CASE(changed_code_is_parked_and_code_that_throws_fails_the_run) {
+  const std::string id = store->workflows().start(tenant, "order", 1, "o");
+  forgeyard::WorkflowWorker old_code(*store, worker_options(tenant, "w1"));
+  old_code.add("order", 1, [&](forgeyard::WorkflowContext& ctx) {
+    ctx.step("a", [](const forgeyard::StepContext&) { return std::string("1"); });
+    ctx.step("b", [](const forgeyard::StepContext&) -> std::string { throw std::runtime_error("not yet"); });
+    return std::string("null");
+  });
+  BOOST_TEST(old_code.run({}).released == 1u);
+  clock.advance(10min);
+  forgeyard::WorkflowWorker new_code(*store, worker_options(tenant, "w2"));
+  new_code.add("order", 1, [&](forgeyard::WorkflowContext& ctx) {
+    ctx.step("x", [](const forgeyard::StepContext&) { return std::string("1"); });
+    return std::string("null");
+  });
+  BOOST_TEST(new_code.run({}).parked == 1u);
+  const auto parked = store->workflows().status(tenant, id);
+  BOOST_TEST(parked.state == "parked");
+  BOOST_TEST(parked.error->find("called step \"x\" at position 1, where its journal has step \"a\"") !=
+             std::string::npos);
+
+  const std::string broken = store->workflows().start(tenant, "broken", 1, "b");
+  forgeyard::WorkflowWorker throwing(*store, worker_options(tenant, "w3"));
+  throwing.add("broken", 1, [](forgeyard::WorkflowContext&) -> std::string { throw std::logic_error("bug"); });
+  BOOST_TEST(throwing.run({}).failed == 1u);
+  BOOST_TEST(store->workflows().status(tenant, broken).state == "failed");
+  BOOST_TEST((store->workflows().status(tenant, broken).error == std::optional<std::string>("bug")));
+}
+
+BOOST_AUTO_TEST_CASE(a_run_whose_lease_is_lost_stops_and_its_next_owner_finishes_it) {
+  const std::string id = store->workflows().start(tenant, "slow", 1, "o");
+  std::atomic<int> executions{0};
+  std::atomic<bool> waiting{false};
+  auto options = worker_options(tenant, "w1");
+  options.lease = 3s;  // extended every second of real time
+  options.threads = 1;
+  forgeyard::WorkflowWorker worker(*store, options);
+  worker.add("slow", 1, [&](forgeyard::WorkflowContext& ctx) {
+    const bool first = ++executions == 1;
+    ctx.step("work", [&](const forgeyard::StepContext&) {
+      if (first) {
+        waiting = true;
+        while (!ctx.lost()) std::this_thread::sleep_for(10ms);  // long work that watches its lease
+      }
+      return std::string("1");
+    });
+    return std::string("\"done\"");
+  });
+  std::optional<forgeyard::WorkflowWorkerStats> stats;
+  std::jthread running([&] { stats = worker.run({}); });
+  while (!waiting) std::this_thread::sleep_for(10ms);
+  clock.advance(1min);  // the server now sees the lease run out: the next extend is FY001
+  running.join();
+  BOOST_TEST_REQUIRE(stats.has_value());
+  BOOST_TEST(stats->lost == 1u);
+  BOOST_TEST(stats->completed == 1u);  // taken over by the same worker's next claim
+  const auto status = store->workflows().status(tenant, id);
+  BOOST_TEST(status.state == "completed");
+  BOOST_TEST(store->workflows().journal(tenant, id).at(0).epoch == status.epoch);
+}
+
+// A worker process SIGKILLed at random points mid-run is replaced by the next one, and no step's
+// database effect happens twice: 10 runs of 20 steps, each step an audit event in the step's
+// transaction.
+BOOST_AUTO_TEST_CASE(workers_killed_at_random_never_repeat_a_steps_database_effect) {
+  constexpr int runs = 10, steps = 20;
+  std::vector<std::string> ids;
+  for (int i = 0; i < runs; ++i)
+    ids.push_back(store->workflows().start(tenant, "chain", 1, "run-" + std::to_string(i)));
+  auto finished = [&] {
+    for (const std::string& id : ids)
+      if (store->workflows().status(tenant, id).state != "completed") return false;
+    return true;
+  };
+  std::mt19937 rng(std::random_device{}());
+  int kills = 0;
+  for (int attempt = 0; attempt < 60 && !finished(); ++attempt) {
+    const pid_t pid = spawn_self(
+        {"--workflow-worker", url, tenant, unnamed_statements ? "unnamed" : "prepared", std::to_string(steps)});
+    const bool kill_it = kills < 4;
+    if (kill_it) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
+      ::kill(pid, SIGKILL);
+      ++kills;
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    const bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    const bool exited = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    BOOST_TEST_REQUIRE((exited || (kill_it && killed)), "a worker process ended with status " << status);
+    // Runs the killed worker held come back once their 1 s lease runs out.
+    if (!finished()) std::this_thread::sleep_for(500ms);
+  }
+  BOOST_TEST(kills == 4);  // each while runs were unfinished
+  BOOST_TEST_REQUIRE(finished());
+  std::map<std::string, int> effects;
+  for (const auto& e : store->audit().read(tenant, 1, 10000)) ++effects[e.resource];
+  BOOST_TEST(effects.size() == static_cast<std::size_t>(runs * steps));
+  for (const auto& [resource, count] : effects) BOOST_TEST(count == 1, resource << " happened " << count << " times");
+  BOOST_TEST(store->audit().verify(tenant).ok);
+  // Some run changed owners between its steps: a kill landed mid-run.
+  int handed_over = 0;
+  for (const std::string& id : ids) {
+    std::set<std::int64_t> epochs;
+    for (const auto& entry : store->workflows().journal(tenant, id)) epochs.insert(entry.epoch);
+    if (epochs.size() > 1) ++handed_over;
+  }
+  BOOST_TEST(handed_over > 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace conformance {
+
+// `conformance_tests --workflow-worker URL TENANT prepared|unnamed STEPS`: a worker process for the
+// test above, with the real clock and a 1 s lease; each step of "chain@1" takes 10 ms and appends
+// its audit event in the step's transaction. Exits 0 once nothing is runnable.
+int workflow_worker_main(int argc, char* argv[]) {
+  if (argc < 6) return 2;
+  forgeyard::StoreOptions options;
+  options.prepared_statements = std::string(argv[4]) != "unnamed";
+  const auto store = forgeyard::open(argv[2], options);
+  const int steps = std::stoi(argv[5]);
+  forgeyard::WorkflowWorkerOptions o;
+  o.tenant = argv[3];
+  o.worker = "worker-" + std::to_string(::getpid());
+  o.threads = 2;
+  o.lease = 1s;
+  o.idle_min = 50ms;
+  o.idle_max = 50ms;
+  o.stop_when_idle = true;
+  forgeyard::WorkflowWorker worker(*store, o);
+  worker.add("chain", 1, [steps](forgeyard::WorkflowContext& ctx) {
+    for (int i = 1; i <= steps; ++i) {
+      const std::string step = "s" + std::to_string(i);
+      ctx.transaction_step(step, [&](forgeyard::Transaction& tx, const forgeyard::StepContext&) {
+        std::this_thread::sleep_for(10ms);
+        tx.audit().append(ctx.tenant(), effect(ctx, step));
+        return std::to_string(i);
+      });
+    }
+    return std::string("\"chained\"");
+  });
+  worker.run({});
+  return 0;
+}
+
+}  // namespace conformance

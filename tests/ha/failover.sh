@@ -179,6 +179,9 @@ sync=$(psql -X -At -h 127.0.0.1 -p "$(port_of node1)" -U postgres -d postgres -c
 echo "synchronous_standby_names = '$sync'"
 [ -n "$sync" ] || { echo "ha: the primary does not replicate synchronously" >&2; exit 1; }
 psql -X -q -h 127.0.0.1 -p "$(port_of node1)" -U postgres -d forgeyard_ha -c "CREATE EXTENSION forgeyard" || exit 1
+# A workflow run that must still be there, on the standby, after both failovers (read below).
+psql -X -q -h 127.0.0.1 -p "$(port_of node1)" -U postgres -d forgeyard_ha \
+  -c "SELECT forgeyard.workflow_start('ha-drill', 'drill', 1, 'drill-1', '{\"drill\": true}')" >/dev/null || exit 1
 echo "== ha setup: $((SECONDS - t0)) s ($HA_DIR)"
 
 FORGEYARD_TEST_HA_URL="postgresql://postgres@127.0.0.1:$(port_of node1),127.0.0.1:$(port_of node2)/forgeyard_ha?target_session_attrs=read-write&connect_timeout=2&application_name=forgeyard-ha" \
@@ -195,6 +198,10 @@ reads=$(psql -X -At -h 127.0.0.1 -p "$(port_of "$standby")" -U postgres -d forge
   SELECT CASE WHEN object LIKE 'TABLE %' THEN 'SELECT count(*) FROM ' || substr(object, 7)
               WHEN object LIKE 'FUNCTION %()' THEN 'SELECT count(*) FROM ' || substr(object, 10)
               WHEN object = 'FUNCTION forgeyard.storage_stats(text)' THEN 'SELECT count(*) FROM forgeyard.storage_stats(NULL)'
+              WHEN object LIKE 'FUNCTION forgeyard.workflow\_%(text, uuid)'
+                THEN 'SELECT count(*) FROM forgeyard.wf_runs r, LATERAL '
+                     || regexp_replace(substr(object, 10), '\(.*\)$', '(r.tenant_id, r.run_id)')
+                     || ' x WHERE r.tenant_id = ''ha-drill'' HAVING count(*) > 0'
               ELSE 'SELECT count(*) FROM ' || regexp_replace(substr(object, 10), '\(.*\)$', '(''ha-drill'')') END
     FROM forgeyard.access_catalog WHERE access = 'inspect' ORDER BY object") || rc=1
 [ -n "$reads" ] || { echo "ha: no inspect reads found" >&2; rc=1; }

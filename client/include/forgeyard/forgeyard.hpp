@@ -18,4 +18,5 @@
 #include "forgeyard/version.hpp"
 #include "forgeyard/versioned_rows.hpp"
 #include "forgeyard/worker.hpp"
+#include "forgeyard/workflow_worker.hpp"
 #include "forgeyard/workflows.hpp"

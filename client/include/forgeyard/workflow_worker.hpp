@@ -1,0 +1,102 @@
+// Workflows as C++ functions (docs/workflows.md#the-c-api): a workflow is a function of a
+// context whose steps replay their recorded results, and a worker runs registered
+// (workflow, version) pairs on a pool of threads, keeps each run's lease alive and stops a run the
+// moment its lease may have run out.
+#pragma once
+
+#include "forgeyard/export.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+#include "forgeyard/store.hpp"
+#include "forgeyard/workflows.hpp"
+
+namespace forgeyard {
+
+// What a step's function gets: the key to hand to an outside system, the same in every attempt.
+struct StepContext {
+  std::string idempotency_key;
+};
+
+// Thrown by a context call when the run must stop where it is: the lease was lost (another worker
+// owns the run now, or it was cancelled), a step failed and the run was released for a retry or
+// ended, or the code no longer replays its journal and the run was parked. The worker catches
+// it; workflow code must let it pass (a catch (...) that swallows it keeps a run it lost).
+class FORGEYARD_API RunInterrupted : public std::exception {
+ public:
+  explicit RunInterrupted(std::string why) : why_(std::move(why)) {}
+  const char* what() const noexcept override { return why_.c_str(); }
+
+ private:
+  std::string why_;
+};
+
+class FORGEYARD_API WorkflowContext {
+ public:
+  virtual ~WorkflowContext() = default;
+  virtual const std::string& tenant() const = 0;
+  virtual const std::string& run_id() const = 0;
+  virtual const std::string& workflow() const = 0;
+  virtual int version() const = 0;
+  virtual std::int64_t epoch() const = 0;
+  virtual const std::string& input() const = 0;  // canonical JSON
+
+  // A step with an outside effect. `fn` runs unless the journal holds the step's result, and
+  // returns the result as JSON; it is recorded after `fn` returns, so `fn` runs at least once:
+  // give the outside system the idempotency key. Returns the result (recorded or new), canonical.
+  // An exception from `fn` fails the step: the run is released for the queue's retry (or ends
+  // failed once its attempts are used up) and RunInterrupted is thrown.
+  virtual std::string step(std::string_view name, const std::function<std::string(const StepContext&)>& fn) = 0;
+  // A step whose work is in this database: `fn` runs inside a Transaction that also records the
+  // result, so the work and its record commit together, exactly once.
+  virtual std::string transaction_step(std::string_view name,
+                                       const std::function<std::string(Transaction&, const StepContext&)>& fn,
+                                       const std::optional<std::string>& compensation = std::nullopt) = 0;
+  // True once the lease may have run out (judged by the local monotonic clock) or was lost: stop.
+  virtual bool lost() const = 0;
+  // Requested at the same moment lost() turns true, for long work to wait on.
+  virtual std::stop_token stop_token() const = 0;
+};
+
+// The run's code: returns the run's result as JSON. An exception (other than RunInterrupted)
+// ends the run failed with its message.
+using WorkflowFunction = std::function<std::string(WorkflowContext&)>;
+
+struct WorkflowWorkerOptions {
+  std::string tenant;
+  std::string worker = "workflow-worker";  // the owner's name in the runs
+  int threads = 2;                         // runs in parallel
+  Duration lease = std::chrono::seconds(30);
+  Duration idle_min = std::chrono::milliseconds(50);  // first sleep when nothing is runnable
+  Duration idle_max = std::chrono::seconds(2);        // the sleep doubles up to this
+  bool stop_when_idle = false;                        // return once nothing is runnable (scripts, tests)
+};
+
+struct WorkflowWorkerStats {
+  std::uint64_t completed = 0, failed = 0, released = 0, parked = 0, lost = 0, steps_run = 0, steps_replayed = 0;
+};
+
+class FORGEYARD_API WorkflowWorker {
+ public:
+  WorkflowWorker(Store& store, WorkflowWorkerOptions options);
+  // The code of one (workflow, version); a worker claims only the runs of what it registered.
+  void add(std::string workflow, int version, WorkflowFunction fn);
+  // Claims and runs until `stop` is requested (a run in progress is finished first), or, with
+  // stop_when_idle, until nothing is runnable.
+  WorkflowWorkerStats run(std::stop_token stop);
+
+ private:
+  Store& store_;
+  WorkflowWorkerOptions options_;
+  std::map<std::string, WorkflowFunction> functions_;  // by "name@version"
+};
+
+}  // namespace forgeyard

@@ -1,0 +1,345 @@
+// The workflow worker (forgeyard/workflow_worker.hpp): threads that claim runs of the registered
+// definitions and run their code with a context whose steps go through the fenced journal, and
+// per run a lease keeper that extends the run's lease and says when it may have run out.
+#include "forgeyard/workflow_worker.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "workflow_input.hpp"
+
+namespace forgeyard {
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+struct Counters {
+  std::atomic<std::uint64_t> completed{0}, failed{0}, released{0}, parked{0}, lost{0}, steps_run{0}, steps_replayed{0};
+};
+
+enum class Why { lost, released, failed, parked };
+
+// The worker's own RunInterrupted, with the reason it keeps count of.
+class Interrupt final : public RunInterrupted {
+ public:
+  Interrupt(Why why, std::string text) : RunInterrupted(std::move(text)), why_(why) {}
+  Why why() const noexcept { return why_; }
+
+ private:
+  Why why_;
+};
+
+// Sleeps for `d` or until `stop` is requested.
+void sleep_for(Duration d, std::stop_token stop) {
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::unique_lock lock(m);
+  cv.wait_for(lock, stop, d, [] { return false; });
+}
+
+// Keeps one run's lease: extends it every third of the lease. The lease may have run out once no
+// extend sent within the last (lease - margin) succeeded, by the monotonic clock from the moment
+// each request was sent; then, or at FY001, the run is lost.
+class RunLease {
+ public:
+  RunLease(Workflows& workflows, const std::string& tenant, const ClaimedRun& run, Duration lease,
+           Steady::time_point claimed)
+      : workflows_(workflows),
+        tenant_(tenant),
+        run_(run),
+        lease_(lease),
+        margin_(std::min<Duration>(lease / 10, std::chrono::seconds(1))),
+        valid_until_((claimed + lease - margin_).time_since_epoch().count()),
+        thread_([this](std::stop_token stop) { keep(stop); }) {}
+  ~RunLease() {
+    thread_.request_stop();
+    thread_.join();
+  }
+  RunLease(const RunLease&) = delete;
+  RunLease& operator=(const RunLease&) = delete;
+
+  bool lost() const {
+    return lost_.get_token().stop_requested() || Steady::now().time_since_epoch().count() >= valid_until_.load();
+  }
+  std::stop_token token() const { return lost_.get_token(); }
+
+ private:
+  void keep(std::stop_token stop) {
+    Steady::time_point last_sent = Steady::now();
+    while (!stop.stop_requested()) {
+      const Steady::time_point valid_until{Steady::duration(valid_until_.load())};
+      const Steady::time_point wake = std::min(last_sent + lease_ / 3, valid_until);
+      sleep_for(std::chrono::duration_cast<Duration>(std::max(wake - Steady::now(), Steady::duration::zero())), stop);
+      if (stop.stop_requested()) return;
+      if (Steady::now() >= Steady::time_point{Steady::duration(valid_until_.load())}) {
+        lost_.request_stop();
+        return;
+      }
+      last_sent = Steady::now();
+      try {
+        workflows_.extend(tenant_, run_.run_id, run_.epoch, lease_);
+        valid_until_ = (last_sent + lease_ - margin_).time_since_epoch().count();
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::StaleFence || e.kind() == ErrorKind::NotFound) {
+          lost_.request_stop();
+          return;
+        }
+        // Anything else (the server away): try again until the lease may have run out.
+      }
+    }
+  }
+
+  Workflows& workflows_;
+  const std::string& tenant_;
+  const ClaimedRun& run_;
+  Duration lease_;
+  Duration margin_;
+  std::atomic<Steady::rep> valid_until_;
+  std::stop_source lost_;
+  std::jthread thread_;
+};
+
+class Context final : public WorkflowContext {
+ public:
+  Context(Store& store, const std::string& tenant, const ClaimedRun& run, const RunLease& lease, Counters& counters)
+      : store_(store), tenant_(tenant), run_(run), lease_(lease), counters_(counters) {}
+
+  const std::string& tenant() const override { return tenant_; }
+  const std::string& run_id() const override { return run_.run_id; }
+  const std::string& workflow() const override { return run_.workflow; }
+  int version() const override { return run_.version; }
+  std::int64_t epoch() const override { return run_.epoch; }
+  const std::string& input() const override { return run_.input; }
+  bool lost() const override { return lease_.lost(); }
+  std::stop_token stop_token() const override { return lease_.token(); }
+
+  std::string step(std::string_view name, const std::function<std::string(const StepContext&)>& fn) override {
+    guard();
+    StepAnswer answer;
+    try {
+      answer = workflows().step(tenant_, run_.run_id, run_.epoch, name);
+    } catch (const Error& e) {
+      interrupt(e);
+    }
+    if (answer.done) {
+      ++counters_.steps_replayed;
+      return *answer.result;
+    }
+    std::string result;
+    try {
+      result = fn(StepContext{answer.idempotency_key});
+    } catch (const RunInterrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail_step(name, e.what());
+    }
+    guard();
+    const std::string canonical = detail::json_param(result, "result");
+    try {
+      workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, canonical);
+    } catch (const Error& e) {
+      interrupt(e);
+    }
+    ++counters_.steps_run;
+    return canonical;
+  }
+
+  std::string transaction_step(std::string_view name,
+                               const std::function<std::string(Transaction&, const StepContext&)>& fn,
+                               const std::optional<std::string>& compensation) override {
+    guard();
+    std::string result;
+    try {
+      std::unique_ptr<Transaction> tx = store_.begin();
+      const StepAnswer answer = tx->workflows().step(tenant_, run_.run_id, run_.epoch, name);
+      if (answer.done) {
+        tx->commit();
+        ++counters_.steps_replayed;
+        return *answer.result;
+      }
+      try {
+        result = detail::json_param(fn(*tx, StepContext{answer.idempotency_key}), "result");
+      } catch (const RunInterrupted&) {
+        throw;
+      } catch (const std::exception& e) {
+        // The step's work rolls back with its cursor move; the failure is recorded on its own.
+        tx.reset();
+        try {
+          workflows().step(tenant_, run_.run_id, run_.epoch, name);
+        } catch (const Error& again) {
+          interrupt(again);
+        }
+        fail_step(name, e.what());
+      }
+      guard();
+      tx->workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, result, compensation);
+      tx->commit();
+    } catch (const Error& e) {
+      interrupt(e);  // the transaction (and the run row it locked) is gone by now
+    }
+    ++counters_.steps_run;
+    return result;
+  }
+
+  // What an error of a journal call means for the run: lost, parked, or an error to pass on.
+  [[noreturn]] void interrupt(const Error& e) {
+    switch (e.kind()) {
+      case ErrorKind::StaleFence:
+      case ErrorKind::NotFound:
+        throw Interrupt(Why::lost, e.what());
+      case ErrorKind::Nondeterminism:
+        // FY060 aborted the call that met it; the park is a call of its own.
+        try {
+          workflows().park(tenant_, run_.run_id, run_.epoch, e.what());
+        } catch (const Error& lost) {
+          throw Interrupt(Why::lost, lost.what());
+        }
+        throw Interrupt(Why::parked, e.what());
+      default:
+        throw e;
+    }
+  }
+
+  void guard() const {
+    if (lease_.lost())
+      throw Interrupt(Why::lost, "the lease of epoch " + std::to_string(run_.epoch) + " may have run out");
+  }
+
+ private:
+  Workflows& workflows() { return store_.workflows(); }
+
+  [[noreturn]] void fail_step(std::string_view name, const std::string& error) {
+    StepFailure outcome = StepFailure::Failed;
+    try {
+      outcome = workflows().step_fail(tenant_, run_.run_id, run_.epoch, name, error.substr(0, 4096));
+    } catch (const Error& e) {
+      interrupt(e);
+    }
+    if (outcome == StepFailure::Retry)
+      throw Interrupt(Why::released, "step \"" + std::string(name) + "\" failed, retried later: " + error);
+    throw Interrupt(Why::failed, "step \"" + std::string(name) + "\" failed: " + error);
+  }
+
+  Store& store_;
+  const std::string& tenant_;
+  const ClaimedRun& run_;
+  const RunLease& lease_;
+  Counters& counters_;
+};
+
+void count(Counters& c, Why why) {
+  switch (why) {
+    case Why::lost:
+      ++c.lost;
+      break;
+    case Why::released:
+      ++c.released;
+      break;
+    case Why::failed:
+      ++c.failed;
+      break;
+    case Why::parked:
+      ++c.parked;
+      break;
+  }
+}
+
+}  // namespace
+
+WorkflowWorker::WorkflowWorker(Store& store, WorkflowWorkerOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+void WorkflowWorker::add(std::string workflow, int version, WorkflowFunction fn) {
+  functions_[workflow + "@" + std::to_string(version)] = std::move(fn);
+}
+
+WorkflowWorkerStats WorkflowWorker::run(std::stop_token stop) {
+  if (options_.threads < 1) throw Error(ErrorKind::InvalidArgument, "22023", "threads must be at least 1");
+  if (functions_.empty()) throw Error(ErrorKind::InvalidArgument, "22023", "no workflow was added to the worker");
+  std::vector<std::string> definitions;
+  for (const auto& entry : functions_) definitions.push_back(entry.first);
+  Counters counters;
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+
+  auto execute = [&](const ClaimedRun& run, Steady::time_point claimed) {
+    Workflows& wf = store_.workflows();
+    RunLease lease(wf, options_.tenant, run, options_.lease, claimed);
+    Context context(store_, options_.tenant, run, lease, counters);
+    const WorkflowFunction& fn = functions_.at(run.workflow + "@" + std::to_string(run.version));
+    try {
+      std::string result;
+      try {
+        result = fn(context);
+      } catch (const RunInterrupted&) {
+        throw;
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::StaleFence || e.kind() == ErrorKind::NotFound ||
+            e.kind() == ErrorKind::Nondeterminism)
+          context.interrupt(e);
+        if (e.retryable() || e.kind() == ErrorKind::CommitUnknown) throw Interrupt(Why::lost, e.what());
+        wf.fail(options_.tenant, run.run_id, run.epoch, std::string(e.what()).substr(0, 4096));
+        throw Interrupt(Why::failed, e.what());
+      } catch (const std::exception& e) {
+        wf.fail(options_.tenant, run.run_id, run.epoch, std::string(e.what()).substr(0, 4096));
+        throw Interrupt(Why::failed, e.what());
+      }
+      context.guard();
+      wf.complete(options_.tenant, run.run_id, run.epoch, detail::json_param(result, "result"));
+      ++counters.completed;
+    } catch (const Interrupt& i) {
+      count(counters, i.why());
+    } catch (const RunInterrupted&) {
+      ++counters.lost;
+    } catch (const Error&) {
+      // A journal call that failed otherwise (the server away): the run is left to its lease,
+      // and the next owner replays it.
+      ++counters.lost;
+    }
+  };
+
+  auto loop = [&] {
+    try {
+      Workflows& wf = store_.workflows();
+      Duration idle = options_.idle_min;
+      while (!stop.stop_requested()) {
+        std::vector<ClaimedRun> runs;
+        const Steady::time_point sent = Steady::now();
+        try {
+          runs = wf.claim(options_.tenant, options_.worker, definitions, 1, options_.lease);
+        } catch (const Error& e) {
+          if (!e.retryable()) throw;
+          sleep_for(idle, stop);  // busy or away: not idle, try again
+          idle = std::min(idle * 2, options_.idle_max);
+          continue;
+        }
+        if (runs.empty()) {
+          if (options_.stop_when_idle) return;
+          sleep_for(idle, stop);
+          idle = std::min(idle * 2, options_.idle_max);
+          continue;
+        }
+        idle = options_.idle_min;
+        execute(runs.front(), sent);
+      }
+    } catch (...) {
+      std::lock_guard lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+
+  std::vector<std::thread> threads;
+  for (int i = 0; i < options_.threads; ++i) threads.emplace_back(loop);
+  for (std::thread& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+  return WorkflowWorkerStats{counters.completed, counters.failed,    counters.released,      counters.parked,
+                             counters.lost,      counters.steps_run, counters.steps_replayed};
+}
+
+}  // namespace forgeyard
