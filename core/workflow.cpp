@@ -52,6 +52,16 @@ bool is_finished(std::string_view state) {
          state == "compensation_failed" || state == "parked";
 }
 
+void check_state(std::string_view state) {
+  if (state.size() > 64) throw Error(sqlstate::string_too_long, "state is longer than 64 bytes");
+  for (const char* s : states)
+    if (state == s) return;
+  invalid_parameter(
+      "state must be one of pending, running, sleeping, waiting, compensating, completed, failed, "
+      "cancelled, timed_out, compensation_failed, parked; not '" +
+      std::string(state.substr(0, 100)) + "'");
+}
+
 bool is_retryable(std::string_view state) {
   return state == "failed" || state == "parked";
 }

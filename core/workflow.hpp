@@ -43,6 +43,9 @@ inline constexpr const char* states[] = {"pending",   "running", "sleeping",  "w
                                          "parked"};
 // No worker ever runs it again (retry may start it again from failed or parked).
 bool is_finished(std::string_view state);
+// 22023 unless `state` is one of `states`.
+void check_state(std::string_view state);
+inline constexpr std::int32_t max_list_runs = 1000;
 // workflow_retry takes these back to pending.
 bool is_retryable(std::string_view state);
 

@@ -627,3 +627,42 @@ FY_FUNCTION(fy_workflow_journal) {
                  pg::int4_value(static_cast<std::int32_t>(e.attempts)), pg::optional_text_value(e.compensation)});
   return (Datum)0;
 }
+
+// workflow_list(tenant, state, max_runs) -> the tenant's runs, most recently changed first
+FY_FUNCTION(fy_workflow_list) {
+  static pg::Statement list(
+      "SELECT run_id, run_key, workflow, version::pg_catalog.int8, state, owner, epoch, error, updated_at"
+      "  FROM forgeyard.wf_runs WHERE tenant_id" FY_EQ "$1 AND ($2::pg_catalog.text IS NULL OR state" FY_EQ
+      "$2)"
+      " ORDER BY updated_at DESC, run_id LIMIT $3",
+      {TEXTOID, TEXTOID, INT4OID});
+  const std::string tenant = queue::tenant_arg(fcinfo);
+  const std::optional<std::string> state = pg::text_arg(fcinfo, 1, "state", wf::max_reason_bytes, true);
+  if (state) wf::check_state(*state);
+  const std::int32_t max_runs = queue::positive_int_arg(fcinfo, 2, "max_runs", wf::max_list_runs);
+  pg::Spi spi;
+  check_tenant(spi, tenant);
+  struct Row {
+    std::string run_id, run_key, workflow;
+    std::int64_t version;
+    std::string state;
+    std::optional<std::string> owner;
+    std::int64_t epoch;
+    std::optional<std::string> error;
+    TimestampTz updated_at;
+  };
+  std::vector<Row> rows;
+  spi.run(list, {pg::text_value(tenant), pg::optional_text_value(state), pg::int4_value(max_runs)},
+          [&](const pg::Row& r) {
+            rows.push_back({*r.uuid(1), *r.text(2), *r.text(3), *r.int8(4), *r.text(5), r.text(6), *r.int8(7),
+                            r.text(8), *r.timestamptz(9)});
+          });
+  spi.finish();
+  pg::TableResult out(fcinfo);
+  for (const Row& r : rows)
+    out.add_row({pg::uuid_value(r.run_id), pg::text_value(r.run_key), pg::text_value(r.workflow),
+                 pg::int4_value(static_cast<std::int32_t>(r.version)), pg::text_value(r.state),
+                 pg::optional_text_value(r.owner), pg::int8_value(r.epoch), pg::optional_text_value(r.error),
+                 pg::timestamptz_value(r.updated_at)});
+  return (Datum)0;
+}

@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(104);
+SELECT plan(108);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -32,7 +32,7 @@ SELECT ok((SELECT bool_and(obj_description(p.oid, 'pg_proc') IS NOT NULL AND NOT
              FROM pg_proc p WHERE p.pronamespace = 'forgeyard'::regnamespace AND p.proname LIKE 'workflow\_%'),
           'every workflow function has a COMMENT and is not executable by PUBLIC');
 SELECT is((SELECT count(*)::int FROM pg_proc p WHERE p.pronamespace = 'forgeyard'::regnamespace AND p.proname LIKE 'workflow\_%'),
-          13, 'thirteen workflow functions');
+          14, 'fourteen workflow functions');
 
 -------------------------------------------------------------------------------------------------
 -- Start: in the caller's transaction, idempotent by run_key
@@ -254,6 +254,13 @@ SELECT results_eq($$SELECT state FROM forgeyard.workflow_status('t1', (SELECT id
                   $$VALUES ('timed_out'::text)$$, 'it is timed_out');
 SELECT is((SELECT count(*)::int FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = '_wf.mail@1' AND state = 'pending'), 0,
           'and both messages were let go');
+
+SELECT results_eq($$SELECT run_id FROM forgeyard.workflow_list('t1', 'completed')$$,
+                  $$SELECT id FROM r WHERE name = 'a'$$, 'workflow_list filters by state');
+SELECT results_eq($$SELECT run_id, state FROM forgeyard.workflow_list('t1', NULL, 1)$$,
+                  $$SELECT id, 'timed_out'::text FROM r WHERE name = 'd'$$, 'most recently changed first, at most max_runs');
+SELECT is((pg_temp.err($$SELECT * FROM forgeyard.workflow_list('t1', 'done')$$))[1], '22023', 'an unknown state is 22023');
+SELECT is((pg_temp.err($$SELECT * FROM forgeyard.workflow_list('t1', NULL, 0)$$))[1], '22023', 'max_runs 0 is 22023');
 
 -------------------------------------------------------------------------------------------------
 -- Tenants and roles

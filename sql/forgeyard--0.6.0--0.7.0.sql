@@ -151,6 +151,14 @@ CREATE FUNCTION forgeyard.workflow_journal(tenant text, run_id uuid)
 COMMENT ON FUNCTION forgeyard.workflow_journal(text, uuid) IS
   'A run''s journal in position order: each step done (with its result and compensation) or failed (with its last error), its attempts and the epoch that wrote it. 42704 for a run the tenant does not have.';
 
+CREATE FUNCTION forgeyard.workflow_list(tenant text, state text DEFAULT NULL, max_runs integer DEFAULT 100)
+    RETURNS TABLE (run_id uuid, run_key text, workflow text, version integer, state text, owner text, epoch bigint,
+                   error text, updated_at timestamptz)
+    LANGUAGE c STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_list';
+COMMENT ON FUNCTION forgeyard.workflow_list(text, text, integer) IS
+  'The tenant''s runs, in one state or all, most recently changed first, at most max_runs (1..1000). 22023 for an unknown state.';
+
 CREATE VIEW forgeyard.workflow_runs WITH (security_barrier) AS
 WITH RECURSIVE member_of(oid) AS (
     SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
@@ -212,6 +220,9 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_retry(text, uuid)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_status(text, uuid)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_journal(text, uuid)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_list(text, text, integer)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.workflow_list(text, text, integer)'),
+    ('inspect',     'EXECUTE', 'FUNCTION forgeyard.workflow_list(text, text, integer)'),
     ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.workflow_cancel(text, uuid, text)'),
     ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.workflow_retry(text, uuid)'),
     ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.workflow_status(text, uuid)'),

@@ -67,8 +67,9 @@ void add_cas_commands(CLI::App& app, Commands& commands);
 void add_idem_commands(CLI::App& app, Commands& commands);
 void add_queue_commands(CLI::App& app, Commands& commands);
 void add_audit_commands(CLI::App& app, Commands& commands);
-void add_migrate_commands(CLI::App& app, Commands& commands);  // storage migrate (after storage)
-void add_topic_commands(CLI::App& app, Commands& commands);    // event-type, topic
+void add_migrate_commands(CLI::App& app, Commands& commands);   // storage migrate (after storage)
+void add_topic_commands(CLI::App& app, Commands& commands);     // event-type, topic
+void add_workflow_commands(CLI::App& app, Commands& commands);  // workflow
 
 // An option that may repeat (--key, --set, --null): one value per occurrence.
 CLI::Option* add_repeated(CLI::App& command, const std::string& name, std::vector<std::string>& values,

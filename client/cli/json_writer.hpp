@@ -25,6 +25,8 @@ class JsonWriter {
   JsonWriter& value(int number) { return value(static_cast<std::int64_t>(number)); }
   JsonWriter& value(bool flag);
   JsonWriter& null();
+  // A JSON value as it is (canonical JSON the store returned).
+  JsonWriter& raw(std::string_view json);
   // key(name).value(v)
   template <class T>
   JsonWriter& field(std::string_view name, const T& v) {

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -280,6 +281,30 @@ BOOST_AUTO_TEST_CASE(cancel_fail_and_deadlines_end_runs) {
   BOOST_TEST((wf.status(tenant, failing).error == std::optional<std::string>("gave up")));
 }
 
+BOOST_AUTO_TEST_CASE(list_shows_runs_by_state_most_recently_changed_first) {
+  auto& wf = store->workflows();
+  const std::string first = wf.start(tenant, "order", 1, "a");
+  clock.advance(1s);
+  const std::string second = wf.start(tenant, "order", 1, "b");
+  clock.advance(1s);
+  const auto owned = wf.claim(tenant, "w1", {"order@1"}).at(0);  // the older one, a
+  BOOST_TEST(owned.run_id == first);
+  const auto all = wf.list(tenant);
+  BOOST_TEST_REQUIRE(all.size() == 2u);
+  BOOST_TEST(all[0].run_id == first);
+  BOOST_TEST(all[0].state == "running");
+  BOOST_TEST((all[0].owner == std::optional<std::string>("w1")));
+  BOOST_TEST(all[0].run_key == "a");
+  BOOST_TEST(all[1].run_id == second);
+  const auto pending = wf.list(tenant, std::string("pending"));
+  BOOST_TEST_REQUIRE(pending.size() == 1u);
+  BOOST_TEST(pending[0].run_id == second);
+  BOOST_TEST(wf.list(tenant, std::nullopt, 1).size() == 1u);
+  FY_CHECK_ERROR(wf.list(tenant, std::string("done")), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(wf.list(tenant, std::nullopt, 0), ErrorKind::InvalidArgument, "22023",
+                 "max_runs must be between 1 and 1000");
+}
+
 BOOST_AUTO_TEST_CASE(a_tenant_cannot_reach_another_tenants_runs) {
   auto& wf = store->workflows();
   const std::string id = wf.start(tenant, "order", 1, "k", "{}");
@@ -288,7 +313,57 @@ BOOST_AUTO_TEST_CASE(a_tenant_cannot_reach_another_tenants_runs) {
   FY_CHECK_ERROR(wf.journal(other, id), ErrorKind::NotFound, "42704");
   FY_CHECK_ERROR(wf.cancel(other, id, "x"), ErrorKind::NotFound, "42704");
   BOOST_TEST(wf.claim(other, "w", {"order@1"}).empty());
+  BOOST_TEST(wf.list(other).empty());
   BOOST_TEST(wf.start(other, "order", 1, "k", "{}") != id);
+}
+
+BOOST_AUTO_TEST_CASE(the_cli_starts_lists_shows_cancels_and_retries_runs) {
+  const std::string out = (std::filesystem::temp_directory_path() / unique("workflow-cli")).string();
+  auto cli = [&](const std::vector<std::string>& args) {
+    const int code = run_cli(args, out);
+    return std::pair<int, std::string>(code, conformance::slurp(out));
+  };
+  const auto [started, start_out] = cli({"workflow", "start", tenant, "order", "1", "k", "--input", R"({"a": 1})"});
+  BOOST_TEST(started == 0);
+  BOOST_TEST_REQUIRE(start_out.rfind("run_id=", 0) == 0u);
+  const std::string id = start_out.substr(7, 36);
+  BOOST_TEST(store->workflows().status(tenant, id).state == "pending");
+  BOOST_TEST(cli({"workflow", "start", tenant, "order", "1", "k", "--input", R"({"a":1})"}).second == start_out);
+  BOOST_TEST(cli({"workflow", "start", tenant, "order", "1", "k", "--input", R"({"a": 2})"}).first == 4);
+
+  const auto [listed, list_out] = cli({"workflow", "list", tenant, "--json"});
+  BOOST_TEST(listed == 0);
+  BOOST_TEST(list_out.find(R"("run_id":")" + id +
+                           R"(","run_key":"k","workflow":"order","version":1,"state":"pending")") != std::string::npos,
+             list_out);
+
+  clock.advance(1min);  // the CLI enqueued by the real clock, a little after the test clock's now
+  const auto owned = store->workflows().claim(tenant, "w1", {"order@1"}, 1, 1h).at(0);
+  store->workflows().step(tenant, id, owned.epoch, "reserve");
+  store->workflows().step_complete(tenant, id, owned.epoch, "reserve", R"({"n": 2})");
+  const auto [shown, show_out] = cli({"workflow", "show", tenant, id});
+  BOOST_TEST(shown == 0);
+  BOOST_TEST(show_out.find("state=running\nworkflow=order@1\nowner=w1\n") != std::string::npos, show_out);
+  BOOST_TEST(show_out.find(R"(step.1=reserve status=done attempts=1 epoch=)" + std::to_string(owned.epoch) +
+                           R"( result={"n":2} error=)") != std::string::npos,
+             show_out);
+  const auto [shown_json, json_out] = cli({"workflow", "show", tenant, id, "--json"});
+  BOOST_TEST(shown_json == 0);
+  BOOST_TEST(
+      json_out.find(R"("journal":[{"position":1,"step":"reserve","status":"done","attempts":1)") != std::string::npos,
+      json_out);
+  BOOST_TEST(json_out.find(R"("result":{"n":2})") != std::string::npos, json_out);
+
+  BOOST_TEST(cli({"workflow", "retry", tenant, id}).second == "retried=false\n");
+  const auto [cancelled, cancel_out] = cli({"workflow", "cancel", tenant, id, "--reason", "operator"});
+  BOOST_TEST(cancelled == 0);
+  BOOST_TEST(cancel_out == "cancelled=true\n");
+  BOOST_TEST(cli({"workflow", "cancel", tenant, id}).first == 1);
+  BOOST_TEST(store->workflows().status(tenant, id).state == "cancelled");
+  BOOST_TEST(cli({"workflow", "list", tenant, "--state", "cancelled"}).second.find("runs=1\n") != std::string::npos);
+  BOOST_TEST(cli({"workflow", "show", tenant, "00000000-0000-4000-8000-0000000000ff"}).first == 4);
+  BOOST_TEST(cli({"workflow", "list", tenant, "--state", "done"}).first == 4);
+  std::filesystem::remove(out);
 }
 
 // Eight workers claim the same definition at once: every run goes to exactly one of them.

@@ -66,6 +66,19 @@ struct JournalEntry {
   std::optional<std::string> compensation;
 };
 
+// One line of Workflows::list.
+struct RunSummary {
+  std::string run_id;
+  std::string run_key;
+  std::string workflow;
+  int version = 0;
+  std::string state;
+  std::optional<std::string> owner;
+  std::int64_t epoch = 0;
+  std::optional<std::string> error;
+  TimePoint updated_at;
+};
+
 class FORGEYARD_API Workflows {
  public:
   virtual ~Workflows() = default;
@@ -103,6 +116,9 @@ class FORGEYARD_API Workflows {
   // NotFound (42704) for a run the tenant does not have.
   virtual RunStatus status(std::string_view tenant, std::string_view run_id, ReadClass read = {}) = 0;
   virtual std::vector<JournalEntry> journal(std::string_view tenant, std::string_view run_id, ReadClass read = {}) = 0;
+  // The tenant's runs, in one state or all, most recently changed first (1..1000 of them).
+  virtual std::vector<RunSummary> list(std::string_view tenant, const std::optional<std::string>& state = std::nullopt,
+                                       int max_runs = 100, ReadClass read = {}) = 0;
 };
 
 }  // namespace forgeyard

@@ -43,6 +43,11 @@ const PgStatement wf_journal_sql{"fy_workflow_journal",
                                                  " FROM forgeyard.workflow_journal($1, $2)",
                               2};
 
+const PgStatement wf_list_sql{"fy_workflow_list",
+                              "SELECT run_id, run_key, workflow, version, state, owner, epoch, error, " FY_USECS(
+                                  "updated_at") " FROM forgeyard.workflow_list($1, $2, $3)",
+                              3};
+
 std::optional<std::string> wf_optional_text(const PgResult& r, int row, int col) {
   if (r.is_null(row, col)) return std::nullopt;
   return r.text(row, col);
@@ -171,6 +176,19 @@ std::vector<JournalEntry> PgWorkflows::journal(std::string_view tenant, std::str
       out.push_back({static_cast<int>(r.int8(i, 0)), r.text(i, 1), r.text(i, 2), json_result(wf_optional_text(r, i, 3)),
                      r.int8(i, 4), from_unix_usecs(r.int8(i, 5)), wf_optional_text(r, i, 6),
                      static_cast<int>(r.int8(i, 7)), wf_optional_text(r, i, 8)});
+    return out;
+  });
+}
+
+std::vector<RunSummary> PgWorkflows::list(std::string_view tenant, const std::optional<std::string>& state,
+                                          int max_runs, ReadClass read) {
+  return session_.measure("workflow.list", [&] {
+    PgResult r = session_.read(wf_list_sql, {text_param(tenant), state, std::to_string(max_runs)}, read);
+    std::vector<RunSummary> out;
+    for (int i = 0; i < r.rows(); ++i)
+      out.push_back({r.text(i, 0), r.text(i, 1), r.text(i, 2), static_cast<int>(r.int8(i, 3)), r.text(i, 4),
+                     wf_optional_text(r, i, 5), r.int8(i, 6), wf_optional_text(r, i, 7),
+                     from_unix_usecs(r.int8(i, 8))});
     return out;
   });
 }

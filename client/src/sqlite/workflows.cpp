@@ -580,4 +580,34 @@ std::vector<JournalEntry> SqliteWorkflows::journal(std::string_view tenant, std:
   });
 }
 
+std::vector<RunSummary> SqliteWorkflows::list(std::string_view tenant, const std::optional<std::string>& state,
+                                              int max_runs, ReadClass /*read*/) {
+  return session_.measure("workflow.list", [&] {
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      if (state) wf::check_state(*state);
+      if (max_runs < 1 || max_runs > wf::max_list_runs)
+        throw fy::core::Error(fy::core::sqlstate::invalid_parameter,
+                              "max_runs must be between 1 and " + std::to_string(wf::max_list_runs));
+      std::vector<RunSummary> out;
+      session_.write([&](Db& db) {
+        out.clear();
+        auto q = db.query(
+            "SELECT run_id, run_key, workflow, version, state, owner, epoch, error, updated_at FROM wf_runs"
+            " WHERE tenant_id = ?1 AND (?2 IS NULL OR state = ?2) ORDER BY updated_at DESC, run_id LIMIT ?3");
+        q.bind(1, tenant);
+        if (state)
+          q.bind(2, *state);
+        else
+          q.bind_null(2);
+        q.bind(3, static_cast<std::int64_t>(max_runs));
+        while (q.step())
+          out.push_back({q.text(0), q.text(1), q.text(2), static_cast<int>(q.int64(3)), q.text(4), column_text(q, 5),
+                         q.int64(6), column_text(q, 7), from_unix_usecs(q.int64(8))});
+      });
+      return out;
+    });
+  });
+}
+
 }  // namespace forgeyard::detail

@@ -29,6 +29,8 @@ class SqliteWorkflows final : public Workflows {
   bool retry(std::string_view tenant, std::string_view run_id) override;
   RunStatus status(std::string_view tenant, std::string_view run_id, ReadClass read) override;
   std::vector<JournalEntry> journal(std::string_view tenant, std::string_view run_id, ReadClass read) override;
+  std::vector<RunSummary> list(std::string_view tenant, const std::optional<std::string>& state, int max_runs,
+                               ReadClass read) override;
 
  private:
   SqliteSession& session_;
