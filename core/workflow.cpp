@@ -1,6 +1,7 @@
 // Durable workflows: the rules both backends share (core/workflow.hpp).
 #include "core/workflow.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include "core/canonical_json.hpp"
@@ -67,7 +68,7 @@ bool is_retryable(std::string_view state) {
 }
 
 StepAnswer decide_step(const std::optional<JournalEntry>& recorded, std::string_view step, std::string_view run_id,
-                       std::int32_t position) {
+                       std::int32_t position, std::int64_t now) {
   if (!recorded) return StepAnswer::run;
   if (recorded->step != step)
     throw Error(sqlstate::nondeterminism,
@@ -75,7 +76,45 @@ StepAnswer decide_step(const std::optional<JournalEntry>& recorded, std::string_
                     std::to_string(position) + ", where its journal has step \"" + recorded->step + "\"",
                 "the workflow's code no longer replays its journal; park the run (workflow_park), then fix the "
                 "code or retry the run (workflow_retry)");
-  return recorded->status == "done" ? StepAnswer::done : StepAnswer::run;
+  if (recorded->status != "done") return StepAnswer::run;
+  return recorded->wake_at && *recorded->wake_at > now ? StepAnswer::run : StepAnswer::done;
+}
+
+std::int64_t timer_delay(std::int64_t wake_at, std::int64_t now) {
+  return std::clamp<std::int64_t>(wake_at - now, 0, max_queue_duration_usecs);
+}
+
+WaitAction decide_wait(const std::optional<JournalEntry>& recorded, std::string_view step, std::string_view run_id,
+                       std::int32_t position, bool signal_there, const WaitState& waiting, std::int64_t now) {
+  if (recorded && decide_step(recorded, step, run_id, position, now) == StepAnswer::done) return WaitAction::replay;
+  if (signal_there) return WaitAction::receive;
+  if (waiting.position == position && waiting.until && *waiting.until <= now) return WaitAction::time_out;
+  return WaitAction::wait;
+}
+
+std::int64_t wait_end(const WaitState& waiting, std::int32_t position, std::int64_t now, std::int64_t timeout) {
+  return waiting.position == position && waiting.until ? *waiting.until : now + timeout;
+}
+
+std::string signal_result(const SignalAnswer& answer) {
+  return canonical("{\"status\":\"" + answer.status + "\",\"payload\":" + answer.payload.value_or("null") + "}",
+                   "result");
+}
+
+SignalAnswer parse_signal_result(std::string_view json) {
+  const Json value = parse_json(json, "result", max_json_depth);
+  const Json* status = value.find("status");
+  const Json* payload = value.find("payload");
+  if (status == nullptr || status->kind != Json::Kind::string)
+    throw Error(sqlstate::data_corrupted, "a signal wait's journal result has no status");
+  SignalAnswer answer{status->text, std::nullopt};
+  if (payload != nullptr && payload->kind != Json::Kind::null)
+    answer.payload = canonical_json(*payload, "payload", max_json_bytes);
+  return answer;
+}
+
+std::string sleep_result(std::string_view until_iso) {
+  return "{\"until\":\"" + std::string(until_iso) + "\"}";
 }
 
 std::string idempotency_key(std::string_view run_id, std::int32_t position, std::string_view step) {

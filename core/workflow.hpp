@@ -55,13 +55,41 @@ std::string canonical(std::string_view json, const char* argument);
 // What the journal holds at a position, as workflow_step compares it.
 struct JournalEntry {
   std::string step;
-  std::string status;  // done | failed
+  std::string status;                   // done | failed
+  std::optional<std::int64_t> wake_at;  // a sleep's end (µs since 1970): done only from then on
 };
 enum class StepAnswer { run, done };
 // The n-th step call of an epoch against the journal's n-th row: none or a failed attempt of the
-// same step: run it; the same step done: replay its result; another step name: FY060.
+// same step: run it; the same step done: replay its result (a sleep only once `now` reached its
+// end; before, run it: sleep again); another step name: FY060.
 StepAnswer decide_step(const std::optional<JournalEntry>& recorded, std::string_view step, std::string_view run_id,
-                       std::int32_t position);
+                       std::int32_t position, std::int64_t now);
+// How long the message of a sleep ending at wake_at waits: at most a queue's longest delay (30
+// days); a longer sleep wakes, finds its step not done yet, and sleeps again.
+std::int64_t timer_delay(std::int64_t wake_at, std::int64_t now);
+// A wait for a signal at a journal position (workflow_wait_signal). The run remembers the
+// position it waits at and until when, so a run woken early waits on with the same end.
+enum class WaitAction { replay, receive, time_out, wait };
+struct WaitState {
+  std::optional<std::int32_t> position;  // where the run waits, if it does
+  std::optional<std::int64_t> until;
+};
+// replay: the position is journaled (another step name there is FY060); receive: a signal of the
+// name is there; time_out: the wait at this position reached its end; wait: release the run.
+WaitAction decide_wait(const std::optional<JournalEntry>& recorded, std::string_view step, std::string_view run_id,
+                       std::int32_t position, bool signal_there, const WaitState& waiting, std::int64_t now);
+// The end of the wait at `position`: the one recorded, else now + timeout.
+std::int64_t wait_end(const WaitState& waiting, std::int32_t position, std::int64_t now, std::int64_t timeout);
+// What a wait is journaled with, and read back: {"payload": ..., "status": "received" | "timed_out"}.
+struct SignalAnswer {
+  std::string status;                  // received | timed_out | waiting
+  std::optional<std::string> payload;  // canonical JSON, when received
+};
+std::string signal_result(const SignalAnswer& answer);
+SignalAnswer parse_signal_result(std::string_view json);
+
+// The result a sleep is journaled with.
+std::string sleep_result(std::string_view until_iso);
 
 // The key a step with an outside effect hands to the outside system: the same for every attempt.
 std::string idempotency_key(std::string_view run_id, std::int32_t position, std::string_view step);

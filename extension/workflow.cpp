@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/timestamp.hpp"
 #include "core/uuid.hpp"
 #include "core/workflow.hpp"
 #include "pg/args.hpp"
@@ -102,14 +103,15 @@ void ack(pg::Spi& spi, const Run& run, const std::string& queue, std::int64_t ms
   spi.run(statement, {run.t, pg::text_value(queue), pg::int8_value(msg_id), pg::int8_value(token)});
 }
 
+// The run's next message (payload: the run id's 16 bytes), visible after `delay` µs.
 std::int64_t enqueue(pg::Spi& spi, const std::string& tenant, const std::string& queue, const std::string& run_id,
-                     int priority) {
-  static pg::Statement statement("SELECT forgeyard.enqueue($1, $2, $3, NULL, NULL, $4)",
-                                 {TEXTOID, TEXTOID, BYTEAOID, TEXTOID});
+                     int priority, std::int64_t delay = 0) {
+  static pg::Statement statement("SELECT forgeyard.enqueue($1, $2, $3, NULL, NULL, $4, $5)",
+                                 {TEXTOID, TEXTOID, BYTEAOID, TEXTOID, INTERVALOID});
   std::int64_t msg_id = 0;
   spi.run(statement,
           {pg::text_value(tenant), pg::text_value(queue), pg::bytea_value(run_id),
-           pg::text_value(core::priority_names[priority])},
+           pg::text_value(core::priority_names[priority]), pg::interval_value(delay)},
           [&](const pg::Row& r) { msg_id = *r.int8(1); });
   return msg_id;
 }
@@ -325,9 +327,10 @@ FY_FUNCTION(fy_workflow_claim) {
 
 // workflow_step(tenant, run_id, epoch, step) -> (status, result, idempotency_key)
 FY_FUNCTION(fy_workflow_step) {
-  static pg::Statement recorded("SELECT step, status, result::pg_catalog.text FROM forgeyard.wf_journal" FY_RUN_KEY
-                                " AND position" FY_EQ "$3",
-                                {TEXTOID, UUIDOID, INT4OID});
+  static pg::Statement recorded(
+      "SELECT step, status, result::pg_catalog.text, wake_at FROM forgeyard.wf_journal" FY_RUN_KEY " AND position" FY_EQ
+      "$3",
+      {TEXTOID, UUIDOID, INT4OID});
   static pg::Statement advance(
       "UPDATE forgeyard.wf_runs SET step_cursor = $3, cursor_step = $4, updated_at = $5" FY_RUN_KEY,
       {TEXTOID, UUIDOID, INT4OID, TEXTOID, TIMESTAMPTZOID});
@@ -342,10 +345,12 @@ FY_FUNCTION(fy_workflow_step) {
   std::optional<wf::JournalEntry> entry;
   std::optional<std::string> result;
   spi.run(recorded, {run.t, run.r, pg::int4_value(position)}, [&](const pg::Row& r) {
-    entry = wf::JournalEntry{*r.text(1), *r.text(2)};
+    const std::optional<TimestampTz> wake_at = r.timestamptz(4);
+    entry = wf::JournalEntry{*r.text(1), *r.text(2),
+                             wake_at ? std::optional<std::int64_t>(pg::unix_usecs(*wake_at)) : std::nullopt};
     result = r.text(3);
   });
-  const wf::StepAnswer answer = wf::decide_step(entry, step, run.text, position);
+  const wf::StepAnswer answer = wf::decide_step(entry, step, run.text, position, pg::unix_usecs(now));
   spi.run(advance, {run.t, run.r, pg::int4_value(position), pg::text_value(step), pg::timestamptz_value(now)});
   spi.finish();
   const bool done = answer == wf::StepAnswer::done;
@@ -442,6 +447,207 @@ FY_FUNCTION(fy_workflow_step_fail) {
   }
   spi.finish();
   return pg::text_value(outcome).datum;
+}
+
+// workflow_sleep(tenant, run_id, epoch, step, until): a durable timer as the current step
+FY_FUNCTION(fy_workflow_sleep) {
+  static pg::Statement recorded("SELECT status, wake_at FROM forgeyard.wf_journal" FY_RUN_KEY " AND position" FY_EQ
+                                "$3",
+                                {TEXTOID, UUIDOID, INT4OID});
+  static pg::Statement record(
+      "INSERT INTO forgeyard.wf_journal AS j (tenant_id, run_id, position, step, status, result, wake_at, epoch,"
+      "   recorded_at)"
+      " VALUES ($1, $2, $3, $4, 'done', $5, $6, $7, $8)"
+      " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET status = 'done', result = excluded.result,"
+      "   error = NULL, wake_at = excluded.wake_at, epoch = excluded.epoch, recorded_at = excluded.recorded_at",
+      {TEXTOID, UUIDOID, INT4OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID});
+  static pg::Statement sleep("UPDATE forgeyard.wf_runs SET state = 'sleeping', msg_id = $3, updated_at = $4" FY_RUN_KEY,
+                             {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
+  static pg::Statement priority("SELECT priority::pg_catalog.int8 FROM forgeyard.wf_runs" FY_RUN_KEY,
+                                {TEXTOID, UUIDOID});
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const std::string step = step_arg(fcinfo, 3);
+  const std::optional<TimestampTz> until = pg::optional_timestamptz_arg(fcinfo, 4);
+  if (!until) throw core::Error(core::sqlstate::null_value, "until must not be NULL");
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  const Owned owned = lock_owned(spi, run, epoch, now);
+  check_current_step(owned, step, "workflow_sleep");
+  const pg::Value position = pg::int4_value(owned.cursor);
+  std::optional<std::string> status;
+  std::optional<TimestampTz> wake_at;
+  spi.run(recorded, {run.t, run.r, position}, [&](const pg::Row& r) {
+    status = r.text(1);
+    wake_at = r.timestamptz(2);
+  });
+  // A sleep journaled before keeps its end (replayed code may compute another one).
+  if (status == "done" && !wake_at) wf::throw_step_recorded(step, run.text, owned.cursor, false);
+  if (!wake_at) {
+    wake_at = *until;
+    const std::string result = wf::sleep_result(core::format_timestamp(pg::unix_usecs(*until)));
+    spi.run(record, {run.t, run.r, position, pg::text_value(step), pg::typed_value(JSONBOID, -1, result),
+                     pg::timestamptz_value(*until), pg::int8_value(epoch), pg::timestamptz_value(now)});
+  }
+  std::int64_t class_number = 0;
+  spi.run(priority, {run.t, run.r}, [&](const pg::Row& r) { class_number = *r.int8(1); });
+  ack(spi, run, owned.queue, owned.msg_id, epoch);
+  const std::int64_t msg_id = enqueue(spi, run.tenant, owned.queue, run.id, static_cast<int>(class_number),
+                                      wf::timer_delay(pg::unix_usecs(*wake_at), pg::unix_usecs(now)));
+  spi.run(sleep, {run.t, run.r, pg::int8_value(msg_id), pg::timestamptz_value(now)});
+  spi.finish();
+  return (Datum)0;
+}
+
+// workflow_wait_signal(tenant, run_id, epoch, step, signal, timeout) -> (status, payload)
+FY_FUNCTION(fy_workflow_wait_signal) {
+  static pg::Statement recorded(
+      "SELECT step, status, result::pg_catalog.text, wake_at FROM forgeyard.wf_journal" FY_RUN_KEY " AND position" FY_EQ
+      "$3",
+      {TEXTOID, UUIDOID, INT4OID});
+  static pg::Statement waiting(
+      "SELECT wait_position::pg_catalog.int8, wait_until, priority::pg_catalog.int8 FROM forgeyard.wf_runs" FY_RUN_KEY,
+      {TEXTOID, UUIDOID});
+  static pg::Statement oldest("SELECT signal_id, payload::pg_catalog.text FROM forgeyard.wf_signals" FY_RUN_KEY
+                              " AND name" FY_EQ
+                              "$3 AND consumed_at IS NULL ORDER BY sent_at, signal_id LIMIT 1 FOR UPDATE",
+                              {TEXTOID, UUIDOID, TEXTOID});
+  static pg::Statement consume("UPDATE forgeyard.wf_signals SET consumed_at = $4, consumed_position = $5" FY_RUN_KEY
+                               " AND signal_id" FY_EQ "$3",
+                               {TEXTOID, UUIDOID, UUIDOID, TIMESTAMPTZOID, INT4OID});
+  static pg::Statement record(
+      "INSERT INTO forgeyard.wf_journal AS j (tenant_id, run_id, position, step, status, result, epoch, recorded_at)"
+      " VALUES ($1, $2, $3, $4, 'done', $5, $6, $7)"
+      " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET status = 'done', result = excluded.result,"
+      "   error = NULL, epoch = excluded.epoch, recorded_at = excluded.recorded_at",
+      {TEXTOID, UUIDOID, INT4OID, TEXTOID, JSONBOID, INT8OID, TIMESTAMPTZOID});
+  static pg::Statement advance(
+      "UPDATE forgeyard.wf_runs SET step_cursor = $3, cursor_step = $4,"
+      "   waiting_signal = CASE WHEN wait_position" FY_EQ
+      "$3 THEN NULL ELSE waiting_signal END,"
+      "   wait_until = CASE WHEN wait_position" FY_EQ
+      "$3 THEN NULL ELSE wait_until END,"
+      "   wait_position = CASE WHEN wait_position" FY_EQ
+      "$3 THEN NULL ELSE wait_position END,"
+      "   updated_at = $5" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, INT4OID, TEXTOID, TIMESTAMPTZOID});
+  static pg::Statement wait(
+      "UPDATE forgeyard.wf_runs SET state = 'waiting', msg_id = $3, waiting_signal = $4, wait_until = $5,"
+      "   wait_position = $6, updated_at = $7" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID});
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const std::string step = step_arg(fcinfo, 3);
+  const std::string signal = pg::name_arg(fcinfo, 4, "signal", wf::max_step_bytes);
+  const std::int64_t timeout = pg::duration_arg(fcinfo, 5, "timeout", core::max_queue_retention_usecs);
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  const Owned owned = lock_owned(spi, run, epoch, now);
+  const std::int32_t position = owned.cursor + 1;
+  const pg::Value at = pg::int4_value(position);
+  std::optional<wf::JournalEntry> entry;
+  std::optional<std::string> result;
+  spi.run(recorded, {run.t, run.r, at}, [&](const pg::Row& r) {
+    entry = wf::JournalEntry{*r.text(1), *r.text(2), std::nullopt};
+    result = r.text(3);
+  });
+  wf::WaitState state;
+  std::int64_t class_number = 0;
+  spi.run(waiting, {run.t, run.r}, [&](const pg::Row& r) {
+    if (const auto p = r.int8(1)) state.position = static_cast<std::int32_t>(*p);
+    if (const auto u = r.timestamptz(2)) state.until = pg::unix_usecs(*u);
+    class_number = *r.int8(3);
+  });
+  std::optional<std::string> signal_id, payload;
+  if (!entry || entry->status != "done") {
+    spi.run(oldest, {run.t, run.r, pg::text_value(signal)}, [&](const pg::Row& r) {
+      signal_id = r.uuid(1);
+      payload = r.text(2);
+    });
+  }
+  wf::SignalAnswer answer;
+  const wf::WaitAction action =
+      wf::decide_wait(entry, step, run.text, position, signal_id.has_value(), state, pg::unix_usecs(now));
+  switch (action) {
+    case wf::WaitAction::replay:
+      answer = wf::parse_signal_result(*result);
+      break;
+    case wf::WaitAction::receive:
+      answer = {"received", wf::canonical(*payload, "payload")};
+      spi.run(consume, {run.t, run.r, pg::uuid_value(*signal_id), pg::timestamptz_value(now), at});
+      break;
+    case wf::WaitAction::time_out:
+      answer = {"timed_out", std::nullopt};
+      break;
+    case wf::WaitAction::wait: {
+      const std::int64_t until = wf::wait_end(state, position, pg::unix_usecs(now), timeout);
+      ack(spi, run, owned.queue, owned.msg_id, epoch);
+      const std::int64_t msg_id = enqueue(spi, run.tenant, owned.queue, run.id, static_cast<int>(class_number),
+                                          wf::timer_delay(until, pg::unix_usecs(now)));
+      spi.run(wait, {run.t, run.r, pg::int8_value(msg_id), pg::text_value(signal),
+                     pg::timestamptz_value(now + (until - pg::unix_usecs(now))), at, pg::timestamptz_value(now)});
+      answer = {"waiting", std::nullopt};
+      break;
+    }
+  }
+  // Received or timed out: journaled, so a replay answers the same; either way but waiting, the
+  // cursor moves past the step.
+  if (action == wf::WaitAction::receive || action == wf::WaitAction::time_out)
+    spi.run(record, {run.t, run.r, at, pg::text_value(step), pg::typed_value(JSONBOID, -1, wf::signal_result(answer)),
+                     pg::int8_value(epoch), pg::timestamptz_value(now)});
+  if (action != wf::WaitAction::wait)
+    spi.run(advance, {run.t, run.r, at, pg::text_value(step), pg::timestamptz_value(now)});
+  spi.finish();
+  pg::TableResult out(fcinfo);
+  out.add_row({pg::text_value(answer.status), pg::typed_value(JSONBOID, -1, answer.payload)});
+  return (Datum)0;
+}
+
+// workflow_signal(tenant, run_id, signal, payload, signal_id) -> whether it was new
+FY_FUNCTION(fy_workflow_signal) {
+  static pg::Statement lock(
+      "SELECT state, waiting_signal, workflow, version::pg_catalog.int8, priority::pg_catalog.int8"
+      "  FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE",
+      {TEXTOID, UUIDOID});
+  static pg::Statement insert(
+      "INSERT INTO forgeyard.wf_signals (tenant_id, run_id, signal_id, name, payload, sent_at)"
+      " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+      {TEXTOID, UUIDOID, UUIDOID, TEXTOID, JSONBOID, TIMESTAMPTZOID});
+  static pg::Statement wake("UPDATE forgeyard.wf_runs SET state = 'pending', msg_id = $3, updated_at = $4" FY_RUN_KEY,
+                            {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
+  const Run run = run_args(fcinfo);
+  const std::string signal = pg::name_arg(fcinfo, 2, "signal", wf::max_step_bytes);
+  const pg::Value payload = pg::jsonb_arg(fcinfo, 3, "payload");
+  const std::string signal_id = pg::optional_uuid_arg(fcinfo, 4).value_or(pg::random_uuid());
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  std::optional<std::string> state, waiting_for, workflow;
+  std::int64_t version = 0, class_number = 0;
+  spi.run(lock, {run.t, run.r}, [&](const pg::Row& r) {
+    state = r.text(1);
+    waiting_for = r.text(2);
+    workflow = r.text(3);
+    version = *r.int8(4);
+    class_number = *r.int8(5);
+  });
+  if (!state) unknown_run(run);
+  bool sent = false;
+  if (!wf::is_finished(*state)) {
+    sent = spi.run(insert, {run.t, run.r, pg::uuid_value(signal_id), pg::text_value(signal), payload,
+                            pg::timestamptz_value(now)}) > 0;
+    // A run waiting for this signal is handed out now; its timeout message is let go at claim.
+    if (sent && *state == "waiting" && waiting_for == signal) {
+      const std::int64_t msg_id =
+          enqueue(spi, run.tenant, wf::queue_name(*workflow, static_cast<std::int32_t>(version)), run.id,
+                  static_cast<int>(class_number));
+      spi.run(wake, {run.t, run.r, pg::int8_value(msg_id), pg::timestamptz_value(now)});
+    }
+  }
+  spi.finish();
+  return BoolGetDatum(sent);
 }
 
 // workflow_complete(tenant, run_id, epoch, result)

@@ -135,8 +135,8 @@ SELECT set_eq(
           'forgeyard.topic_event_seqs', 'forgeyard.subscription_lag',
           'forgeyard.audit_heads', 'forgeyard.audit_status',
           'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills',
-          'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal', 'forgeyard.workflow_runs',
-          'forgeyard.workflow_stuck'],
+          'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal', 'forgeyard.wf_signals',
+          'forgeyard.workflow_runs', 'forgeyard.workflow_stuck'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
@@ -148,7 +148,8 @@ SELECT set_eq(
           'forgeyard.topic_event_seqs',
           'forgeyard.audit_events', 'forgeyard.audit_heads',
           'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills',
-          'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal'],
+          'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal',
+          'forgeyard.wf_signals'],
     'pg_extension.extconfig registers every table and sequence for pg_dump (the views are not data)');
 SELECT is((SELECT extrelocatable FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), false,
           'the extension is not relocatable');

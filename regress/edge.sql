@@ -186,7 +186,8 @@ INSERT INTO nullable VALUES
     ('forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)', 'error', 'NULL is stored as an empty error'),
     ('forgeyard.workflow_fail(text, uuid, bigint, text)', 'error', 'NULL is stored as an empty error'),
     ('forgeyard.workflow_park(text, uuid, bigint, text)', 'reason', 'NULL is stored as an empty reason'),
-    ('forgeyard.workflow_cancel(text, uuid, text)', 'reason', 'NULL is stored as an empty reason');
+    ('forgeyard.workflow_cancel(text, uuid, text)', 'reason', 'NULL is stored as an empty reason'),
+    ('forgeyard.workflow_signal(text, uuid, text, jsonb, uuid)', 'signal_id', 'NULL: a new signal id');
 
 CREATE TEMP VIEW undocumented AS
 SELECT fn, arg, label, sqlstate, message FROM outcome

@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(108);
+SELECT plan(134);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -32,7 +32,7 @@ SELECT ok((SELECT bool_and(obj_description(p.oid, 'pg_proc') IS NOT NULL AND NOT
              FROM pg_proc p WHERE p.pronamespace = 'forgeyard'::regnamespace AND p.proname LIKE 'workflow\_%'),
           'every workflow function has a COMMENT and is not executable by PUBLIC');
 SELECT is((SELECT count(*)::int FROM pg_proc p WHERE p.pronamespace = 'forgeyard'::regnamespace AND p.proname LIKE 'workflow\_%'),
-          14, 'fourteen workflow functions');
+          17, 'seventeen workflow functions');
 
 -------------------------------------------------------------------------------------------------
 -- Start: in the caller's transaction, idempotent by run_key
@@ -261,6 +261,78 @@ SELECT results_eq($$SELECT run_id, state FROM forgeyard.workflow_list('t1', NULL
                   $$SELECT id, 'timed_out'::text FROM r WHERE name = 'd'$$, 'most recently changed first, at most max_runs');
 SELECT is((pg_temp.err($$SELECT * FROM forgeyard.workflow_list('t1', 'done')$$))[1], '22023', 'an unknown state is 22023');
 SELECT is((pg_temp.err($$SELECT * FROM forgeyard.workflow_list('t1', NULL, 0)$$))[1], '22023', 'max_runs 0 is 22023');
+
+-------------------------------------------------------------------------------------------------
+-- Durable timers
+-------------------------------------------------------------------------------------------------
+SET forgeyard.now_override = '2030-01-02 00:00:00+00';
+INSERT INTO r VALUES ('s', forgeyard.workflow_start('t1', 'nap', 1, 'nap-1', '{}'));
+CREATE TEMP TABLE cs AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['nap@1'], 1, '1 minute');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_sleep('t1', run_id, epoch, 'wait', '2030-01-02 01:00:00+00') FROM cs$$))[1],
+          '22023', 'a sleep is the current step: workflow_step comes first');
+SELECT results_eq($$SELECT status FROM cs, forgeyard.workflow_step('t1', cs.run_id, cs.epoch, 'wait')$$, $$VALUES ('run'::text)$$,
+                  'the sleep step runs');
+SELECT lives_ok($$SELECT forgeyard.workflow_sleep('t1', run_id, epoch, 'wait', '2030-01-02 01:00:00+00') FROM cs$$,
+                'the owner starts a one-hour timer');
+SELECT results_eq($$SELECT state FROM forgeyard.workflow_status('t1', (SELECT run_id FROM cs))$$, $$VALUES ('sleeping'::text)$$,
+                  'the run is sleeping');
+SELECT results_eq($$SELECT step, status, result FROM forgeyard.workflow_journal('t1', (SELECT run_id FROM cs))$$,
+                  $$VALUES ('wait'::text, 'done'::text, '{"until": "2030-01-02T01:00:00.000000Z"}'::jsonb)$$,
+                  'the sleep is journaled with its end');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'next') FROM cs$$))[1], 'FY001',
+          'the sleeper''s epoch owns the run no more');
+SET forgeyard.now_override = '2030-01-02 00:59:59+00';
+SELECT is((SELECT count(*)::int FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['nap@1'])), 0, 'nobody gets it before its end');
+SET forgeyard.now_override = '2030-01-02 01:00:00+00';
+CREATE TEMP TABLE cs2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['nap@1'], 1, '1 minute');
+SELECT is((SELECT run_id FROM cs2), (SELECT run_id FROM cs), 'at its end the run is handed out again');
+SELECT is((SELECT takeovers FROM forgeyard.wf_runs WHERE run_id = (SELECT run_id FROM cs)), 0, 'waking is no takeover');
+SELECT results_eq($$SELECT status, result FROM cs2, forgeyard.workflow_step('t1', cs2.run_id, cs2.epoch, 'wait')$$,
+                  $$VALUES ('done'::text, '{"until": "2030-01-02T01:00:00.000000Z"}'::jsonb)$$, 'and the sleep replays as done');
+
+-------------------------------------------------------------------------------------------------
+-- Signals
+-------------------------------------------------------------------------------------------------
+SET forgeyard.now_override = '2030-01-03 00:00:00+00';
+INSERT INTO r VALUES ('g', forgeyard.workflow_start('t1', 'approval', 1, 'approval-1', '{}'));
+CREATE TEMP VIEW run_g AS SELECT id FROM r WHERE name = 'g';
+SELECT ok(forgeyard.workflow_signal('t1', id, 'approve', '{"by": "ann"}', '00000000-0000-4000-8000-0000000000a1'),
+          'a signal sent before the run waits is kept') FROM run_g;
+SELECT ok(NOT forgeyard.workflow_signal('t1', id, 'approve', '{"by": "ann"}', '00000000-0000-4000-8000-0000000000a1'),
+          'the same signal_id again is false') FROM run_g;
+CREATE TEMP TABLE g1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['approval@1'], 1, '1 minute');
+SELECT results_eq($$SELECT status, payload FROM g1, forgeyard.workflow_wait_signal('t1', g1.run_id, g1.epoch, 'first', 'approve', '1 hour')$$,
+                  $$VALUES ('received'::text, '{"by": "ann"}'::jsonb)$$, 'the wait receives the signal sent before it');
+SELECT results_eq($$SELECT status, payload FROM g1, forgeyard.workflow_wait_signal('t1', g1.run_id, g1.epoch, 'second', 'approve', '1 hour')$$,
+                  $$VALUES ('waiting'::text, NULL::jsonb)$$, 'with no signal left the run waits');
+SELECT results_eq($$SELECT state FROM forgeyard.workflow_status('t1', (SELECT id FROM run_g))$$, $$VALUES ('waiting'::text)$$,
+                  'the run is waiting');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'x') FROM g1$$))[1], 'FY001',
+          'the waiting run''s epoch owns it no more');
+SELECT is((SELECT count(*)::int FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['approval@1'])), 0,
+          'nobody gets a waiting run before a signal or the timeout');
+SELECT ok(forgeyard.workflow_signal('t1', id, 'approve', '{"by": "bob"}'), 'a second signal is sent') FROM run_g;
+CREATE TEMP TABLE g2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['approval@1'], 1, '1 minute');
+SELECT is((SELECT count(*)::int FROM g2), 1, 'the signal hands the run out at once');
+SELECT results_eq($$SELECT s.status, s.payload FROM g2, LATERAL (
+                      SELECT * FROM forgeyard.workflow_wait_signal('t1', g2.run_id, g2.epoch, 'first', 'approve', '1 hour')
+                      UNION ALL SELECT * FROM forgeyard.workflow_wait_signal('t1', g2.run_id, g2.epoch, 'second', 'approve', '1 hour')) s$$,
+                  $$VALUES ('received'::text, '{"by": "ann"}'::jsonb), ('received', '{"by": "bob"}')$$,
+                  'the replay answers the first wait as recorded, and the second receives the new signal');
+SELECT results_eq($$SELECT status FROM g2, forgeyard.workflow_wait_signal('t1', g2.run_id, g2.epoch, 'third', 'approve', '10 minutes')$$,
+                  $$VALUES ('waiting'::text)$$, 'a third wait has nothing to receive');
+SET forgeyard.now_override = '2030-01-03 00:10:00+00';
+CREATE TEMP TABLE g3 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w3', ARRAY['approval@1'], 1, '1 minute');
+SELECT is((SELECT count(*)::int FROM g3), 1, 'at its timeout the run is handed out');
+SELECT results_eq($$SELECT s.status FROM g3, LATERAL (
+                      SELECT * FROM forgeyard.workflow_wait_signal('t1', g3.run_id, g3.epoch, 'first', 'approve', '1 hour')
+                      UNION ALL SELECT * FROM forgeyard.workflow_wait_signal('t1', g3.run_id, g3.epoch, 'second', 'approve', '1 hour')
+                      UNION ALL SELECT * FROM forgeyard.workflow_wait_signal('t1', g3.run_id, g3.epoch, 'third', 'approve', '1 hour')) s$$,
+                  $$VALUES ('received'::text), ('received'), ('timed_out')$$, 'and the third wait times out');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_signal('t1', '00000000-0000-4000-8000-0000000000ff', 'approve')$$))[1], '42704',
+          'a signal to an unknown run is 42704');
+SELECT lives_ok($$SELECT forgeyard.workflow_complete('t1', run_id, epoch, '{}') FROM g3$$, 'the run completes');
+SELECT ok(NOT forgeyard.workflow_signal('t1', id, 'approve'), 'a signal to a finished run is false') FROM run_g;
 
 -------------------------------------------------------------------------------------------------
 -- Tenants and roles

@@ -1826,6 +1826,9 @@ CREATE TABLE forgeyard.wf_runs (
     error          text,
     deadline       timestamptz,
     parent_run_id  uuid,
+    waiting_signal text,
+    wait_until     timestamptz,
+    wait_position  integer,
     takeovers      integer     NOT NULL DEFAULT 0,
     taken_over_at  timestamptz,
     previous_owner text,
@@ -1840,7 +1843,8 @@ COMMENT ON TABLE forgeyard.wf_runs IS
   'Workflow runs: definition and version (fixed at start), input, state, the owner''s epoch (the claim token of the run''s live message), the step cursor of that epoch, result or error, takeovers. Use the API, not DML.';
 
 -- The journal: one row per step position of a run, contiguous from 1. done rows keep the
--- result (replayed), failed rows the last error of a step that will run again.
+-- result (replayed), failed rows the last error of a step that will run again. A sleep is a done
+-- row with wake_at: it replays as done only from wake_at on.
 CREATE TABLE forgeyard.wf_journal (
     tenant_id    text        NOT NULL,
     run_id       uuid        NOT NULL,
@@ -1850,6 +1854,7 @@ CREATE TABLE forgeyard.wf_journal (
     result       jsonb,
     error        text,
     compensation text,
+    wake_at      timestamptz,
     attempts     integer     NOT NULL DEFAULT 1,
     epoch        bigint      NOT NULL,
     recorded_at  timestamptz NOT NULL,
@@ -1857,6 +1862,24 @@ CREATE TABLE forgeyard.wf_journal (
 );
 COMMENT ON TABLE forgeyard.wf_journal IS
   'Workflow journals: per run and position the step''s name, done (with its result and compensation) or failed (with its error), the epoch that wrote it. Use the API, not DML.';
+
+-- Signals sent to a run, delivered once (idempotent by signal_id), consumed by the wait at a
+-- journal position; one sent before the wait waits here for it.
+CREATE TABLE forgeyard.wf_signals (
+    tenant_id         text        NOT NULL,
+    run_id            uuid        NOT NULL,
+    signal_id         uuid        NOT NULL,
+    name              text        NOT NULL,
+    payload           jsonb       NOT NULL,
+    sent_at           timestamptz NOT NULL,
+    consumed_at       timestamptz,
+    consumed_position integer,
+    PRIMARY KEY (tenant_id, run_id, signal_id)
+);
+CREATE INDEX wf_signals_unconsumed ON forgeyard.wf_signals (tenant_id, run_id, name, sent_at)
+    WHERE consumed_at IS NULL;
+COMMENT ON TABLE forgeyard.wf_signals IS
+  'Signals sent to workflow runs: name, payload, when sent, and when and at which journal position a wait consumed it. Use the API, not DML.';
 
 CREATE FUNCTION forgeyard.workflow_start(tenant text, workflow text, version integer, run_key text,
                                          input jsonb DEFAULT '{}', options jsonb DEFAULT '{}')
@@ -1893,6 +1916,27 @@ CREATE FUNCTION forgeyard.workflow_step_fail(tenant text, run_id uuid, epoch big
     AS 'MODULE_PATHNAME', 'fy_workflow_step_fail';
 COMMENT ON FUNCTION forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean) IS
   'Record a failed attempt of the current step: retry (the run is released and handed out again after the queue''s backoff) or failed (permanent, or the queue''s max_attempts reached: the run ends failed). FY001 for a stale owner.';
+
+CREATE FUNCTION forgeyard.workflow_sleep(tenant text, run_id uuid, epoch bigint, step text, until timestamptz)
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_sleep';
+COMMENT ON FUNCTION forgeyard.workflow_sleep(text, uuid, bigint, text, timestamptz) IS
+  'A durable timer as the current step (workflow_step answered run): the step is journaled with its end, the run is released (sleeping) and handed out again at until, when the step replays as done. A sleep journaled before keeps its first until. FY001 for a stale owner.';
+
+CREATE FUNCTION forgeyard.workflow_wait_signal(tenant text, run_id uuid, epoch bigint, step text, signal text,
+                                               timeout interval)
+    RETURNS TABLE (status text, payload jsonb)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_wait_signal';
+COMMENT ON FUNCTION forgeyard.workflow_wait_signal(text, uuid, bigint, text, text, interval) IS
+  'The next step of the run waits for a signal: received (the oldest unconsumed signal of that name, also one sent before the wait, with its payload), waiting (the run is released until the signal or the timeout), or timed_out. Replays answer as first recorded. FY060, FY001 as workflow_step.';
+
+CREATE FUNCTION forgeyard.workflow_signal(tenant text, run_id uuid, signal text, payload jsonb DEFAULT '{}',
+                                          signal_id uuid DEFAULT NULL)
+    RETURNS boolean LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_signal';
+COMMENT ON FUNCTION forgeyard.workflow_signal(text, uuid, text, jsonb, uuid) IS
+  'Send a signal to a run, in the caller''s transaction; a run waiting for it is handed out at once. False for a repeated signal_id or a run that has finished. 42704 for an unknown run.';
 
 CREATE FUNCTION forgeyard.workflow_complete(tenant text, run_id uuid, epoch bigint, result jsonb)
     RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -2007,6 +2051,10 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step(text, uuid, bigint, text)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_complete(text, uuid, bigint, text, jsonb, text)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_sleep(text, uuid, bigint, text, timestamptz)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_wait_signal(text, uuid, bigint, text, text, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_signal(text, uuid, text, jsonb, uuid)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.workflow_signal(text, uuid, text, jsonb, uuid)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_complete(text, uuid, bigint, jsonb)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_fail(text, uuid, bigint, text)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_park(text, uuid, bigint, text)'),
@@ -2029,6 +2077,7 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
 
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.wf_runs', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.wf_journal', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.wf_signals', '');
 
 -- (end of section)
 

@@ -19,5 +19,6 @@ std::optional<std::string> json_result(const std::optional<std::string>& json);
 // The options of workflow_start as the extension's options object (canonical JSON).
 std::string start_options_json(const WorkflowStartOptions& options);
 StepFailure parse_step_failure(const std::string& outcome);
+SignalWait::Status parse_wait_status(const std::string& status);
 
 }  // namespace forgeyard::detail

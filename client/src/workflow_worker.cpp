@@ -20,10 +20,11 @@ namespace {
 using Steady = std::chrono::steady_clock;
 
 struct Counters {
-  std::atomic<std::uint64_t> completed{0}, failed{0}, released{0}, parked{0}, lost{0}, steps_run{0}, steps_replayed{0};
+  std::atomic<std::uint64_t> completed{0}, failed{0}, released{0}, parked{0}, lost{0}, sleeping{0}, steps_run{0},
+      steps_replayed{0};
 };
 
-enum class Why { lost, released, failed, parked };
+enum class Why { lost, released, failed, parked, sleeping };
 
 // The worker's own RunInterrupted, with the reason it keeps count of.
 class Interrupt final : public RunInterrupted {
@@ -187,6 +188,26 @@ class Context final : public WorkflowContext {
     return result;
   }
 
+  void sleep_for(std::string_view name, Duration delay) override {
+    sleep(name, [&] { workflows().sleep_for(tenant_, run_.run_id, run_.epoch, name, delay); });
+  }
+  void sleep_until(std::string_view name, TimePoint until) override {
+    sleep(name, [&] { workflows().sleep_until(tenant_, run_.run_id, run_.epoch, name, until); });
+  }
+
+  std::optional<std::string> wait_signal(std::string_view name, std::string_view signal, Duration timeout) override {
+    guard();
+    SignalWait answer;
+    try {
+      answer = workflows().wait_signal(tenant_, run_.run_id, run_.epoch, name, signal, timeout);
+    } catch (const Error& e) {
+      interrupt(e);
+    }
+    if (answer.status == SignalWait::Status::Waiting)
+      throw Interrupt(Why::sleeping, "waiting for signal \"" + std::string(signal) + "\"");
+    return answer.payload;
+  }
+
   // What an error of a journal call means for the run: lost, parked, or an error to pass on.
   [[noreturn]] void interrupt(const Error& e) {
     switch (e.kind()) {
@@ -213,6 +234,20 @@ class Context final : public WorkflowContext {
 
  private:
   Workflows& workflows() { return store_.workflows(); }
+
+  void sleep(std::string_view name, const std::function<void()>& start_timer) {
+    guard();
+    try {
+      if (workflows().step(tenant_, run_.run_id, run_.epoch, name).done) {
+        ++counters_.steps_replayed;
+        return;
+      }
+      start_timer();
+    } catch (const Error& e) {
+      interrupt(e);
+    }
+    throw Interrupt(Why::sleeping, "sleeping at step \"" + std::string(name) + "\"");
+  }
 
   [[noreturn]] void fail_step(std::string_view name, const std::string& error) {
     StepFailure outcome = StepFailure::Failed;
@@ -246,6 +281,9 @@ void count(Counters& c, Why why) {
       break;
     case Why::parked:
       ++c.parked;
+      break;
+    case Why::sleeping:
+      ++c.sleeping;
       break;
   }
 }
@@ -338,8 +376,8 @@ WorkflowWorkerStats WorkflowWorker::run(std::stop_token stop) {
   for (int i = 0; i < options_.threads; ++i) threads.emplace_back(loop);
   for (std::thread& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
-  return WorkflowWorkerStats{counters.completed, counters.failed,    counters.released,      counters.parked,
-                             counters.lost,      counters.steps_run, counters.steps_replayed};
+  return WorkflowWorkerStats{counters.completed, counters.failed,   counters.released,  counters.parked,
+                             counters.lost,      counters.sleeping, counters.steps_run, counters.steps_replayed};
 }
 
 }  // namespace forgeyard

@@ -40,6 +40,13 @@ std::string start_options_json(const WorkflowStartOptions& options) {
   return out + "}";
 }
 
+SignalWait::Status parse_wait_status(const std::string& status) {
+  if (status == "received") return SignalWait::Status::Received;
+  if (status == "waiting") return SignalWait::Status::Waiting;
+  if (status == "timed_out") return SignalWait::Status::TimedOut;
+  throw Error(ErrorKind::Internal, "XX000", "workflow_wait_signal answered \"" + status + "\"");
+}
+
 StepFailure parse_step_failure(const std::string& outcome) {
   if (outcome == "retry") return StepFailure::Retry;
   if (outcome == "failed") return StepFailure::Failed;

@@ -21,6 +21,9 @@ CREATE TABLE wf_runs (
     error          TEXT,
     deadline       INTEGER,
     parent_run_id  TEXT,
+    waiting_signal TEXT,
+    wait_until     INTEGER,
+    wait_position  INTEGER,
     takeovers      INTEGER NOT NULL DEFAULT 0,
     taken_over_at  INTEGER,
     previous_owner TEXT,
@@ -41,8 +44,24 @@ CREATE TABLE wf_journal (
     result       TEXT,
     error        TEXT,
     compensation TEXT,
+    wake_at      INTEGER,
     attempts     INTEGER NOT NULL DEFAULT 1,
     epoch        INTEGER NOT NULL,
     recorded_at  INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, run_id, position)
 ) STRICT, WITHOUT ROWID;
+
+-- Signals sent to a run, delivered once (idempotent by signal_id), consumed by the wait at a
+-- journal position; one sent before the wait waits here for it.
+CREATE TABLE wf_signals (
+    tenant_id         TEXT    NOT NULL,
+    run_id            TEXT    NOT NULL,
+    signal_id         TEXT    NOT NULL,
+    name              TEXT    NOT NULL,
+    payload           TEXT    NOT NULL,
+    sent_at           INTEGER NOT NULL,
+    consumed_at       INTEGER,
+    consumed_position INTEGER,
+    PRIMARY KEY (tenant_id, run_id, signal_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX wf_signals_unconsumed ON wf_signals (tenant_id, run_id, name, sent_at) WHERE consumed_at IS NULL;

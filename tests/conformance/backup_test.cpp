@@ -406,6 +406,7 @@ BOOST_AUTO_TEST_CASE(copy_moves_a_store_to_the_other_backend_and_back_with_every
   local_wf.step(backup_tenant, run, owner.epoch, "reserve");
   local_wf.step_complete(backup_tenant, run, owner.epoch, "reserve", R"({"reserved": [1, 2]})", "release");
   const auto journal_before = local_wf.journal(backup_tenant, run);
+  BOOST_TEST(local_wf.signal(backup_tenant, run, "approve", R"({"x": 1})"));
 
   const std::string server_store = pg_url("server");
   const CopyResult up = copy_store(local, server_store);
@@ -424,6 +425,17 @@ BOOST_AUTO_TEST_CASE(copy_moves_a_store_to_the_other_backend_and_back_with_every
     BOOST_TEST(server_wf.status(backup_tenant, run).epoch == owner.epoch);
     // The same run_key and input return the copied run (its input compares equal as jsonb).
     BOOST_TEST(server_wf.start(backup_tenant, "order", 1, "order-1", R"({"n":1})") == run);
+    // The copy's reconcile let the owner's delivery go (no fence survives a copy): the next owner
+    // replays the journal and receives the signal sent to the run before the copy.
+    FY_CHECK_ERROR(server_wf.step(backup_tenant, run, owner.epoch, "reserve"), ErrorKind::StaleFence, "FY001");
+    const auto next = server_wf.claim(backup_tenant, "w2", {"order@1"}, 1, std::chrono::hours(1));
+    BOOST_TEST_REQUIRE(next.size() == 1u);
+    BOOST_TEST(next[0].epoch > owner.epoch);
+    BOOST_TEST(server_wf.step(backup_tenant, run, next[0].epoch, "reserve").done);
+    const auto approval =
+        server_wf.wait_signal(backup_tenant, run, next[0].epoch, "approval", "approve", std::chrono::hours(1));
+    BOOST_TEST((approval.status == forgeyard::SignalWait::Status::Received));
+    BOOST_TEST((approval.payload == std::optional<std::string>(R"({"x":1})")));
   }
   BOOST_TEST(open(server_store)->audit().verify(backup_tenant).ok);
   // The server continues the sequences: a new message gets an id above every copied one.
@@ -462,8 +474,9 @@ BOOST_AUTO_TEST_CASE(copy_moves_a_store_to_the_other_backend_and_back_with_every
   BOOST_TEST((returned == reconciled(before)));
   BOOST_TEST(open(back)->audit().verify(backup_tenant).ok);
   const auto journal_back = open(back)->workflows().journal(backup_tenant, run);
-  BOOST_TEST_REQUIRE(journal_back.size() == 1u);
+  BOOST_TEST_REQUIRE(journal_back.size() == 2u);  // reserve, and the wait that received on the server
   BOOST_TEST((journal_back[0].result == journal_before[0].result));
+  BOOST_TEST((journal_back[1].result == std::optional<std::string>(R"({"payload":{"x":1},"status":"received"})")));
   BOOST_TEST(open(back)->workflows().start(backup_tenant, "order", 1, "order-1", R"({"n":1})") == run);
 }
 

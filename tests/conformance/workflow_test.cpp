@@ -4,6 +4,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>
+#include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -415,6 +417,18 @@ forgeyard::WorkflowWorkerOptions worker_options(const std::string& tenant, const
   return o;
 }
 
+// 2030-01-02T01:00:00.000000Z
+std::string iso_utc(forgeyard::TimePoint t) {
+  const std::int64_t usecs = forgeyard::unix_usecs(t);
+  const std::time_t seconds = static_cast<std::time_t>(usecs / 1000000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(usecs % 1000000));
+  return buf;
+}
+
 // An audit event that says a step's database work happened: the effect counted below.
 forgeyard::AuditEvent effect(const forgeyard::WorkflowContext& ctx, const std::string& step) {
   forgeyard::AuditEvent e;
@@ -523,6 +537,87 @@ BOOST_AUTO_TEST_CASE(changed_code_is_parked_and_code_that_throws_fails_the_run) 
   BOOST_TEST(throwing.run({}).failed == 1u);
   BOOST_TEST(store->workflows().status(tenant, broken).state == "failed");
   BOOST_TEST((store->workflows().status(tenant, broken).error == std::optional<std::string>("bug")));
+}
+
+// A durable timer: the run sleeps an hour by the store's clock, survives its store being closed
+// (its message is a row like any other) and goes on from the step after the sleep.
+BOOST_AUTO_TEST_CASE(a_sleeping_run_wakes_at_its_end_and_goes_on_after_the_sleep) {
+  std::atomic<int> before{0}, after{0};
+  auto code = [&](forgeyard::WorkflowContext& ctx) {
+    ctx.step("before", [&](const forgeyard::StepContext&) {
+      ++before;
+      return std::string("1");
+    });
+    ctx.sleep_for("nap", 1h);
+    ctx.step("after", [&](const forgeyard::StepContext&) {
+      ++after;
+      return std::string("2");
+    });
+    return std::string("\"rested\"");
+  };
+  const std::string id = store->workflows().start(tenant, "nap", 1, "n");
+  {
+    forgeyard::WorkflowWorker worker(*store, worker_options(tenant, "w1"));
+    worker.add("nap", 1, code);
+    BOOST_TEST(worker.run({}).sleeping == 1u);
+  }
+  BOOST_TEST(store->workflows().status(tenant, id).state == "sleeping");
+  const auto journal = store->workflows().journal(tenant, id);
+  BOOST_TEST_REQUIRE(journal.size() == 2u);
+  BOOST_TEST(journal[1].step == "nap");
+  BOOST_TEST((journal[1].result == std::optional<std::string>(R"({"until":")" + iso_utc(clock.now() + 1h) + R"("})")));
+  store.reset();  // the store closes; the timer is in the database
+  store = open_another();
+  clock.advance(59min);
+  BOOST_TEST(store->workflows().claim(tenant, "w", {"nap@1"}).empty());
+  clock.advance(1min);
+  forgeyard::WorkflowWorker worker(*store, worker_options(tenant, "w2"));
+  worker.add("nap", 1, code);
+  const auto stats = worker.run({});
+  BOOST_TEST(stats.completed == 1u);
+  BOOST_TEST(stats.steps_replayed == 2u);  // before, and the sleep
+  BOOST_TEST(before == 1);
+  BOOST_TEST(after == 1);
+  BOOST_TEST(store->workflows().status(tenant, id).state == "completed");
+}
+
+// Signals: one sent before the wait is received, one sent during it wakes the run at once, each
+// is received once (a repeated signal_id is refused), and a wait with nothing to receive times out.
+BOOST_AUTO_TEST_CASE(signals_are_received_once_before_or_during_a_wait_and_waits_time_out) {
+  auto code = [&](forgeyard::WorkflowContext& ctx) {
+    const auto first = ctx.wait_signal("first", "approve", 1h);
+    const auto second = ctx.wait_signal("second", "approve", 10min);
+    return "[" + first.value_or("null") + "," + second.value_or("null") + "]";
+  };
+  auto run_worker = [&](const std::string& name) {
+    forgeyard::WorkflowWorker worker(*store, worker_options(tenant, name));
+    worker.add("approval", 1, code);
+    return worker.run({});
+  };
+  auto& wf = store->workflows();
+  const std::string early = wf.start(tenant, "approval", 1, "early");
+  const std::string signal_id = "00000000-0000-4000-8000-0000000000a1";
+  BOOST_TEST(wf.signal(tenant, early, "approve", R"({"by": "ann"})", signal_id));
+  BOOST_TEST(!wf.signal(tenant, early, "approve", R"({"by": "ann"})", signal_id));
+  BOOST_TEST(run_worker("w1").sleeping == 1u);  // received the first, waits at the second
+  BOOST_TEST(wf.status(tenant, early).state == "waiting");
+  BOOST_TEST(wf.claim(tenant, "w", {"approval@1"}).empty());
+  clock.advance(10min);
+  BOOST_TEST(run_worker("w2").completed == 1u);
+  BOOST_TEST((wf.status(tenant, early).result == std::optional<std::string>(R"([{"by":"ann"},null])")));
+  BOOST_TEST(!wf.signal(tenant, early, "approve"));  // finished
+
+  const std::string late = wf.start(tenant, "approval", 1, "late");
+  BOOST_TEST(run_worker("w1").sleeping == 1u);   // waits at the first
+  BOOST_TEST(wf.signal(tenant, late, "other"));  // another name leaves it waiting
+  BOOST_TEST(wf.claim(tenant, "w", {"approval@1"}).empty());
+  BOOST_TEST(wf.signal(tenant, late, "approve", R"({"by": "bob"})"));
+  BOOST_TEST(run_worker("w2").sleeping == 1u);  // woken at once, waits at the second
+  BOOST_TEST(wf.signal(tenant, late, "approve", R"({"n": 2})"));
+  const auto done = run_worker("w3");
+  BOOST_TEST(done.completed == 1u);
+  BOOST_TEST((wf.status(tenant, late).result == std::optional<std::string>(R"([{"by":"bob"},{"n":2}])")));
+  FY_CHECK_ERROR(wf.signal(tenant, "00000000-0000-4000-8000-0000000000ff", "approve"), ErrorKind::NotFound, "42704");
 }
 
 BOOST_AUTO_TEST_CASE(a_run_whose_lease_is_lost_stops_and_its_next_owner_finishes_it) {

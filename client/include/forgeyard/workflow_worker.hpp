@@ -60,6 +60,15 @@ class FORGEYARD_API WorkflowContext {
   virtual std::string transaction_step(std::string_view name,
                                        const std::function<std::string(Transaction&, const StepContext&)>& fn,
                                        const std::optional<std::string>& compensation = std::nullopt) = 0;
+  // A durable timer: the run is released and handed out again `delay` from now (by the store's
+  // clock, the first time this step runs; a replay keeps that end), then this step is done. The
+  // call ends the run's execution here (RunInterrupted); the next owner replays past it.
+  virtual void sleep_for(std::string_view name, Duration delay) = 0;
+  virtual void sleep_until(std::string_view name, TimePoint until) = 0;
+  // Waits for a signal sent to this run (Workflows::signal), also one sent before: its payload,
+  // or nullopt once `timeout` passed. While nothing came, the run is released until a signal or
+  // the timeout (RunInterrupted); the next owner replays to here and gets the answer.
+  virtual std::optional<std::string> wait_signal(std::string_view name, std::string_view signal, Duration timeout) = 0;
   // True once the lease may have run out (judged by the local monotonic clock) or was lost: stop.
   virtual bool lost() const = 0;
   // Requested at the same moment lost() turns true, for long work to wait on.
@@ -81,7 +90,9 @@ struct WorkflowWorkerOptions {
 };
 
 struct WorkflowWorkerStats {
-  std::uint64_t completed = 0, failed = 0, released = 0, parked = 0, lost = 0, steps_run = 0, steps_replayed = 0;
+  // sleeping: runs released to a timer or to wait for a signal.
+  std::uint64_t completed = 0, failed = 0, released = 0, parked = 0, lost = 0, sleeping = 0, steps_run = 0,
+                steps_replayed = 0;
 };
 
 class FORGEYARD_API WorkflowWorker {

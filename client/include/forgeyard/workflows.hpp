@@ -43,6 +43,12 @@ struct StepAnswer {
 
 enum class StepFailure { Retry, Failed };
 
+// What workflow_wait_signal answers.
+struct SignalWait {
+  enum class Status { Received, Waiting, TimedOut } status = Status::Waiting;
+  std::optional<std::string> payload;  // canonical JSON, when received
+};
+
 struct RunStatus {
   std::string state;
   std::string workflow;
@@ -102,6 +108,23 @@ class FORGEYARD_API Workflows {
                              const std::optional<std::string>& compensation = std::nullopt) = 0;
   virtual StepFailure step_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
                                 std::string_view step, std::string_view error, bool permanent = false) = 0;
+  // A durable timer as the current step (step() answered run): journaled with its end, the run is
+  // released (sleeping) and handed out again then, when the step replays as done. A sleep
+  // journaled before keeps its first end. sleep_for counts from the store's clock.
+  virtual void sleep_until(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+                           TimePoint until) = 0;
+  virtual void sleep_for(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+                         Duration delay) = 0;
+  // The epoch's next step waits for `signal`: Received (the oldest signal of the name not yet
+  // consumed, also one sent before the wait), Waiting (the run is released until a signal or the
+  // timeout: stop), or TimedOut. A replay answers as first recorded.
+  virtual SignalWait wait_signal(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                 std::string_view step, std::string_view signal, Duration timeout) = 0;
+  // In the caller's transaction; a run waiting for it is handed out at once. False for a repeated
+  // signal_id or a run that has finished.
+  virtual bool signal(std::string_view tenant, std::string_view run_id, std::string_view signal,
+                      std::string_view payload_json = "{}",
+                      const std::optional<std::string>& signal_id = std::nullopt) = 0;
   virtual void complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
                         std::string_view result_json) = 0;
   virtual void fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view error) = 0;

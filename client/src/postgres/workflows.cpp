@@ -43,6 +43,23 @@ const PgStatement wf_journal_sql{"fy_workflow_journal",
                                                  " FROM forgeyard.workflow_journal($1, $2)",
                               2};
 
+const PgStatement wf_sleep_until_sql{
+    "fy_workflow_sleep_until",
+    "SELECT forgeyard.workflow_sleep($1, $2, $3, $4, 'epoch'::pg_catalog.timestamptz OPERATOR(pg_catalog.+)"
+    " ($5::pg_catalog.int8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval))",
+    5};
+const PgStatement wf_sleep_for_sql{
+    "fy_workflow_sleep_for",
+    "SELECT forgeyard.workflow_sleep($1, $2, $3, $4, forgeyard.now() OPERATOR(pg_catalog.+)"
+    " $5::pg_catalog.interval)",
+    5};
+const PgStatement wf_wait_signal_sql{
+    "fy_workflow_wait_signal",
+    "SELECT status, payload::pg_catalog.text FROM forgeyard.workflow_wait_signal($1, $2, "
+    "$3, $4, $5, $6::pg_catalog.interval)",
+    6};
+const PgStatement wf_signal_sql{
+    "fy_workflow_signal", "SELECT forgeyard.workflow_signal($1, $2, $3, $4::pg_catalog.jsonb, $5::pg_catalog.uuid)", 5};
 const PgStatement wf_list_sql{"fy_workflow_list",
                               "SELECT run_id, run_key, workflow, version, state, owner, epoch, error, " FY_USECS(
                                   "updated_at") " FROM forgeyard.workflow_list($1, $2, $3)",
@@ -110,6 +127,42 @@ StepFailure PgWorkflows::step_fail(std::string_view tenant, std::string_view run
             .run(wf_step_fail_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
                                     text_param(error), permanent ? "t" : "f"})
             .text(0, 0));
+  });
+}
+
+void PgWorkflows::sleep_until(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                              std::string_view step, TimePoint until) {
+  session_.measure("workflow.sleep", [&] {
+    session_.run(wf_sleep_until_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
+                                      std::to_string(unix_usecs(until))});
+  });
+}
+
+void PgWorkflows::sleep_for(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+                            Duration delay) {
+  session_.measure("workflow.sleep", [&] {
+    session_.run(wf_sleep_for_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
+                                    interval_param(delay)});
+  });
+}
+
+SignalWait PgWorkflows::wait_signal(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                    std::string_view step, std::string_view signal, Duration timeout) {
+  return session_.measure("workflow.wait_signal", [&] {
+    PgResult r = session_.run(wf_wait_signal_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch),
+                                                   text_param(step), text_param(signal), interval_param(timeout)});
+    return SignalWait{parse_wait_status(r.text(0, 0)), json_result(wf_optional_text(r, 0, 1))};
+  });
+}
+
+bool PgWorkflows::signal(std::string_view tenant, std::string_view run_id, std::string_view signal,
+                         std::string_view payload_json, const std::optional<std::string>& signal_id) {
+  return session_.measure("workflow.signal", [&] {
+    return session_
+        .run(wf_signal_sql,
+             {text_param(tenant), run_id_param(run_id), text_param(signal), json_param(payload_json, "payload"),
+              signal_id ? std::optional<std::string>(run_id_param(*signal_id)) : std::nullopt})
+        .boolean(0, 0);
   });
 }
 

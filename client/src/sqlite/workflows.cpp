@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "core/timestamp.hpp"
 #include "core/uuid.hpp"
 #include "core/workflow.hpp"
 #include "error_map.hpp"
@@ -68,10 +69,12 @@ Queue workflow_queue(Db& db, std::string_view tenant, const std::string& name, s
 }
 
 // The run's next message in its definition's queue (payload: the run id's 16 bytes).
-std::int64_t hand_out(Db& db, Queue& queue, const std::string& run_id, int priority, std::int64_t now) {
+std::int64_t hand_out(Db& db, Queue& queue, const std::string& run_id, int priority, std::int64_t now,
+                      std::int64_t delay = 0) {
   OutgoingMessage m;
   m.payload = *fy::core::parse_uuid(run_id);
   m.priority = static_cast<Priority>(priority);
+  m.delay = Duration(delay);
   return enqueue_one(db, queue, m, now);
 }
 
@@ -277,13 +280,14 @@ StepAnswer SqliteWorkflows::step(std::string_view tenant, std::string_view run_i
         std::optional<wf::JournalEntry> entry;
         std::optional<std::string> result;
         auto q = db.query(
-            "SELECT step, status, result FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2 AND position = ?3");
+            "SELECT step, status, result, wake_at FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2 AND position = ?3");
         q.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(position));
         if (q.step()) {
-          entry = wf::JournalEntry{q.text(0), q.text(1)};
+          entry = wf::JournalEntry{q.text(0), q.text(1),
+                                   q.is_null(3) ? std::nullopt : std::optional<std::int64_t>(q.int64(3))};
           result = column_text(q, 2);
         }
-        const bool done = wf::decide_step(entry, step, id, position) == wf::StepAnswer::done;
+        const bool done = wf::decide_step(entry, step, id, position, now) == wf::StepAnswer::done;
         db.query(
               "UPDATE wf_runs SET step_cursor = ?3, cursor_step = ?4, updated_at = ?5"
               " WHERE tenant_id = ?1 AND run_id = ?2")
@@ -395,6 +399,239 @@ StepFailure SqliteWorkflows::step_fail(std::string_view tenant, std::string_view
         outcome = StepFailure::Failed;
       });
       return outcome;
+    });
+  });
+}
+
+void SqliteWorkflows::sleep_until(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                  std::string_view step, TimePoint until) {
+  sleep(tenant, run_id, epoch, step, [&](std::int64_t) { return unix_usecs(until); });
+}
+
+void SqliteWorkflows::sleep_for(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                std::string_view step, Duration delay) {
+  sleep(tenant, run_id, epoch, step, [&](std::int64_t now) { return now + delay.count(); });
+}
+
+void SqliteWorkflows::sleep(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+                            const std::function<std::int64_t(std::int64_t)>& until_at) {
+  session_.measure("workflow.sleep", [&] {
+    const std::string id = run_id_param(run_id);
+    core_guarded([&] {
+      check_tenant_name(tenant);
+      check_step_name(step);
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        const std::int64_t until = until_at(now);
+        const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
+        wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_sleep");
+        auto recorded =
+            db.query("SELECT status, wake_at FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2 AND position = ?3");
+        recorded.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(owned.cursor));
+        std::optional<std::int64_t> wake_at;
+        if (recorded.step()) {
+          // A sleep journaled before keeps its end (replayed code may compute another one).
+          if (recorded.text(0) == "done" && recorded.is_null(1)) wf::throw_step_recorded(step, id, owned.cursor, false);
+          if (!recorded.is_null(1)) wake_at = recorded.int64(1);
+        }
+        if (!wake_at) {
+          wake_at = until;
+          db.query(
+                "INSERT INTO wf_journal (tenant_id, run_id, position, step, status, result, wake_at, epoch,"
+                "   recorded_at) VALUES (?1, ?2, ?3, ?4, 'done', ?5, ?6, ?7, ?8)"
+                " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET status = 'done', result = excluded.result,"
+                "   error = NULL, wake_at = excluded.wake_at, epoch = excluded.epoch, recorded_at = excluded.recorded_at")
+              .bind(1, tenant)
+              .bind(2, id)
+              .bind(3, static_cast<std::int64_t>(owned.cursor))
+              .bind(4, step)
+              .bind(5, wf::sleep_result(fy::core::format_timestamp(until)))
+              .bind(6, until)
+              .bind(7, epoch)
+              .bind(8, now)
+              .run();
+        }
+        auto priority = db.query("SELECT priority FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
+        priority.bind(1, tenant).bind(2, id);
+        priority.step();
+        Queue queue = load(db, tenant, owned.queue);
+        ack_in(db, queue, owned.msg_id, epoch, now);
+        queue = load(db, tenant, owned.queue);  // its usage after the ack
+        const std::int64_t msg_id =
+            hand_out(db, queue, id, static_cast<int>(priority.int64(0)), now, wf::timer_delay(*wake_at, now));
+        db.query(
+              "UPDATE wf_runs SET state = 'sleeping', msg_id = ?3, updated_at = ?4 WHERE tenant_id = ?1 AND run_id = ?2")
+            .bind(1, tenant)
+            .bind(2, id)
+            .bind(3, msg_id)
+            .bind(4, now)
+            .run();
+      });
+    });
+  });
+}
+
+SignalWait SqliteWorkflows::wait_signal(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                        std::string_view step, std::string_view signal, Duration timeout) {
+  return session_.measure("workflow.wait_signal", [&] {
+    const std::string id = run_id_param(run_id);
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      check_step_name(step);
+      fy::core::check_name("signal", true, signal, wf::max_step_bytes);
+      const std::int64_t timeout_usecs =
+          fy::core::check_duration("timeout", {0, 0, timeout.count()}, fy::core::max_queue_retention_usecs);
+      wf::SignalAnswer answer;
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
+        const std::int32_t position = owned.cursor + 1;
+        std::optional<wf::JournalEntry> entry;
+        std::optional<std::string> result;
+        auto q = db.query(
+            "SELECT step, status, result FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2 AND position = ?3");
+        q.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(position));
+        if (q.step()) {
+          entry = wf::JournalEntry{q.text(0), q.text(1), std::nullopt};
+          result = column_text(q, 2);
+        }
+        auto w =
+            db.query("SELECT wait_position, wait_until, priority FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
+        w.bind(1, tenant).bind(2, id);
+        w.step();
+        wf::WaitState state;
+        if (!w.is_null(0)) state.position = static_cast<std::int32_t>(w.int64(0));
+        if (!w.is_null(1)) state.until = w.int64(1);
+        const int priority = static_cast<int>(w.int64(2));
+        std::optional<std::string> signal_id, payload;
+        if (!entry || entry->status != "done") {
+          auto o = db.query(
+              "SELECT signal_id, payload FROM wf_signals WHERE tenant_id = ?1 AND run_id = ?2 AND name = ?3"
+              " AND consumed_at IS NULL ORDER BY sent_at, signal_id LIMIT 1");
+          o.bind(1, tenant).bind(2, id).bind(3, signal);
+          if (o.step()) {
+            signal_id = o.text(0);
+            payload = o.text(1);
+          }
+        }
+        const wf::WaitAction action = wf::decide_wait(entry, step, id, position, signal_id.has_value(), state, now);
+        switch (action) {
+          case wf::WaitAction::replay:
+            answer = wf::parse_signal_result(*result);
+            break;
+          case wf::WaitAction::receive:
+            answer = {"received", wf::canonical(*payload, "payload")};
+            db.query(
+                  "UPDATE wf_signals SET consumed_at = ?4, consumed_position = ?5"
+                  " WHERE tenant_id = ?1 AND run_id = ?2 AND signal_id = ?3")
+                .bind(1, tenant)
+                .bind(2, id)
+                .bind(3, *signal_id)
+                .bind(4, now)
+                .bind(5, static_cast<std::int64_t>(position))
+                .run();
+            break;
+          case wf::WaitAction::time_out:
+            answer = {"timed_out", std::nullopt};
+            break;
+          case wf::WaitAction::wait: {
+            const std::int64_t until = wf::wait_end(state, position, now, timeout_usecs);
+            Queue queue = load(db, tenant, owned.queue);
+            ack_in(db, queue, owned.msg_id, epoch, now);
+            queue = load(db, tenant, owned.queue);  // its usage after the ack
+            const std::int64_t msg_id = hand_out(db, queue, id, priority, now, wf::timer_delay(until, now));
+            db.query(
+                  "UPDATE wf_runs SET state = 'waiting', msg_id = ?3, waiting_signal = ?4, wait_until = ?5,"
+                  "   wait_position = ?6, updated_at = ?7 WHERE tenant_id = ?1 AND run_id = ?2")
+                .bind(1, tenant)
+                .bind(2, id)
+                .bind(3, msg_id)
+                .bind(4, signal)
+                .bind(5, until)
+                .bind(6, static_cast<std::int64_t>(position))
+                .bind(7, now)
+                .run();
+            answer = {"waiting", std::nullopt};
+            break;
+          }
+        }
+        // Received or timed out: journaled, so a replay answers the same; either way but waiting,
+        // the cursor moves past the step.
+        if (action == wf::WaitAction::receive || action == wf::WaitAction::time_out)
+          db.query(
+                "INSERT INTO wf_journal (tenant_id, run_id, position, step, status, result, epoch, recorded_at)"
+                " VALUES (?1, ?2, ?3, ?4, 'done', ?5, ?6, ?7)"
+                " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET status = 'done', result = excluded.result,"
+                "   error = NULL, epoch = excluded.epoch, recorded_at = excluded.recorded_at")
+              .bind(1, tenant)
+              .bind(2, id)
+              .bind(3, static_cast<std::int64_t>(position))
+              .bind(4, step)
+              .bind(5, wf::signal_result(answer))
+              .bind(6, epoch)
+              .bind(7, now)
+              .run();
+        if (action != wf::WaitAction::wait)
+          db.query(
+                "UPDATE wf_runs SET step_cursor = ?3, cursor_step = ?4,"
+                "   waiting_signal = CASE WHEN wait_position = ?3 THEN NULL ELSE waiting_signal END,"
+                "   wait_until = CASE WHEN wait_position = ?3 THEN NULL ELSE wait_until END,"
+                "   wait_position = CASE WHEN wait_position = ?3 THEN NULL ELSE wait_position END,"
+                "   updated_at = ?5 WHERE tenant_id = ?1 AND run_id = ?2")
+              .bind(1, tenant)
+              .bind(2, id)
+              .bind(3, static_cast<std::int64_t>(position))
+              .bind(4, step)
+              .bind(5, now)
+              .run();
+      });
+      return SignalWait{parse_wait_status(answer.status), answer.payload};
+    });
+  });
+}
+
+bool SqliteWorkflows::signal(std::string_view tenant, std::string_view run_id, std::string_view signal,
+                             std::string_view payload_json, const std::optional<std::string>& signal_id) {
+  return session_.measure("workflow.signal", [&] {
+    const std::string id = run_id_param(run_id);
+    const std::string payload = json_param(payload_json, "payload");
+    const std::string sid = signal_id ? run_id_param(*signal_id) : fy::core::format_uuid(random_uuid());
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      fy::core::check_name("signal", true, signal, wf::max_step_bytes);
+      bool sent = false;
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        auto q = db.query(
+            "SELECT state, waiting_signal, workflow, version, priority FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
+        q.bind(1, tenant).bind(2, id);
+        if (!q.step()) wf::throw_unknown_run(id, tenant);
+        if (wf::is_finished(q.text(0))) return;
+        sent = db.query(
+                     "INSERT INTO wf_signals (tenant_id, run_id, signal_id, name, payload, sent_at)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING")
+                   .bind(1, tenant)
+                   .bind(2, id)
+                   .bind(3, sid)
+                   .bind(4, signal)
+                   .bind(5, payload)
+                   .bind(6, now)
+                   .run() > 0;
+        // A run waiting for this signal is handed out now; its timeout message is let go at claim.
+        if (sent && q.text(0) == "waiting" && column_text(q, 1) == std::string(signal)) {
+          Queue queue =
+              workflow_queue(db, tenant, wf::queue_name(q.text(2), static_cast<std::int32_t>(q.int64(3))), now);
+          const std::int64_t msg_id = hand_out(db, queue, id, static_cast<int>(q.int64(4)), now);
+          db.query(
+                "UPDATE wf_runs SET state = 'pending', msg_id = ?3, updated_at = ?4 WHERE tenant_id = ?1 AND run_id = ?2")
+              .bind(1, tenant)
+              .bind(2, id)
+              .bind(3, msg_id)
+              .bind(4, now)
+              .run();
+        }
+      });
+      return sent;
     });
   });
 }

@@ -20,6 +20,14 @@ class SqliteWorkflows final : public Workflows {
                      std::string_view result_json, const std::optional<std::string>& compensation) override;
   StepFailure step_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
                         std::string_view error, bool permanent) override;
+  void sleep_until(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+                   TimePoint until) override;
+  void sleep_for(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+                 Duration delay) override;
+  SignalWait wait_signal(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+                         std::string_view signal, Duration timeout) override;
+  bool signal(std::string_view tenant, std::string_view run_id, std::string_view signal, std::string_view payload_json,
+              const std::optional<std::string>& signal_id) override;
   void complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
                 std::string_view result_json) override;
   void fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view error) override;
@@ -33,6 +41,9 @@ class SqliteWorkflows final : public Workflows {
                                ReadClass read) override;
 
  private:
+  // The end of the sleep from the store's clock (µs since 1970).
+  void sleep(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+             const std::function<std::int64_t(std::int64_t)>& until_at);
   SqliteSession& session_;
 };
 
