@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Server-side hot paths against hand-written SQL, with pgbench (the client costs the same for
 # both): the SKIP LOCKED queue, and the leases, compare-and-set, idempotency keys and audit table
-# of the client-side benchmarks' baselines. A throwaway cluster with fsync on, both schemas
+# of the client-side benchmarks' baselines, and a workflow step recorded against DBOS's
+# check-then-INSERT ... ON CONFLICT DO NOTHING. A throwaway cluster with fsync on, both schemas
 # loaded, baseline and forgeyard interleaved, 1 and 2 clients, three rounds of 10 s per side.
 # Prints operations/s (messages for the queue lines, script runs for the others) and the ratio per
 # line and round, then the median ratio of the rounds per line.
@@ -57,6 +58,19 @@ reset_cas() {
     -c "CHECKPOINT"
 }
 
+# A run for each of 8 pgbench clients, claimed for a day (bench_wf_owner), and no baseline steps.
+own_runs() {
+  sql -c "TRUNCATE bench_steps, bench_wf_owner" \
+    -c "DO \$\$ DECLARE g int; r uuid; e bigint; BEGIN
+          FOR g IN 0..7 LOOP
+            PERFORM forgeyard.workflow_start('bench', 'stepper', 1, 'k-' || g || '-' || clock_timestamp());
+            SELECT c.run_id, c.epoch INTO r, e FROM forgeyard.workflow_claim('bench', 'w' || g, ARRAY['stepper@1'], 1, '1 day') c;
+            INSERT INTO bench_wf_owner VALUES (g, r, e);
+          END LOOP;
+        END \$\$" \
+    -c "VACUUM ANALYZE" -c "CHECKPOINT"
+}
+
 # What a line needs before each run: queue lines a fresh queue of $2 ready messages, the
 # producer line a fresh queue of 1,000.
 prepare() {  # kind messages
@@ -64,6 +78,7 @@ prepare() {  # kind messages
     queue) fill "$2" ;;
     producer) fill 1000 ;;
     cas) reset_cas ;;
+    workflow) own_runs ;;
     *) sql -c "VACUUM ANALYZE" -c "CHECKPOINT" ;;
   esac
 }
@@ -97,6 +112,7 @@ lines=(
   "cas_update baseline_cas forgeyard_cas 4000 1 0.9 cas"
   "idempotency baseline_idempotency forgeyard_idempotency 2000 1 0.9 none"
   "audit_append baseline_audit forgeyard_audit 4000 1 0.8 none"
+  "workflow_step baseline_wf_step forgeyard_wf_step 2000 1 0.8 workflow"
 )
 ratios=$(mktemp)
 printf '%-16s %-7s %-5s %12s %12s %7s %s\n' line clients round baseline forgeyard ratio target

@@ -650,46 +650,43 @@ FY_FUNCTION(fy_workflow_signal) {
   return BoolGetDatum(sent);
 }
 
-// workflow_complete(tenant, run_id, epoch, result)
-FY_FUNCTION(fy_workflow_complete) {
+namespace {
+
+// workflow_complete, workflow_fail, workflow_park: the owner ends the run in `state`; argument 3 is
+// the result (completed), the error (failed) or the reason (parked).
+Datum end_run(FunctionCallInfo fcinfo, const char* state) {
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
-  const pg::Value result = pg::jsonb_arg(fcinfo, 3, "result");
+  const bool completed = std::string_view(state) == "completed";
+  const pg::Value result = completed ? pg::jsonb_arg(fcinfo, 3, "result") : pg::null_value();
+  const std::optional<std::string> error =
+      completed ? std::nullopt
+                : std::optional<std::string>(
+                      optional_text(fcinfo, 3, std::string_view(state) == "failed" ? "error" : "reason"));
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
   const Owned owned = lock_owned(spi, run, epoch, now);
-  finish(spi, run, owned, epoch, "completed", result, std::nullopt, now);
+  finish(spi, run, owned, epoch, state, result, error, now);
   spi.finish();
   return (Datum)0;
+}
+
+}  // namespace
+
+// workflow_complete(tenant, run_id, epoch, result)
+FY_FUNCTION(fy_workflow_complete) {
+  return end_run(fcinfo, "completed");
 }
 
 // workflow_fail(tenant, run_id, epoch, error)
 FY_FUNCTION(fy_workflow_fail) {
-  const Run run = run_args(fcinfo);
-  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
-  const std::string error = pg::text_arg(fcinfo, 3, "error", core::max_error_bytes, true).value_or("");
-  const TimestampTz now = pg::now();
-  pg::Spi spi;
-  check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(spi, run, epoch, now);
-  finish(spi, run, owned, epoch, "failed", pg::null_value(), error, now);
-  spi.finish();
-  return (Datum)0;
+  return end_run(fcinfo, "failed");
 }
 
 // workflow_park(tenant, run_id, epoch, reason)
 FY_FUNCTION(fy_workflow_park) {
-  const Run run = run_args(fcinfo);
-  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
-  const std::string reason = optional_text(fcinfo, 3, "reason");
-  const TimestampTz now = pg::now();
-  pg::Spi spi;
-  check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(spi, run, epoch, now);
-  finish(spi, run, owned, epoch, "parked", pg::null_value(), reason, now);
-  spi.finish();
-  return (Datum)0;
+  return end_run(fcinfo, "parked");
 }
 
 // workflow_extend(tenant, run_id, epoch, lease) -> until

@@ -53,8 +53,10 @@ configure() {  # configure DIR ARGS...
 # and a quarter less to compile than -g.
 main_args=(-DFORGEYARD_TESTS=ON -DFORGEYARD_BENCH=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
            "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
-asan_args=(-DFORGEYARD_SANITIZE=address,undefined -DFORGEYARD_TESTS=ON -DFORGEYARD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
-           "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1")
+# The sanitizer build with clang: it compiles these targets in half the time g++ takes (73 s against
+# 149 s on an idle 2-core machine), and this build is the test command's longest path.
+asan_args=(-DCMAKE_CXX_COMPILER=clang++ -DFORGEYARD_SANITIZE=address,undefined -DFORGEYARD_TESTS=ON
+           -DFORGEYARD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1")
 
 build_extension() {
   echo "== build: extension (PGXS, -Werror)"
@@ -70,6 +72,9 @@ build_main() {
 }
 # The sanitizer build: the suites that need no uninstrumented binary, with ASan and UBSan.
 build_asan() {
+  # A build directory configured with another compiler is configured anew.
+  [ ! -f build-asan/CMakeCache.txt ] || grep -q '^CMAKE_CXX_COMPILER:.*clang++' build-asan/CMakeCache.txt ||
+    rm -rf build-asan/CMakeCache.txt build-asan/CMakeFiles
   step build/asan-configure.log configure build-asan "${asan_args[@]}" &&
     step build/asan-build.log cmake --build build-asan -j"$jobs" --target unit_tests conformance_tests forgeyard_cli
 }

@@ -69,3 +69,16 @@ CREATE TABLE bench_audit (
     PRIMARY KEY (tenant_id, id),
     UNIQUE (tenant_id, event_id)
 );
+
+-- Workflow steps: the baseline is DBOS's mechanism, a step's output checked, then recorded with
+-- INSERT ... ON CONFLICT DO NOTHING. Each pgbench client owns one forgeyard run (bench_wf_owner,
+-- filled by bench/pgbench.sh before each run) and records its steps one after the other.
+DROP TABLE IF EXISTS bench_steps, bench_wf_owner;
+CREATE TABLE bench_steps (
+    run_id   uuid    NOT NULL,
+    position bigint  NOT NULL,
+    step     text    NOT NULL,
+    output   jsonb,
+    PRIMARY KEY (run_id, position)
+);
+CREATE TABLE bench_wf_owner (client integer PRIMARY KEY, run_id uuid NOT NULL, epoch bigint NOT NULL);

@@ -159,35 +159,36 @@ void Backend::create_versioned_table(const std::string& name) const {
   store->versioned_rows().enable(name);
 }
 
-pid_t Backend::spawn_cli(const std::vector<std::string>& args, const std::string& stdout_path) const {
-  std::vector<std::string> all{"forgeyard", "--store", url};
-  if (unnamed_statements) all.push_back("--unnamed-statements");
-  all.insert(all.end(), args.begin(), args.end());
+namespace {
+
+// Runs `program` with `args` (args[0] is its name) in a child, its stdout into `stdout_path`
+// when given; returns the child's pid.
+pid_t spawn(const char* program, std::vector<std::string> args, const std::string& stdout_path) {
   std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
+  for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
-    const int fd = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fd, 1);
-    execv(FORGEYARD_CLI, argv.data());
+    if (!stdout_path.empty()) dup2(::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), 1);
+    execv(program, argv.data());
     _exit(127);
   }
   return pid;
 }
 
+}  // namespace
+
+pid_t Backend::spawn_cli(const std::vector<std::string>& args, const std::string& stdout_path) const {
+  std::vector<std::string> all{"forgeyard", "--store", url};
+  if (unnamed_statements) all.push_back("--unnamed-statements");
+  all.insert(all.end(), args.begin(), args.end());
+  return spawn(FORGEYARD_CLI, std::move(all), stdout_path);
+}
+
 pid_t Backend::spawn_self(const std::vector<std::string>& args) const {
   std::vector<std::string> all{"conformance_tests"};
   all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execv("/proc/self/exe", argv.data());
-    _exit(127);
-  }
-  return pid;
+  return spawn("/proc/self/exe", std::move(all), "");
 }
 
 int Backend::run_cli(const std::vector<std::string>& args, const std::string& stdout_path) const {

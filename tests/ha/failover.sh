@@ -190,7 +190,8 @@ FORGEYARD_TEST_HA_URL="postgresql://postgres@127.0.0.1:$(port_of node1),127.0.0.
 rc=$?
 
 # Everything the inspect access kind reads works on a hot standby: nothing there writes. The
-# list is the access catalog's, so a new view or function is covered without a change here.
+# list is the access catalog's, so a new view or function is covered without a change here. The
+# functions on one workflow run read the run started at setup (1 / count(*) fails without it).
 standby=node1
 writable node1 && standby=node2
 echo "== inspect reads on the standby ($standby)"
@@ -199,9 +200,9 @@ reads=$(psql -X -At -h 127.0.0.1 -p "$(port_of "$standby")" -U postgres -d forge
               WHEN object LIKE 'FUNCTION %()' THEN 'SELECT count(*) FROM ' || substr(object, 10)
               WHEN object = 'FUNCTION forgeyard.storage_stats(text)' THEN 'SELECT count(*) FROM forgeyard.storage_stats(NULL)'
               WHEN object LIKE 'FUNCTION forgeyard.workflow\_%(text, uuid)'
-                THEN 'SELECT count(*) FROM forgeyard.wf_runs r, LATERAL '
+                THEN 'SELECT 1 / count(*) FROM forgeyard.wf_runs r LEFT JOIN LATERAL '
                      || regexp_replace(substr(object, 10), '\(.*\)$', '(r.tenant_id, r.run_id)')
-                     || ' x WHERE r.tenant_id = ''ha-drill'' HAVING count(*) > 0'
+                     || ' x ON true WHERE r.tenant_id = ''ha-drill'''
               ELSE 'SELECT count(*) FROM ' || regexp_replace(substr(object, 10), '\(.*\)$', '(''ha-drill'')') END
     FROM forgeyard.access_catalog WHERE access = 'inspect' ORDER BY object") || rc=1
 [ -n "$reads" ] || { echo "ha: no inspect reads found" >&2; rc=1; }

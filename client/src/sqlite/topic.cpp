@@ -158,15 +158,7 @@ std::int64_t replay(Db& db, const TopicRow& t, const std::string& subscription, 
 
 // A new version 4 UUID for an event published without an event_id.
 std::string new_event_id() {
-  std::random_device random;
-  std::string b(16, '\0');
-  for (int i = 0; i < 16; i += 4) {
-    const std::uint32_t v = random();
-    for (int k = 0; k < 4; ++k) b[i + k] = static_cast<char>((v >> (8 * k)) & 0xff);
-  }
-  b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);
-  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);
-  return fy::core::format_uuid(b);
+  return fy::core::format_uuid(random_uuid());
 }
 
 std::string event_id_of(const Event& e) {

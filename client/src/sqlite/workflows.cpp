@@ -636,52 +636,35 @@ bool SqliteWorkflows::signal(std::string_view tenant, std::string_view run_id, s
   });
 }
 
-void SqliteWorkflows::complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                               std::string_view result_json) {
-  session_.measure("workflow.complete", [&] {
+void SqliteWorkflows::end_run(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                              const char* operation, const char* state, const std::optional<std::string>& result,
+                              const std::optional<std::string>& error) {
+  session_.measure(operation, [&] {
     const std::string id = run_id_param(run_id);
-    const std::string result = json_param(result_json, "result");
     core_guarded([&] {
       check_tenant_name(tenant);
+      if (error) check_reason(*error, std::string_view(state) == "failed" ? "error" : "reason");
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
-        finish_run(db, tenant, id, owned_run(db, tenant, id, epoch, now), epoch, "completed", result, std::nullopt,
-                   now);
+        finish_run(db, tenant, id, owned_run(db, tenant, id, epoch, now), epoch, state, result, error, now);
       });
     });
   });
+}
+
+void SqliteWorkflows::complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                               std::string_view result_json) {
+  end_run(tenant, run_id, epoch, "workflow.complete", "completed", json_param(result_json, "result"), std::nullopt);
 }
 
 void SqliteWorkflows::fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
                            std::string_view error) {
-  session_.measure("workflow.fail", [&] {
-    const std::string id = run_id_param(run_id);
-    core_guarded([&] {
-      check_tenant_name(tenant);
-      check_reason(error, "error");
-      session_.write([&](Db& db) {
-        const std::int64_t now = session_.now_usecs();
-        finish_run(db, tenant, id, owned_run(db, tenant, id, epoch, now), epoch, "failed", std::nullopt,
-                   std::string(error), now);
-      });
-    });
-  });
+  end_run(tenant, run_id, epoch, "workflow.fail", "failed", std::nullopt, std::string(error));
 }
 
 void SqliteWorkflows::park(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
                            std::string_view reason) {
-  session_.measure("workflow.park", [&] {
-    const std::string id = run_id_param(run_id);
-    core_guarded([&] {
-      check_tenant_name(tenant);
-      check_reason(reason, "reason");
-      session_.write([&](Db& db) {
-        const std::int64_t now = session_.now_usecs();
-        finish_run(db, tenant, id, owned_run(db, tenant, id, epoch, now), epoch, "parked", std::nullopt,
-                   std::string(reason), now);
-      });
-    });
-  });
+  end_run(tenant, run_id, epoch, "workflow.park", "parked", std::nullopt, std::string(reason));
 }
 
 TimePoint SqliteWorkflows::extend(std::string_view tenant, std::string_view run_id, std::int64_t epoch,

@@ -44,6 +44,9 @@ class SqliteWorkflows final : public Workflows {
   // The end of the sleep from the store's clock (µs since 1970).
   void sleep(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
              const std::function<std::int64_t(std::int64_t)>& until_at);
+  // complete, fail, park: the owner ends the run in `state`.
+  void end_run(std::string_view tenant, std::string_view run_id, std::int64_t epoch, const char* operation,
+               const char* state, const std::optional<std::string>& result, const std::optional<std::string>& error);
   SqliteSession& session_;
 };
 
