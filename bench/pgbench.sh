@@ -58,9 +58,12 @@ reset_cas() {
     -c "CHECKPOINT"
 }
 
-# A run for each of 8 pgbench clients, claimed for a day (bench_wf_owner), and no baseline steps.
+# A run for each of 8 pgbench clients, claimed for a day (bench_wf_owner), and 100,000 baseline
+# steps of other runs (so that the baseline's statements are planned on its primary key, as the
+# journal's are on a journal that holds the earlier rounds' steps).
 own_runs() {
   sql -c "TRUNCATE bench_steps, bench_wf_owner" \
+    -c "INSERT INTO bench_steps SELECT gen_random_uuid(), g, 's', '{\"n\": 1}' FROM generate_series(1, 100000) g" \
     -c "DO \$\$ DECLARE g int; r uuid; e bigint; BEGIN
           FOR g IN 0..7 LOOP
             PERFORM forgeyard.workflow_start('bench', 'stepper', 1, 'k-' || g || '-' || clock_timestamp());

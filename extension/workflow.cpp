@@ -331,9 +331,9 @@ FY_FUNCTION(fy_workflow_step) {
       "SELECT step, status, result::pg_catalog.text, wake_at FROM forgeyard.wf_journal" FY_RUN_KEY " AND position" FY_EQ
       "$3",
       {TEXTOID, UUIDOID, INT4OID});
-  static pg::Statement advance(
-      "UPDATE forgeyard.wf_runs SET step_cursor = $3, cursor_step = $4, updated_at = $5" FY_RUN_KEY,
-      {TEXTOID, UUIDOID, INT4OID, TEXTOID, TIMESTAMPTZOID});
+  // The cursor only (no indexed column changes: a HOT update); updated_at tells state changes.
+  static pg::Statement advance("UPDATE forgeyard.wf_runs SET step_cursor = $3, cursor_step = $4" FY_RUN_KEY,
+                               {TEXTOID, UUIDOID, INT4OID, TEXTOID});
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
   const std::string step = step_arg(fcinfo, 3);
@@ -351,7 +351,7 @@ FY_FUNCTION(fy_workflow_step) {
     result = r.text(3);
   });
   const wf::StepAnswer answer = wf::decide_step(entry, step, run.text, position, pg::unix_usecs(now));
-  spi.run(advance, {run.t, run.r, pg::int4_value(position), pg::text_value(step), pg::timestamptz_value(now)});
+  spi.run(advance, {run.t, run.r, pg::int4_value(position), pg::text_value(step)});
   spi.finish();
   const bool done = answer == wf::StepAnswer::done;
   pg::TableResult out(fcinfo);

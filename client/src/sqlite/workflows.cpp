@@ -288,14 +288,11 @@ StepAnswer SqliteWorkflows::step(std::string_view tenant, std::string_view run_i
           result = column_text(q, 2);
         }
         const bool done = wf::decide_step(entry, step, id, position, now) == wf::StepAnswer::done;
-        db.query(
-              "UPDATE wf_runs SET step_cursor = ?3, cursor_step = ?4, updated_at = ?5"
-              " WHERE tenant_id = ?1 AND run_id = ?2")
+        db.query("UPDATE wf_runs SET step_cursor = ?3, cursor_step = ?4 WHERE tenant_id = ?1 AND run_id = ?2")
             .bind(1, tenant)
             .bind(2, id)
             .bind(3, static_cast<std::int64_t>(position))
             .bind(4, step)
-            .bind(5, now)
             .run();
         answer = StepAnswer{done, done && result ? std::optional(wf::canonical(*result, "result")) : std::nullopt,
                             wf::idempotency_key(id, position, step)};
