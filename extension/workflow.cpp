@@ -61,6 +61,8 @@ struct Owned {
   std::int64_t msg_id = 0;
   std::int32_t cursor = 0;
   std::optional<std::string> cursor_step;
+  int priority = 0;    // the class of its messages
+  wf::WaitState wait;  // a wait for a signal in progress
 };
 
 // Locks the run (a claim that takes it over waits for this transaction) and checks that `epoch`
@@ -68,7 +70,7 @@ struct Owned {
 Owned lock_owned(pg::Spi& spi, const Run& run, std::int64_t epoch, TimestampTz now) {
   static pg::Statement lock(
       "SELECT r.state, r.epoch, r.msg_id, r.step_cursor::pg_catalog.int8, r.cursor_step, r.workflow,"
-      "       r.version::pg_catalog.int8,"
+      "       r.version::pg_catalog.int8, r.priority::pg_catalog.int8, r.wait_position::pg_catalog.int8, r.wait_until,"
       "       coalesce(m.state" FY_EQ "'pending' AND m.claim_token" FY_EQ
       "r.epoch"
       "                AND m.visible_at OPERATOR(pg_catalog.>) $3, false)"
@@ -79,13 +81,17 @@ Owned lock_owned(pg::Spi& spi, const Run& run, std::int64_t epoch, TimestampTz n
   std::optional<Owned> owned;
   wf::Ownership ownership;
   spi.run(lock, {run.t, run.r, pg::timestamptz_value(now)}, [&](const pg::Row& row) {
-    ownership = {*row.text(1), *row.int8(2), *row.boolean(8)};
+    ownership = {*row.text(1), *row.int8(2), *row.boolean(11)};
     owned = Owned{*row.text(6),
                   wf::queue_name(*row.text(6), static_cast<std::int32_t>(*row.int8(7))),
                   *row.text(1),
                   row.int8(3).value_or(0),
                   static_cast<std::int32_t>(*row.int8(4)),
-                  row.text(5)};
+                  row.text(5),
+                  static_cast<int>(*row.int8(8)),
+                  {}};
+    if (const auto p = row.int8(9)) owned->wait.position = static_cast<std::int32_t>(*p);
+    if (const auto u = row.timestamptz(10)) owned->wait.until = pg::unix_usecs(*u);
   });
   if (!owned) unknown_run(run);
   wf::check_owner(ownership, epoch, run.text);
@@ -463,8 +469,6 @@ FY_FUNCTION(fy_workflow_sleep) {
       {TEXTOID, UUIDOID, INT4OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID});
   static pg::Statement sleep("UPDATE forgeyard.wf_runs SET state = 'sleeping', msg_id = $3, updated_at = $4" FY_RUN_KEY,
                              {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
-  static pg::Statement priority("SELECT priority::pg_catalog.int8 FROM forgeyard.wf_runs" FY_RUN_KEY,
-                                {TEXTOID, UUIDOID});
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
   const std::string step = step_arg(fcinfo, 3);
@@ -490,10 +494,8 @@ FY_FUNCTION(fy_workflow_sleep) {
     spi.run(record, {run.t, run.r, position, pg::text_value(step), pg::typed_value(JSONBOID, -1, result),
                      pg::timestamptz_value(*until), pg::int8_value(epoch), pg::timestamptz_value(now)});
   }
-  std::int64_t class_number = 0;
-  spi.run(priority, {run.t, run.r}, [&](const pg::Row& r) { class_number = *r.int8(1); });
   ack(spi, run, owned.queue, owned.msg_id, epoch);
-  const std::int64_t msg_id = enqueue(spi, run.tenant, owned.queue, run.id, static_cast<int>(class_number),
+  const std::int64_t msg_id = enqueue(spi, run.tenant, owned.queue, run.id, owned.priority,
                                       wf::timer_delay(pg::unix_usecs(*wake_at), pg::unix_usecs(now)));
   spi.run(sleep, {run.t, run.r, pg::int8_value(msg_id), pg::timestamptz_value(now)});
   spi.finish();
@@ -506,9 +508,6 @@ FY_FUNCTION(fy_workflow_wait_signal) {
       "SELECT step, status, result::pg_catalog.text, wake_at FROM forgeyard.wf_journal" FY_RUN_KEY " AND position" FY_EQ
       "$3",
       {TEXTOID, UUIDOID, INT4OID});
-  static pg::Statement waiting(
-      "SELECT wait_position::pg_catalog.int8, wait_until, priority::pg_catalog.int8 FROM forgeyard.wf_runs" FY_RUN_KEY,
-      {TEXTOID, UUIDOID});
   static pg::Statement oldest("SELECT signal_id, payload::pg_catalog.text FROM forgeyard.wf_signals" FY_RUN_KEY
                               " AND name" FY_EQ
                               "$3 AND consumed_at IS NULL ORDER BY sent_at, signal_id LIMIT 1 FOR UPDATE",
@@ -553,13 +552,7 @@ FY_FUNCTION(fy_workflow_wait_signal) {
     entry = wf::JournalEntry{*r.text(1), *r.text(2), std::nullopt};
     result = r.text(3);
   });
-  wf::WaitState state;
-  std::int64_t class_number = 0;
-  spi.run(waiting, {run.t, run.r}, [&](const pg::Row& r) {
-    if (const auto p = r.int8(1)) state.position = static_cast<std::int32_t>(*p);
-    if (const auto u = r.timestamptz(2)) state.until = pg::unix_usecs(*u);
-    class_number = *r.int8(3);
-  });
+  const wf::WaitState& state = owned.wait;
   std::optional<std::string> signal_id, payload;
   if (!entry || entry->status != "done") {
     spi.run(oldest, {run.t, run.r, pg::text_value(signal)}, [&](const pg::Row& r) {
@@ -584,8 +577,8 @@ FY_FUNCTION(fy_workflow_wait_signal) {
     case wf::WaitAction::wait: {
       const std::int64_t until = wf::wait_end(state, position, pg::unix_usecs(now), timeout);
       ack(spi, run, owned.queue, owned.msg_id, epoch);
-      const std::int64_t msg_id = enqueue(spi, run.tenant, owned.queue, run.id, static_cast<int>(class_number),
-                                          wf::timer_delay(until, pg::unix_usecs(now)));
+      const std::int64_t msg_id =
+          enqueue(spi, run.tenant, owned.queue, run.id, owned.priority, wf::timer_delay(until, pg::unix_usecs(now)));
       spi.run(wait, {run.t, run.r, pg::int8_value(msg_id), pg::text_value(signal),
                      pg::timestamptz_value(now + (until - pg::unix_usecs(now))), at, pg::timestamptz_value(now)});
       answer = {"waiting", std::nullopt};

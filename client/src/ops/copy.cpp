@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <set>
 
-#include "core/audit_event.hpp"
 #include "core/core.hpp"
 #include "core/workflow.hpp"
 #include "forgeyard/version.hpp"

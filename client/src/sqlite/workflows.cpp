@@ -45,20 +45,30 @@ struct OwnedRun {
   std::int64_t msg_id = 0;
   std::int32_t cursor = 0;
   std::optional<std::string> cursor_step;
+  int priority = 0;    // the class of its messages
+  wf::WaitState wait;  // a wait for a signal in progress
 };
 
 // FY001 unless `epoch` owns the run; 42704 for a run the tenant does not have.
 OwnedRun owned_run(Db& db, std::string_view tenant, const std::string& run_id, std::int64_t epoch, std::int64_t now) {
   auto q = db.query(
       "SELECT r.state, r.epoch, r.msg_id, r.step_cursor, r.cursor_step, r.workflow, r.version,"
-      "       coalesce(m.state = 'pending' AND m.claim_token = r.epoch AND m.visible_at > ?3, 0)"
+      "       coalesce(m.state = 'pending' AND m.claim_token = r.epoch AND m.visible_at > ?3, 0),"
+      "       r.priority, r.wait_position, r.wait_until"
       "  FROM wf_runs r LEFT JOIN messages m ON m.msg_id = r.msg_id"
       " WHERE r.tenant_id = ?1 AND r.run_id = ?2");
   q.bind(1, tenant).bind(2, run_id).bind(3, now);
   if (!q.step()) wf::throw_unknown_run(run_id, tenant);
   const wf::Ownership ownership{q.text(0), q.int64(1), q.int64(7) != 0};
-  OwnedRun owned{wf::queue_name(q.text(5), static_cast<std::int32_t>(q.int64(6))), q.text(0),
-                 q.is_null(2) ? 0 : q.int64(2), static_cast<std::int32_t>(q.int64(3)), column_text(q, 4)};
+  OwnedRun owned{wf::queue_name(q.text(5), static_cast<std::int32_t>(q.int64(6))),
+                 q.text(0),
+                 q.is_null(2) ? 0 : q.int64(2),
+                 static_cast<std::int32_t>(q.int64(3)),
+                 column_text(q, 4),
+                 static_cast<int>(q.int64(8)),
+                 {}};
+  if (!q.is_null(9)) owned.wait.position = static_cast<std::int32_t>(q.int64(9));
+  if (!q.is_null(10)) owned.wait.until = q.int64(10);
   wf::check_owner(ownership, epoch, run_id);
   return owned;
 }
@@ -448,14 +458,10 @@ void SqliteWorkflows::sleep(std::string_view tenant, std::string_view run_id, st
               .bind(8, now)
               .run();
         }
-        auto priority = db.query("SELECT priority FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
-        priority.bind(1, tenant).bind(2, id);
-        priority.step();
         Queue queue = load(db, tenant, owned.queue);
         ack_in(db, queue, owned.msg_id, epoch, now);
         queue = load(db, tenant, owned.queue);  // its usage after the ack
-        const std::int64_t msg_id =
-            hand_out(db, queue, id, static_cast<int>(priority.int64(0)), now, wf::timer_delay(*wake_at, now));
+        const std::int64_t msg_id = hand_out(db, queue, id, owned.priority, now, wf::timer_delay(*wake_at, now));
         db.query(
               "UPDATE wf_runs SET state = 'sleeping', msg_id = ?3, updated_at = ?4 WHERE tenant_id = ?1 AND run_id = ?2")
             .bind(1, tenant)
@@ -492,14 +498,7 @@ SignalWait SqliteWorkflows::wait_signal(std::string_view tenant, std::string_vie
           entry = wf::JournalEntry{q.text(0), q.text(1), std::nullopt};
           result = column_text(q, 2);
         }
-        auto w =
-            db.query("SELECT wait_position, wait_until, priority FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
-        w.bind(1, tenant).bind(2, id);
-        w.step();
-        wf::WaitState state;
-        if (!w.is_null(0)) state.position = static_cast<std::int32_t>(w.int64(0));
-        if (!w.is_null(1)) state.until = w.int64(1);
-        const int priority = static_cast<int>(w.int64(2));
+        const wf::WaitState& state = owned.wait;
         std::optional<std::string> signal_id, payload;
         if (!entry || entry->status != "done") {
           auto o = db.query(
@@ -536,7 +535,7 @@ SignalWait SqliteWorkflows::wait_signal(std::string_view tenant, std::string_vie
             Queue queue = load(db, tenant, owned.queue);
             ack_in(db, queue, owned.msg_id, epoch, now);
             queue = load(db, tenant, owned.queue);  // its usage after the ack
-            const std::int64_t msg_id = hand_out(db, queue, id, priority, now, wf::timer_delay(until, now));
+            const std::int64_t msg_id = hand_out(db, queue, id, owned.priority, now, wf::timer_delay(until, now));
             db.query(
                   "UPDATE wf_runs SET state = 'waiting', msg_id = ?3, waiting_signal = ?4, wait_until = ?5,"
                   "   wait_position = ?6, updated_at = ?7 WHERE tenant_id = ?1 AND run_id = ?2")
