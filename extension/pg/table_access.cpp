@@ -251,12 +251,26 @@ Table::Scan::Scan(Table& table, OwnIndex index, std::span<const Key> keys) : tab
   const Oid idxoid = resolve(indexes[static_cast<int>(index)]);
   Relation rel = rel_of(table.rel_);
   Relation idx = guard([&]() noexcept { return index_open(idxoid, AccessShareLock); });
-  index_ = idx;
   // As the planner: an index not valid, or built over broken HOT chains too recently for this
   // transaction's snapshots to use (indcheckxmin), is not used.
-  const bool too_new = idx->rd_index->indcheckxmin &&
-                       !TransactionIdPrecedes(HeapTupleHeaderGetXmin(idx->rd_indextuple->t_data), TransactionXmin);
-  if (!idx->rd_index->indisvalid || too_new || idx->rd_index->indrelid != RelationGetRelid(rel))
+  const auto usable = [&](Relation i) {
+    const bool too_new = i->rd_index->indcheckxmin &&
+                         !TransactionIdPrecedes(HeapTupleHeaderGetXmin(i->rd_indextuple->t_data), TransactionXmin);
+    return i->rd_index->indisvalid && !too_new && i->rd_index->indrelid == RelationGetRelid(rel);
+  };
+  // The OID was resolved before index_open took its lock and, with it, the invalidations that came
+  // in since: REINDEX CONCURRENTLY may have swapped the name onto the new index and left the old
+  // one invalid under this OID. Resolve the name once more.
+  if (!usable(idx)) {
+    forget_all();
+    const Oid again = resolve(indexes[static_cast<int>(index)]);
+    if (again != idxoid) {
+      guard([&]() noexcept { index_close(idx, AccessShareLock); });
+      idx = guard([&]() noexcept { return index_open(again, AccessShareLock); });
+    }
+  }
+  index_ = idx;
+  if (!usable(idx))
     throw core::Error(core::sqlstate::internal_error,
                       std::string("index forgeyard.") + indexes[static_cast<int>(index)].name + " is not usable");
   ScanKeyData scan_keys[max_index_columns];
