@@ -64,7 +64,11 @@ void check_state(std::string_view state) {
 }
 
 bool is_retryable(std::string_view state) {
-  return state == "failed" || state == "parked";
+  return state == "failed" || state == "parked" || state == "compensation_failed";
+}
+
+bool ends_with_compensation(std::string_view state) {
+  return state == "failed" || state == "cancelled" || state == "timed_out";
 }
 
 StepAnswer decide_step(const std::optional<JournalEntry>& recorded, std::string_view step, std::string_view run_id,
@@ -121,20 +125,57 @@ std::string idempotency_key(std::string_view run_id, std::int32_t position, std:
   return std::string(run_id) + ":" + std::to_string(position) + ":" + std::string(step);
 }
 
-void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_id) {
+void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_id, std::string_view as) {
   const std::string which = "workflow run " + std::string(run_id);
   if (run.epoch != epoch)
     throw Error(
         sqlstate::stale_fence,
         which + ": epoch " + std::to_string(epoch) + " is not the run's current epoch " + std::to_string(run.epoch),
         "another worker took the run over; stop working on it");
-  if (run.state != "running")
+  if (run.state != as)
     throw Error(sqlstate::stale_fence,
-                which + " is " + run.state + ", not running under epoch " + std::to_string(epoch),
+                which + " is " + run.state + ", not " + std::string(as) + " under epoch " + std::to_string(epoch),
                 "stop working on it");
   if (!run.live)
     throw Error(sqlstate::stale_fence, which + ": the lease of epoch " + std::to_string(epoch) + " ran out",
                 "extend the lease (workflow_extend) before it runs out; the run will be handed out again");
+}
+
+std::string compensation_key(std::string_view run_id, std::int32_t position, std::string_view step) {
+  return idempotency_key(run_id, position, step) + ":compensate";
+}
+
+void check_next_compensation(const std::optional<std::int32_t>& next, std::int32_t position, std::string_view run_id) {
+  if (next == position) return;
+  throw Error(sqlstate::invalid_parameter,
+              "the next compensation of workflow run " + std::string(run_id) + " is " +
+                  (next ? "at position " + std::to_string(*next) : std::string("none")) + ", not at position " +
+                  std::to_string(position),
+              "compensations run newest first: ask workflow_compensation for the next one");
+}
+
+std::string compensation_error(std::string_view compensation, std::string_view step, std::int32_t position,
+                               std::string_view error) {
+  return "compensation \"" + std::string(compensation) + "\" of step \"" + std::string(step) + "\" at position " +
+         std::to_string(position) + " failed: " + std::string(error);
+}
+
+std::string child_signal(std::string_view child_run_id) {
+  return "child:" + std::string(child_run_id);
+}
+
+bool tells_parent(std::string_view state) {
+  return is_finished(state) && state != "parked";
+}
+
+std::string child_payload(std::string_view state, const std::optional<std::string>& result_json,
+                          const std::optional<std::string>& error) {
+  // No size limit here: the child's result was taken before, and the parent gets all of it.
+  const std::string result =
+      result_json ? canonical_json(parse_json(*result_json, "result", max_json_depth), "result", std::string::npos)
+                  : "null";
+  return "{\"error\":" + (error ? json_quote(*error) : std::string("null")) + ",\"result\":" + result +
+         ",\"state\":" + json_quote(state) + "}";
 }
 
 void throw_unknown_run(std::string_view run_id, std::string_view tenant) {

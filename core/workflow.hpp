@@ -46,8 +46,11 @@ bool is_finished(std::string_view state);
 // 22023 unless `state` is one of `states`.
 void check_state(std::string_view state);
 inline constexpr std::int32_t max_list_runs = 1000;
-// workflow_retry takes these back to pending.
+// workflow_retry takes these back to pending (compensation_failed: back to compensating).
 bool is_retryable(std::string_view state);
+// A run that ends in one of these (failed, cancelled, timed_out) with compensations to run goes to
+// `compensating` first and ends in it once they ran (contract §6.8, sagas).
+bool ends_with_compensation(std::string_view state);
 
 // JSON text checked (22023 naming `argument`) and in its canonical form (core/canonical_json.hpp).
 std::string canonical(std::string_view json, const char* argument);
@@ -112,8 +115,26 @@ void check_current_step(std::int32_t cursor, const std::optional<std::string>& c
 // The error a run ends with when its step fails for good.
 std::string step_error(std::string_view step, std::string_view error);
 
-// FY001 unless `epoch` owns the run: the run is running, at that epoch, and its delivery is live.
-void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_id);
+// FY001 unless `epoch` owns the run: the run is in `as` (running, or compensating for the
+// compensation calls), at that epoch, and its delivery is live.
+void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_id, std::string_view as = "running");
+
+// Sagas: a step done with a compensation is undone, newest first, when its run fails, is cancelled
+// or times out. The compensation of the step at `position` hands the outside system this key.
+std::string compensation_key(std::string_view run_id, std::int32_t position, std::string_view step);
+// 22023 unless `position` is the run's next compensation (`next`: none left when nullopt).
+void check_next_compensation(const std::optional<std::int32_t>& next, std::int32_t position, std::string_view run_id);
+// The error a run ends with when a compensation fails for good.
+std::string compensation_error(std::string_view compensation, std::string_view step, std::int32_t position,
+                               std::string_view error);
+
+// Children: a run started with a parent sends it, once, when it first ends (any finished state
+// but parked), the signal "child:<run_id>" (its signal_id is the child's run id) with the payload
+// {"error": ..., "result": ..., "state": ...} in canonical form.
+std::string child_signal(std::string_view child_run_id);
+bool tells_parent(std::string_view state);
+std::string child_payload(std::string_view state, const std::optional<std::string>& result_json,
+                          const std::optional<std::string>& error);
 
 // workflow_start's options: deadline (an interval, as text), priority (a class name), parent
 // (a run id). Unknown keys and bad values are 22023 naming them. Given one key at a time.

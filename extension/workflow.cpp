@@ -63,17 +63,18 @@ struct Owned {
   std::optional<std::string> cursor_step;
   int priority = 0;    // the class of its messages
   wf::WaitState wait;  // a wait for a signal in progress
+  std::optional<std::string> compensate_to, error;
 };
 
 // Locks the run (a claim that takes it over waits for this transaction) and checks that `epoch`
-// owns it: FY001 otherwise, 42704 for a run the tenant does not have.
-Owned lock_owned(pg::Spi& spi, const Run& run, std::int64_t epoch, TimestampTz now) {
+// owns it in state `as`: FY001 otherwise, 42704 for a run the tenant does not have.
+Owned lock_owned(pg::Spi& spi, const Run& run, std::int64_t epoch, TimestampTz now, const char* as = "running") {
   static pg::Statement lock(
       "SELECT r.state, r.epoch, r.msg_id, r.step_cursor::pg_catalog.int8, r.cursor_step, r.workflow,"
       "       r.version::pg_catalog.int8, r.priority::pg_catalog.int8, r.wait_position::pg_catalog.int8, r.wait_until,"
       "       coalesce(m.state" FY_EQ "'pending' AND m.claim_token" FY_EQ
       "r.epoch"
-      "                AND m.visible_at OPERATOR(pg_catalog.>) $3, false)"
+      "                AND m.visible_at OPERATOR(pg_catalog.>) $3, false), r.compensate_to, r.error"
       "  FROM forgeyard.wf_runs r LEFT JOIN forgeyard.messages m ON m.msg_id" FY_EQ
       "r.msg_id"
       " WHERE r.tenant_id" FY_EQ "$1 AND r.run_id" FY_EQ "$2 FOR UPDATE OF r",
@@ -92,9 +93,11 @@ Owned lock_owned(pg::Spi& spi, const Run& run, std::int64_t epoch, TimestampTz n
                   {}};
     if (const auto p = row.int8(9)) owned->wait.position = static_cast<std::int32_t>(*p);
     if (const auto u = row.timestamptz(10)) owned->wait.until = pg::unix_usecs(*u);
+    owned->compensate_to = row.text(12);
+    owned->error = row.text(13);
   });
   if (!owned) unknown_run(run);
-  wf::check_owner(ownership, epoch, run.text);
+  wf::check_owner(ownership, epoch, run.text, as);
   return *owned;
 }
 
@@ -122,16 +125,130 @@ std::int64_t enqueue(pg::Spi& spi, const std::string& tenant, const std::string&
   return msg_id;
 }
 
-// Ends the run in `state` (completed, failed, parked) and lets its delivery go.
-void finish(pg::Spi& spi, const Run& run, const Owned& owned, std::int64_t epoch, const char* state,
-            const pg::Value& result, const std::optional<std::string>& error, TimestampTz now) {
-  static pg::Statement statement(
+// Sends a run the signal `name`, in the caller's transaction: false for a repeated signal_id or a
+// run that has finished; a run waiting for the signal is handed out at once (its timeout message
+// is let go at claim). 42704 for a run the tenant does not have.
+bool send_signal(pg::Spi& spi, const Run& run, const std::string& name, const pg::Value& payload,
+                 const std::string& signal_id, TimestampTz now) {
+  static pg::Statement lock(
+      "SELECT state, waiting_signal, workflow, version::pg_catalog.int8, priority::pg_catalog.int8"
+      "  FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE",
+      {TEXTOID, UUIDOID});
+  static pg::Statement insert(
+      "INSERT INTO forgeyard.wf_signals (tenant_id, run_id, signal_id, name, payload, sent_at)"
+      " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+      {TEXTOID, UUIDOID, UUIDOID, TEXTOID, JSONBOID, TIMESTAMPTZOID});
+  static pg::Statement wake("UPDATE forgeyard.wf_runs SET state = 'pending', msg_id = $3, updated_at = $4" FY_RUN_KEY,
+                            {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
+  std::optional<std::string> state, waiting_for, workflow;
+  std::int64_t version = 0, class_number = 0;
+  spi.run(lock, {run.t, run.r}, [&](const pg::Row& r) {
+    state = r.text(1);
+    waiting_for = r.text(2);
+    workflow = r.text(3);
+    version = *r.int8(4);
+    class_number = *r.int8(5);
+  });
+  if (!state) unknown_run(run);
+  if (wf::is_finished(*state)) return false;
+  const bool sent = spi.run(insert, {run.t, run.r, pg::uuid_value(signal_id), pg::text_value(name), payload,
+                                     pg::timestamptz_value(now)}) > 0;
+  if (sent && *state == "waiting" && waiting_for == name) {
+    const std::int64_t msg_id = enqueue(spi, run.tenant, wf::queue_name(*workflow, static_cast<std::int32_t>(version)),
+                                        run.id, static_cast<int>(class_number));
+    spi.run(wake, {run.t, run.r, pg::int8_value(msg_id), pg::timestamptz_value(now)});
+  }
+  return sent;
+}
+
+// A run that has a parent tells it how it ended (core/workflow.hpp, children).
+void tell_parent(pg::Spi& spi, const Run& run, TimestampTz now) {
+  static pg::Statement ended(
+      "SELECT parent_run_id, state, result::pg_catalog.text, error FROM forgeyard.wf_runs" FY_RUN_KEY
+      " AND parent_run_id IS NOT NULL",
+      {TEXTOID, UUIDOID});
+  std::optional<std::string> parent, state, result, error;
+  spi.run(ended, {run.t, run.r}, [&](const pg::Row& r) {
+    parent = r.uuid(1);
+    state = r.text(2);
+    result = r.text(3);
+    error = r.text(4);
+  });
+  if (!parent || !wf::tells_parent(*state)) return;
+  const Run to{run.tenant, *parent, core::format_uuid(*parent), run.t, pg::uuid_value(*parent)};
+  send_signal(spi, to, wf::child_signal(run.text),
+              pg::typed_value(JSONBOID, -1, wf::child_payload(*state, result, error)), run.id, now);
+}
+
+// The run ends in `state` (its delivery let go by the caller). One that fails, is cancelled or
+// times out with compensations to run is compensating first: a new message hands it out for
+// them. Returns the run's state now.
+std::string settle(pg::Spi& spi, const Run& run, const std::string& state, const pg::Value& result,
+                   const std::optional<std::string>& error, TimestampTz now) {
+  static pg::Statement pending(
+      "SELECT workflow, version::pg_catalog.int8, priority::pg_catalog.int8 FROM forgeyard.wf_runs r" FY_RUN_KEY
+      " AND EXISTS (SELECT 1 FROM forgeyard.wf_journal j WHERE j.tenant_id" FY_EQ "$1 AND j.run_id" FY_EQ
+      "$2"
+      "   AND j.status" FY_EQ
+      "'done' AND j.compensation IS NOT NULL"
+      "   AND j.compensation_status IS DISTINCT FROM 'done')",
+      {TEXTOID, UUIDOID});
+  static pg::Statement compensate(
+      "UPDATE forgeyard.wf_runs SET state = 'compensating', compensate_to = $3, error = $4, msg_id = $5,"
+      "   updated_at = $6" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
+  static pg::Statement end(
       "UPDATE forgeyard.wf_runs SET state = $3, result = $4, error = $5, updated_at = $6,"
       "   finished_at = CASE WHEN $3" FY_EQ "'parked' THEN NULL ELSE $6 END" FY_RUN_KEY,
       {TEXTOID, UUIDOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID});
-  ack(spi, run, owned.queue, owned.msg_id, epoch);
-  spi.run(statement,
+  if (wf::ends_with_compensation(state)) {
+    std::optional<std::string> workflow;
+    std::int64_t version = 0, priority = 0;
+    spi.run(pending, {run.t, run.r}, [&](const pg::Row& r) {
+      workflow = r.text(1);
+      version = *r.int8(2);
+      priority = *r.int8(3);
+    });
+    if (workflow) {
+      const std::string queue = wf::queue_name(*workflow, static_cast<std::int32_t>(version));
+      queue::insert_queue(spi, run.tenant, queue, core::QueueOptions{});
+      const std::int64_t msg_id = enqueue(spi, run.tenant, queue, run.id, static_cast<int>(priority));
+      spi.run(compensate, {run.t, run.r, pg::text_value(state), pg::optional_text_value(error), pg::int8_value(msg_id),
+                           pg::timestamptz_value(now)});
+      return "compensating";
+    }
+  }
+  spi.run(end,
           {run.t, run.r, pg::text_value(state), result, pg::optional_text_value(error), pg::timestamptz_value(now)});
+  tell_parent(spi, run, now);
+  return state;
+}
+
+// Ends the run in `state` (completed, failed, parked) and lets its delivery go.
+void finish(pg::Spi& spi, const Run& run, const Owned& owned, std::int64_t epoch, const char* state,
+            const pg::Value& result, const std::optional<std::string>& error, TimestampTz now) {
+  ack(spi, run, owned.queue, owned.msg_id, epoch);
+  settle(spi, run, state, result, error, now);
+}
+
+// The newest step done whose compensation has not run: its position, step, compensation, result.
+struct NextCompensation {
+  std::int32_t position = 0;
+  std::string step, compensation;
+  std::optional<std::string> result;
+};
+std::optional<NextCompensation> next_compensation(pg::Spi& spi, const Run& run) {
+  static pg::Statement next(
+      "SELECT position::pg_catalog.int8, step, compensation, result::pg_catalog.text FROM forgeyard.wf_journal" FY_RUN_KEY
+      "   AND status" FY_EQ
+      "'done' AND compensation IS NOT NULL AND compensation_status IS DISTINCT FROM 'done'"
+      " ORDER BY position DESC LIMIT 1",
+      {TEXTOID, UUIDOID});
+  std::optional<NextCompensation> out;
+  spi.run(next, {run.t, run.r}, [&](const pg::Row& r) {
+    out = NextCompensation{static_cast<std::int32_t>(*r.int8(1)), *r.text(2), *r.text(3), r.text(4)};
+  });
+  return out;
 }
 
 }  // namespace
@@ -238,12 +355,10 @@ FY_FUNCTION(fy_workflow_claim) {
       "       input::pg_catalog.text"
       "  FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE",
       {TEXTOID, UUIDOID, TIMESTAMPTZOID});
-  static pg::Statement timed_out(
-      "UPDATE forgeyard.wf_runs SET state = 'timed_out', error = 'the run''s deadline passed', updated_at = $3,"
-      "   finished_at = $3" FY_RUN_KEY,
-      {TEXTOID, UUIDOID, TIMESTAMPTZOID});
   static pg::Statement own(
-      "UPDATE forgeyard.wf_runs SET state = 'running', epoch = $3, owner = $4, step_cursor = 0, cursor_step = NULL,"
+      "UPDATE forgeyard.wf_runs SET state = CASE WHEN state" FY_EQ
+      "'compensating' THEN state ELSE 'running' END,"
+      "   epoch = $3, owner = $4, step_cursor = 0, cursor_step = NULL,"
       "   takeovers = takeovers OPERATOR(pg_catalog.+) $5::pg_catalog.int4,"
       "   taken_over_at = CASE WHEN $5 OPERATOR(pg_catalog.>) 0 THEN $6 ELSE taken_over_at END,"
       "   previous_owner = CASE WHEN $5 OPERATOR(pg_catalog.>) 0 THEN owner ELSE previous_owner END,"
@@ -274,7 +389,7 @@ FY_FUNCTION(fy_workflow_claim) {
   struct Out {
     std::string run_id, workflow;
     std::int64_t version, epoch;
-    std::string input;
+    std::string state, input;
   };
   std::vector<Out> out;
   pg::Spi spi;
@@ -310,16 +425,19 @@ FY_FUNCTION(fy_workflow_claim) {
         ack(spi, run, name, c.msg_id, c.claim_token);
         continue;
       }
-      if (past_deadline) {
+      // Past its deadline: timed out, compensating first if it has compensations to run (their
+      // message is claimed by a later call). A compensating run finishes its compensations.
+      if (past_deadline && *state != "compensating") {
         ack(spi, run, name, c.msg_id, c.claim_token);
-        spi.run(timed_out, {t, run.r, pg::timestamptz_value(now)});
+        settle(spi, run, "timed_out", pg::null_value(), "the run's deadline passed", now);
         continue;
       }
       // A run still running was claimed again: its owner's lease ran out.
       const bool takeover = *state == "running";
       spi.run(own, {t, run.r, pg::int8_value(c.claim_token), pg::text_value(worker), pg::int4_value(takeover ? 1 : 0),
                     pg::timestamptz_value(now)});
-      out.push_back({*c.payload, *workflow, version, c.claim_token, *input});
+      out.push_back(
+          {*c.payload, *workflow, version, c.claim_token, *state == "compensating" ? *state : "running", *input});
     }
   }
   spi.finish();
@@ -327,7 +445,7 @@ FY_FUNCTION(fy_workflow_claim) {
   for (const Out& o : out)
     result.add_row({pg::uuid_value(o.run_id), pg::text_value(o.workflow),
                     pg::int4_value(static_cast<std::int32_t>(o.version)), pg::int8_value(o.epoch),
-                    pg::text_value("running"), pg::typed_value(JSONBOID, -1, o.input)});
+                    pg::text_value(o.state), pg::typed_value(JSONBOID, -1, o.input)});
   return (Datum)0;
 }
 
@@ -443,13 +561,93 @@ FY_FUNCTION(fy_workflow_step_fail) {
   if (outcome == "retry") {
     spi.run(release, {run.t, run.r, pg::timestamptz_value(now)});
   } else {
-    // Permanent, or the queue's max_attempts reached (nack dead-lettered the message).
-    static pg::Statement failed(
-        "UPDATE forgeyard.wf_runs SET state = 'failed', error = $3, updated_at = $4, finished_at = $4" FY_RUN_KEY,
-        {TEXTOID, UUIDOID, TEXTOID, TIMESTAMPTZOID});
+    // Permanent, or the queue's max_attempts reached (nack dead-lettered the message): the run
+    // fails, compensating first if it has compensations to run.
     if (permanent) ack(spi, run, owned.queue, owned.msg_id, epoch);
-    spi.run(failed, {run.t, run.r, pg::text_value(wf::step_error(step, error)), pg::timestamptz_value(now)});
+    settle(spi, run, "failed", pg::null_value(), wf::step_error(step, error), now);
     outcome = "failed";
+  }
+  spi.finish();
+  return pg::text_value(outcome).datum;
+}
+
+// workflow_compensation(tenant, run_id, epoch) -> the next compensation, newest step first
+FY_FUNCTION(fy_workflow_compensation) {
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  lock_owned(spi, run, epoch, now, "compensating");
+  const std::optional<NextCompensation> next = next_compensation(spi, run);
+  spi.finish();
+  pg::TableResult out(fcinfo);
+  if (next)
+    out.add_row({pg::int4_value(next->position), pg::text_value(next->step), pg::text_value(next->compensation),
+                 pg::typed_value(JSONBOID, -1, next->result),
+                 pg::text_value(wf::compensation_key(run.text, next->position, next->step))});
+  return (Datum)0;
+}
+
+// workflow_compensation_complete(tenant, run_id, epoch, position) -> the run's state now
+FY_FUNCTION(fy_workflow_compensation_complete) {
+  static pg::Statement record(
+      "UPDATE forgeyard.wf_journal SET compensation_status = 'done', compensation_error = NULL, compensated_at = $4,"
+      "   compensation_attempts = compensation_attempts OPERATOR(pg_catalog.+) 1" FY_RUN_KEY " AND position" FY_EQ "$3",
+      {TEXTOID, UUIDOID, INT4OID, TIMESTAMPTZOID});
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const std::int32_t position = pg::int4_arg(fcinfo, 3, "position");
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  const Owned owned = lock_owned(spi, run, epoch, now, "compensating");
+  std::optional<NextCompensation> next = next_compensation(spi, run);
+  wf::check_next_compensation(next ? std::optional(next->position) : std::nullopt, position, run.text);
+  spi.run(record, {run.t, run.r, pg::int4_value(position), pg::timestamptz_value(now)});
+  std::string state = "compensating";
+  if (!next_compensation(spi, run)) {
+    // The last one: the run ends as it was going to.
+    ack(spi, run, owned.queue, owned.msg_id, epoch);
+    state = settle(spi, run, owned.compensate_to.value_or("failed"), pg::null_value(), owned.error, now);
+  }
+  spi.finish();
+  return pg::text_value(state).datum;
+}
+
+// workflow_compensation_fail(tenant, run_id, epoch, position, error, permanent) -> retry | compensation_failed
+FY_FUNCTION(fy_workflow_compensation_fail) {
+  static pg::Statement record(
+      "UPDATE forgeyard.wf_journal SET compensation_status = 'failed', compensation_error = $4,"
+      "   compensation_attempts = compensation_attempts OPERATOR(pg_catalog.+) 1" FY_RUN_KEY " AND position" FY_EQ "$3",
+      {TEXTOID, UUIDOID, INT4OID, TEXTOID});
+  static pg::Statement nack("SELECT forgeyard.nack($1, $2, $3, $4, $5, false)",
+                            {TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID});
+  const Run run = run_args(fcinfo);
+  const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
+  const std::int32_t position = pg::int4_arg(fcinfo, 3, "position");
+  const std::string error = pg::text_arg(fcinfo, 4, "error", core::max_error_bytes, true).value_or("");
+  const bool permanent = pg::bool_arg(fcinfo, 5, false);
+  const TimestampTz now = pg::now();
+  pg::Spi spi;
+  check_tenant(spi, run.tenant);
+  const Owned owned = lock_owned(spi, run, epoch, now, "compensating");
+  const std::optional<NextCompensation> next = next_compensation(spi, run);
+  wf::check_next_compensation(next ? std::optional(next->position) : std::nullopt, position, run.text);
+  spi.run(record, {run.t, run.r, pg::int4_value(position), pg::text_value(error)});
+  std::string outcome = "compensation_failed";
+  if (!permanent) {
+    spi.run(nack,
+            {run.t, pg::text_value(owned.queue), pg::int8_value(owned.msg_id), pg::int8_value(epoch),
+             pg::text_value(error)},
+            [&](const pg::Row& r) { outcome = *r.text(1); });
+  } else {
+    ack(spi, run, owned.queue, owned.msg_id, epoch);
+  }
+  if (outcome != "retry") {
+    // Permanent, or the queue's max_attempts reached (the message is a dead letter now).
+    outcome = settle(spi, run, "compensation_failed", pg::null_value(),
+                     wf::compensation_error(next->compensation, next->step, position, error), now);
   }
   spi.finish();
   return pg::text_value(outcome).datum;
@@ -600,16 +798,6 @@ FY_FUNCTION(fy_workflow_wait_signal) {
 
 // workflow_signal(tenant, run_id, signal, payload, signal_id) -> whether it was new
 FY_FUNCTION(fy_workflow_signal) {
-  static pg::Statement lock(
-      "SELECT state, waiting_signal, workflow, version::pg_catalog.int8, priority::pg_catalog.int8"
-      "  FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE",
-      {TEXTOID, UUIDOID});
-  static pg::Statement insert(
-      "INSERT INTO forgeyard.wf_signals (tenant_id, run_id, signal_id, name, payload, sent_at)"
-      " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-      {TEXTOID, UUIDOID, UUIDOID, TEXTOID, JSONBOID, TIMESTAMPTZOID});
-  static pg::Statement wake("UPDATE forgeyard.wf_runs SET state = 'pending', msg_id = $3, updated_at = $4" FY_RUN_KEY,
-                            {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
   const Run run = run_args(fcinfo);
   const std::string signal = pg::name_arg(fcinfo, 2, "signal", wf::max_step_bytes);
   const pg::Value payload = pg::jsonb_arg(fcinfo, 3, "payload");
@@ -617,28 +805,7 @@ FY_FUNCTION(fy_workflow_signal) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  std::optional<std::string> state, waiting_for, workflow;
-  std::int64_t version = 0, class_number = 0;
-  spi.run(lock, {run.t, run.r}, [&](const pg::Row& r) {
-    state = r.text(1);
-    waiting_for = r.text(2);
-    workflow = r.text(3);
-    version = *r.int8(4);
-    class_number = *r.int8(5);
-  });
-  if (!state) unknown_run(run);
-  bool sent = false;
-  if (!wf::is_finished(*state)) {
-    sent = spi.run(insert, {run.t, run.r, pg::uuid_value(signal_id), pg::text_value(signal), payload,
-                            pg::timestamptz_value(now)}) > 0;
-    // A run waiting for this signal is handed out now; its timeout message is let go at claim.
-    if (sent && *state == "waiting" && waiting_for == signal) {
-      const std::int64_t msg_id =
-          enqueue(spi, run.tenant, wf::queue_name(*workflow, static_cast<std::int32_t>(version)), run.id,
-                  static_cast<int>(class_number));
-      spi.run(wake, {run.t, run.r, pg::int8_value(msg_id), pg::timestamptz_value(now)});
-    }
-  }
+  const bool sent = send_signal(spi, run, signal, payload, signal_id, now);
   spi.finish();
   return BoolGetDatum(sent);
 }
@@ -704,9 +871,6 @@ FY_FUNCTION(fy_workflow_extend) {
 // workflow_cancel(tenant, run_id, reason) -> whether it was cancelled now
 FY_FUNCTION(fy_workflow_cancel) {
   static pg::Statement lock("SELECT state FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE", {TEXTOID, UUIDOID});
-  static pg::Statement cancel(
-      "UPDATE forgeyard.wf_runs SET state = 'cancelled', error = $3, updated_at = $4, finished_at = $4" FY_RUN_KEY,
-      {TEXTOID, UUIDOID, TEXTOID, TIMESTAMPTZOID});
   const Run run = run_args(fcinfo);
   const std::string reason = optional_text(fcinfo, 2, "reason");
   const TimestampTz now = pg::now();
@@ -715,10 +879,11 @@ FY_FUNCTION(fy_workflow_cancel) {
   std::optional<std::string> state;
   spi.run(lock, {run.t, run.r}, [&](const pg::Row& r) { state = r.text(1); });
   if (!state) unknown_run(run);
-  const bool cancelled = !wf::is_finished(*state);
+  // A compensating run finishes its compensations first.
+  const bool cancelled = !wf::is_finished(*state) && *state != "compensating";
   // Its message stays until the next claim of the definition lets it go; an owner's next
   // journal write gets FY001.
-  if (cancelled) spi.run(cancel, {run.t, run.r, pg::text_value(reason), pg::timestamptz_value(now)});
+  if (cancelled) settle(spi, run, "cancelled", pg::null_value(), reason, now);
   spi.finish();
   return BoolGetDatum(cancelled);
 }
@@ -726,27 +891,37 @@ FY_FUNCTION(fy_workflow_cancel) {
 // workflow_retry(tenant, run_id) -> whether the run was handed out again
 FY_FUNCTION(fy_workflow_retry) {
   static pg::Statement lock(
-      "SELECT state, workflow, version::pg_catalog.int8, priority::pg_catalog.int8 FROM forgeyard.wf_runs" FY_RUN_KEY
-      " FOR UPDATE",
+      "SELECT state, workflow, version::pg_catalog.int8, priority::pg_catalog.int8,"
+      "       EXISTS (SELECT 1 FROM forgeyard.wf_journal j WHERE j.tenant_id" FY_EQ "$1 AND j.run_id" FY_EQ
+      "$2"
+      "                 AND j.compensation_status" FY_EQ
+      "'done')"
+      "  FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE",
       {TEXTOID, UUIDOID});
-  static pg::Statement requeue(
-      "UPDATE forgeyard.wf_runs SET state = 'pending', msg_id = $3, error = NULL, finished_at = NULL,"
-      "   updated_at = $4" FY_RUN_KEY,
-      {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
+  // A compensation_failed run resumes its compensations; another starts again where it failed.
+  static pg::Statement requeue("UPDATE forgeyard.wf_runs SET state = CASE WHEN state" FY_EQ
+                               "'compensation_failed' THEN 'compensating' ELSE 'pending' END,"
+                               "   msg_id = $3, error = CASE WHEN state" FY_EQ
+                               "'compensation_failed' THEN error END, finished_at = NULL,"
+                               "   updated_at = $4" FY_RUN_KEY,
+                               {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
   const Run run = run_args(fcinfo);
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
   std::optional<std::string> state, workflow;
   std::int64_t version = 0, priority = 0;
+  bool compensated = false;
   spi.run(lock, {run.t, run.r}, [&](const pg::Row& r) {
     state = r.text(1);
     workflow = r.text(2);
     version = *r.int8(3);
     priority = *r.int8(4);
+    compensated = *r.boolean(5);
   });
   if (!state) unknown_run(run);
-  const bool retried = wf::is_retryable(*state);
+  // A failed run whose steps were compensated cannot replay them as done.
+  const bool retried = wf::is_retryable(*state) && (*state == "compensation_failed" || !compensated);
   if (retried) {
     const std::string queue = wf::queue_name(*workflow, static_cast<std::int32_t>(version));
     queue::insert_queue(spi, run.tenant, queue, core::QueueOptions{});
@@ -787,12 +962,12 @@ FY_FUNCTION(fy_workflow_status) {
 }
 
 // workflow_journal(tenant, run_id) -> (position, step, status, result, epoch, recorded_at, error, attempts,
-// compensation)
+// compensation, compensation_status, compensation_error)
 FY_FUNCTION(fy_workflow_journal) {
   static pg::Statement exists("SELECT 1 FROM forgeyard.wf_runs" FY_RUN_KEY, {TEXTOID, UUIDOID});
   static pg::Statement journal(
       "SELECT position::pg_catalog.int8, step, status, result::pg_catalog.text, epoch, recorded_at, error,"
-      "       attempts::pg_catalog.int8, compensation"
+      "       attempts::pg_catalog.int8, compensation, compensation_status, compensation_error"
       "  FROM forgeyard.wf_journal" FY_RUN_KEY " ORDER BY position",
       {TEXTOID, UUIDOID});
   const Run run = run_args(fcinfo);
@@ -807,12 +982,12 @@ FY_FUNCTION(fy_workflow_journal) {
     TimestampTz recorded_at;
     std::optional<std::string> error;
     std::int64_t attempts;
-    std::optional<std::string> compensation;
+    std::optional<std::string> compensation, compensation_status, compensation_error;
   };
   std::vector<Entry> entries;
   spi.run(journal, {run.t, run.r}, [&](const pg::Row& r) {
     entries.push_back({*r.int8(1), *r.text(2), *r.text(3), r.text(4), *r.int8(5), *r.timestamptz(6), r.text(7),
-                       *r.int8(8), r.text(9)});
+                       *r.int8(8), r.text(9), r.text(10), r.text(11)});
   });
   spi.finish();
   pg::TableResult out(fcinfo);
@@ -820,7 +995,8 @@ FY_FUNCTION(fy_workflow_journal) {
     out.add_row({pg::int4_value(static_cast<std::int32_t>(e.position)), pg::text_value(e.step),
                  pg::text_value(e.status), pg::typed_value(JSONBOID, -1, e.result), pg::int8_value(e.epoch),
                  pg::timestamptz_value(e.recorded_at), pg::optional_text_value(e.error),
-                 pg::int4_value(static_cast<std::int32_t>(e.attempts)), pg::optional_text_value(e.compensation)});
+                 pg::int4_value(static_cast<std::int32_t>(e.attempts)), pg::optional_text_value(e.compensation),
+                 pg::optional_text_value(e.compensation_status), pg::optional_text_value(e.compensation_error)});
   return (Datum)0;
 }
 

@@ -1829,6 +1829,7 @@ CREATE TABLE forgeyard.wf_runs (
     waiting_signal text,
     wait_until     timestamptz,
     wait_position  integer,
+    compensate_to  text        CHECK (compensate_to IN ('failed', 'cancelled', 'timed_out')),
     takeovers      integer     NOT NULL DEFAULT 0,
     taken_over_at  timestamptz,
     previous_owner text,
@@ -1854,6 +1855,10 @@ CREATE TABLE forgeyard.wf_journal (
     result       jsonb,
     error        text,
     compensation text,
+    compensation_status   text CHECK (compensation_status IN ('done', 'failed')),
+    compensation_error    text,
+    compensation_attempts integer NOT NULL DEFAULT 0,
+    compensated_at        timestamptz,
     wake_at      timestamptz,
     attempts     integer     NOT NULL DEFAULT 1,
     epoch        bigint      NOT NULL,
@@ -1917,6 +1922,28 @@ CREATE FUNCTION forgeyard.workflow_step_fail(tenant text, run_id uuid, epoch big
 COMMENT ON FUNCTION forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean) IS
   'Record a failed attempt of the current step: retry (the run is released and handed out again after the queue''s backoff) or failed (permanent, or the queue''s max_attempts reached: the run ends failed). FY001 for a stale owner.';
 
+-- Sagas: a run that fails, is cancelled or times out with steps done that name a compensation is
+-- compensating until their compensations ran, newest first; then it ends as it was going to.
+CREATE FUNCTION forgeyard.workflow_compensation(tenant text, run_id uuid, epoch bigint)
+    RETURNS TABLE ("position" integer, step text, compensation text, result jsonb, idempotency_key text)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_compensation';
+COMMENT ON FUNCTION forgeyard.workflow_compensation(text, uuid, bigint) IS
+  'The next compensation of a compensating run owned under epoch (newest step first): the step''s position, name, compensation and recorded result, and a stable idempotency key for the compensation. No row when none is left. FY001 for a stale owner.';
+
+CREATE FUNCTION forgeyard.workflow_compensation_complete(tenant text, run_id uuid, epoch bigint, "position" integer)
+    RETURNS text LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_compensation_complete';
+COMMENT ON FUNCTION forgeyard.workflow_compensation_complete(text, uuid, bigint, integer) IS
+  'Record the compensation of the step at position as done, in the caller''s transaction; returns the run''s state: compensating while compensations are left, else the state it ends in (failed, cancelled or timed_out). 22023 unless position is the next compensation; FY001 for a stale owner.';
+
+CREATE FUNCTION forgeyard.workflow_compensation_fail(tenant text, run_id uuid, epoch bigint, "position" integer,
+                                                     error text, permanent boolean DEFAULT false)
+    RETURNS text LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_workflow_compensation_fail';
+COMMENT ON FUNCTION forgeyard.workflow_compensation_fail(text, uuid, bigint, integer, text, boolean) IS
+  'Record a failed attempt of the compensation at position: retry (the run is released for the queue''s backoff) or compensation_failed (permanent, or the queue''s max_attempts reached: the run ends compensation_failed; workflow_retry resumes it). FY001 for a stale owner.';
+
 CREATE FUNCTION forgeyard.workflow_sleep(tenant text, run_id uuid, epoch bigint, step text, until timestamptz)
     RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_sleep';
@@ -1966,13 +1993,13 @@ CREATE FUNCTION forgeyard.workflow_cancel(tenant text, run_id uuid, reason text)
     RETURNS boolean LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_cancel';
 COMMENT ON FUNCTION forgeyard.workflow_cancel(text, uuid, text) IS
-  'Cancel a run that has not finished (false if it had); its owner''s next journal write gets FY001. 42704 for an unknown run.';
+  'Cancel a run that has not finished (false if it had, or is compensating); its owner''s next journal write gets FY001. A run with compensations to run is compensating first. 42704 for an unknown run.';
 
 CREATE FUNCTION forgeyard.workflow_retry(tenant text, run_id uuid)
     RETURNS boolean LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_retry';
 COMMENT ON FUNCTION forgeyard.workflow_retry(text, uuid) IS
-  'Hand a failed or parked run out again (false for a run in another state): it replays its journal and runs again from the step that failed. 42704 for an unknown run.';
+  'Hand a failed or parked run out again (false for a run in another state, or a failed run whose compensations ran): it replays its journal and runs again from the step that failed. A compensation_failed run resumes its compensations. 42704 for an unknown run.';
 
 CREATE FUNCTION forgeyard.workflow_status(tenant text, run_id uuid)
     RETURNS TABLE (state text, workflow text, version integer, result jsonb, error text, owner text, epoch bigint,
@@ -1984,11 +2011,12 @@ COMMENT ON FUNCTION forgeyard.workflow_status(text, uuid) IS
 
 CREATE FUNCTION forgeyard.workflow_journal(tenant text, run_id uuid)
     RETURNS TABLE ("position" integer, step text, status text, result jsonb, epoch bigint, recorded_at timestamptz,
-                   error text, attempts integer, compensation text)
+                   error text, attempts integer, compensation text, compensation_status text,
+                   compensation_error text)
     LANGUAGE c STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_journal';
 COMMENT ON FUNCTION forgeyard.workflow_journal(text, uuid) IS
-  'A run''s journal in position order: each step done (with its result and compensation) or failed (with its last error), its attempts and the epoch that wrote it. 42704 for a run the tenant does not have.';
+  'A run''s journal in position order: each step done (with its result and compensation) or failed (with its last error), its attempts and the epoch that wrote it, and how its compensation went (done, failed with its last error, or not run). 42704 for a run the tenant does not have.';
 
 CREATE FUNCTION forgeyard.workflow_list(tenant text, state text DEFAULT NULL, max_runs integer DEFAULT 100)
     RETURNS TABLE (run_id uuid, run_key text, workflow text, version integer, state text, owner text, epoch bigint,
@@ -2030,6 +2058,7 @@ WITH RECURSIVE member_of(oid) AS (
 SELECT s.tenant_id, s.run_id, s.workflow, s.version, s.state, s.owner, s.epoch, s.reason, s.since
   FROM (SELECT r.*,
                CASE WHEN r.state = 'parked' THEN 'parked: ' || coalesce(r.error, '')
+                    WHEN r.state = 'compensation_failed' THEN coalesce(r.error, 'a compensation failed')
                     WHEN r.state = 'running' AND m.state = 'pending' AND m.visible_at <= c.now
                         THEN 'the owner''s lease ran out'
                     WHEN r.state NOT IN ('completed', 'failed', 'cancelled', 'timed_out', 'compensation_failed')
@@ -2043,7 +2072,7 @@ SELECT s.tenant_id, s.run_id, s.workflow, s.version, s.state, s.owner, s.epoch, 
  WHERE s.reason IS NOT NULL
    AND (NOT EXISTS (SELECT 1 FROM scope) OR s.tenant_id IN (SELECT scope.tenant_id FROM scope));
 COMMENT ON VIEW forgeyard.workflow_stuck IS
-  'Runs that need attention: parked (nondeterminism, until workflow_retry), running with an owner whose lease ran out (the next claim takes them over), or unfinished with no live message (dead-lettered). A role bound to tenants sees only those.';
+  'Runs that need attention: parked (nondeterminism, until workflow_retry), compensation_failed (a compensation used up its attempts, until workflow_retry), running with an owner whose lease ran out (the next claim takes them over), or unfinished with no live message (dead-lettered). A role bound to tenants sees only those.';
 
 INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_start(text, text, integer, text, jsonb, jsonb)'),
@@ -2051,6 +2080,9 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step(text, uuid, bigint, text)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_complete(text, uuid, bigint, text, jsonb, text)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_compensation(text, uuid, bigint)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_compensation_complete(text, uuid, bigint, integer)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_compensation_fail(text, uuid, bigint, integer, text, boolean)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_sleep(text, uuid, bigint, text, timestamptz)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_wait_signal(text, uuid, bigint, text, text, interval)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_signal(text, uuid, text, jsonb, uuid)'),

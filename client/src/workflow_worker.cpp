@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/canonical_json.hpp"
 #include "workflow_input.hpp"
 
 namespace forgeyard {
@@ -21,10 +22,10 @@ using Steady = std::chrono::steady_clock;
 
 struct Counters {
   std::atomic<std::uint64_t> completed{0}, failed{0}, released{0}, parked{0}, lost{0}, sleeping{0}, steps_run{0},
-      steps_replayed{0};
+      steps_replayed{0}, compensated{0}, compensations{0};
 };
 
-enum class Why { lost, released, failed, parked, sleeping };
+enum class Why { lost, released, failed, parked, sleeping, compensating };
 
 // The worker's own RunInterrupted, with the reason it keeps count of.
 class Interrupt final : public RunInterrupted {
@@ -120,7 +121,8 @@ class Context final : public WorkflowContext {
   bool lost() const override { return lease_.lost(); }
   std::stop_token stop_token() const override { return lease_.token(); }
 
-  std::string step(std::string_view name, const std::function<std::string(const StepContext&)>& fn) override {
+  std::string step(std::string_view name, const std::function<std::string(const StepContext&)>& fn,
+                   const std::optional<std::string>& compensation) override {
     guard();
     StepAnswer answer;
     try {
@@ -143,7 +145,7 @@ class Context final : public WorkflowContext {
     guard();
     const std::string canonical = detail::json_param(result, "result");
     try {
-      workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, canonical);
+      workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, canonical, compensation);
     } catch (const Error& e) {
       interrupt(e);
     }
@@ -206,6 +208,26 @@ class Context final : public WorkflowContext {
     if (answer.status == SignalWait::Status::Waiting)
       throw Interrupt(Why::sleeping, "waiting for signal \"" + std::string(signal) + "\"");
     return answer.payload;
+  }
+
+  std::string start_child(std::string_view name, std::string_view workflow, int version, std::string_view input_json,
+                          const WorkflowStartOptions& options) override {
+    WorkflowStartOptions child = options;
+    child.parent = run_.run_id;
+    const std::string input = detail::json_param(input_json, "input");
+    const std::string id = transaction_step(
+        name,
+        [&](Transaction& tx, const StepContext& step) {
+          return fy::core::json_quote(
+              tx.workflows().start(tenant_, workflow, version, step.idempotency_key, input, child));
+        },
+        std::nullopt);
+    return id.substr(1, id.size() - 2);  // a uuid's JSON string: no escapes
+  }
+
+  std::optional<std::string> wait_child(std::string_view name, std::string_view child_run_id,
+                                        Duration timeout) override {
+    return wait_signal(name, "child:" + detail::run_id_param(child_run_id), timeout);
   }
 
   // What an error of a journal call means for the run: lost, parked, or an error to pass on.
@@ -285,6 +307,49 @@ void count(Counters& c, Why why) {
     case Why::sleeping:
       ++c.sleeping;
       break;
+    case Why::compensating:
+      break;  // counted when its compensations ran
+  }
+}
+
+// A compensating run: its compensations newest first, each recorded under the run's epoch.
+void run_compensations(Workflows& wf, const std::string& tenant, const ClaimedRun& run,
+                       const std::map<std::pair<std::string, std::string>, CompensationFunction>& compensations,
+                       const WorkflowContext& context, Counters& counters) {
+  const std::string definition = run.workflow + "@" + std::to_string(run.version);
+  try {
+    for (;;) {
+      if (context.lost()) throw Interrupt(Why::lost, "the lease may have run out");
+      const std::optional<Compensation> next = wf.compensation(tenant, run.run_id, run.epoch);
+      if (!next) throw Interrupt(Why::lost, "no compensation left in a compensating run");
+      const auto fn = compensations.find({definition, next->compensation});
+      std::optional<std::string> error;
+      if (fn == compensations.end()) {
+        error = "no compensation \"" + next->compensation + "\" is registered for " + definition;
+      } else {
+        try {
+          fn->second(*next);
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+      }
+      if (context.lost()) throw Interrupt(Why::lost, "the lease may have run out");
+      if (error) {
+        const bool permanent = fn == compensations.end();
+        const StepFailure outcome =
+            wf.compensation_fail(tenant, run.run_id, run.epoch, next->position, error->substr(0, 4096), permanent);
+        throw Interrupt(outcome == StepFailure::Retry ? Why::released : Why::failed, *error);
+      }
+      ++counters.compensations;
+      if (wf.compensation_complete(tenant, run.run_id, run.epoch, next->position) != "compensating") {
+        ++counters.compensated;
+        return;
+      }
+    }
+  } catch (const Interrupt& i) {
+    count(counters, i.why());
+  } catch (const Error&) {
+    ++counters.lost;  // FY001, or the server away: the run is left to its lease
   }
 }
 
@@ -295,6 +360,11 @@ WorkflowWorker::WorkflowWorker(Store& store, WorkflowWorkerOptions options)
 
 void WorkflowWorker::add(std::string workflow, int version, WorkflowFunction fn) {
   functions_[workflow + "@" + std::to_string(version)] = std::move(fn);
+}
+
+void WorkflowWorker::add_compensation(const std::string& workflow, int version, const std::string& name,
+                                      CompensationFunction fn) {
+  compensations_[{workflow + "@" + std::to_string(version), name}] = std::move(fn);
 }
 
 WorkflowWorkerStats WorkflowWorker::run(std::stop_token stop) {
@@ -310,7 +380,12 @@ WorkflowWorkerStats WorkflowWorker::run(std::stop_token stop) {
     Workflows& wf = store_.workflows();
     RunLease lease(wf, options_.tenant, run, options_.lease, claimed);
     Context context(store_, options_.tenant, run, lease, counters);
-    const WorkflowFunction& fn = functions_.at(run.workflow + "@" + std::to_string(run.version));
+    const std::string definition = run.workflow + "@" + std::to_string(run.version);
+    if (run.state == "compensating") {
+      run_compensations(wf, options_.tenant, run, compensations_, context, counters);
+      return;
+    }
+    const WorkflowFunction& fn = functions_.at(definition);
     try {
       std::string result;
       try {
@@ -376,8 +451,9 @@ WorkflowWorkerStats WorkflowWorker::run(std::stop_token stop) {
   for (int i = 0; i < options_.threads; ++i) threads.emplace_back(loop);
   for (std::thread& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
-  return WorkflowWorkerStats{counters.completed, counters.failed,   counters.released,  counters.parked,
-                             counters.lost,      counters.sleeping, counters.steps_run, counters.steps_replayed};
+  return WorkflowWorkerStats{counters.completed,   counters.failed,       counters.released,  counters.parked,
+                             counters.lost,        counters.sleeping,     counters.steps_run, counters.steps_replayed,
+                             counters.compensated, counters.compensations};
 }
 
 }  // namespace forgeyard

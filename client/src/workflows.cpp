@@ -49,7 +49,7 @@ SignalWait::Status parse_wait_status(const std::string& status) {
 
 StepFailure parse_step_failure(const std::string& outcome) {
   if (outcome == "retry") return StepFailure::Retry;
-  if (outcome == "failed") return StepFailure::Failed;
+  if (outcome == "failed" || outcome == "compensation_failed") return StepFailure::Failed;
   throw Error(ErrorKind::Internal, "XX000", "workflow_step_fail answered \"" + outcome + "\"");
 }
 

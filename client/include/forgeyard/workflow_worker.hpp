@@ -15,6 +15,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "forgeyard/store.hpp"
 #include "forgeyard/workflows.hpp"
@@ -54,7 +55,10 @@ class FORGEYARD_API WorkflowContext {
   // give the outside system the idempotency key. Returns the result (recorded or new), canonical.
   // An exception from `fn` fails the step: the run is released for the queue's retry (or ends
   // failed once its attempts are used up) and RunInterrupted is thrown.
-  virtual std::string step(std::string_view name, const std::function<std::string(const StepContext&)>& fn) = 0;
+  // `compensation` names what undoes the step (WorkflowWorker::add_compensation): should the run
+  // fail, be cancelled or time out later, the compensations of its steps run, newest first.
+  virtual std::string step(std::string_view name, const std::function<std::string(const StepContext&)>& fn,
+                           const std::optional<std::string>& compensation = std::nullopt) = 0;
   // A step whose work is in this database: `fn` runs inside a Transaction that also records the
   // result, so the work and its record commit together, exactly once.
   virtual std::string transaction_step(std::string_view name,
@@ -69,6 +73,16 @@ class FORGEYARD_API WorkflowContext {
   // or nullopt once `timeout` passed. While nothing came, the run is released until a signal or
   // the timeout (RunInterrupted); the next owner replays to here and gets the answer.
   virtual std::optional<std::string> wait_signal(std::string_view name, std::string_view signal, Duration timeout) = 0;
+  // Starts a child run (of the same tenant, with this run as its parent) as the step `name`: the
+  // child's run_key is the step's idempotency key, so a replay returns the same child. Returns
+  // the child's run id.
+  virtual std::string start_child(std::string_view name, std::string_view workflow, int version,
+                                  std::string_view input_json = "{}", const WorkflowStartOptions& options = {}) = 0;
+  // Waits, as wait_signal does, for the child to end: {"error": ..., "result": ..., "state": ...}
+  // (the state it first ended in: completed, failed, cancelled, timed_out or
+  // compensation_failed), or nullopt once `timeout` passed.
+  virtual std::optional<std::string> wait_child(std::string_view name, std::string_view child_run_id,
+                                                Duration timeout) = 0;
   // True once the lease may have run out (judged by the local monotonic clock) or was lost: stop.
   virtual bool lost() const = 0;
   // Requested at the same moment lost() turns true, for long work to wait on.
@@ -78,6 +92,10 @@ class FORGEYARD_API WorkflowContext {
 // The run's code: returns the run's result as JSON. An exception (other than RunInterrupted)
 // ends the run failed with its message.
 using WorkflowFunction = std::function<std::string(WorkflowContext&)>;
+// Undoes one step of a run that failed, was cancelled or timed out: gets the step's position,
+// name and recorded result and the idempotency key for the outside system. An exception fails the
+// attempt (retried with the queue's backoff; at max_attempts the run ends compensation_failed).
+using CompensationFunction = std::function<void(const Compensation&)>;
 
 struct WorkflowWorkerOptions {
   std::string tenant;
@@ -91,8 +109,10 @@ struct WorkflowWorkerOptions {
 
 struct WorkflowWorkerStats {
   // sleeping: runs released to a timer or to wait for a signal.
+  // compensated: runs whose compensations all ran (they ended failed, cancelled or timed_out);
+  // compensations: compensations that ran.
   std::uint64_t completed = 0, failed = 0, released = 0, parked = 0, lost = 0, sleeping = 0, steps_run = 0,
-                steps_replayed = 0;
+                steps_replayed = 0, compensated = 0, compensations = 0;
 };
 
 class FORGEYARD_API WorkflowWorker {
@@ -100,6 +120,9 @@ class FORGEYARD_API WorkflowWorker {
   WorkflowWorker(Store& store, WorkflowWorkerOptions options);
   // The code of one (workflow, version); a worker claims only the runs of what it registered.
   void add(std::string workflow, int version, WorkflowFunction fn);
+  // A compensation named by the steps of (workflow, version). A step naming one that is not
+  // registered ends its run compensation_failed should it come to compensating.
+  void add_compensation(const std::string& workflow, int version, const std::string& name, CompensationFunction fn);
   // Claims and runs until `stop` is requested (a run in progress is finished first), or, with
   // stop_when_idle, until nothing is runnable.
   WorkflowWorkerStats run(std::stop_token stop);
@@ -107,7 +130,8 @@ class FORGEYARD_API WorkflowWorker {
  private:
   Store& store_;
   WorkflowWorkerOptions options_;
-  std::map<std::string, WorkflowFunction> functions_;  // by "name@version"
+  std::map<std::string, WorkflowFunction> functions_;                                  // by "name@version"
+  std::map<std::pair<std::string, std::string>, CompensationFunction> compensations_;  // by it and name
 };
 
 }  // namespace forgeyard

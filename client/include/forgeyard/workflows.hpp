@@ -30,7 +30,7 @@ struct ClaimedRun {
   std::string workflow;
   int version = 0;
   std::int64_t epoch = 0;
-  std::string state;  // running
+  std::string state;  // running, or compensating: run its compensations (Workflows::compensation)
   std::string input;  // canonical JSON
 };
 
@@ -41,7 +41,20 @@ struct StepAnswer {
   std::string idempotency_key;        // <run_id>:<position>:<step>, the same in every attempt
 };
 
+// Retry: the run is released for the queue's backoff. Failed: the step (or compensation) failed for
+// good: the run ends failed, or compensating first (compensation_failed for a compensation).
 enum class StepFailure { Retry, Failed };
+
+// The next compensation of a compensating run: the step done at `position` (newest first), the
+// compensation's name as recorded with the step, the step's result, and the key to hand to the
+// outside system, the same in every attempt.
+struct Compensation {
+  int position = 0;
+  std::string step;
+  std::string compensation;
+  std::optional<std::string> result;  // canonical JSON
+  std::string idempotency_key;        // <run_id>:<position>:<step>:compensate
+};
 
 // What workflow_wait_signal answers.
 struct SignalWait {
@@ -70,6 +83,8 @@ struct JournalEntry {
   std::optional<std::string> error;
   int attempts = 0;
   std::optional<std::string> compensation;
+  std::optional<std::string> compensation_status;  // done | failed, once it ran
+  std::optional<std::string> compensation_error;   // its last error, while failed
 };
 
 // One line of Workflows::list.
@@ -125,6 +140,20 @@ class FORGEYARD_API Workflows {
   virtual bool signal(std::string_view tenant, std::string_view run_id, std::string_view signal,
                       std::string_view payload_json = "{}",
                       const std::optional<std::string>& signal_id = std::nullopt) = 0;
+  // Sagas: a run that fails, is cancelled or times out with steps done that name a compensation
+  // is compensating; its owner (claim answered state "compensating") runs them newest first. The
+  // next one, or nullopt when none is left. StaleFence (FY001) for an owner that lost the run.
+  virtual std::optional<Compensation> compensation(std::string_view tenant, std::string_view run_id,
+                                                   std::int64_t epoch) = 0;
+  // Records the compensation at `position` as done (in the caller's transaction); returns the
+  // run's state: "compensating" while more are left, else the state it ended in.
+  // InvalidArgument (22023) unless `position` is the next compensation.
+  virtual std::string compensation_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                            int position) = 0;
+  // Retry (released for the queue's backoff) or Failed (permanent, or max_attempts reached: the
+  // run ends compensation_failed; retry() resumes its compensations).
+  virtual StepFailure compensation_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                        int position, std::string_view error, bool permanent = false) = 0;
   virtual void complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
                         std::string_view result_json) = 0;
   virtual void fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view error) = 0;
@@ -132,9 +161,11 @@ class FORGEYARD_API Workflows {
   virtual void park(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view reason) = 0;
   // The owner's lease runs until the returned time.
   virtual TimePoint extend(std::string_view tenant, std::string_view run_id, std::int64_t epoch, Duration lease) = 0;
-  // False for a run that had finished.
+  // False for a run that had finished or is compensating. A run with compensations to run is
+  // compensating first.
   virtual bool cancel(std::string_view tenant, std::string_view run_id, std::string_view reason) = 0;
-  // A failed or parked run is handed out again (false for other states).
+  // A failed or parked run is handed out again (false for other states, and for a failed run whose
+  // compensations ran); a compensation_failed run resumes its compensations.
   virtual bool retry(std::string_view tenant, std::string_view run_id) = 0;
   // NotFound (42704) for a run the tenant does not have.
   virtual RunStatus status(std::string_view tenant, std::string_view run_id, ReadClass read = {}) = 0;

@@ -24,6 +24,14 @@ const PgStatement wf_step_complete_sql{
     6};
 const PgStatement wf_step_fail_sql{"fy_workflow_step_fail",
                                    "SELECT forgeyard.workflow_step_fail($1, $2, $3, $4, $5, $6)", 6};
+const PgStatement wf_compensation_sql{"fy_workflow_compensation",
+                                      "SELECT position, step, compensation, result::pg_catalog.text, idempotency_key"
+                                      " FROM forgeyard.workflow_compensation($1, $2, $3)",
+                                      3};
+const PgStatement wf_compensation_complete_sql{"fy_workflow_compensation_complete",
+                                               "SELECT forgeyard.workflow_compensation_complete($1, $2, $3, $4)", 4};
+const PgStatement wf_compensation_fail_sql{"fy_workflow_compensation_fail",
+                                           "SELECT forgeyard.workflow_compensation_fail($1, $2, $3, $4, $5, $6)", 6};
 const PgStatement wf_complete_sql{"fy_workflow_complete",
                                   "SELECT forgeyard.workflow_complete($1, $2, $3, $4::pg_catalog.jsonb)", 4};
 const PgStatement wf_fail_sql{"fy_workflow_fail", "SELECT forgeyard.workflow_fail($1, $2, $3, $4)", 4};
@@ -39,7 +47,8 @@ const PgStatement wf_status_sql{
     2};
 const PgStatement wf_journal_sql{"fy_workflow_journal",
                               "SELECT position, step, status, result::pg_catalog.text, epoch, " FY_USECS(
-                                  "recorded_at") ", error, attempts, compensation"
+                                  "recorded_at") ", error, attempts, compensation, compensation_status,"
+                                                 " compensation_error"
                                                  " FROM forgeyard.workflow_journal($1, $2)",
                               2};
 
@@ -126,6 +135,37 @@ StepFailure PgWorkflows::step_fail(std::string_view tenant, std::string_view run
         session_
             .run(wf_step_fail_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
                                     text_param(error), permanent ? "t" : "f"})
+            .text(0, 0));
+  });
+}
+
+std::optional<Compensation> PgWorkflows::compensation(std::string_view tenant, std::string_view run_id,
+                                                      std::int64_t epoch) {
+  return session_.measure("workflow.compensation", [&]() -> std::optional<Compensation> {
+    PgResult r = session_.run(wf_compensation_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch)});
+    if (r.rows() == 0) return std::nullopt;
+    return Compensation{static_cast<int>(r.int8(0, 0)), r.text(0, 1), r.text(0, 2),
+                        json_result(wf_optional_text(r, 0, 3)), r.text(0, 4)};
+  });
+}
+
+std::string PgWorkflows::compensation_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                               int position) {
+  return session_.measure("workflow.compensation_complete", [&] {
+    return session_
+        .run(wf_compensation_complete_sql,
+             {text_param(tenant), run_id_param(run_id), std::to_string(epoch), std::to_string(position)})
+        .text(0, 0);
+  });
+}
+
+StepFailure PgWorkflows::compensation_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                           int position, std::string_view error, bool permanent) {
+  return session_.measure("workflow.compensation_fail", [&] {
+    return parse_step_failure(
+        session_
+            .run(wf_compensation_fail_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch),
+                                            std::to_string(position), text_param(error), permanent ? "t" : "f"})
             .text(0, 0));
   });
 }
@@ -228,7 +268,8 @@ std::vector<JournalEntry> PgWorkflows::journal(std::string_view tenant, std::str
     for (int i = 0; i < r.rows(); ++i)
       out.push_back({static_cast<int>(r.int8(i, 0)), r.text(i, 1), r.text(i, 2), json_result(wf_optional_text(r, i, 3)),
                      r.int8(i, 4), from_unix_usecs(r.int8(i, 5)), wf_optional_text(r, i, 6),
-                     static_cast<int>(r.int8(i, 7)), wf_optional_text(r, i, 8)});
+                     static_cast<int>(r.int8(i, 7)), wf_optional_text(r, i, 8), wf_optional_text(r, i, 9),
+                     wf_optional_text(r, i, 10)});
     return out;
   });
 }

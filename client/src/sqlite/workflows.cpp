@@ -47,14 +47,16 @@ struct OwnedRun {
   std::optional<std::string> cursor_step;
   int priority = 0;    // the class of its messages
   wf::WaitState wait;  // a wait for a signal in progress
+  std::optional<std::string> compensate_to, error;
 };
 
-// FY001 unless `epoch` owns the run; 42704 for a run the tenant does not have.
-OwnedRun owned_run(Db& db, std::string_view tenant, const std::string& run_id, std::int64_t epoch, std::int64_t now) {
+// FY001 unless `epoch` owns the run in state `as`; 42704 for a run the tenant does not have.
+OwnedRun owned_run(Db& db, std::string_view tenant, const std::string& run_id, std::int64_t epoch, std::int64_t now,
+                   const char* as = "running") {
   auto q = db.query(
       "SELECT r.state, r.epoch, r.msg_id, r.step_cursor, r.cursor_step, r.workflow, r.version,"
       "       coalesce(m.state = 'pending' AND m.claim_token = r.epoch AND m.visible_at > ?3, 0),"
-      "       r.priority, r.wait_position, r.wait_until"
+      "       r.priority, r.wait_position, r.wait_until, r.compensate_to, r.error"
       "  FROM wf_runs r LEFT JOIN messages m ON m.msg_id = r.msg_id"
       " WHERE r.tenant_id = ?1 AND r.run_id = ?2");
   q.bind(1, tenant).bind(2, run_id).bind(3, now);
@@ -69,7 +71,9 @@ OwnedRun owned_run(Db& db, std::string_view tenant, const std::string& run_id, s
                  {}};
   if (!q.is_null(9)) owned.wait.position = static_cast<std::int32_t>(q.int64(9));
   if (!q.is_null(10)) owned.wait.until = q.int64(10);
-  wf::check_owner(ownership, epoch, run_id);
+  owned.compensate_to = column_text(q, 11);
+  owned.error = column_text(q, 12);
+  wf::check_owner(ownership, epoch, run_id, as);
   return owned;
 }
 
@@ -88,25 +92,119 @@ std::int64_t hand_out(Db& db, Queue& queue, const std::string& run_id, int prior
   return enqueue_one(db, queue, m, now);
 }
 
-// Ends the run in `state` (completed, failed, parked) and lets its delivery go.
-void finish_run(Db& db, std::string_view tenant, const std::string& run_id, const OwnedRun& owned, std::int64_t epoch,
-                const char* state, const std::optional<std::string>& result, const std::optional<std::string>& error,
-                std::int64_t now) {
-  ack_in(db, load(db, tenant, owned.queue), owned.msg_id, epoch, now);
+void bind_optional(Query& q, int n, const std::optional<std::string>& value) {
+  if (value)
+    q.bind(n, *value);
+  else
+    q.bind_null(n);
+}
+
+// Sends a run the signal `name`: false for a repeated signal_id or a run that has finished; a run
+// waiting for the signal is handed out at once (its timeout message is let go at claim). 42704
+// for a run the tenant does not have.
+bool send_signal(Db& db, std::string_view tenant, const std::string& run_id, std::string_view name,
+                 const std::string& payload, const std::string& signal_id, std::int64_t now) {
+  auto q = db.query(
+      "SELECT state, waiting_signal, workflow, version, priority FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
+  q.bind(1, tenant).bind(2, run_id);
+  if (!q.step()) wf::throw_unknown_run(run_id, tenant);
+  if (wf::is_finished(q.text(0))) return false;
+  const bool sent = db.query(
+                          "INSERT INTO wf_signals (tenant_id, run_id, signal_id, name, payload, sent_at)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING")
+                        .bind(1, tenant)
+                        .bind(2, run_id)
+                        .bind(3, signal_id)
+                        .bind(4, name)
+                        .bind(5, payload)
+                        .bind(6, now)
+                        .run() > 0;
+  if (sent && q.text(0) == "waiting" && column_text(q, 1) == std::string(name)) {
+    Queue queue = workflow_queue(db, tenant, wf::queue_name(q.text(2), static_cast<std::int32_t>(q.int64(3))), now);
+    const std::int64_t msg_id = hand_out(db, queue, run_id, static_cast<int>(q.int64(4)), now);
+    db.query("UPDATE wf_runs SET state = 'pending', msg_id = ?3, updated_at = ?4 WHERE tenant_id = ?1 AND run_id = ?2")
+        .bind(1, tenant)
+        .bind(2, run_id)
+        .bind(3, msg_id)
+        .bind(4, now)
+        .run();
+  }
+  return sent;
+}
+
+// A run that has a parent tells it how it ended (core/workflow.hpp, children).
+void tell_parent(Db& db, std::string_view tenant, const std::string& run_id, std::int64_t now) {
+  auto q = db.query(
+      "SELECT parent_run_id, state, result, error FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2"
+      " AND parent_run_id IS NOT NULL");
+  q.bind(1, tenant).bind(2, run_id);
+  if (!q.step() || !wf::tells_parent(q.text(1))) return;
+  const std::string parent = q.text(0);
+  const std::string payload = wf::child_payload(q.text(1), column_text(q, 2), column_text(q, 3));
+  send_signal(db, tenant, parent, wf::child_signal(run_id), payload, run_id, now);
+}
+
+// The run ends in `state` (its delivery let go by the caller). One that fails, is cancelled or
+// times out with compensations to run is compensating first: a new message hands it out for
+// them. Returns the run's state now.
+std::string settle(Db& db, std::string_view tenant, const std::string& run_id, const std::string& state,
+                   const std::optional<std::string>& result, const std::optional<std::string>& error,
+                   std::int64_t now) {
+  if (wf::ends_with_compensation(state)) {
+    auto q = db.query(
+        "SELECT workflow, version, priority FROM wf_runs r WHERE tenant_id = ?1 AND run_id = ?2"
+        " AND EXISTS (SELECT 1 FROM wf_journal j WHERE j.tenant_id = ?1 AND j.run_id = ?2 AND j.status = 'done'"
+        "   AND j.compensation IS NOT NULL AND j.compensation_status IS NOT 'done')");
+    q.bind(1, tenant).bind(2, run_id);
+    if (q.step()) {
+      Queue queue = workflow_queue(db, tenant, wf::queue_name(q.text(0), static_cast<std::int32_t>(q.int64(1))), now);
+      const std::int64_t msg_id = hand_out(db, queue, run_id, static_cast<int>(q.int64(2)), now);
+      auto u = db.query(
+          "UPDATE wf_runs SET state = 'compensating', compensate_to = ?3, error = ?4, msg_id = ?5, updated_at = ?6"
+          " WHERE tenant_id = ?1 AND run_id = ?2");
+      u.bind(1, tenant).bind(2, run_id).bind(3, state);
+      bind_optional(u, 4, error);
+      u.bind(5, msg_id).bind(6, now).run();
+      return "compensating";
+    }
+  }
   auto q = db.query(
       "UPDATE wf_runs SET state = ?3, result = ?4, error = ?5, updated_at = ?6,"
       "   finished_at = CASE WHEN ?3 = 'parked' THEN NULL ELSE ?6 END"
       " WHERE tenant_id = ?1 AND run_id = ?2");
   q.bind(1, tenant).bind(2, run_id).bind(3, state);
-  if (result)
-    q.bind(4, *result);
-  else
-    q.bind_null(4);
-  if (error)
-    q.bind(5, *error);
-  else
-    q.bind_null(5);
+  bind_optional(q, 4, result);
+  bind_optional(q, 5, error);
   q.bind(6, now).run();
+  tell_parent(db, tenant, run_id, now);
+  return state;
+}
+
+// Ends the run in `state` (completed, failed, parked) and lets its delivery go.
+void finish_run(Db& db, std::string_view tenant, const std::string& run_id, const OwnedRun& owned, std::int64_t epoch,
+                const char* state, const std::optional<std::string>& result, const std::optional<std::string>& error,
+                std::int64_t now) {
+  ack_in(db, load(db, tenant, owned.queue), owned.msg_id, epoch, now);
+  settle(db, tenant, run_id, state, result, error, now);
+}
+
+// The newest step done whose compensation has not run.
+std::optional<Compensation> next_compensation(Db& db, std::string_view tenant, const std::string& run_id) {
+  auto q = db.query(
+      "SELECT position, step, compensation, result FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2"
+      " AND status = 'done' AND compensation IS NOT NULL AND compensation_status IS NOT 'done'"
+      " ORDER BY position DESC LIMIT 1");
+  q.bind(1, tenant).bind(2, run_id);
+  if (!q.step()) return std::nullopt;
+  const auto position = static_cast<std::int32_t>(q.int64(0));
+  const std::optional<std::string> result = column_text(q, 3);
+  return Compensation{position, q.text(1), q.text(2),
+                      result ? std::optional(wf::canonical(*result, "result")) : std::nullopt,
+                      wf::compensation_key(run_id, position, q.text(1))};
+}
+
+std::optional<std::int32_t> position_of(const std::optional<Compensation>& c) {
+  return c ? std::optional<std::int32_t>(c->position) : std::nullopt;
 }
 
 }  // namespace
@@ -238,23 +336,25 @@ std::vector<ClaimedRun> SqliteWorkflows::claim(std::string_view tenant, std::str
               ack_in(db, q, c.msg_id, c.claim_token, now);
               continue;
             }
-            if (run.int64(2) != 0) {
+            const bool compensating = run.text(0) == "compensating";
+            // Past its deadline: timed out, compensating first if it has compensations to run
+            // (their message is claimed by a later call). A compensating run finishes them.
+            if (run.int64(2) != 0 && !compensating) {
               ack_in(db, q, c.msg_id, c.claim_token, now);
-              db.query(
-                    "UPDATE wf_runs SET state = 'timed_out', error = 'the run''s deadline passed', updated_at = ?3,"
-                    "   finished_at = ?3 WHERE tenant_id = ?1 AND run_id = ?2")
-                  .bind(1, tenant)
-                  .bind(2, run_id)
-                  .bind(3, now)
-                  .run();
+              settle(db, tenant, run_id, "timed_out", std::nullopt, "the run's deadline passed", now);
               continue;
             }
             // A run still running was claimed again: its owner's lease ran out.
             const std::int64_t takeover = run.text(0) == "running" ? 1 : 0;
-            ClaimedRun claimed_run{run_id,        run.text(3), static_cast<int>(run.int64(4)),
-                                   c.claim_token, "running",   wf::canonical(run.text(5), "input")};
+            ClaimedRun claimed_run{run_id,
+                                   run.text(3),
+                                   static_cast<int>(run.int64(4)),
+                                   c.claim_token,
+                                   compensating ? "compensating" : "running",
+                                   wf::canonical(run.text(5), "input")};
             db.query(
-                  "UPDATE wf_runs SET state = 'running', epoch = ?3, owner = ?4, step_cursor = 0, cursor_step = NULL,"
+                  "UPDATE wf_runs SET state = CASE WHEN state = 'compensating' THEN state ELSE 'running' END,"
+                  "   epoch = ?3, owner = ?4, step_cursor = 0, cursor_step = NULL,"
                   "   takeovers = takeovers + ?5,"
                   "   taken_over_at = CASE WHEN ?5 > 0 THEN ?6 ELSE taken_over_at END,"
                   "   previous_owner = CASE WHEN ?5 > 0 THEN owner ELSE previous_owner END,"
@@ -394,15 +494,9 @@ StepFailure SqliteWorkflows::step_fail(std::string_view tenant, std::string_view
           outcome = StepFailure::Retry;
           return;
         }
-        // Permanent, or the queue's max_attempts reached (the message is a dead letter now).
-        db.query(
-              "UPDATE wf_runs SET state = 'failed', error = ?3, updated_at = ?4, finished_at = ?4"
-              " WHERE tenant_id = ?1 AND run_id = ?2")
-            .bind(1, tenant)
-            .bind(2, id)
-            .bind(3, wf::step_error(step, error))
-            .bind(4, now)
-            .run();
+        // Permanent, or the queue's max_attempts reached (the message is a dead letter now): the
+        // run fails, compensating first if it has compensations to run.
+        settle(db, tenant, id, "failed", std::nullopt, wf::step_error(step, error), now);
         outcome = StepFailure::Failed;
       });
       return outcome;
@@ -596,38 +690,95 @@ bool SqliteWorkflows::signal(std::string_view tenant, std::string_view run_id, s
       check_tenant_name(tenant);
       fy::core::check_name("signal", true, signal, wf::max_step_bytes);
       bool sent = false;
+      session_.write([&](Db& db) { sent = send_signal(db, tenant, id, signal, payload, sid, session_.now_usecs()); });
+      return sent;
+    });
+  });
+}
+
+std::optional<Compensation> SqliteWorkflows::compensation(std::string_view tenant, std::string_view run_id,
+                                                          std::int64_t epoch) {
+  return session_.measure("workflow.compensation", [&] {
+    const std::string id = run_id_param(run_id);
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      std::optional<Compensation> out;
+      session_.write([&](Db& db) {
+        owned_run(db, tenant, id, epoch, session_.now_usecs(), "compensating");
+        out = next_compensation(db, tenant, id);
+      });
+      return out;
+    });
+  });
+}
+
+std::string SqliteWorkflows::compensation_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                                   int position) {
+  return session_.measure("workflow.compensation_complete", [&] {
+    const std::string id = run_id_param(run_id);
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      std::string state;
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
-        auto q = db.query(
-            "SELECT state, waiting_signal, workflow, version, priority FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
-        q.bind(1, tenant).bind(2, id);
-        if (!q.step()) wf::throw_unknown_run(id, tenant);
-        if (wf::is_finished(q.text(0))) return;
-        sent = db.query(
-                     "INSERT INTO wf_signals (tenant_id, run_id, signal_id, name, payload, sent_at)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING")
-                   .bind(1, tenant)
-                   .bind(2, id)
-                   .bind(3, sid)
-                   .bind(4, signal)
-                   .bind(5, payload)
-                   .bind(6, now)
-                   .run() > 0;
-        // A run waiting for this signal is handed out now; its timeout message is let go at claim.
-        if (sent && q.text(0) == "waiting" && column_text(q, 1) == std::string(signal)) {
-          Queue queue =
-              workflow_queue(db, tenant, wf::queue_name(q.text(2), static_cast<std::int32_t>(q.int64(3))), now);
-          const std::int64_t msg_id = hand_out(db, queue, id, static_cast<int>(q.int64(4)), now);
-          db.query(
-                "UPDATE wf_runs SET state = 'pending', msg_id = ?3, updated_at = ?4 WHERE tenant_id = ?1 AND run_id = ?2")
-              .bind(1, tenant)
-              .bind(2, id)
-              .bind(3, msg_id)
-              .bind(4, now)
-              .run();
+        const OwnedRun owned = owned_run(db, tenant, id, epoch, now, "compensating");
+        wf::check_next_compensation(position_of(next_compensation(db, tenant, id)), position, id);
+        db.query(
+              "UPDATE wf_journal SET compensation_status = 'done', compensation_error = NULL, compensated_at = ?4,"
+              "   compensation_attempts = compensation_attempts + 1 WHERE tenant_id = ?1 AND run_id = ?2"
+              "   AND position = ?3")
+            .bind(1, tenant)
+            .bind(2, id)
+            .bind(3, static_cast<std::int64_t>(position))
+            .bind(4, now)
+            .run();
+        state = "compensating";
+        if (!next_compensation(db, tenant, id)) {
+          // The last one: the run ends as it was going to.
+          ack_in(db, load(db, tenant, owned.queue), owned.msg_id, epoch, now);
+          state = settle(db, tenant, id, owned.compensate_to.value_or("failed"), std::nullopt, owned.error, now);
         }
       });
-      return sent;
+      return state;
+    });
+  });
+}
+
+StepFailure SqliteWorkflows::compensation_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                               int position, std::string_view error, bool permanent) {
+  return session_.measure("workflow.compensation_fail", [&] {
+    const std::string id = run_id_param(run_id);
+    return core_guarded([&] {
+      check_tenant_name(tenant);
+      check_reason(error, "error");
+      StepFailure outcome = StepFailure::Failed;
+      session_.write([&](Db& db) {
+        const std::int64_t now = session_.now_usecs();
+        const OwnedRun owned = owned_run(db, tenant, id, epoch, now, "compensating");
+        const std::optional<Compensation> next = next_compensation(db, tenant, id);
+        wf::check_next_compensation(position_of(next), position, id);
+        db.query(
+              "UPDATE wf_journal SET compensation_status = 'failed', compensation_error = ?4,"
+              "   compensation_attempts = compensation_attempts + 1 WHERE tenant_id = ?1 AND run_id = ?2"
+              "   AND position = ?3")
+            .bind(1, tenant)
+            .bind(2, id)
+            .bind(3, static_cast<std::int64_t>(position))
+            .bind(4, error)
+            .run();
+        const Queue q = load(db, tenant, owned.queue);
+        if (permanent) {
+          ack_in(db, q, owned.msg_id, epoch, now);
+        } else if (nack_in(db, q, owned.msg_id, epoch, error, false, now) == NackOutcome::Retry) {
+          outcome = StepFailure::Retry;
+          return;
+        }
+        // Permanent, or the queue's max_attempts reached (the message is a dead letter now).
+        settle(db, tenant, id, "compensation_failed", std::nullopt,
+               wf::compensation_error(next->compensation, next->step, position, error), now);
+        outcome = StepFailure::Failed;
+      });
+      return outcome;
     });
   });
 }
@@ -694,16 +845,9 @@ bool SqliteWorkflows::cancel(std::string_view tenant, std::string_view run_id, s
         auto q = db.query("SELECT state FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
         q.bind(1, tenant).bind(2, id);
         if (!q.step()) wf::throw_unknown_run(id, tenant);
-        cancelled = !wf::is_finished(q.text(0));
-        if (cancelled)
-          db.query(
-                "UPDATE wf_runs SET state = 'cancelled', error = ?3, updated_at = ?4, finished_at = ?4"
-                " WHERE tenant_id = ?1 AND run_id = ?2")
-              .bind(1, tenant)
-              .bind(2, id)
-              .bind(3, reason)
-              .bind(4, now)
-              .run();
+        // A compensating run finishes its compensations first.
+        cancelled = !wf::is_finished(q.text(0)) && q.text(0) != "compensating";
+        if (cancelled) settle(db, tenant, id, "cancelled", std::nullopt, std::string(reason), now);
       });
       return cancelled;
     });
@@ -718,17 +862,20 @@ bool SqliteWorkflows::retry(std::string_view tenant, std::string_view run_id) {
       bool retried = false;
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
-        auto q =
-            db.query("SELECT state, workflow, version, priority FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
+        auto q = db.query(
+            "SELECT state, workflow, version, priority, EXISTS (SELECT 1 FROM wf_journal j WHERE j.tenant_id = ?1"
+            "   AND j.run_id = ?2 AND j.compensation_status = 'done') FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
         q.bind(1, tenant).bind(2, id);
         if (!q.step()) wf::throw_unknown_run(id, tenant);
-        retried = wf::is_retryable(q.text(0));
+        // A failed run whose steps were compensated cannot replay them as done.
+        retried = wf::is_retryable(q.text(0)) && (q.text(0) == "compensation_failed" || q.int64(4) == 0);
         if (!retried) return;
         Queue queue = workflow_queue(db, tenant, wf::queue_name(q.text(1), static_cast<std::int32_t>(q.int64(2))), now);
         const std::int64_t msg_id = hand_out(db, queue, id, static_cast<int>(q.int64(3)), now);
         db.query(
-              "UPDATE wf_runs SET state = 'pending', msg_id = ?3, error = NULL, finished_at = NULL, updated_at = ?4"
-              " WHERE tenant_id = ?1 AND run_id = ?2")
+              "UPDATE wf_runs SET state = CASE WHEN state = 'compensation_failed' THEN 'compensating' ELSE 'pending' END,"
+              "   msg_id = ?3, error = CASE WHEN state = 'compensation_failed' THEN error END, finished_at = NULL,"
+              "   updated_at = ?4 WHERE tenant_id = ?1 AND run_id = ?2")
             .bind(1, tenant)
             .bind(2, id)
             .bind(3, msg_id)
@@ -780,7 +927,8 @@ std::vector<JournalEntry> SqliteWorkflows::journal(std::string_view tenant, std:
         exists.bind(1, tenant).bind(2, id);
         if (!exists.step()) wf::throw_unknown_run(id, tenant);
         auto q = db.query(
-            "SELECT position, step, status, result, epoch, recorded_at, error, attempts, compensation FROM wf_journal"
+            "SELECT position, step, status, result, epoch, recorded_at, error, attempts, compensation,"
+            "       compensation_status, compensation_error FROM wf_journal"
             " WHERE tenant_id = ?1 AND run_id = ?2 ORDER BY position");
         q.bind(1, tenant).bind(2, id);
         while (q.step()) {
@@ -788,7 +936,7 @@ std::vector<JournalEntry> SqliteWorkflows::journal(std::string_view tenant, std:
           out.push_back({static_cast<int>(q.int64(0)), q.text(1), q.text(2),
                          result ? std::optional(wf::canonical(*result, "result")) : std::nullopt, q.int64(4),
                          from_unix_usecs(q.int64(5)), column_text(q, 6), static_cast<int>(q.int64(7)),
-                         column_text(q, 8)});
+                         column_text(q, 8), column_text(q, 9), column_text(q, 10)});
         }
       });
       return out;

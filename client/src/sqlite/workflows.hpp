@@ -28,6 +28,12 @@ class SqliteWorkflows final : public Workflows {
                          std::string_view signal, Duration timeout) override;
   bool signal(std::string_view tenant, std::string_view run_id, std::string_view signal, std::string_view payload_json,
               const std::optional<std::string>& signal_id) override;
+  std::optional<Compensation> compensation(std::string_view tenant, std::string_view run_id,
+                                           std::int64_t epoch) override;
+  std::string compensation_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
+                                    int position) override;
+  StepFailure compensation_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch, int position,
+                                std::string_view error, bool permanent) override;
   void complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
                 std::string_view result_json) override;
   void fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view error) override;
