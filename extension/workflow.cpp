@@ -398,46 +398,51 @@ FY_FUNCTION(fy_workflow_claim) {
   for (const std::string& name : queues) {
     if (static_cast<std::int32_t>(out.size()) >= max_runs) break;
     if (spi.run(queue_exists, {t, pg::text_value(name)}) == 0) continue;  // nothing started yet
-    const queue::Queue q = queue::load(spi, tenant, name, false);
-    const std::vector<queue::Claimed> claimed =
-        queue::claim(spi, q, worker, max_runs - static_cast<std::int32_t>(out.size()),
-                     lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs, now);
-    for (const queue::Claimed& c : claimed) {
-      if (!c.payload || c.payload->size() != 16) {
-        throw core::Error(core::sqlstate::data_corrupted, "workflow queue \"" + name + "\" holds message " +
-                                                              std::to_string(c.msg_id) + " that names no run");
+    // Until max_runs or an empty claim: a message that is not its run's live one takes a place
+    // in a claim and is let go.
+    for (bool more = true; more && static_cast<std::int32_t>(out.size()) < max_runs;) {
+      const queue::Queue q = queue::load(spi, tenant, name, false);
+      const std::vector<queue::Claimed> claimed =
+          queue::claim(spi, q, worker, max_runs - static_cast<std::int32_t>(out.size()),
+                       lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs, now);
+      for (const queue::Claimed& c : claimed) {
+        if (!c.payload || c.payload->size() != 16) {
+          throw core::Error(core::sqlstate::data_corrupted, "workflow queue \"" + name + "\" holds message " +
+                                                                std::to_string(c.msg_id) + " that names no run");
+        }
+        const Run run{tenant, *c.payload, core::format_uuid(*c.payload), t, pg::uuid_value(*c.payload)};
+        std::optional<std::string> state, workflow, input;
+        std::int64_t msg_id = 0, version = 0;
+        bool past_deadline = false;
+        spi.run(lock, {t, run.r, pg::timestamptz_value(now)}, [&](const pg::Row& r) {
+          state = r.text(1);
+          msg_id = r.int8(2).value_or(0);
+          past_deadline = *r.boolean(3);
+          workflow = r.text(4);
+          version = *r.int8(5);
+          input = r.text(6);
+        });
+        // A message that is not the run's live one (the run was cancelled, retried or has
+        // finished) is let go.
+        if (!state || msg_id != c.msg_id || wf::is_finished(*state)) {
+          ack(spi, run, name, c.msg_id, c.claim_token);
+          continue;
+        }
+        // Past its deadline: timed out, compensating first if it has compensations to run (their
+        // message comes in a later round). A compensating run finishes its compensations.
+        if (past_deadline && *state != "compensating") {
+          ack(spi, run, name, c.msg_id, c.claim_token);
+          settle(spi, run, "timed_out", pg::null_value(), "the run's deadline passed", now);
+          continue;
+        }
+        // A run still running was claimed again: its owner's lease ran out.
+        const bool takeover = *state == "running";
+        spi.run(own, {t, run.r, pg::int8_value(c.claim_token), pg::text_value(worker), pg::int4_value(takeover ? 1 : 0),
+                      pg::timestamptz_value(now)});
+        out.push_back(
+            {*c.payload, *workflow, version, c.claim_token, *state == "compensating" ? *state : "running", *input});
       }
-      const Run run{tenant, *c.payload, core::format_uuid(*c.payload), t, pg::uuid_value(*c.payload)};
-      std::optional<std::string> state, workflow, input;
-      std::int64_t msg_id = 0, version = 0;
-      bool past_deadline = false;
-      spi.run(lock, {t, run.r, pg::timestamptz_value(now)}, [&](const pg::Row& r) {
-        state = r.text(1);
-        msg_id = r.int8(2).value_or(0);
-        past_deadline = *r.boolean(3);
-        workflow = r.text(4);
-        version = *r.int8(5);
-        input = r.text(6);
-      });
-      // A message that is not the run's live one (the run was cancelled, retried or has
-      // finished) is let go.
-      if (!state || msg_id != c.msg_id || wf::is_finished(*state)) {
-        ack(spi, run, name, c.msg_id, c.claim_token);
-        continue;
-      }
-      // Past its deadline: timed out, compensating first if it has compensations to run (their
-      // message is claimed by a later call). A compensating run finishes its compensations.
-      if (past_deadline && *state != "compensating") {
-        ack(spi, run, name, c.msg_id, c.claim_token);
-        settle(spi, run, "timed_out", pg::null_value(), "the run's deadline passed", now);
-        continue;
-      }
-      // A run still running was claimed again: its owner's lease ran out.
-      const bool takeover = *state == "running";
-      spi.run(own, {t, run.r, pg::int8_value(c.claim_token), pg::text_value(worker), pg::int4_value(takeover ? 1 : 0),
-                    pg::timestamptz_value(now)});
-      out.push_back(
-          {*c.payload, *workflow, version, c.claim_token, *state == "compensating" ? *state : "running", *input});
+      more = !claimed.empty();
     }
   }
   spi.finish();

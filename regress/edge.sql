@@ -184,6 +184,8 @@ INSERT INTO nullable VALUES
     ('forgeyard.app_backfill_save(text, integer, text, text, bigint, bigint, boolean)', 'cursor',
      'a backfill that has not read a row yet has no cursor'),
     ('forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)', 'error', 'NULL is stored as an empty error'),
+    ('forgeyard.workflow_compensation_fail(text, uuid, bigint, integer, text, boolean)', 'error',
+     'NULL is stored as an empty error'),
     ('forgeyard.workflow_fail(text, uuid, bigint, text)', 'error', 'NULL is stored as an empty error'),
     ('forgeyard.workflow_park(text, uuid, bigint, text)', 'reason', 'NULL is stored as an empty reason'),
     ('forgeyard.workflow_cancel(text, uuid, text)', 'reason', 'NULL is stored as an empty reason'),

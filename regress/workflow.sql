@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(134);
+SELECT plan(171);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -32,7 +32,7 @@ SELECT ok((SELECT bool_and(obj_description(p.oid, 'pg_proc') IS NOT NULL AND NOT
              FROM pg_proc p WHERE p.pronamespace = 'forgeyard'::regnamespace AND p.proname LIKE 'workflow\_%'),
           'every workflow function has a COMMENT and is not executable by PUBLIC');
 SELECT is((SELECT count(*)::int FROM pg_proc p WHERE p.pronamespace = 'forgeyard'::regnamespace AND p.proname LIKE 'workflow\_%'),
-          17, 'seventeen workflow functions');
+          20, 'twenty workflow functions');
 
 -------------------------------------------------------------------------------------------------
 -- Start: in the caller's transaction, idempotent by run_key
@@ -333,6 +333,123 @@ SELECT is((pg_temp.err($$SELECT forgeyard.workflow_signal('t1', '00000000-0000-4
           'a signal to an unknown run is 42704');
 SELECT lives_ok($$SELECT forgeyard.workflow_complete('t1', run_id, epoch, '{}') FROM g3$$, 'the run completes');
 SELECT ok(NOT forgeyard.workflow_signal('t1', id, 'approve'), 'a signal to a finished run is false') FROM run_g;
+
+-------------------------------------------------------------------------------------------------
+-- Sagas: compensations newest first, fenced, compensation_failed, retry resumes them
+-------------------------------------------------------------------------------------------------
+SET forgeyard.now_override = '2030-01-04 00:00:00+00';
+-- A step run and recorded, in that order.
+CREATE FUNCTION pg_temp.wf_done(run_id uuid, epoch bigint, step text, result jsonb, compensation text DEFAULT NULL)
+    RETURNS void LANGUAGE plpgsql AS $f$
+BEGIN
+    PERFORM forgeyard.workflow_step('t1', run_id, epoch, step);
+    PERFORM forgeyard.workflow_step_complete('t1', run_id, epoch, step, result, compensation);
+END $f$;
+INSERT INTO r VALUES ('cp_c', forgeyard.workflow_start('t1', 'trip', 1, 'trip-1', '{}'));
+SELECT lives_ok($$SELECT forgeyard.queue_alter('t1', '_wf.trip@1', '{"max_attempts": 2}')$$, 'trip runs get two attempts');
+CREATE TEMP TABLE cp_c1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['trip@1'], 1, '1 minute');
+SELECT lives_ok($x$DO $d$ DECLARE c record; BEGIN
+                    SELECT * INTO c FROM cp_c1;
+                    PERFORM pg_temp.wf_done(c.run_id, c.epoch, 'book', '{"b": 1}', 'unbook');
+                    PERFORM pg_temp.wf_done(c.run_id, c.epoch, 'note', '{}');
+                    PERFORM pg_temp.wf_done(c.run_id, c.epoch, 'pay', '{"p": 1}', 'refund');
+                    PERFORM forgeyard.workflow_step('t1', c.run_id, c.epoch, 'ship');
+                  END $d$$x$, 'three steps done, two of them with a compensation, and a fourth runs');
+SELECT is((SELECT forgeyard.workflow_step_fail('t1', run_id, epoch, 'ship', 'no truck', true) FROM cp_c1), 'failed',
+          'the fourth fails for good');
+SELECT results_eq($$SELECT state, error FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'cp_c'))$$,
+                  $$VALUES ('compensating'::text, 'step "ship" failed: no truck'::text)$$,
+                  'a failed run with compensations to run is compensating, with the step''s error');
+SELECT is((pg_temp.err($$SELECT x.* FROM cp_c1, forgeyard.workflow_compensation('t1', cp_c1.run_id, cp_c1.epoch) x$$))[1], 'FY001',
+          'the failed step''s epoch owns no compensation');
+SELECT ok(NOT forgeyard.workflow_cancel('t1', id, 'stop'), 'a compensating run is not cancelled') FROM r WHERE name = 'cp_c';
+CREATE TEMP TABLE cp_c2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['trip@1'], 1, '1 minute');
+SELECT is((SELECT state FROM cp_c2), 'compensating', 'the claim hands it out to compensate');
+SELECT is((pg_temp.err($$SELECT x.* FROM cp_c2, forgeyard.workflow_step('t1', cp_c2.run_id, cp_c2.epoch, 'book') x$$))[1], 'FY001',
+          'its owner runs no steps');
+SELECT results_eq($$SELECT x.position, x.step, x.compensation, x.result, x.idempotency_key = cp_c2.run_id || ':3:pay:compensate'
+                      FROM cp_c2, forgeyard.workflow_compensation('t1', cp_c2.run_id, cp_c2.epoch) x$$,
+                  $$VALUES (3, 'pay'::text, 'refund'::text, '{"p": 1}'::jsonb, true)$$,
+                  'the newest step with a compensation comes first, with its result and a stable key');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_compensation_complete('t1', run_id, epoch, 1) FROM cp_c2$$))[1:2],
+          ARRAY['22023', 'the next compensation of workflow run ' || (SELECT run_id FROM cp_c2) || ' is at position 3, not at position 1'],
+          'compensations run newest first (22023 out of order)');
+SELECT is((SELECT forgeyard.workflow_compensation_fail('t1', run_id, epoch, 3, 'bank down') FROM cp_c2), 'retry',
+          'a failed compensation is retried');
+SELECT is((pg_temp.err($$SELECT x.* FROM cp_c2, forgeyard.workflow_compensation('t1', cp_c2.run_id, cp_c2.epoch) x$$))[1], 'FY001',
+          'and its owner''s epoch is released');
+SET forgeyard.now_override = '2030-01-04 01:00:00+00';
+CREATE TEMP TABLE cp_c3 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w3', ARRAY['trip@1'], 1, '1 minute');
+SELECT is((SELECT forgeyard.workflow_compensation_complete('t1', run_id, epoch, 3) FROM cp_c3), 'compensating',
+          'the next owner completes it: one more is left');
+SELECT is((SELECT x.position FROM cp_c3, forgeyard.workflow_compensation('t1', cp_c3.run_id, cp_c3.epoch) x), 1,
+          'a step without a compensation is passed over');
+SELECT is((SELECT forgeyard.workflow_compensation_complete('t1', run_id, epoch, 1) FROM cp_c3), 'failed',
+          'after the last the run ends as it was going to');
+SELECT results_eq($$SELECT state, error FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'cp_c'))$$,
+                  $$VALUES ('failed'::text, 'step "ship" failed: no truck'::text)$$, 'failed, with the step''s error');
+SELECT results_eq($$SELECT position, compensation, compensation_status, compensation_error
+                      FROM forgeyard.workflow_journal('t1', (SELECT id FROM r WHERE name = 'cp_c'))$$,
+                  $$VALUES (1, 'unbook'::text, 'done'::text, NULL::text), (2, NULL, NULL, NULL), (3, 'refund', 'done', NULL), (4, NULL, NULL, NULL)$$,
+                  'the journal shows each compensation done');
+SELECT ok(NOT forgeyard.workflow_retry('t1', id), 'a run whose steps were compensated is not retried') FROM r WHERE name = 'cp_c';
+SELECT is((SELECT count(*)::int FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = '_wf.trip@1' AND state = 'pending'), 0,
+          'no message of the run is left');
+
+-- Cancel, compensation_failed, retry
+INSERT INTO r VALUES ('cp_e', forgeyard.workflow_start('t1', 'trip', 1, 'trip-2', '{}'));
+CREATE TEMP TABLE cp_e1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['trip@1'], 1, '1 minute');
+SELECT lives_ok($$SELECT pg_temp.wf_done(run_id, epoch, 'book', '{}', 'unbook') FROM cp_e1$$,
+                'a step with a compensation');
+SELECT ok(forgeyard.workflow_cancel('t1', id, 'customer left'), 'the run is cancelled') FROM r WHERE name = 'cp_e';
+SELECT results_eq($$SELECT state, error FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'cp_e'))$$,
+                  $$VALUES ('compensating'::text, 'customer left'::text)$$, 'and compensates first');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'pay') FROM cp_e1$$))[1], 'FY001',
+          'its owner''s next write is FY001');
+CREATE TEMP TABLE cp_e2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['trip@1'], 1, '1 minute');
+SELECT is((SELECT state FROM cp_e2), 'compensating', 'at once handed out to compensate');
+SELECT is((SELECT forgeyard.workflow_compensation_fail('t1', run_id, epoch, 1, 'gone', true) FROM cp_e2), 'compensation_failed',
+          'a compensation that fails for good ends the run compensation_failed');
+SELECT results_eq($$SELECT state, error FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'cp_e'))$$,
+                  $$VALUES ('compensation_failed'::text, 'compensation "unbook" of step "book" at position 1 failed: gone'::text)$$,
+                  'with the compensation''s error');
+SELECT results_eq($$SELECT reason FROM forgeyard.workflow_stuck WHERE run_id = (SELECT id FROM r WHERE name = 'cp_e')$$,
+                  $$VALUES ('compensation "unbook" of step "book" at position 1 failed: gone'::text)$$, 'workflow_stuck lists it');
+SELECT ok(forgeyard.workflow_retry('t1', id), 'retry resumes its compensations') FROM r WHERE name = 'cp_e';
+CREATE TEMP TABLE cp_e3 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w3', ARRAY['trip@1'], 1, '1 minute');
+SELECT is((SELECT forgeyard.workflow_compensation_complete('t1', run_id, epoch, 1) FROM cp_e3), 'cancelled',
+          'and the run ends cancelled once it ran');
+
+-- A deadline
+INSERT INTO r VALUES ('cp_f', forgeyard.workflow_start('t1', 'trip', 1, 'trip-3', '{}', '{"deadline": "1 hour"}'));
+CREATE TEMP TABLE cp_f1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['trip@1'], 1, '1 minute');
+SELECT lives_ok($$SELECT pg_temp.wf_done(run_id, epoch, 'book', '{}', 'unbook') FROM cp_f1$$,
+                'a step with a compensation');
+SET forgeyard.now_override = '2030-01-04 03:00:00+00';
+CREATE TEMP TABLE cp_f2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['trip@1'], 1, '1 minute');
+SELECT results_eq($$SELECT cp_f2.state, s.state, s.error FROM cp_f2, forgeyard.workflow_status('t1', cp_f2.run_id) s$$,
+                  $$VALUES ('compensating'::text, 'compensating'::text, 'the run''s deadline passed'::text)$$,
+                  'past its deadline the run is handed out to compensate (the same claim lets the stale messages before it go)');
+SELECT is((SELECT forgeyard.workflow_compensation_complete('t1', run_id, epoch, 1) FROM cp_f2), 'timed_out',
+          'then ends timed_out');
+
+-------------------------------------------------------------------------------------------------
+-- Children: a child tells its parent how it ended
+-------------------------------------------------------------------------------------------------
+INSERT INTO r VALUES ('cp_p', forgeyard.workflow_start('t1', 'parent', 1, 'parent-1', '{}'));
+INSERT INTO r SELECT 'cp_k', forgeyard.workflow_start('t1', 'child', 1, 'child-1', '{}', jsonb_build_object('parent', id)) FROM r WHERE name = 'cp_p';
+CREATE TEMP TABLE cp_p1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['parent@1'], 1, '1 minute');
+SELECT results_eq($$SELECT s.status FROM cp_p1, forgeyard.workflow_wait_signal('t1', cp_p1.run_id, cp_p1.epoch, 'wait', 'child:' || (SELECT id FROM r WHERE name = 'cp_k'), '1 hour') s$$,
+                  $$VALUES ('waiting'::text)$$, 'the parent waits for its child');
+CREATE TEMP TABLE cp_k1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['child@1'], 1, '1 minute');
+SELECT lives_ok($$SELECT forgeyard.workflow_complete('t1', run_id, epoch, '{"ok": true}') FROM cp_k1$$, 'the child completes');
+CREATE TEMP TABLE cp_p2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['parent@1'], 1, '1 minute');
+SELECT is((SELECT count(*)::int FROM cp_p2), 1, 'which hands the parent out at once');
+SELECT results_eq($$SELECT s.status, s.payload FROM cp_p2, forgeyard.workflow_wait_signal('t1', cp_p2.run_id, cp_p2.epoch, 'wait', 'child:' || (SELECT id FROM r WHERE name = 'cp_k'), '1 hour') s$$,
+                  $$VALUES ('received'::text, '{"state": "completed", "result": {"ok": true}, "error": null}'::jsonb)$$,
+                  'the parent receives the child''s state and result');
+SELECT results_eq($$SELECT signal_id FROM forgeyard.wf_signals WHERE run_id = (SELECT id FROM r WHERE name = 'cp_p')$$,
+                  $$SELECT id FROM r WHERE name = 'cp_k'$$, 'once: the signal''s id is the child''s run id');
 
 -------------------------------------------------------------------------------------------------
 -- Tenants and roles

@@ -316,57 +316,62 @@ std::vector<ClaimedRun> SqliteWorkflows::claim(std::string_view tenant, std::str
           auto exists = db.query("SELECT 1 FROM queues WHERE tenant_id = ?1 AND queue = ?2");
           exists.bind(1, tenant).bind(2, name);
           if (!exists.step()) continue;  // nothing started yet
-          const Queue q = load(db, tenant, name);
-          const std::vector<Delivery> claimed =
-              claim_in(db, q, worker, max_runs - static_cast<int>(out.size()),
-                       lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs, now);
-          for (const Delivery& c : claimed) {
-            if (c.payload.size() != 16)
-              throw fy::core::Error(
-                  fy::core::sqlstate::data_corrupted,
-                  "workflow queue \"" + name + "\" holds message " + std::to_string(c.msg_id) + " that names no run");
-            const std::string run_id = fy::core::format_uuid(c.payload);
-            auto run = db.query(
-                "SELECT state, msg_id, coalesce(deadline <= ?3, 0), workflow, version, input FROM wf_runs"
-                " WHERE tenant_id = ?1 AND run_id = ?2");
-            run.bind(1, tenant).bind(2, run_id).bind(3, now);
-            const bool found = run.step();
-            // A message that is not the run's live one (cancelled, retried, finished) is let go.
-            if (!found || run.is_null(1) || run.int64(1) != c.msg_id || wf::is_finished(run.text(0))) {
-              ack_in(db, q, c.msg_id, c.claim_token, now);
-              continue;
+          // Until max_runs or an empty claim: a message that is not its run's live one takes a
+          // place in a claim and is let go.
+          for (bool more = true; more && static_cast<int>(out.size()) < max_runs;) {
+            const Queue q = load(db, tenant, name);
+            const std::vector<Delivery> claimed =
+                claim_in(db, q, worker, max_runs - static_cast<int>(out.size()),
+                         lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs, now);
+            for (const Delivery& c : claimed) {
+              if (c.payload.size() != 16)
+                throw fy::core::Error(
+                    fy::core::sqlstate::data_corrupted,
+                    "workflow queue \"" + name + "\" holds message " + std::to_string(c.msg_id) + " that names no run");
+              const std::string run_id = fy::core::format_uuid(c.payload);
+              auto run = db.query(
+                  "SELECT state, msg_id, coalesce(deadline <= ?3, 0), workflow, version, input FROM wf_runs"
+                  " WHERE tenant_id = ?1 AND run_id = ?2");
+              run.bind(1, tenant).bind(2, run_id).bind(3, now);
+              const bool found = run.step();
+              // A message that is not the run's live one (cancelled, retried, finished) is let go.
+              if (!found || run.is_null(1) || run.int64(1) != c.msg_id || wf::is_finished(run.text(0))) {
+                ack_in(db, q, c.msg_id, c.claim_token, now);
+                continue;
+              }
+              const bool compensating = run.text(0) == "compensating";
+              // Past its deadline: timed out, compensating first if it has compensations to run
+              // (their message comes in a later round). A compensating run finishes them.
+              if (run.int64(2) != 0 && !compensating) {
+                ack_in(db, q, c.msg_id, c.claim_token, now);
+                settle(db, tenant, run_id, "timed_out", std::nullopt, "the run's deadline passed", now);
+                continue;
+              }
+              // A run still running was claimed again: its owner's lease ran out.
+              const std::int64_t takeover = run.text(0) == "running" ? 1 : 0;
+              ClaimedRun claimed_run{run_id,
+                                     run.text(3),
+                                     static_cast<int>(run.int64(4)),
+                                     c.claim_token,
+                                     compensating ? "compensating" : "running",
+                                     wf::canonical(run.text(5), "input")};
+              db.query(
+                    "UPDATE wf_runs SET state = CASE WHEN state = 'compensating' THEN state ELSE 'running' END,"
+                    "   epoch = ?3, owner = ?4, step_cursor = 0, cursor_step = NULL,"
+                    "   takeovers = takeovers + ?5,"
+                    "   taken_over_at = CASE WHEN ?5 > 0 THEN ?6 ELSE taken_over_at END,"
+                    "   previous_owner = CASE WHEN ?5 > 0 THEN owner ELSE previous_owner END,"
+                    "   updated_at = ?6 WHERE tenant_id = ?1 AND run_id = ?2")
+                  .bind(1, tenant)
+                  .bind(2, run_id)
+                  .bind(3, c.claim_token)
+                  .bind(4, worker)
+                  .bind(5, takeover)
+                  .bind(6, now)
+                  .run();
+              out.push_back(std::move(claimed_run));
             }
-            const bool compensating = run.text(0) == "compensating";
-            // Past its deadline: timed out, compensating first if it has compensations to run
-            // (their message is claimed by a later call). A compensating run finishes them.
-            if (run.int64(2) != 0 && !compensating) {
-              ack_in(db, q, c.msg_id, c.claim_token, now);
-              settle(db, tenant, run_id, "timed_out", std::nullopt, "the run's deadline passed", now);
-              continue;
-            }
-            // A run still running was claimed again: its owner's lease ran out.
-            const std::int64_t takeover = run.text(0) == "running" ? 1 : 0;
-            ClaimedRun claimed_run{run_id,
-                                   run.text(3),
-                                   static_cast<int>(run.int64(4)),
-                                   c.claim_token,
-                                   compensating ? "compensating" : "running",
-                                   wf::canonical(run.text(5), "input")};
-            db.query(
-                  "UPDATE wf_runs SET state = CASE WHEN state = 'compensating' THEN state ELSE 'running' END,"
-                  "   epoch = ?3, owner = ?4, step_cursor = 0, cursor_step = NULL,"
-                  "   takeovers = takeovers + ?5,"
-                  "   taken_over_at = CASE WHEN ?5 > 0 THEN ?6 ELSE taken_over_at END,"
-                  "   previous_owner = CASE WHEN ?5 > 0 THEN owner ELSE previous_owner END,"
-                  "   updated_at = ?6 WHERE tenant_id = ?1 AND run_id = ?2")
-                .bind(1, tenant)
-                .bind(2, run_id)
-                .bind(3, c.claim_token)
-                .bind(4, worker)
-                .bind(5, takeover)
-                .bind(6, now)
-                .run();
-            out.push_back(std::move(claimed_run));
+            more = !claimed.empty();
           }
         }
       });
