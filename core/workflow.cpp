@@ -172,7 +172,7 @@ std::string child_payload(std::string_view state, const std::optional<std::strin
                           const std::optional<std::string>& error) {
   // No size limit here: the child's result was taken before, and the parent gets all of it.
   const std::string result =
-      result_json ? canonical_json(parse_json(*result_json, "result", max_json_depth), "result", std::string::npos)
+      result_json ? canonical_json(parse_json(*result_json, "result", max_json_depth), "result", std::size_t{1} << 40)
                   : "null";
   return "{\"error\":" + (error ? json_quote(*error) : std::string("null")) + ",\"result\":" + result +
          ",\"state\":" + json_quote(state) + "}";

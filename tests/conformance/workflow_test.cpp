@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <algorithm>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -650,6 +652,156 @@ BOOST_AUTO_TEST_CASE(a_run_whose_lease_is_lost_stops_and_its_next_owner_finishes
   const auto status = store->workflows().status(tenant, id);
   BOOST_TEST(status.state == "completed");
   BOOST_TEST(store->workflows().journal(tenant, id).at(0).epoch == status.epoch);
+}
+
+// Sagas: a run that fails after steps with compensations is compensating; the worker runs the
+// compensations newest first (each with the step's result and a stable key) and the run ends
+// failed. A compensation that is not registered ends the run compensation_failed; once it is,
+// retry resumes the compensations.
+BOOST_AUTO_TEST_CASE(compensations_run_newest_first_and_a_missing_one_ends_the_run_compensation_failed) {
+  std::vector<std::string> undone;
+  std::mutex undone_mutex;
+  auto code = [&](forgeyard::WorkflowContext& ctx) -> std::string {
+    ctx.step(
+        "book", [](const forgeyard::StepContext&) { return std::string(R"({"seat":"12A"})"); }, "unbook");
+    ctx.step("note", [](const forgeyard::StepContext&) { return std::string("1"); });
+    ctx.transaction_step(
+        "pay",
+        [&](forgeyard::Transaction& tx, const forgeyard::StepContext&) {
+          tx.audit().append(tenant, effect(ctx, "pay"));
+          return std::string(R"({"paid":5})");
+        },
+        "refund");
+    if (ctx.input() == R"({"fail":true})") throw std::runtime_error("no truck");
+    return std::string(R"("shipped")");
+  };
+  auto undo = [&](const std::string& name) {
+    return [&, name](const forgeyard::Compensation& c) {
+      std::lock_guard lock(undone_mutex);
+      undone.push_back(name + ":" + std::to_string(c.position) + ":" + c.step + ":" + c.result.value_or("null") + ":" +
+                       c.idempotency_key.substr(c.idempotency_key.rfind(':') + 1));
+    };
+  };
+  auto& wf = store->workflows();
+  const std::string shipped = wf.start(tenant, "trip", 1, "trip-ok", "{}");
+  const std::string failing = wf.start(tenant, "trip", 1, "trip-fail", R"({"fail":true})");
+  {
+    forgeyard::WorkflowWorker worker(*store, worker_options(tenant, "w1"));
+    worker.add("trip", 1, code);
+    worker.add_compensation("trip", 1, "unbook", undo("unbook"));
+    worker.add_compensation("trip", 1, "refund", undo("refund"));
+    const auto stats = worker.run({});
+    BOOST_TEST(stats.completed == 1u);
+    BOOST_TEST(stats.failed == 1u);
+    BOOST_TEST(stats.compensated == 1u);
+    BOOST_TEST(stats.compensations == 2u);
+  }
+  BOOST_TEST(wf.status(tenant, shipped).state == "completed");
+  const auto failed = wf.status(tenant, failing);
+  BOOST_TEST(failed.state == "failed");
+  BOOST_TEST((failed.error == std::optional<std::string>("no truck")));
+  const std::vector<std::string> expected{R"(refund:3:pay:{"paid":5}:compensate)",
+                                          R"(unbook:1:book:{"seat":"12A"}:compensate)"};
+  BOOST_TEST(undone == expected, boost::test_tools::per_element());
+  const auto journal = wf.journal(tenant, failing);
+  BOOST_TEST_REQUIRE(journal.size() == 3u);
+  BOOST_TEST((journal[0].compensation_status == std::optional<std::string>("done")));
+  BOOST_TEST(!journal[1].compensation_status);
+  BOOST_TEST((journal[2].compensation_status == std::optional<std::string>("done")));
+  BOOST_TEST(!wf.retry(tenant, failing));  // its steps were undone: no replay as done
+
+  // A compensation nobody registered: compensation_failed, listed with its reason; retry resumes.
+  undone.clear();
+  const std::string stuck = wf.start(tenant, "trip", 1, "trip-stuck", R"({"fail":true})");
+  {
+    forgeyard::WorkflowWorker worker(*store, worker_options(tenant, "w2"));
+    worker.add("trip", 1, code);
+    worker.add_compensation("trip", 1, "refund", undo("refund"));
+    const auto stats = worker.run({});
+    BOOST_TEST(stats.compensations == 1u);
+  }
+  const auto status = wf.status(tenant, stuck);
+  BOOST_TEST(status.state == "compensation_failed");
+  BOOST_TEST((
+      status.error ==
+      std::optional<std::string>(
+          R"(compensation "unbook" of step "book" at position 1 failed: no compensation "unbook" is registered for trip@1)")));
+  BOOST_TEST(wf.retry(tenant, stuck));
+  BOOST_TEST(wf.status(tenant, stuck).state == "compensating");
+  {
+    forgeyard::WorkflowWorker worker(*store, worker_options(tenant, "w3"));
+    worker.add("trip", 1, code);
+    worker.add_compensation("trip", 1, "unbook", undo("unbook"));
+    BOOST_TEST(worker.run({}).compensated == 1u);
+  }
+  BOOST_TEST(wf.status(tenant, stuck).state == "failed");
+  BOOST_TEST(undone.size() == 2u);  // refund once, then unbook once
+}
+
+// A cancel while steps with compensations are done: the run compensates, and its owner's next
+// write is refused (FY001).
+BOOST_AUTO_TEST_CASE(a_cancelled_run_compensates_and_its_owner_is_fenced_off) {
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "trip", 1, "trip-c");
+  const auto claimed = wf.claim(tenant, "w", {"trip@1"});
+  BOOST_TEST_REQUIRE(claimed.size() == 1u);
+  const std::int64_t epoch = claimed[0].epoch;
+  BOOST_TEST(!wf.step(tenant, id, epoch, "book").done);
+  wf.step_complete(tenant, id, epoch, "book", "{}", std::string("unbook"));
+  BOOST_TEST(wf.cancel(tenant, id, "customer left"));
+  BOOST_TEST(!wf.cancel(tenant, id, "again"));  // compensating: it finishes that first
+  FY_CHECK_ERROR(wf.step(tenant, id, epoch, "pay"), ErrorKind::StaleFence, "FY001");
+  const auto again = wf.claim(tenant, "w2", {"trip@1"});
+  BOOST_TEST_REQUIRE(again.size() == 1u);
+  BOOST_TEST(again[0].state == "compensating");
+  FY_CHECK_ERROR(wf.step(tenant, id, again[0].epoch, "pay"), ErrorKind::StaleFence, "FY001");
+  const auto next = wf.compensation(tenant, id, again[0].epoch);
+  BOOST_TEST_REQUIRE(next.has_value());
+  BOOST_TEST(next->idempotency_key == id + ":1:book:compensate");
+  FY_CHECK_ERROR(wf.compensation_complete(tenant, id, again[0].epoch, 2), ErrorKind::InvalidArgument, "22023");
+  BOOST_TEST((wf.compensation_fail(tenant, id, again[0].epoch, 1, "bank down") == StepFailure::Retry));
+  FY_CHECK_ERROR(wf.compensation(tenant, id, again[0].epoch), ErrorKind::StaleFence, "FY001");
+  clock.advance(1h);  // past the queue's backoff
+  const auto third = wf.claim(tenant, "w3", {"trip@1"});
+  BOOST_TEST_REQUIRE(third.size() == 1u);
+  BOOST_TEST(wf.compensation_complete(tenant, id, third[0].epoch, 1) == "cancelled");
+  const auto status = wf.status(tenant, id);
+  BOOST_TEST(status.state == "cancelled");
+  BOOST_TEST((status.error == std::optional<std::string>("customer left")));
+  const auto journal = wf.journal(tenant, id);
+  BOOST_TEST((journal.at(0).compensation_status == std::optional<std::string>("done")));
+  BOOST_TEST(!journal.at(0).compensation_error);
+}
+
+// A child started from a step (its run_key is the step's idempotency key) ends, and its parent,
+// waiting for it, is woken with the child's state and result.
+BOOST_AUTO_TEST_CASE(a_child_run_tells_its_waiting_parent_how_it_ended) {
+  std::string child_id;
+  auto parent = [&](forgeyard::WorkflowContext& ctx) {
+    child_id = ctx.start_child("spawn", "child", 1, R"({"n": 2})");
+    const auto ended = ctx.wait_child("join", child_id, 1h);
+    return ended.value_or("null");
+  };
+  auto child = [&](forgeyard::WorkflowContext& ctx) {
+    return std::string(ctx.input() == R"({"n":2})" ? R"({"doubled":4})" : "null");
+  };
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "parent", 1, "family");
+  forgeyard::WorkflowWorker worker(*store, worker_options(tenant, "w1"));
+  worker.add("parent", 1, parent);
+  worker.add("child", 1, child);
+  const auto stats = worker.run({});
+  BOOST_TEST(stats.completed == 2u);
+  BOOST_TEST(wf.status(tenant, id).state == "completed");
+  BOOST_TEST((wf.status(tenant, id).result ==
+              std::optional<std::string>(R"({"error":null,"result":{"doubled":4},"state":"completed"})")));
+  BOOST_TEST(wf.status(tenant, child_id).state == "completed");
+  const auto runs = wf.list(tenant, "completed");
+  const auto it = std::find_if(runs.begin(), runs.end(), [&](const auto& r) { return r.run_id == child_id; });
+  BOOST_TEST_REQUIRE((it != runs.end()));
+  BOOST_TEST(it->run_key == id + ":1:spawn");
+  // The child's end is told once: a second child signal would be refused by its id.
+  BOOST_TEST(!wf.signal(tenant, id, "child:" + child_id, "{}", child_id));
 }
 
 // A worker process SIGKILLed at random points mid-run is replaced by the next one, and no step's

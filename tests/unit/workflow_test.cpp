@@ -103,4 +103,31 @@ BOOST_AUTO_TEST_CASE(start_options_and_states_are_checked) {
   BOOST_TEST(code_of([] { wf::canonical("{", "input"); }) == "22023");
 }
 
+BOOST_AUTO_TEST_CASE(sagas_undo_newest_first_and_children_tell_their_parent_once) {
+  BOOST_TEST(code_of([] { wf::check_owner({"compensating", 7, true}, 7, "r", "compensating"); }) == "none");
+  BOOST_TEST(code_of([] { wf::check_owner({"compensating", 7, true}, 7, "r"); }) == "FY001");
+  BOOST_TEST(code_of([] { wf::check_owner({"running", 7, true}, 7, "r", "compensating"); }) == "FY001");
+  BOOST_TEST(code_of([] { wf::check_next_compensation(3, 3, "r"); }) == "none");
+  BOOST_TEST(code_of([] { wf::check_next_compensation(3, 1, "r"); }) == "22023");
+  BOOST_TEST(code_of([] { wf::check_next_compensation(std::nullopt, 1, "r"); }) == "22023");
+  BOOST_TEST(wf::compensation_key("r", 2, "pay") == "r:2:pay:compensate");
+  BOOST_TEST(wf::compensation_error("refund", "pay", 2, "bank down") ==
+             R"(compensation "refund" of step "pay" at position 2 failed: bank down)");
+  for (const char* s : {"failed", "cancelled", "timed_out"}) BOOST_TEST(wf::ends_with_compensation(s));
+  for (const char* s : {"completed", "parked", "compensation_failed"}) BOOST_TEST(!wf::ends_with_compensation(s));
+  BOOST_TEST(wf::is_retryable("compensation_failed"));
+  BOOST_TEST(wf::tells_parent("completed"));
+  BOOST_TEST(wf::tells_parent("compensation_failed"));
+  BOOST_TEST(!wf::tells_parent("parked"));
+  BOOST_TEST(!wf::tells_parent("compensating"));
+  BOOST_TEST(wf::child_signal("r") == "child:r");
+  BOOST_TEST(wf::child_payload("completed", std::string(R"({ "b": 2, "a": 1 })"), std::nullopt) ==
+             R"({"error":null,"result":{"a":1,"b":2},"state":"completed"})");
+  BOOST_TEST(wf::child_payload("failed", std::nullopt, std::string("say \"no\"")) ==
+             R"({"error":"say \"no\"","result":null,"state":"failed"})");
+  // A child's result of any size reaches its parent.
+  const std::string big = "\"" + std::string(wf::max_json_bytes, 'x') + "\"";
+  BOOST_TEST(wf::child_payload("completed", big, std::nullopt).size() > wf::max_json_bytes);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
