@@ -1,5 +1,6 @@
-// workflow start | list | show | cancel | retry (docs/workflows.md, "Operating workflows"): start
-// a run, see runs and a run's journal, and the operator's two actions on a run.
+// workflow start | list | show | cancel | retry | signal (docs/workflows.md, "Operating
+// workflows"): start a run, see runs and a run's journal, the operator's two actions on a run, and
+// a signal to a run.
 #include <iostream>
 #include <optional>
 
@@ -15,7 +16,7 @@ struct WorkflowArgs {
   std::string tenant, workflow, run_key, run_id;
   int version = 1;
   std::string input = "{}";
-  std::string deadline, priority, parent, reason, state;
+  std::string deadline, priority, parent, reason, state, signal, payload = "{}", signal_id;
   int max_runs = 100;
   bool json = false;
 };
@@ -130,6 +131,10 @@ void add_workflow_commands(CLI::App& app, Commands& commands) {
         e.error ? j.value(*e.error) : j.null();
         j.key("compensation");
         e.compensation ? j.value(*e.compensation) : j.null();
+        j.key("compensation_status");
+        e.compensation_status ? j.value(*e.compensation_status) : j.null();
+        j.key("compensation_error");
+        e.compensation_error ? j.value(*e.compensation_error) : j.null();
         j.end_object();
       }
       j.end_array().end_object();
@@ -139,6 +144,9 @@ void add_workflow_commands(CLI::App& app, Commands& commands) {
       for (const JournalEntry& e : journal)
         std::cout << "step." << e.position << "=" << e.step << " status=" << e.status << " attempts=" << e.attempts
                   << " epoch=" << e.epoch << " result=" << e.result.value_or("") << " error=" << e.error.value_or("")
+                  << (e.compensation
+                          ? " compensation=" + *e.compensation + " compensated=" + e.compensation_status.value_or("no")
+                          : std::string())
                   << "\n";
     }
     return exit_done;
@@ -153,7 +161,25 @@ void add_workflow_commands(CLI::App& app, Commands& commands) {
     return cancelled ? exit_done : exit_no;
   });
 
-  CLI::App* retry = wf->add_subcommand("retry", "hand a failed or parked run out again (exit 1 for other states)");
+  CLI::App* signal =
+      wf->add_subcommand("signal", "send a signal to a run (exit 1 for a repeated --id or a run that has finished)");
+  add_run(*signal);
+  signal->add_option("SIGNAL", a->signal, "the signal's name, as the run waits for it")->required();
+  signal->add_option("--payload", a->payload, "the signal's payload, JSON")->type_name("JSON")->capture_default_str();
+  signal->add_option("--id", a->signal_id, "the signal's id (a uuid): sending it again does nothing")
+      ->type_name("UUID");
+  commands.on(signal, [a](Context& ctx) {
+    const bool sent =
+        ctx.store().workflows().signal(a->tenant, a->run_id, a->signal, a->payload,
+                                       a->signal_id.empty() ? std::nullopt : std::optional<std::string>(a->signal_id));
+    std::cout << "sent=" << (sent ? "true" : "false") << "\n";
+    return sent ? exit_done : exit_no;
+  });
+
+  CLI::App* retry = wf->add_subcommand(
+      "retry",
+      "hand a failed or parked run out again, or resume a compensation_failed run's compensations (exit 1 "
+      "for other states)");
   add_run(*retry);
   commands.on(retry, [a](Context& ctx) {
     const bool retried = ctx.store().workflows().retry(a->tenant, a->run_id);

@@ -359,6 +359,20 @@ BOOST_AUTO_TEST_CASE(the_cli_starts_lists_shows_cancels_and_retries_runs) {
   BOOST_TEST(json_out.find(R"("result":{"n":2})") != std::string::npos, json_out);
 
   BOOST_TEST(cli({"workflow", "retry", tenant, id}).second == "retried=false\n");
+  const std::vector<std::string> send{"workflow",
+                                      "signal",
+                                      tenant,
+                                      id,
+                                      "approve",
+                                      "--payload",
+                                      R"({"by": "ann"})",
+                                      "--id",
+                                      "00000000-0000-4000-8000-0000000000a1"};
+  BOOST_TEST((cli(send) == std::pair<int, std::string>(0, "sent=true\n")));
+  BOOST_TEST((cli(send) == std::pair<int, std::string>(1, "sent=false\n")));  // the same id again
+  const auto received = store->workflows().wait_signal(tenant, id, owned.epoch, "approval", "approve", 1h);
+  BOOST_TEST((received.status == forgeyard::SignalWait::Status::Received));
+  BOOST_TEST((received.payload == std::optional<std::string>(R"({"by":"ann"})")));
   const auto [cancelled, cancel_out] = cli({"workflow", "cancel", tenant, id, "--reason", "operator"});
   BOOST_TEST(cancelled == 0);
   BOOST_TEST(cancel_out == "cancelled=true\n");
