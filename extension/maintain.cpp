@@ -6,6 +6,7 @@
 #include "maintenance.hpp"
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
+#include "schedule.hpp"
 #include "tenant.hpp"
 
 namespace fy::maintenance {
@@ -63,8 +64,9 @@ std::uint64_t purge_dead(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, c
 
 using namespace fy;
 
-// maintain(max_rows, tenant) -> (task, rows): one bounded pass of every clean-up. Leases are
-// not reaped here: lease_reap hands each expired grant to its reconciler once.
+// maintain(max_rows, tenant) -> (task, rows): one bounded pass of every clean-up, and the runs of
+// due workflow schedules started. Leases are not reaped here: lease_reap hands each expired grant
+// to its reconciler once.
 FY_FUNCTION(fy_maintain) {
   const std::int32_t max_rows = pg::int4_arg(fcinfo, 0, "max_rows");
   if (max_rows <= 0) throw core::Error(core::sqlstate::invalid_parameter, "max_rows must be positive");
@@ -79,6 +81,7 @@ FY_FUNCTION(fy_maintain) {
       {"acked_messages", maintenance::purge_acked(spi, now, max_rows, tenant)},
       {"dead_letters", maintenance::purge_dead(spi, now, max_rows, tenant)},
       {"inbox", maintenance::purge_inbox(spi, now - inbox_retention, max_rows, tenant)},
+      {"schedules", static_cast<std::uint64_t>(schedule::tick(spi, tenant, now))},
   };
   spi.finish();
   pg::TableResult out(fcinfo);

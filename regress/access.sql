@@ -136,7 +136,7 @@ SELECT set_eq(
           'forgeyard.audit_heads', 'forgeyard.audit_status',
           'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills',
           'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal', 'forgeyard.wf_signals',
-          'forgeyard.workflow_runs', 'forgeyard.workflow_stuck'],
+          'forgeyard.wf_schedules', 'forgeyard.workflow_runs', 'forgeyard.workflow_stuck'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
@@ -149,7 +149,7 @@ SELECT set_eq(
           'forgeyard.audit_events', 'forgeyard.audit_heads',
           'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills',
           'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal',
-          'forgeyard.wf_signals'],
+          'forgeyard.wf_signals', 'forgeyard.wf_schedules'],
     'pg_extension.extconfig registers every table and sequence for pg_dump (the views are not data)');
 SELECT is((SELECT extrelocatable FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), false,
           'the extension is not relocatable');
@@ -383,7 +383,7 @@ SELECT throws_ok('DELETE FROM forgeyard.idempotency_keys', '42501', NULL,
                  'maintenance role: DELETE FROM forgeyard.idempotency_keys is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.lease_status', '42501', NULL, 'maintenance role: lease_status is denied');
 SELECT results_eq($$SELECT task FROM forgeyard.maintain()$$,
-                  $$VALUES ('idempotency_keys'::text), ('queue_events'), ('acked_messages'), ('dead_letters'), ('inbox')$$,
+                  $$VALUES ('idempotency_keys'::text), ('queue_events'), ('acked_messages'), ('dead_letters'), ('inbox'), ('schedules')$$,
                   'maintenance role: maintain() across tenants');
 SELECT is(forgeyard.inbox_purge(), 0, 'maintenance role: inbox_purge across tenants');
 SELECT matches((SELECT string_agg(plan, E'\n') FROM forgeyard.claim_plan('t2', 'acc-q')), 'Index Scan using messages_claim',
@@ -563,7 +563,7 @@ SELECT throws_ok('SELECT * FROM forgeyard.lease_reap()', 'FY040', NULL,
                  'bound maintenance role: lease_reap() with the default (all tenants) -> FY040');
 SELECT throws_ok($$SELECT * FROM forgeyard.lease_reap(10, 't2')$$, 'FY040', NULL,
                  'bound maintenance role: lease_reap for another tenant -> FY040');
-SELECT is((SELECT count(*) FROM forgeyard.maintain(10, 't1')), 5::bigint, 'bound maintenance role: maintain for its tenant');
+SELECT is((SELECT count(*) FROM forgeyard.maintain(10, 't1')), 6::bigint, 'bound maintenance role: maintain for its tenant');
 SELECT throws_ok('SELECT * FROM forgeyard.maintain()', 'FY040', 'a role bound to tenants must name its tenant',
                  'bound maintenance role: maintain() for all tenants -> FY040');
 SELECT throws_ok($$SELECT * FROM forgeyard.maintain(10, 't2')$$, 'FY040', NULL, 'bound maintenance role: maintain for another tenant -> FY040');

@@ -661,7 +661,7 @@ CREATE FUNCTION forgeyard.maintain(max_rows integer DEFAULT 1000, tenant text DE
     RETURNS TABLE (task text, "rows" bigint) LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_maintain';
 COMMENT ON FUNCTION forgeyard.maintain(integer, text) IS
-  'Maintenance, one bounded pass (schedule it, e.g. with pg_cron; safe from several places at once): expired idempotency keys, queue dedup events past their window, acked messages past retain_acked, dead letters past retention or over max_dead, inbox entries older than 7 days. Leases are not reaped here (lease_reap hands each to a reconciler).';
+  'Maintenance, one bounded pass (schedule it, e.g. with pg_cron; safe from several places at once): expired idempotency keys, queue dedup events past their window, acked messages past retain_acked, dead letters past retention or over max_dead, inbox entries older than 7 days; and the runs of due workflow schedules started (schedule_tick). Leases are not reaped here (lease_reap hands each to a reconciler).';
 
 -------------------------------------------------------------------------------------------------
 -- Audit log
@@ -2110,6 +2110,70 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.wf_runs', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.wf_journal', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.wf_signals', '');
+
+-- Schedules: a cron spec in a time zone, or '@every <interval>', that starts a run of its
+-- definition at each fire (run_key '<schedule>@<fire time>'); schedule_tick and maintain() start
+-- the due fires.
+CREATE TABLE forgeyard.wf_schedules (
+    tenant_id  text        NOT NULL,
+    schedule   text        NOT NULL,
+    workflow   text        NOT NULL,
+    version    integer     NOT NULL CHECK (version >= 1),
+    spec       text        NOT NULL,
+    timezone   text        NOT NULL,
+    catch_up   integer     NOT NULL CHECK (catch_up BETWEEN 0 AND 1000),
+    input      jsonb       NOT NULL,
+    next_fire  timestamptz NOT NULL,
+    last_fire  timestamptz,
+    fires      bigint      NOT NULL DEFAULT 0,
+    skipped    bigint      NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, schedule)
+);
+CREATE INDEX wf_schedules_due ON forgeyard.wf_schedules (next_fire);
+COMMENT ON TABLE forgeyard.wf_schedules IS
+  'Workflow schedules: definition, spec, time zone, catch-up bound, input, the next fire, and how many fires started runs or were skipped. Use the API, not DML.';
+
+CREATE FUNCTION forgeyard.schedule_create(tenant text, schedule text, workflow text, version integer, spec text,
+                                          options jsonb DEFAULT '{}')
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_schedule_create';
+COMMENT ON FUNCTION forgeyard.schedule_create(text, text, text, integer, text, jsonb) IS
+  'Create a schedule: spec is 5 cron fields (minute hour day-of-month month day-of-week, read in options.timezone, default UTC), a macro (@hourly, @daily, @weekly, @monthly, @yearly) or ''@every <interval>'' (15m, 1h30m, ...). Options: timezone, catch_up (0..1000 missed fires started besides the newest), input. The same definition again is a no-op; another one 42710.';
+
+CREATE FUNCTION forgeyard.schedule_drop(tenant text, schedule text)
+    RETURNS boolean LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_schedule_drop';
+COMMENT ON FUNCTION forgeyard.schedule_drop(text, text) IS
+  'Drop a schedule (false if there was none); runs it started go on.';
+
+CREATE FUNCTION forgeyard.schedule_tick(tenant text DEFAULT NULL)
+    RETURNS integer LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_schedule_tick';
+COMMENT ON FUNCTION forgeyard.schedule_tick(text) IS
+  'Start the runs of the due schedules (of tenant, or all): the newest due fire and up to catch_up missed ones, the rest skipped and counted. Safe from several places at once: each fire starts one run. Returns the runs started. maintain() calls it.';
+
+CREATE FUNCTION forgeyard.schedule_list(tenant text)
+    RETURNS TABLE (schedule text, workflow text, version integer, spec text, timezone text, catch_up integer,
+                   input jsonb, next_fire timestamptz, last_fire timestamptz, fires bigint, skipped bigint)
+    LANGUAGE c STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_schedule_list';
+COMMENT ON FUNCTION forgeyard.schedule_list(text) IS
+  'The tenant''s schedules by name: definition, spec, time zone, catch-up bound, input, next and last fire, fires started and skipped.';
+
+INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.schedule_create(text, text, text, integer, text, jsonb)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.schedule_drop(text, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.schedule_tick(text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.schedule_list(text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.schedule_create(text, text, text, integer, text, jsonb)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.schedule_drop(text, text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.schedule_tick(text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.schedule_list(text)'),
+    ('inspect',     'EXECUTE', 'FUNCTION forgeyard.schedule_list(text)');
+
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.wf_schedules', '');
 
 -- (end of section)
 

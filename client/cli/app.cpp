@@ -198,6 +198,7 @@ struct CommandLine {
     add_queue_commands(app, commands);
     add_topic_commands(app, commands);
     add_workflow_commands(app, commands);
+    add_schedule_commands(app, commands);
     add_audit_commands(app, commands);
     app.formatter(std::make_shared<OverviewFormatter>());  // the root only: commands keep CLI11's
   }

@@ -70,6 +70,7 @@ void add_audit_commands(CLI::App& app, Commands& commands);
 void add_migrate_commands(CLI::App& app, Commands& commands);   // storage migrate (after storage)
 void add_topic_commands(CLI::App& app, Commands& commands);     // event-type, topic
 void add_workflow_commands(CLI::App& app, Commands& commands);  // workflow
+void add_schedule_commands(CLI::App& app, Commands& commands);  // schedule
 
 // An option that may repeat (--key, --set, --null): one value per occurrence.
 CLI::Option* add_repeated(CLI::App& command, const std::string& name, std::vector<std::string>& values,

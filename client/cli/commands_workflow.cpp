@@ -1,6 +1,6 @@
-// workflow start | list | show | cancel | retry | signal (docs/workflows.md, "Operating
-// workflows"): start a run, see runs and a run's journal, the operator's two actions on a run, and
-// a signal to a run.
+// workflow start | list | show | cancel | retry | signal, and schedule create | drop | list | tick
+// (docs/workflows.md, "Operating workflows"): start a run, see runs and a run's journal, the
+// operator's two actions on a run, a signal to a run, and the schedules that start runs.
 #include <iostream>
 #include <optional>
 
@@ -185,6 +185,96 @@ void add_workflow_commands(CLI::App& app, Commands& commands) {
     const bool retried = ctx.store().workflows().retry(a->tenant, a->run_id);
     std::cout << "retried=" << (retried ? "true" : "false") << "\n";
     return retried ? exit_done : exit_no;
+  });
+}
+
+void add_schedule_commands(CLI::App& app, Commands& commands) {
+  struct ScheduleArgs {
+    std::string tenant, schedule, workflow, spec, timezone = "UTC", input = "{}";
+    int version = 1, catch_up = 0;
+    bool json = false;
+  };
+  auto a = std::make_shared<ScheduleArgs>();
+  CLI::App* sc = app.add_subcommand("schedule", "workflow schedules: cron or intervals that start runs");
+  sc->require_subcommand(1);
+
+  CLI::App* create =
+      sc->add_subcommand("create", "create a schedule (the same definition again does nothing; another one exits 4)");
+  create->add_option("TENANT", a->tenant, "the tenant")->required();
+  create->add_option("SCHEDULE", a->schedule, "the schedule's name")->required();
+  create->add_option("WORKFLOW", a->workflow, "the workflow each fire starts")->required();
+  create->add_option("VERSION", a->version, "its version (>= 1)")->required();
+  create->add_option("SPEC", a->spec, "5 cron fields, @hourly/@daily/@weekly/@monthly/@yearly, or '@every 15m'")
+      ->required();
+  create->add_option("--timezone", a->timezone, "the zone cron fields are read in")
+      ->type_name("ZONE")
+      ->capture_default_str();
+  create->add_option("--catch-up", a->catch_up, "missed fires started besides the newest (0..1000)")
+      ->type_name("N")
+      ->capture_default_str();
+  create->add_option("--input", a->input, "each run's input, JSON")->type_name("JSON")->capture_default_str();
+  commands.on(create, [a](Context& ctx) {
+    ctx.store().workflows().schedule_create(a->tenant, a->schedule, a->workflow, a->version, a->spec,
+                                            ScheduleOptions{a->timezone, a->catch_up, a->input});
+    for (const ScheduleInfo& s : ctx.store().workflows().schedule_list(a->tenant))
+      if (s.schedule == a->schedule)
+        std::cout << "schedule=" << s.schedule << "\nnext_fire=" << iso(s.next_fire) << "\n";
+    return exit_done;
+  });
+
+  CLI::App* drop = sc->add_subcommand("drop", "drop a schedule (exit 1 if there was none); its runs go on");
+  drop->add_option("TENANT", a->tenant, "the tenant")->required();
+  drop->add_option("SCHEDULE", a->schedule, "the schedule's name")->required();
+  commands.on(drop, [a](Context& ctx) {
+    const bool dropped = ctx.store().workflows().schedule_drop(a->tenant, a->schedule);
+    std::cout << "dropped=" << (dropped ? "true" : "false") << "\n";
+    return dropped ? exit_done : exit_no;
+  });
+
+  CLI::App* list = sc->add_subcommand("list", "the tenant's schedules: next and last fire, fires started and skipped");
+  list->add_option("TENANT", a->tenant, "the tenant")->required();
+  list->add_flag("--json", a->json, "one JSON object instead of key=value lines");
+  commands.on(list, [a](Context& ctx) {
+    const auto schedules = ctx.store().workflows().schedule_list(a->tenant, ctx.read());
+    if (a->json) {
+      JsonWriter j;
+      j.begin_object().key("schedules").begin_array();
+      for (const ScheduleInfo& s : schedules) {
+        j.begin_object()
+            .field("schedule", s.schedule)
+            .field("workflow", s.workflow)
+            .field("version", s.version)
+            .field("spec", s.spec)
+            .field("timezone", s.timezone)
+            .field("catch_up", s.catch_up)
+            .field("next_fire", iso(s.next_fire))
+            .field("fires", s.fires)
+            .field("skipped", s.skipped);
+        j.key("input").raw(s.input);
+        j.key("last_fire");
+        s.last_fire ? j.value(iso(*s.last_fire)) : j.null();
+        j.end_object();
+      }
+      j.end_array().end_object();
+      std::cout << j.str() << "\n";
+    } else {
+      for (const ScheduleInfo& s : schedules)
+        std::cout << "schedule=" << s.schedule << " workflow=" << s.workflow << "@" << s.version << " spec='" << s.spec
+                  << "' timezone=" << s.timezone << " next_fire=" << iso(s.next_fire)
+                  << " last_fire=" << (s.last_fire ? iso(*s.last_fire) : std::string()) << " fires=" << s.fires
+                  << " skipped=" << s.skipped << "\n";
+      std::cout << "schedules=" << schedules.size() << "\n";
+    }
+    return exit_done;
+  });
+
+  CLI::App* tick = sc->add_subcommand("tick", "start the runs of the due schedules (of TENANT, or all)");
+  tick->add_option("TENANT", a->tenant, "only this tenant's schedules");
+  commands.on(tick, [a](Context& ctx) {
+    const int started =
+        ctx.store().workflows().schedule_tick(a->tenant.empty() ? std::nullopt : std::optional<std::string>(a->tenant));
+    std::cout << "started=" << started << "\n";
+    return exit_done;
   });
 }
 

@@ -18,6 +18,8 @@ std::string json_param(std::string_view json, const char* argument);
 std::optional<std::string> json_result(const std::optional<std::string>& json);
 // The options of workflow_start as the extension's options object (canonical JSON).
 std::string start_options_json(const WorkflowStartOptions& options);
+// The options of schedule_create as the extension's options object.
+std::string schedule_options_json(const ScheduleOptions& options);
 StepFailure parse_step_failure(const std::string& outcome);
 SignalWait::Status parse_wait_status(const std::string& status);
 

@@ -40,6 +40,11 @@ std::string start_options_json(const WorkflowStartOptions& options) {
   return out + "}";
 }
 
+std::string schedule_options_json(const ScheduleOptions& options) {
+  return "{\"catch_up\":" + std::to_string(options.catch_up) + ",\"input\":" + json_param(options.input, "input") +
+         ",\"timezone\":" + fy::core::json_quote(options.timezone) + "}";
+}
+
 SignalWait::Status parse_wait_status(const std::string& status) {
   if (status == "received") return SignalWait::Status::Received;
   if (status == "waiting") return SignalWait::Status::Waiting;

@@ -28,6 +28,27 @@ using forgeyard::unix_usecs;
 
 namespace {
 
+// 2030-01-02T01:00:00.000000Z
+std::string iso_utc(forgeyard::TimePoint t) {
+  const std::int64_t usecs = forgeyard::unix_usecs(t);
+  const std::time_t seconds = static_cast<std::time_t>(usecs / 1000000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(usecs % 1000000));
+  return buf;
+}
+
+// 2030-01-02T01:00:00Z as a time point.
+forgeyard::TimePoint utc(const char* iso) {
+  std::tm tm{};
+  std::sscanf(iso, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec);
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return forgeyard::from_unix_usecs(static_cast<std::int64_t>(timegm(&tm)) * 1000000);
+}
+
 // The queue a definition's runs are handed out through.
 std::string definition_queue(const std::string& workflow, int version) {
   return "_wf." + workflow + "@" + std::to_string(version);
@@ -384,6 +405,96 @@ BOOST_AUTO_TEST_CASE(the_cli_starts_lists_shows_cancels_and_retries_runs) {
   std::filesystem::remove(out);
 }
 
+// Schedules: each fire starts one run named by the schedule and the fire time, missed fires are
+// started up to catch_up and the rest skipped; a cron spec is read in its time zone; two tickers
+// at once start one run per fire; the same answers, and the same errors, on every backend.
+BOOST_AUTO_TEST_CASE(schedules_start_one_run_per_fire_even_with_two_tickers_at_once) {
+  auto& wf = store->workflows();
+  clock.set(utc("2030-03-29T12:07:00Z"));
+  FY_CHECK_ERROR(wf.schedule_create(tenant, "s", "report", 1, "* * * *"), ErrorKind::InvalidArgument, "22023",
+                 "schedule spec '* * * *' is not valid: cron takes 5 fields, not 4");
+  FY_CHECK_ERROR(wf.schedule_create(tenant, "s", "report", 1, "0 0 30 2 *"), ErrorKind::InvalidArgument, "22023",
+                 "the schedule never fires within 5 years");
+  FY_CHECK_ERROR(wf.schedule_create(tenant, "s", "report", 1, "@daily", {"Mars/Olympus", 0, "{}"}),
+                 ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(wf.schedule_create(tenant, "s", "report", 1, "@daily", {"UTC", 1001, "{}"}),
+                 ErrorKind::InvalidArgument, "22023");
+  BOOST_TEST(wf.schedule_list(tenant).empty());
+
+  wf.schedule_create(tenant, "quarter", "report", 1, "@every 15m", {"UTC", 0, R"({"kind": "q"})"});
+  wf.schedule_create(tenant, "quarter", "report", 1, "@every 15m", {"UTC", 0, R"({"kind":"q"})"});  // the same
+  FY_CHECK_ERROR(wf.schedule_create(tenant, "quarter", "report", 1, "@every 10m"), ErrorKind::InvalidArgument, "42710");
+  wf.schedule_create(tenant, "berlin", "report", 2, "30 2 * * *", {"Europe/Berlin", 2, "{}"});
+  auto listed = wf.schedule_list(tenant);
+  BOOST_TEST_REQUIRE(listed.size() == 2u);
+  BOOST_TEST(listed[0].schedule == "berlin");                                 // by name
+  BOOST_TEST(iso_utc(listed[0].next_fire) == "2030-03-30T01:30:00.000000Z");  // 02:30 CET
+  BOOST_TEST(listed[1].input == R"({"kind":"q"})");
+  BOOST_TEST(iso_utc(listed[1].next_fire) == "2030-03-29T12:15:00.000000Z");
+  BOOST_TEST(wf.schedule_tick(tenant) == 0);
+
+  clock.set(utc("2030-03-30T02:00:00Z"));  // 56 quarter hours and one Berlin fire due
+  BOOST_TEST(wf.schedule_tick(tenant) == 2);
+  BOOST_TEST(wf.schedule_tick(tenant) == 0);
+  listed = wf.schedule_list(tenant);
+  BOOST_TEST(iso_utc(listed[0].next_fire) == "2030-04-01T00:30:00.000000Z");  // no 02:30 on 03-31
+  BOOST_TEST((listed[1].fires == 1 && listed[1].skipped == 55));
+  BOOST_TEST(iso_utc(*listed[1].last_fire) == "2030-03-30T02:00:00.000000Z");
+  const auto runs = wf.list(tenant, "pending");
+  std::set<std::string> keys;
+  for (const auto& r : runs) keys.insert(r.run_key);
+  BOOST_TEST(keys.count("quarter@2030-03-30T02:00:00.000000Z") == 1u);
+  BOOST_TEST(keys.count("berlin@2030-03-30T01:30:00.000000Z") == 1u);
+
+  // Two tickers at once, each with its own connections: 120 due fires, 120 runs.
+  const std::string busy = unique("busy-tenant");
+  wf.schedule_create(busy, "minutely", "ping", 1, "@every 1m", {"UTC", 1000, "{}"});
+  clock.advance(2h);
+  auto a = open_another(2), b = open_another(2);
+  std::atomic<int> started{0};
+  {
+    std::jthread one([&] { started += a->workflows().schedule_tick(busy); });
+    std::jthread two([&] { started += b->workflows().schedule_tick(busy); });
+  }
+  BOOST_TEST(started.load() == 120);
+  BOOST_TEST(wf.list(busy, std::nullopt, 1000).size() == 120u);
+  BOOST_TEST(store->maintain(1000, busy)["schedules"] == 0);
+  clock.advance(1min);
+  BOOST_TEST(store->maintain(1000, busy)["schedules"] == 1);  // maintain ticks too
+
+  BOOST_TEST(wf.schedule_list(unique("nobody")).empty());
+  BOOST_TEST(wf.schedule_drop(tenant, "quarter"));
+  BOOST_TEST(!wf.schedule_drop(tenant, "quarter"));
+}
+
+// The schedule commands of the CLI.
+BOOST_AUTO_TEST_CASE(the_cli_creates_lists_ticks_and_drops_schedules) {
+  const std::string out = (std::filesystem::temp_directory_path() / unique("schedule-cli")).string();
+  auto cli = [&](const std::vector<std::string>& args) {
+    const int code = run_cli(args, out);
+    return std::pair<int, std::string>(code, conformance::slurp(out));
+  };
+  const auto [created, create_out] = cli({"schedule", "create", tenant, "yearly", "report", "1", "@yearly",
+                                          "--timezone", "Europe/Berlin", "--input", R"({"a": 1})"});
+  BOOST_TEST(created == 0);
+  BOOST_TEST(create_out.find("schedule=yearly\nnext_fire=") == 0u, create_out);
+  BOOST_TEST(create_out.find("-12-31T23:00:00.000000Z") != std::string::npos, create_out);  // Jan 1 00:00 CET
+  BOOST_TEST(cli({"schedule", "create", tenant, "yearly", "report", "1", "@daily"}).first == 4);
+  BOOST_TEST(cli({"schedule", "create", tenant, "bad", "report", "1", "* *"}).first == 4);
+  const auto [listed, list_out] = cli({"schedule", "list", tenant, "--json"});
+  BOOST_TEST(listed == 0);
+  BOOST_TEST(
+      list_out.find(
+          R"({"schedule":"yearly","workflow":"report","version":1,"spec":"@yearly","timezone":"Europe/Berlin","catch_up":0,)") !=
+          std::string::npos,
+      list_out);
+  BOOST_TEST(list_out.find(R"("input":{"a":1},"last_fire":null)") != std::string::npos, list_out);
+  BOOST_TEST((cli({"schedule", "tick", tenant}) == std::pair<int, std::string>(0, "started=0\n")));
+  BOOST_TEST((cli({"schedule", "drop", tenant, "yearly"}) == std::pair<int, std::string>(0, "dropped=true\n")));
+  BOOST_TEST(cli({"schedule", "drop", tenant, "yearly"}).first == 1);
+  std::filesystem::remove(out);
+}
+
 // Eight workers claim the same definition at once: every run goes to exactly one of them.
 BOOST_AUTO_TEST_CASE(concurrent_claimers_never_share_a_run) {
   auto& wf = store->workflows();
@@ -431,18 +542,6 @@ forgeyard::WorkflowWorkerOptions worker_options(const std::string& tenant, const
   o.idle_max = 10ms;
   o.stop_when_idle = true;
   return o;
-}
-
-// 2030-01-02T01:00:00.000000Z
-std::string iso_utc(forgeyard::TimePoint t) {
-  const std::int64_t usecs = forgeyard::unix_usecs(t);
-  const std::time_t seconds = static_cast<std::time_t>(usecs / 1000000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buf[80];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(usecs % 1000000));
-  return buf;
 }
 
 // An audit event that says a step's database work happened: the effect counted below.

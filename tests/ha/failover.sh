@@ -93,9 +93,12 @@ control() {
       local node
       node=$(cat "$HA_DIR/killed")
       start_service "$node"
-      wait_for 90 "$node to rejoin as a standby" eval '[ "$(state_of "$node")" = secondary ]' &&
-        wait_for 30 "synchronous replication back on" eval \
-          '[ "$(state_of "$(other_of "$node")")" = primary ]'
+      if ! wait_for 90 "$node to rejoin as a standby" eval '[ "$(state_of "$node")" = secondary ]'; then
+        echo "ha: the end of $node's keeper log:" >&2
+        tail -n 40 "$HA_DIR/$node.log" >&2
+        return 1
+      fi
+      wait_for 30 "synchronous replication back on" eval '[ "$(state_of "$(other_of "$node")")" = primary ]'
       ;;
     *)
       echo "usage: failover.sh control DIR kill-primary|wait-primary|rejoin" >&2

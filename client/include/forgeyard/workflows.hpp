@@ -100,6 +100,28 @@ struct RunSummary {
   TimePoint updated_at;
 };
 
+// schedule_create's options.
+struct ScheduleOptions {
+  std::string timezone = "UTC";  // a zone of the tz database, for cron specs
+  int catch_up = 0;              // missed fires started besides the newest (0..1000); the rest are skipped
+  std::string input = "{}";      // each run's input, JSON
+};
+
+// One line of Workflows::schedule_list.
+struct ScheduleInfo {
+  std::string schedule;
+  std::string workflow;
+  int version = 0;
+  std::string spec;
+  std::string timezone;
+  int catch_up = 0;
+  std::string input;  // canonical JSON
+  TimePoint next_fire;
+  std::optional<TimePoint> last_fire;
+  std::int64_t fires = 0;    // runs started
+  std::int64_t skipped = 0;  // missed fires not started
+};
+
 class FORGEYARD_API Workflows {
  public:
   virtual ~Workflows() = default;
@@ -170,6 +192,18 @@ class FORGEYARD_API Workflows {
   // NotFound (42704) for a run the tenant does not have.
   virtual RunStatus status(std::string_view tenant, std::string_view run_id, ReadClass read = {}) = 0;
   virtual std::vector<JournalEntry> journal(std::string_view tenant, std::string_view run_id, ReadClass read = {}) = 0;
+  // Schedules: `spec` is 5 cron fields (minute hour day-of-month month day-of-week, read in
+  // options.timezone), a macro (@hourly, @daily, @weekly, @monthly, @yearly) or "@every <interval>"
+  // ("15m", "1h30m"; fires at multiples of it since 1970 UTC). Each fire starts a run with run_key
+  // "<schedule>@<fire time>". The same definition again is a no-op, another one InvalidArgument
+  // (42710); a bad spec, zone or option InvalidArgument (22023).
+  virtual void schedule_create(std::string_view tenant, std::string_view schedule, std::string_view workflow,
+                               int version, std::string_view spec, const ScheduleOptions& options = {}) = 0;
+  virtual bool schedule_drop(std::string_view tenant, std::string_view schedule) = 0;
+  // Starts the runs of the due schedules (of `tenant`, or all): safe from several places at once,
+  // each fire starts one run. Returns the runs started. Store::maintain calls it too.
+  virtual int schedule_tick(const std::optional<std::string>& tenant = std::nullopt) = 0;
+  virtual std::vector<ScheduleInfo> schedule_list(std::string_view tenant, ReadClass read = {}) = 0;
   // The tenant's runs, in one state or all, most recently changed first (1..1000 of them).
   virtual std::vector<RunSummary> list(std::string_view tenant, const std::optional<std::string>& state = std::nullopt,
                                        int max_runs = 100, ReadClass read = {}) = 0;

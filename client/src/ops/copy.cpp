@@ -190,6 +190,21 @@ const std::vector<Table>& forgeyard_tables() {
         {"sent_at", K::usecs},
         {"consumed_at", K::usecs},
         {"consumed_position", K::integer}}},
+      {"wf_schedules",
+       {{"tenant_id", K::text},
+        {"schedule", K::text},
+        {"workflow", K::text},
+        {"version", K::integer},
+        {"spec", K::text},
+        {"timezone", K::text},
+        {"catch_up", K::integer},
+        {"input", K::json},
+        {"next_fire", K::usecs},
+        {"last_fire", K::usecs},
+        {"fires", K::integer},
+        {"skipped", K::integer},
+        {"created_at", K::usecs},
+        {"updated_at", K::usecs}}},
   };
   return tables;
 }

@@ -69,6 +69,15 @@ const PgStatement wf_wait_signal_sql{
     6};
 const PgStatement wf_signal_sql{
     "fy_workflow_signal", "SELECT forgeyard.workflow_signal($1, $2, $3, $4::pg_catalog.jsonb, $5::pg_catalog.uuid)", 5};
+const PgStatement schedule_create_sql{"fy_schedule_create",
+                                      "SELECT forgeyard.schedule_create($1, $2, $3, $4, $5, $6::pg_catalog.jsonb)", 6};
+const PgStatement schedule_drop_sql{"fy_schedule_drop", "SELECT forgeyard.schedule_drop($1, $2)", 2};
+const PgStatement schedule_tick_sql{"fy_schedule_tick", "SELECT forgeyard.schedule_tick($1)", 1};
+const PgStatement schedule_list_sql{
+    "fy_schedule_list",
+    "SELECT schedule, workflow, version, spec, timezone, catch_up, input::pg_catalog.text, " FY_USECS(
+        "next_fire") ", " FY_USECS("last_fire") ", fires, skipped FROM forgeyard.schedule_list($1)",
+    1};
 const PgStatement wf_list_sql{"fy_workflow_list",
                               "SELECT run_id, run_key, workflow, version, state, owner, epoch, error, " FY_USECS(
                                   "updated_at") " FROM forgeyard.workflow_list($1, $2, $3)",
@@ -283,6 +292,38 @@ std::vector<RunSummary> PgWorkflows::list(std::string_view tenant, const std::op
       out.push_back({r.text(i, 0), r.text(i, 1), r.text(i, 2), static_cast<int>(r.int8(i, 3)), r.text(i, 4),
                      wf_optional_text(r, i, 5), r.int8(i, 6), wf_optional_text(r, i, 7),
                      from_unix_usecs(r.int8(i, 8))});
+    return out;
+  });
+}
+
+void PgWorkflows::schedule_create(std::string_view tenant, std::string_view schedule, std::string_view workflow,
+                                  int version, std::string_view spec, const ScheduleOptions& options) {
+  session_.measure("workflow.schedule_create", [&] {
+    session_.run(schedule_create_sql, {text_param(tenant), text_param(schedule), text_param(workflow),
+                                       std::to_string(version), text_param(spec), schedule_options_json(options)});
+  });
+}
+
+bool PgWorkflows::schedule_drop(std::string_view tenant, std::string_view schedule) {
+  return session_.measure("workflow.schedule_drop", [&] {
+    return session_.run(schedule_drop_sql, {text_param(tenant), text_param(schedule)}).boolean(0, 0);
+  });
+}
+
+int PgWorkflows::schedule_tick(const std::optional<std::string>& tenant) {
+  return session_.measure("workflow.schedule_tick",
+                          [&] { return static_cast<int>(session_.run(schedule_tick_sql, {tenant}).int8(0, 0)); });
+}
+
+std::vector<ScheduleInfo> PgWorkflows::schedule_list(std::string_view tenant, ReadClass read) {
+  return session_.measure("workflow.schedule_list", [&] {
+    PgResult r = session_.read(schedule_list_sql, {text_param(tenant)}, read);
+    std::vector<ScheduleInfo> out;
+    for (int i = 0; i < r.rows(); ++i)
+      out.push_back({r.text(i, 0), r.text(i, 1), static_cast<int>(r.int8(i, 2)), r.text(i, 3), r.text(i, 4),
+                     static_cast<int>(r.int8(i, 5)), *json_result(r.text(i, 6)), from_unix_usecs(r.int8(i, 7)),
+                     r.is_null(i, 8) ? std::nullopt : std::optional<TimePoint>(from_unix_usecs(r.int8(i, 8))),
+                     r.int8(i, 9), r.int8(i, 10)});
     return out;
   });
 }

@@ -41,6 +41,11 @@ class PgWorkflows final : public Workflows {
   bool retry(std::string_view tenant, std::string_view run_id) override;
   RunStatus status(std::string_view tenant, std::string_view run_id, ReadClass read) override;
   std::vector<JournalEntry> journal(std::string_view tenant, std::string_view run_id, ReadClass read) override;
+  void schedule_create(std::string_view tenant, std::string_view schedule, std::string_view workflow, int version,
+                       std::string_view spec, const ScheduleOptions& options) override;
+  bool schedule_drop(std::string_view tenant, std::string_view schedule) override;
+  int schedule_tick(const std::optional<std::string>& tenant) override;
+  std::vector<ScheduleInfo> schedule_list(std::string_view tenant, ReadClass read) override;
   std::vector<RunSummary> list(std::string_view tenant, const std::optional<std::string>& state, int max_runs,
                                ReadClass read) override;
 

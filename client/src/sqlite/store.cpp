@@ -269,7 +269,11 @@ class SqliteStore final : public Store {
     return shared_.instruments.measure("store.maintain", [&] {
       if (max_rows <= 0) throw Error(sqlstate::invalid_parameter, "max_rows must be positive");
       std::map<std::string, std::int64_t> done;
-      session_.write([&](Db& db) { done = purge_expired(db, shared_.now_usecs(), max_rows, tenant); });
+      session_.write([&](Db& db) {
+        const std::int64_t now = shared_.now_usecs();
+        done = purge_expired(db, now, max_rows, tenant);
+        done["schedules"] = tick_schedules(db, tenant, now);  // the runs of due schedules started
+      });
       return done;
     });
   }

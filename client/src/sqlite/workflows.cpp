@@ -209,73 +209,75 @@ std::optional<std::int32_t> position_of(const std::optional<Compensation>& c) {
 
 }  // namespace
 
+std::string start_run(Db& db, std::string_view tenant, std::string_view workflow, int version, std::string_view run_key,
+                      const std::string& input, const WorkflowStartOptions& options, std::int64_t now) {
+  check_tenant_name(tenant);
+  fy::core::check_name("workflow", true, workflow, wf::max_workflow_bytes);
+  wf::check_version(version);
+  fy::core::check_name("run_key", true, run_key, wf::max_run_key_bytes);
+  std::optional<std::int64_t> deadline_usecs;
+  if (options.deadline)
+    deadline_usecs =
+        fy::core::check_duration("deadline", {0, 0, options.deadline->count()}, fy::core::max_queue_retention_usecs);
+  const std::optional<std::string> parent =
+      options.parent ? std::optional(run_id_param(*options.parent)) : std::nullopt;
+  if (parent) {
+    auto p = db.query("SELECT 1 FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
+    p.bind(1, tenant).bind(2, *parent);
+    if (!p.step())
+      throw fy::core::Error(fy::core::sqlstate::undefined_object,
+                            "parent workflow run " + *parent + " not found for tenant \"" + std::string(tenant) + "\"");
+  }
+  auto existing =
+      db.query("SELECT run_id, workflow, version, input FROM wf_runs WHERE tenant_id = ?1 AND run_key = ?2");
+  existing.bind(1, tenant).bind(2, run_key);
+  if (existing.step()) {
+    // The run_key started a run before: the same definition and input return it.
+    const std::string id = existing.text(0);
+    const bool same = existing.text(1) == workflow && existing.int64(2) == version &&
+                      wf::canonical(existing.text(3), "input") == input;
+    if (!same)
+      throw fy::core::Error(fy::core::sqlstate::idempotency_mismatch,
+                            "run_key \"" + std::string(run_key) + "\" already started run " + id + " of " +
+                                existing.text(1) + "@" + std::to_string(existing.int64(2)) + " with other input",
+                            "a run_key names one run: the same workflow, version and input");
+    return id;
+  }
+  const std::string id = fy::core::format_uuid(random_uuid());
+  const int priority = priority_index(options.priority);
+  Queue queue = workflow_queue(db, tenant, wf::queue_name(workflow, version), now);
+  const std::int64_t msg_id = hand_out(db, queue, id, priority, now);
+  auto insert = db.query(
+      "INSERT INTO wf_runs (tenant_id, run_id, run_key, workflow, version, input, state, priority, msg_id,"
+      "   deadline, parent_run_id, created_at, updated_at)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ?9, ?10, ?11, ?11)");
+  insert.bind(1, tenant)
+      .bind(2, id)
+      .bind(3, run_key)
+      .bind(4, workflow)
+      .bind(5, static_cast<std::int64_t>(version))
+      .bind(6, input)
+      .bind(7, static_cast<std::int64_t>(priority))
+      .bind(8, msg_id);
+  if (deadline_usecs)
+    insert.bind(9, now + *deadline_usecs);
+  else
+    insert.bind_null(9);
+  bind_optional(insert, 10, parent);
+  insert.bind(11, now).run();
+  return id;
+}
+
 std::string SqliteWorkflows::start(std::string_view tenant, std::string_view workflow, int version,
                                    std::string_view run_key, std::string_view input_json,
                                    const WorkflowStartOptions& options) {
   return session_.measure("workflow.start", [&] {
     const std::string input = json_param(input_json, "input");
-    const std::optional<std::string> parent =
-        options.parent ? std::optional(run_id_param(*options.parent)) : std::nullopt;
+    if (options.parent) run_id_param(*options.parent);
     return core_guarded([&] {
-      check_tenant_name(tenant);
-      fy::core::check_name("workflow", true, workflow, wf::max_workflow_bytes);
-      wf::check_version(version);
-      fy::core::check_name("run_key", true, run_key, wf::max_run_key_bytes);
-      std::optional<std::int64_t> deadline_usecs;
-      if (options.deadline)
-        deadline_usecs = fy::core::check_duration("deadline", {0, 0, options.deadline->count()},
-                                                  fy::core::max_queue_retention_usecs);
       std::string id;
       session_.write([&](Db& db) {
-        const std::int64_t now = session_.now_usecs();
-        if (parent) {
-          auto p = db.query("SELECT 1 FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
-          p.bind(1, tenant).bind(2, *parent);
-          if (!p.step())
-            throw fy::core::Error(
-                fy::core::sqlstate::undefined_object,
-                "parent workflow run " + *parent + " not found for tenant \"" + std::string(tenant) + "\"");
-        }
-        auto existing =
-            db.query("SELECT run_id, workflow, version, input FROM wf_runs WHERE tenant_id = ?1 AND run_key = ?2");
-        existing.bind(1, tenant).bind(2, run_key);
-        if (existing.step()) {
-          // The run_key started a run before: the same definition and input return it.
-          id = existing.text(0);
-          const bool same = existing.text(1) == workflow && existing.int64(2) == version &&
-                            wf::canonical(existing.text(3), "input") == input;
-          if (!same)
-            throw fy::core::Error(fy::core::sqlstate::idempotency_mismatch,
-                                  "run_key \"" + std::string(run_key) + "\" already started run " + id + " of " +
-                                      existing.text(1) + "@" + std::to_string(existing.int64(2)) + " with other input",
-                                  "a run_key names one run: the same workflow, version and input");
-          return;
-        }
-        id = fy::core::format_uuid(random_uuid());
-        const int priority = priority_index(options.priority);
-        Queue queue = workflow_queue(db, tenant, wf::queue_name(workflow, version), now);
-        const std::int64_t msg_id = hand_out(db, queue, id, priority, now);
-        auto insert = db.query(
-            "INSERT INTO wf_runs (tenant_id, run_id, run_key, workflow, version, input, state, priority, msg_id,"
-            "   deadline, parent_run_id, created_at, updated_at)"
-            " VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ?9, ?10, ?11, ?11)");
-        insert.bind(1, tenant)
-            .bind(2, id)
-            .bind(3, run_key)
-            .bind(4, workflow)
-            .bind(5, static_cast<std::int64_t>(version))
-            .bind(6, input)
-            .bind(7, static_cast<std::int64_t>(priority))
-            .bind(8, msg_id);
-        if (deadline_usecs)
-          insert.bind(9, now + *deadline_usecs);
-        else
-          insert.bind_null(9);
-        if (parent)
-          insert.bind(10, *parent);
-        else
-          insert.bind_null(10);
-        insert.bind(11, now).run();
+        id = start_run(db, tenant, workflow, version, run_key, input, options, session_.now_usecs());
       });
       return id;
     });

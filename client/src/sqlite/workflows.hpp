@@ -5,6 +5,14 @@
 
 namespace forgeyard::detail {
 
+// A run started in the caller's write transaction, by workflow_start's rules (`input` canonical);
+// returns its id.
+std::string start_run(Db& db, std::string_view tenant, std::string_view workflow, int version,
+                      std::string_view run_key, const std::string& input, const WorkflowStartOptions& options,
+                      std::int64_t now);
+// schedule_tick's work in the caller's write transaction (sqlite/schedules.cpp): the runs started.
+std::int64_t tick_schedules(Db& db, const std::optional<std::string>& tenant, std::int64_t now);
+
 // The extension's workflow functions in the SQLite store (extension/workflow.cpp is the twin),
 // decided by the same core code (core/workflow.hpp) over the same queue rules.
 class SqliteWorkflows final : public Workflows {
@@ -43,6 +51,11 @@ class SqliteWorkflows final : public Workflows {
   bool retry(std::string_view tenant, std::string_view run_id) override;
   RunStatus status(std::string_view tenant, std::string_view run_id, ReadClass read) override;
   std::vector<JournalEntry> journal(std::string_view tenant, std::string_view run_id, ReadClass read) override;
+  void schedule_create(std::string_view tenant, std::string_view schedule, std::string_view workflow, int version,
+                       std::string_view spec, const ScheduleOptions& options) override;
+  bool schedule_drop(std::string_view tenant, std::string_view schedule) override;
+  int schedule_tick(const std::optional<std::string>& tenant) override;
+  std::vector<ScheduleInfo> schedule_list(std::string_view tenant, ReadClass read) override;
   std::vector<RunSummary> list(std::string_view tenant, const std::optional<std::string>& state, int max_runs,
                                ReadClass read) override;
 
