@@ -57,7 +57,7 @@ Civil civil_from_seconds(std::int64_t secs) {
 }
 
 std::int64_t seconds_from_civil(const Civil& c) {
-  return days_from_civil(c.year, c.month, c.day) * 86400 + c.hour * 3600 + c.minute * 60;
+  return days_from_civil(c.year, c.month, c.day) * 86400 + std::int64_t{c.hour} * 3600 + std::int64_t{c.minute} * 60;
 }
 
 bool leap(std::int64_t y) {

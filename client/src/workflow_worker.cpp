@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/canonical_json.hpp"
+#include "forgeyard/error.hpp"
 #include "workflow_input.hpp"
 
 namespace forgeyard {
@@ -358,7 +359,7 @@ void run_compensations(Workflows& wf, const std::string& tenant, const ClaimedRu
 WorkflowWorker::WorkflowWorker(Store& store, WorkflowWorkerOptions options)
     : store_(store), options_(std::move(options)) {}
 
-void WorkflowWorker::add(std::string workflow, int version, WorkflowFunction fn) {
+void WorkflowWorker::add(const std::string& workflow, int version, WorkflowFunction fn) {
   functions_[workflow + "@" + std::to_string(version)] = std::move(fn);
 }
 

@@ -119,7 +119,7 @@ class FORGEYARD_API WorkflowWorker {
  public:
   WorkflowWorker(Store& store, WorkflowWorkerOptions options);
   // The code of one (workflow, version); a worker claims only the runs of what it registered.
-  void add(std::string workflow, int version, WorkflowFunction fn);
+  void add(const std::string& workflow, int version, WorkflowFunction fn);
   // A compensation named by the steps of (workflow, version). A step naming one that is not
   // registered ends its run compensation_failed should it come to compensating.
   void add_compensation(const std::string& workflow, int version, const std::string& name, CompensationFunction fn);
