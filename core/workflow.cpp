@@ -214,6 +214,9 @@ void set_start_option(StartOptions& options, std::string_view key, std::string_v
   } else if (key == "priority") {
     need_string();
     options.priority = priority_from_name("priority", value);
+  } else if (key == "retention") {
+    need_string();
+    options.retention = std::string(value);
   } else if (key == "parent") {
     need_string();
     std::optional<std::string> parent = parse_uuid(value);
@@ -222,8 +225,14 @@ void set_start_option(StartOptions& options, std::string_view key, std::string_v
     options.parent = std::move(parent);
   } else {
     invalid_parameter("unknown workflow option " + std::string(key.substr(0, 100)) +
-                      " (the options are deadline, priority and parent)");
+                      " (the options are deadline, priority, parent and retention)");
   }
+}
+
+std::int64_t check_retention(const Duration& retention) {
+  const std::int64_t usecs = check_duration("workflow option retention", retention, max_queue_retention_usecs);
+  if (usecs < 1'000'000) invalid_parameter("workflow option retention must be at least 1 second");
+  return usecs;
 }
 
 }  // namespace fy::core::workflow

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/input.hpp"
+
 namespace fy::core::workflow {
 
 inline constexpr std::size_t max_workflow_bytes = 100;  // "_wf." + name + "@" + version fits a queue name
@@ -137,12 +139,18 @@ std::string child_payload(std::string_view state, const std::optional<std::strin
                           const std::optional<std::string>& error);
 
 // workflow_start's options: deadline (an interval, as text), priority (a class name), parent
-// (a run id). Unknown keys and bad values are 22023 naming them. Given one key at a time.
+// (a run id), retention (an interval, as text: how long the run is kept once it finished).
+// Unknown keys and bad values are 22023 naming them. Given one key at a time.
 struct StartOptions {
-  std::optional<std::string> deadline;  // interval text, parsed by the backend
-  int priority = 3;                     // interactive
-  std::optional<std::string> parent;    // 16 bytes
+  std::optional<std::string> deadline;   // interval text, parsed by the backend
+  std::optional<std::string> retention;  // interval text, parsed by the backend
+  int priority = 3;                      // interactive
+  std::optional<std::string> parent;     // 16 bytes
 };
 void set_start_option(StartOptions& options, std::string_view key, std::string_view json_type, std::string_view value);
+// How long a finished run is kept by default (maintain() removes it, its journal and signals,
+// after that); a run's own retention is 1 second to 365 days.
+inline constexpr std::int64_t default_retention_usecs = 30LL * 86'400'000'000LL;
+std::int64_t check_retention(const Duration& retention);
 
 }  // namespace fy::core::workflow

@@ -60,6 +60,23 @@ std::uint64_t purge_dead(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, c
   return spi.run(purge, {pg::timestamptz_value(now), pg::int4_value(max_rows), pg::optional_text_value(tenant)});
 }
 
+std::uint64_t purge_workflow_runs(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, const Tenant& tenant) {
+  static pg::Statement purge(
+      "WITH d AS ("
+      "  SELECT r.tenant_id, r.run_id FROM forgeyard.wf_runs r"
+      "   WHERE r.purge_at OPERATOR(pg_catalog.<=) $1"
+      "     AND ($3::pg_catalog.text IS NULL OR r.tenant_id OPERATOR(pg_catalog.=) $3)"
+      "   ORDER BY r.purge_at LIMIT $2 FOR UPDATE SKIP LOCKED),"
+      " j AS (DELETE FROM forgeyard.wf_journal x USING d"
+      "   WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND x.run_id OPERATOR(pg_catalog.=) d.run_id),"
+      " s AS (DELETE FROM forgeyard.wf_signals x USING d"
+      "   WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND x.run_id OPERATOR(pg_catalog.=) d.run_id)"
+      " DELETE FROM forgeyard.wf_runs x USING d"
+      " WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND x.run_id OPERATOR(pg_catalog.=) d.run_id",
+      {TIMESTAMPTZOID, INT4OID, TEXTOID});
+  return spi.run(purge, {pg::timestamptz_value(now), pg::int4_value(max_rows), pg::optional_text_value(tenant)});
+}
+
 }  // namespace fy::maintenance
 
 using namespace fy;
@@ -81,6 +98,7 @@ FY_FUNCTION(fy_maintain) {
       {"acked_messages", maintenance::purge_acked(spi, now, max_rows, tenant)},
       {"dead_letters", maintenance::purge_dead(spi, now, max_rows, tenant)},
       {"inbox", maintenance::purge_inbox(spi, now - inbox_retention, max_rows, tenant)},
+      {"workflow_runs", maintenance::purge_workflow_runs(spi, now, max_rows, tenant)},
       {"schedules", static_cast<std::uint64_t>(schedule::tick(spi, tenant, now))},
   };
   spi.finish();

@@ -17,5 +17,7 @@ std::uint64_t purge_inbox(pg::Spi& spi, TimestampTz before, std::int32_t max_row
 std::uint64_t purge_queue_events(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, const Tenant& tenant);
 std::uint64_t purge_acked(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, const Tenant& tenant);
 std::uint64_t purge_dead(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, const Tenant& tenant);
+// Finished workflow runs past their retention, with their journals and signals.
+std::uint64_t purge_workflow_runs(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, const Tenant& tenant);
 
 }  // namespace fy::maintenance

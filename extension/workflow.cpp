@@ -199,7 +199,12 @@ std::string settle(pg::Spi& spi, const Run& run, const std::string& state, const
       {TEXTOID, UUIDOID, TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
   static pg::Statement end(
       "UPDATE forgeyard.wf_runs SET state = $3, result = $4, error = $5, updated_at = $6,"
-      "   finished_at = CASE WHEN $3" FY_EQ "'parked' THEN NULL ELSE $6 END" FY_RUN_KEY,
+      "   finished_at = CASE WHEN $3" FY_EQ
+      "'parked' THEN NULL ELSE $6 END,"
+      "   purge_at = CASE WHEN $3" FY_EQ
+      "'parked' THEN NULL"
+      "       ELSE $6 OPERATOR(pg_catalog.+) (retention_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval)"
+      "   END" FY_RUN_KEY,
       {TEXTOID, UUIDOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID});
   if (wf::ends_with_compensation(state)) {
     std::optional<std::string> workflow;
@@ -260,9 +265,10 @@ using namespace fy;
 FY_FUNCTION(fy_workflow_start) {
   static pg::Statement insert(
       "INSERT INTO forgeyard.wf_runs (tenant_id, run_id, run_key, workflow, version, input, state, priority,"
-      "   deadline, parent_run_id, created_at, updated_at)"
-      " VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9, $10, $10) ON CONFLICT DO NOTHING",
-      {TEXTOID, UUIDOID, TEXTOID, TEXTOID, INT4OID, JSONBOID, INT2OID, TIMESTAMPTZOID, UUIDOID, TIMESTAMPTZOID});
+      "   deadline, parent_run_id, created_at, updated_at, retention_usecs)"
+      " VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9, $10, $10, $11) ON CONFLICT DO NOTHING",
+      {TEXTOID, UUIDOID, TEXTOID, TEXTOID, INT4OID, JSONBOID, INT2OID, TIMESTAMPTZOID, UUIDOID, TIMESTAMPTZOID,
+       INT8OID});
   static pg::Statement existing("SELECT run_id, workflow" FY_EQ "$3 AND version" FY_EQ "$4 AND input" FY_EQ
                                 "$5, workflow,"
                                 "       version::pg_catalog.int8"
@@ -300,6 +306,11 @@ FY_FUNCTION(fy_workflow_start) {
     const core::Duration d = pg::parse_interval(*options.deadline, "workflow option deadline");
     deadline = now + core::check_duration("deadline", d, core::max_queue_retention_usecs);
   }
+  std::int64_t retention = wf::default_retention_usecs;
+  if (options.retention) {
+    const core::Duration d = pg::parse_interval(*options.retention, "workflow option retention");
+    retention = wf::check_retention(d);
+  }
   const pg::Value t = pg::text_value(tenant);
   if (options.parent && spi.run(parent_exists, {t, pg::uuid_value(*options.parent)}) == 0)
     throw core::Error(core::sqlstate::undefined_object, "parent workflow run " + core::format_uuid(*options.parent) +
@@ -315,7 +326,8 @@ FY_FUNCTION(fy_workflow_start) {
                                          {Int16GetDatum(static_cast<std::int16_t>(options.priority)), false},
                                          deadline ? pg::timestamptz_value(*deadline) : pg::null_value(),
                                          pg::optional_uuid_value(options.parent),
-                                         pg::timestamptz_value(now)}) > 0;
+                                         pg::timestamptz_value(now),
+                                         pg::int8_value(retention)}) > 0;
   std::string id = run_id;
   if (inserted) {
     const std::string queue = wf::queue_name(workflow, version);
@@ -907,7 +919,7 @@ FY_FUNCTION(fy_workflow_retry) {
   static pg::Statement requeue("UPDATE forgeyard.wf_runs SET state = CASE WHEN state" FY_EQ
                                "'compensation_failed' THEN 'compensating' ELSE 'pending' END,"
                                "   msg_id = $3, error = CASE WHEN state" FY_EQ
-                               "'compensation_failed' THEN error END, finished_at = NULL,"
+                               "'compensation_failed' THEN error END, finished_at = NULL, purge_at = NULL,"
                                "   updated_at = $4" FY_RUN_KEY,
                                {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
   const Run run = run_args(fcinfo);

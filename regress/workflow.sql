@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(171);
+SELECT plan(179);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -73,7 +73,7 @@ SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', repeat('w', 101),
 SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, '', '{}')$$))[1], '22023', 'an empty run_key is 22023');
 SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'k', NULL)$$))[1], '22004', 'a NULL input is 22004');
 SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'k', '{}', '{"colour": "red"}')$$))[1:2],
-          ARRAY['22023', 'unknown workflow option colour (the options are deadline, priority and parent)'], 'an unknown option is 22023');
+          ARRAY['22023', 'unknown workflow option colour (the options are deadline, priority, parent and retention)'], 'an unknown option is 22023');
 SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'k', '{}', '{"deadline": "soon"}')$$))[1], '22023',
           'a deadline that is no interval is 22023');
 SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'order', 1, 'k', '{}', '{"priority": "urgent"}')$$))[1], '22023',
@@ -450,6 +450,34 @@ SELECT results_eq($$SELECT s.status, s.payload FROM cp_p2, forgeyard.workflow_wa
                   'the parent receives the child''s state and result');
 SELECT results_eq($$SELECT signal_id FROM forgeyard.wf_signals WHERE run_id = (SELECT id FROM r WHERE name = 'cp_p')$$,
                   $$SELECT id FROM r WHERE name = 'cp_k'$$, 'once: the signal''s id is the child''s run id');
+
+-------------------------------------------------------------------------------------------------
+-- Retention: maintain() removes a finished run past its retention, with its journal and signals
+-------------------------------------------------------------------------------------------------
+SET forgeyard.now_override = '2030-01-05 00:00:00+00';
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'brief', 1, 'b0', '{}', '{"retention": "0.5 seconds"}')$$))[1:2],
+          ARRAY['22023', 'workflow option retention must be at least 1 second'], 'a retention under a second is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_start('t1', 'brief', 1, 'b0', '{}', '{"retention": "soon"}')$$))[1], '22023',
+          'a retention that is no interval is 22023');
+INSERT INTO r VALUES ('rt', forgeyard.workflow_start('t1', 'brief', 1, 'b1', '{}', '{"retention": "1 hour"}'));
+CREATE TEMP TABLE rt1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['brief@1'], 1, '1 minute');
+SELECT lives_ok($x$DO $d$ DECLARE c record; BEGIN
+                    SELECT * INTO c FROM rt1;
+                    PERFORM pg_temp.wf_done(c.run_id, c.epoch, 'one', '{}');
+                    PERFORM forgeyard.workflow_signal('t1', c.run_id, 'late');
+                    PERFORM forgeyard.workflow_complete('t1', c.run_id, c.epoch, '{}');
+                  END $d$$x$, 'a run with a one-hour retention completes, with a step and a signal');
+SET forgeyard.now_override = '2030-01-05 00:59:00+00';
+SELECT is((SELECT "rows" FROM forgeyard.maintain() WHERE task = 'workflow_runs'), 0::bigint, 'maintain() keeps it within the hour');
+SET forgeyard.now_override = '2030-01-05 01:00:00+00';
+SELECT is((SELECT "rows" FROM forgeyard.maintain() WHERE task = 'workflow_runs'), 1::bigint, 'and removes it after');
+SELECT is((SELECT count(*)::int FROM forgeyard.wf_journal WHERE run_id = (SELECT id FROM r WHERE name = 'rt'))
+          + (SELECT count(*)::int FROM forgeyard.wf_signals WHERE run_id = (SELECT id FROM r WHERE name = 'rt')), 0,
+          'with its journal and its signals');
+SELECT is((pg_temp.err($$SELECT * FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'rt'))$$))[1], '42704',
+          'the run is gone (42704)');
+SELECT is((SELECT count(*)::int FROM forgeyard.wf_runs WHERE state = 'parked' AND purge_at IS NOT NULL), 0,
+          'a parked run is never removed (it waits for an operator)');
 
 -------------------------------------------------------------------------------------------------
 -- Tenants and roles

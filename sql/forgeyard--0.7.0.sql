@@ -661,7 +661,7 @@ CREATE FUNCTION forgeyard.maintain(max_rows integer DEFAULT 1000, tenant text DE
     RETURNS TABLE (task text, "rows" bigint) LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_maintain';
 COMMENT ON FUNCTION forgeyard.maintain(integer, text) IS
-  'Maintenance, one bounded pass (schedule it, e.g. with pg_cron; safe from several places at once): expired idempotency keys, queue dedup events past their window, acked messages past retain_acked, dead letters past retention or over max_dead, inbox entries older than 7 days; and the runs of due workflow schedules started (schedule_tick). Leases are not reaped here (lease_reap hands each to a reconciler).';
+  'Maintenance, one bounded pass (schedule it, e.g. with pg_cron; safe from several places at once): expired idempotency keys, queue dedup events past their window, acked messages past retain_acked, dead letters past retention or over max_dead, inbox entries older than 7 days, finished workflow runs past their retention (with journals and signals); and the runs of due workflow schedules started (schedule_tick). Leases are not reaped here (lease_reap hands each to a reconciler).';
 
 -------------------------------------------------------------------------------------------------
 -- Audit log
@@ -1830,6 +1830,8 @@ CREATE TABLE forgeyard.wf_runs (
     wait_until     timestamptz,
     wait_position  integer,
     compensate_to  text        CHECK (compensate_to IN ('failed', 'cancelled', 'timed_out')),
+    retention_usecs bigint     NOT NULL CHECK (retention_usecs > 0),
+    purge_at       timestamptz,
     takeovers      integer     NOT NULL DEFAULT 0,
     taken_over_at  timestamptz,
     previous_owner text,
@@ -1840,6 +1842,7 @@ CREATE TABLE forgeyard.wf_runs (
     UNIQUE (tenant_id, run_key)
 );
 CREATE INDEX wf_runs_state ON forgeyard.wf_runs (tenant_id, state, updated_at);
+CREATE INDEX wf_runs_purge ON forgeyard.wf_runs (purge_at) WHERE purge_at IS NOT NULL;
 COMMENT ON TABLE forgeyard.wf_runs IS
   'Workflow runs: definition and version (fixed at start), input, state, the owner''s epoch (the claim token of the run''s live message), the step cursor of that epoch, result or error, takeovers. Use the API, not DML.';
 
@@ -1891,7 +1894,7 @@ CREATE FUNCTION forgeyard.workflow_start(tenant text, workflow text, version int
     RETURNS uuid LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_start';
 COMMENT ON FUNCTION forgeyard.workflow_start(text, text, integer, text, jsonb, jsonb) IS
-  'Start a run in the caller''s transaction (no run unless it commits); returns its run_id. run_key is an idempotency key: the same key returns the first run, with another workflow, version or input FY011. Options: deadline (interval), priority (class), parent (run id).';
+  'Start a run in the caller''s transaction (no run unless it commits); returns its run_id. run_key is an idempotency key: the same key returns the first run, with another workflow, version or input FY011. Options: deadline (interval), priority (class), parent (run id), retention (interval: how long the run is kept once finished, default 30 days; maintain() removes it then).';
 
 CREATE FUNCTION forgeyard.workflow_claim(tenant text, worker text, definitions text[], max_runs integer DEFAULT 1,
                                          lease interval DEFAULT NULL)

@@ -16,7 +16,7 @@ struct WorkflowArgs {
   std::string tenant, workflow, run_key, run_id;
   int version = 1;
   std::string input = "{}";
-  std::string deadline, priority, parent, reason, state, signal, payload = "{}", signal_id;
+  std::string deadline, priority, parent, retention, reason, state, signal, payload = "{}", signal_id;
   int max_runs = 100;
   bool json = false;
 };
@@ -47,11 +47,14 @@ void add_workflow_commands(CLI::App& app, Commands& commands) {
   start->add_option("--deadline", a->deadline, "end the run timed_out if it has not finished by then")->type_name("D");
   start->add_option("--priority", a->priority, "the class of its messages (default interactive)")->type_name("P");
   start->add_option("--parent", a->parent, "the run that started it")->type_name("RUN_ID");
+  start->add_option("--retention", a->retention, "keep the run this long once it finished (default 30d)")
+      ->type_name("D");
   commands.on(start, [a](Context& ctx) {
     WorkflowStartOptions o;
     if (!a->deadline.empty()) o.deadline = parse_duration(a->deadline);
     if (!a->priority.empty()) o.priority = priority_from_string(a->priority);
     if (!a->parent.empty()) o.parent = a->parent;
+    if (!a->retention.empty()) o.retention = parse_duration(a->retention);
     std::cout << "run_id=" << ctx.store().workflows().start(a->tenant, a->workflow, a->version, a->run_key, a->input, o)
               << "\n";
     return exit_done;

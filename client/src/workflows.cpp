@@ -36,6 +36,7 @@ std::string start_options_json(const WorkflowStartOptions& options) {
   };
   if (options.deadline) add("deadline", std::to_string(options.deadline->count()) + " microseconds");
   if (options.parent) add("parent", run_id_param(*options.parent));
+  if (options.retention) add("retention", std::to_string(options.retention->count()) + " microseconds");
   if (options.priority != Priority::Interactive) add("priority", std::string(core_priority_name(options.priority)));
   return out + "}";
 }

@@ -25,6 +25,8 @@ CREATE TABLE wf_runs (
     wait_until     INTEGER,
     wait_position  INTEGER,
     compensate_to  TEXT    CHECK (compensate_to IN ('failed', 'cancelled', 'timed_out')),
+    retention_usecs INTEGER NOT NULL CHECK (retention_usecs > 0),
+    purge_at       INTEGER,
     takeovers      INTEGER NOT NULL DEFAULT 0,
     taken_over_at  INTEGER,
     previous_owner TEXT,
@@ -35,6 +37,7 @@ CREATE TABLE wf_runs (
     UNIQUE (tenant_id, run_key)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX wf_runs_state ON wf_runs (tenant_id, state, updated_at);
+CREATE INDEX wf_runs_purge ON wf_runs (purge_at) WHERE purge_at IS NOT NULL;
 
 CREATE TABLE wf_journal (
     tenant_id    TEXT    NOT NULL,

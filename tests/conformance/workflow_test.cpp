@@ -405,6 +405,30 @@ BOOST_AUTO_TEST_CASE(the_cli_starts_lists_shows_cancels_and_retries_runs) {
   std::filesystem::remove(out);
 }
 
+// Retention: maintain() removes a finished run once its retention passed, on every backend.
+BOOST_AUTO_TEST_CASE(a_finished_run_is_kept_for_its_retention_then_removed_by_maintain) {
+  auto& wf = store->workflows();
+  forgeyard::WorkflowStartOptions options;
+  options.retention = 500ms;
+  FY_CHECK_ERROR(wf.start(tenant, "brief", 1, "b0", "{}", options), ErrorKind::InvalidArgument, "22023",
+                 "workflow option retention must be at least 1 second");
+  options.retention = 0s;
+  FY_CHECK_ERROR(wf.start(tenant, "brief", 1, "b0", "{}", options), ErrorKind::InvalidArgument, "22023",
+                 "workflow option retention must be positive");
+  options.retention = 1h;
+  const std::string id = wf.start(tenant, "brief", 1, "b1", "{}", options);
+  const auto claimed = wf.claim(tenant, "w", {"brief@1"});
+  BOOST_TEST_REQUIRE(claimed.size() == 1u);
+  BOOST_TEST(wf.signal(tenant, id, "note"));
+  wf.complete(tenant, id, claimed[0].epoch, "{}");
+  clock.advance(59min);
+  BOOST_TEST(store->maintain(1000, tenant)["workflow_runs"] == 0);
+  BOOST_TEST(wf.status(tenant, id).state == "completed");
+  clock.advance(1min);
+  BOOST_TEST(store->maintain(1000, tenant)["workflow_runs"] == 1);
+  FY_CHECK_ERROR(wf.status(tenant, id), ErrorKind::NotFound, "42704");
+}
+
 // Schedules: each fire starts one run named by the schedule and the fire time, missed fires are
 // started up to catch_up and the rest skipped; a cron spec is read in its time zone; two tickers
 // at once start one run per fire; the same answers, and the same errors, on every backend.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Epochs keep growing across a cluster restart and a pg_dump / pg_restore round trip, also when
-# the restored backup is older than the last grant; extension tables keep their data in a dump.
+# the restored backup is older than the last grant; extension tables keep their data in a dump; a
+# workflow's durable timer set before a restart fires after it.
 # Runs against the throwaway cluster of scripts/test.sh (CLUSTER_DIR, PG* in the environment).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,7 +32,22 @@ e2=$(q "$src" "SELECT epoch FROM forgeyard.lease_acquire('t', 'r', 'b', '1 hour'
 DB=$src check "a later grant has a greater epoch ($e2 > $e1)" "$e2 > $e1"
 q "$src" "SELECT forgeyard.lease_release('t', 'r', $e2)" >/dev/null
 
+# A workflow run sleeps for an hour (a durable timer: a delayed message), then the cluster restarts.
+at() { echo "SET forgeyard.now_override = '2030-01-01 $1+00';"; }
+run=$(q "$src" "$(at 00:00:00) SELECT forgeyard.workflow_start('t', 'nap', 1, 'nap-1', '{}')")
+epoch=$(q "$src" "$(at 00:00:00) SELECT epoch FROM forgeyard.workflow_claim('t', 'w1', ARRAY['nap@1'], 1, '1 minute')")
+q "$src" "$(at 00:00:00) SELECT status FROM forgeyard.workflow_step('t', '$run', $epoch, 'wait')" >/dev/null
+q "$src" "$(at 00:00:00) SELECT forgeyard.workflow_sleep('t', '$run', $epoch, 'wait', '2030-01-01 01:00:00+00')" >/dev/null
+DB=$src check "the run sleeps" "(SELECT state = 'sleeping' FROM forgeyard.workflow_status('t', '$run'))"
+
 cluster_pg_ctl restart
+early=$(q "$src" "$(at 00:59:59) SELECT count(*) FROM forgeyard.workflow_claim('t', 'w2', ARRAY['nap@1'], 1, '1 minute')")
+DB=$src check "after the restart nobody gets the sleeping run before its timer" "$early = 0"
+epoch2=$(q "$src" "$(at 01:00:00) SELECT epoch FROM forgeyard.workflow_claim('t', 'w2', ARRAY['nap@1'], 1, '1 minute')")
+DB=$src check "the timer set before the restart hands the run out at its end, to a new epoch ($epoch2 > $epoch)" \
+  "${epoch2:-0} > $epoch"
+status=$(q "$src" "$(at 01:00:00) SELECT status FROM forgeyard.workflow_step('t', '$run', ${epoch2:-0}, 'wait')")
+DB=$src check "and the sleep replays as done" "'$status' = 'done'"
 e3=$(q "$src" "SELECT epoch FROM forgeyard.lease_acquire('t', 'r', 'c', '1 hour')")
 DB=$src check "after a restart the epoch keeps growing ($e3 > $e2)" "$e3 > $e2"
 

@@ -22,6 +22,8 @@ struct WorkflowStartOptions {
   std::optional<Duration> deadline;           // from now; a run past it ends timed_out
   Priority priority = Priority::Interactive;  // the class of the run's messages
   std::optional<std::string> parent;          // a run id of the same tenant
+  std::optional<Duration> retention;          // kept this long once finished (default 30 days), then
+                                              // maintain() removes it with its journal and signals
 };
 
 // A run handed to a worker: it owns it under `epoch` until its lease runs out.

@@ -272,6 +272,7 @@ class SqliteStore final : public Store {
       session_.write([&](Db& db) {
         const std::int64_t now = shared_.now_usecs();
         done = purge_expired(db, now, max_rows, tenant);
+        done["workflow_runs"] = purge_runs(db, now, max_rows, tenant);
         done["schedules"] = tick_schedules(db, tenant, now);  // the runs of due schedules started
       });
       return done;

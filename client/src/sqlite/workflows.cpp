@@ -170,7 +170,8 @@ std::string settle(Db& db, std::string_view tenant, const std::string& run_id, c
   }
   auto q = db.query(
       "UPDATE wf_runs SET state = ?3, result = ?4, error = ?5, updated_at = ?6,"
-      "   finished_at = CASE WHEN ?3 = 'parked' THEN NULL ELSE ?6 END"
+      "   finished_at = CASE WHEN ?3 = 'parked' THEN NULL ELSE ?6 END,"
+      "   purge_at = CASE WHEN ?3 = 'parked' THEN NULL ELSE ?6 + retention_usecs END"
       " WHERE tenant_id = ?1 AND run_id = ?2");
   q.bind(1, tenant).bind(2, run_id).bind(3, state);
   bind_optional(q, 4, result);
@@ -219,6 +220,8 @@ std::string start_run(Db& db, std::string_view tenant, std::string_view workflow
   if (options.deadline)
     deadline_usecs =
         fy::core::check_duration("deadline", {0, 0, options.deadline->count()}, fy::core::max_queue_retention_usecs);
+  const std::int64_t retention =
+      options.retention ? wf::check_retention({0, 0, options.retention->count()}) : wf::default_retention_usecs;
   const std::optional<std::string> parent =
       options.parent ? std::optional(run_id_param(*options.parent)) : std::nullopt;
   if (parent) {
@@ -249,8 +252,8 @@ std::string start_run(Db& db, std::string_view tenant, std::string_view workflow
   const std::int64_t msg_id = hand_out(db, queue, id, priority, now);
   auto insert = db.query(
       "INSERT INTO wf_runs (tenant_id, run_id, run_key, workflow, version, input, state, priority, msg_id,"
-      "   deadline, parent_run_id, created_at, updated_at)"
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ?9, ?10, ?11, ?11)");
+      "   deadline, parent_run_id, created_at, updated_at, retention_usecs)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ?9, ?10, ?11, ?11, ?12)");
   insert.bind(1, tenant)
       .bind(2, id)
       .bind(3, run_key)
@@ -264,7 +267,7 @@ std::string start_run(Db& db, std::string_view tenant, std::string_view workflow
   else
     insert.bind_null(9);
   bind_optional(insert, 10, parent);
-  insert.bind(11, now).run();
+  insert.bind(11, now).bind(12, retention).run();
   return id;
 }
 
@@ -882,6 +885,7 @@ bool SqliteWorkflows::retry(std::string_view tenant, std::string_view run_id) {
         db.query(
               "UPDATE wf_runs SET state = CASE WHEN state = 'compensation_failed' THEN 'compensating' ELSE 'pending' END,"
               "   msg_id = ?3, error = CASE WHEN state = 'compensation_failed' THEN error END, finished_at = NULL,"
+              "   purge_at = NULL,"
               "   updated_at = ?4 WHERE tenant_id = ?1 AND run_id = ?2")
             .bind(1, tenant)
             .bind(2, id)
@@ -979,6 +983,25 @@ std::vector<RunSummary> SqliteWorkflows::list(std::string_view tenant, const std
       return out;
     });
   });
+}
+
+std::int64_t purge_runs(Db& db, std::int64_t now, int max_rows, const std::optional<std::string>& tenant) {
+  std::vector<std::pair<std::string, std::string>> runs;
+  {
+    auto q = db.query(
+        "SELECT tenant_id, run_id FROM wf_runs WHERE purge_at <= ?1 AND (?2 IS NULL OR tenant_id = ?2)"
+        " ORDER BY purge_at LIMIT ?3");
+    q.bind(1, now);
+    bind_optional(q, 2, tenant);
+    q.bind(3, static_cast<std::int64_t>(max_rows));
+    while (q.step()) runs.emplace_back(q.text(0), q.text(1));
+  }
+  for (const auto& [t, id] : runs)
+    for (const char* sql : {"DELETE FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2",
+                            "DELETE FROM wf_signals WHERE tenant_id = ?1 AND run_id = ?2",
+                            "DELETE FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2"})
+      db.query(sql).bind(1, t).bind(2, id).run();
+  return static_cast<std::int64_t>(runs.size());
 }
 
 }  // namespace forgeyard::detail

@@ -7,9 +7,10 @@ namespace forgeyard::detail {
 
 // A run started in the caller's write transaction, by workflow_start's rules (`input` canonical);
 // returns its id.
-std::string start_run(Db& db, std::string_view tenant, std::string_view workflow, int version,
-                      std::string_view run_key, const std::string& input, const WorkflowStartOptions& options,
-                      std::int64_t now);
+std::string start_run(Db& db, std::string_view tenant, std::string_view workflow, int version, std::string_view run_key,
+                      const std::string& input, const WorkflowStartOptions& options, std::int64_t now);
+// Finished runs past their retention, with their journals and signals (maintain()).
+std::int64_t purge_runs(Db& db, std::int64_t now, int max_rows, const std::optional<std::string>& tenant);
 // schedule_tick's work in the caller's write transaction (sqlite/schedules.cpp): the runs started.
 std::int64_t tick_schedules(Db& db, const std::optional<std::string>& tenant, std::int64_t now);
 
