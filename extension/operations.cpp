@@ -107,6 +107,12 @@ SELECT 'idempotency', t.tenant_id, NULL, v.state, v.value
        LATERAL (VALUES ('in_progress', n.in_progress), ('completed', n.completed),
                        ('past_retention', n.past_retention)) v(state, value)
 UNION ALL
+SELECT 'workflow', r.tenant_id, r.workflow OPERATOR(pg_catalog.||) '@' OPERATOR(pg_catalog.||) r.version::pg_catalog.text,
+       r.state, pg_catalog.count(*)
+  FROM forgeyard.wf_runs r
+ WHERE $1::pg_catalog.text IS NULL OR r.tenant_id OPERATOR(pg_catalog.=) $1
+ GROUP BY r.tenant_id, r.workflow, r.version, r.state
+UNION ALL
 SELECT 'audit', t.tenant_id, NULL, 'events', coalesce(h.seq, 0)
   FROM tenants t LEFT JOIN forgeyard.audit_heads h ON h.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
 UNION ALL

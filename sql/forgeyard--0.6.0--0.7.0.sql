@@ -383,6 +383,9 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
 
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.wf_schedules', '');
 
+COMMENT ON FUNCTION forgeyard.storage_stats(text) IS
+  'Operations figures as (kind, tenant_id, name, state, value) rows: database and table sizes, row and dead-row estimates, queue depth by state with pressure (0 normal, 1 elevated, 2 saturated), live and expired unreaped leases, idempotency keys by state, audit events per tenant, workflow runs by definition and state, the oldest open transaction, replication slots holding xmin, and security findings. NULL tenant: every tenant plus the server-wide rows (unbound roles only, FY040 otherwise). docs/sql-api.md, "Operations".';
+
 COMMENT ON FUNCTION forgeyard.maintain(integer, text) IS
   'Maintenance, one bounded pass (schedule it, e.g. with pg_cron; safe from several places at once): expired idempotency keys, queue dedup events past their window, acked messages past retain_acked, dead letters past retention or over max_dead, inbox entries older than 7 days, finished workflow runs past their retention (with journals and signals); and the runs of due workflow schedules started (schedule_tick). Leases are not reaped here (lease_reap hands each to a reconciler).';
 

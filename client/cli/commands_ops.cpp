@@ -59,7 +59,7 @@ void print_pool(const PoolStats& p) {
 }
 
 std::string stats_json(const StoreStats& s) {
-  std::vector<std::string> tables, queues, tenants;
+  std::vector<std::string> tables, queues, tenants, workflows;
   for (const TableStats& t : s.tables)
     tables.push_back(obj({{"name", json_string(t.name)},
                           {"rows", num(t.rows)},
@@ -87,11 +87,17 @@ std::string stats_json(const StoreStats& s) {
                            {"idempotency_completed", num(t.idempotency_completed)},
                            {"idempotency_past_retention", num(t.idempotency_past_retention)},
                            {"audit_events", num(t.audit_events)}}));
+  for (const WorkflowRunCount& w : s.workflows)
+    workflows.push_back(obj({{"tenant", json_string(w.tenant)},
+                             {"workflow", json_string(w.definition)},
+                             {"state", json_string(w.state)},
+                             {"runs", num(w.runs)}}));
   return obj({{"backend", json_string(s.backend)},
               {"database_bytes", opt(s.database_bytes)},
               {"tables", arr(tables)},
               {"queues", arr(queues)},
-              {"tenants", arr(tenants)}});
+              {"tenants", arr(tenants)},
+              {"workflows", arr(workflows)}});
 }
 
 void print_stats(const StoreStats& s) {
@@ -116,6 +122,9 @@ void print_stats(const StoreStats& s) {
               << " idempotency_in_progress=" << t.idempotency_in_progress
               << " idempotency_completed=" << t.idempotency_completed
               << " idempotency_past_retention=" << t.idempotency_past_retention << " audit_events=" << t.audit_events
+              << "\n";
+  for (const WorkflowRunCount& w : s.workflows)
+    std::cout << "workflow=" << w.definition << " tenant=" << w.tenant << " state=" << w.state << " runs=" << w.runs
               << "\n";
 }
 

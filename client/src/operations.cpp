@@ -151,6 +151,11 @@ std::string prometheus_text(const StoreStats& stats, const Metrics& client) {
     }
   }
   {
+    Family runs(out, "forgeyard_workflow_runs", "gauge", "Workflow runs by definition (workflow@version) and state.");
+    for (const WorkflowRunCount& w : stats.workflows)
+      runs.sample({{"tenant", w.tenant}, {"workflow", w.definition}, {"state", w.state}}, static_cast<double>(w.runs));
+  }
+  {
     Family calls(out, "forgeyard_client_operations_total", "counter", "Calls of each client operation.");
     Family errors(out, "forgeyard_client_operation_errors_total", "counter", "Failed calls of each client operation.");
     Family seconds(out, "forgeyard_client_operation_seconds_total", "counter",

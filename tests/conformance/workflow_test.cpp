@@ -405,6 +405,26 @@ BOOST_AUTO_TEST_CASE(the_cli_starts_lists_shows_cancels_and_retries_runs) {
   std::filesystem::remove(out);
 }
 
+// storage stats and the metrics count a tenant's runs by definition and state.
+BOOST_AUTO_TEST_CASE(stats_and_metrics_count_runs_by_definition_and_state) {
+  auto& wf = store->workflows();
+  wf.start(tenant, "order", 1, "s1");
+  wf.start(tenant, "order", 1, "s2");
+  wf.start(tenant, "order", 2, "s3");
+  BOOST_TEST_REQUIRE(wf.claim(tenant, "w", {"order@1"}).size() == 1u);
+  std::map<std::string, std::int64_t> mine;
+  const forgeyard::StoreStats stats = store->stats();
+  for (const auto& w : stats.workflows)
+    if (w.tenant == tenant) mine[w.definition + " " + w.state] = w.runs;
+  const std::map<std::string, std::int64_t> expected{
+      {"order@1 pending", 1}, {"order@1 running", 1}, {"order@2 pending", 1}};
+  BOOST_TEST((mine == expected));
+  const std::string text = forgeyard::prometheus_text(stats, forgeyard::Metrics{});
+  BOOST_TEST(text.find("forgeyard_workflow_runs{tenant=\"" + tenant +
+                       "\",workflow=\"order@1\",state=\"running\"} 1\n") != std::string::npos,
+             text);
+}
+
 // Retention: maintain() removes a finished run once its retention passed, on every backend.
 BOOST_AUTO_TEST_CASE(a_finished_run_is_kept_for_its_retention_then_removed_by_maintain) {
   auto& wf = store->workflows();

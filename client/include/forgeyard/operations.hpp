@@ -46,12 +46,21 @@ struct TenantStats {
   std::int64_t audit_events = 0;
 };
 
+// The workflow runs of one definition in one state.
+struct WorkflowRunCount {
+  std::string tenant;
+  std::string definition;  // "workflow@version"
+  std::string state;       // pending, running, ..., parked
+  std::int64_t runs = 0;
+};
+
 struct StoreStats {
   std::string backend;  // "postgresql" or "sqlite"
   std::optional<std::int64_t> database_bytes;
-  std::vector<TableStats> tables;    // by name
-  std::vector<QueueBacklog> queues;  // by tenant, queue
-  std::vector<TenantStats> tenants;  // by tenant
+  std::vector<TableStats> tables;           // by name
+  std::vector<QueueBacklog> queues;         // by tenant, queue
+  std::vector<TenantStats> tenants;         // by tenant
+  std::vector<WorkflowRunCount> workflows;  // by tenant, definition, state (bytewise)
 };
 
 enum class CheckGroup { Required, Optional, Performance, Security };

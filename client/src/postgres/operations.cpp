@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include "forgeyard/error.hpp"
@@ -79,6 +80,8 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
       if (state == "dead_last_hour") q.dead_last_hour = value;
       if (state == "oldest_ready_age_usecs") q.depth.oldest_ready_age = Duration(value);
       if (state == "pressure") q.depth.pressure = pressure_name(value);
+    } else if (kind == "workflow") {
+      s.workflows.push_back({tenant, name, state, value});
     } else if (kind == "leases" || kind == "idempotency" || kind == "audit") {
       TenantStats& t = tenants[tenant];
       t.tenant = tenant;
@@ -108,6 +111,9 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
   for (auto& [_, t] : tables) s.tables.push_back(std::move(t));
   for (auto& [_, q] : queues) s.queues.push_back(std::move(q));
   for (auto& [_, t] : tenants) s.tenants.push_back(std::move(t));
+  std::sort(s.workflows.begin(), s.workflows.end(), [](const WorkflowRunCount& a, const WorkflowRunCount& b) {
+    return std::tie(a.tenant, a.definition, a.state) < std::tie(b.tenant, b.definition, b.state);
+  });
   // A role bound to tenants sees no server-wide rows: then these facts are unknown, not fine.
   if (facts != nullptr && server_wide) {
     facts->roles_with_table_privileges = std::move(privileged);

@@ -110,6 +110,12 @@ StoreStats sqlite_stats(Db& db, Queues& queues, std::int64_t now_usecs) {
       s.tenants.push_back(
           TenantStats{q.text(0), q.int64(1), q.int64(2), q.int64(3), q.int64(4), q.int64(5), q.int64(6)});
   }
+  {
+    auto q = db.query(
+        "SELECT tenant_id, workflow || '@' || version, state, count(*) FROM wf_runs"
+        " GROUP BY tenant_id, workflow, version, state ORDER BY 1, 2, 3");
+    while (q.step()) s.workflows.push_back({q.text(0), q.text(1), q.text(2), q.int64(3)});
+  }
   return s;
 }
 
