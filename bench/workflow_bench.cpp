@@ -71,6 +71,7 @@ double pg_baseline_round(const Options& o, int runs) {
   {
     bench::Pg setup(o.pg_url);
     setup.exec(
+        "SET client_min_messages = warning;"
         "CREATE TABLE IF NOT EXISTS bench_wf_runs (id bigserial PRIMARY KEY, state text NOT NULL, owner text);"
         "CREATE TABLE IF NOT EXISTS bench_wf_steps (run bigint, step int, output jsonb, PRIMARY KEY (run, step));"
         "TRUNCATE bench_wf_runs, bench_wf_steps;");
