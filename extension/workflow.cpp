@@ -12,6 +12,7 @@
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
+#include "pg/table_access.hpp"
 #include "pg/trigger.hpp"
 #include "queue.hpp"
 #include "tenant.hpp"
@@ -66,39 +67,90 @@ struct Owned {
   std::optional<std::string> compensate_to, error;
 };
 
-// Locks the run (a claim that takes it over waits for this transaction) and checks that `epoch`
-// owns it in state `as`: FY001 otherwise, 42704 for a run the tenant does not have.
-Owned lock_owned(pg::Spi& spi, const Run& run, std::int64_t epoch, TimestampTz now, const char* as = "running") {
-  static pg::Statement lock(
-      "SELECT r.state, r.epoch, r.msg_id, r.step_cursor::pg_catalog.int8, r.cursor_step, r.workflow,"
-      "       r.version::pg_catalog.int8, r.priority::pg_catalog.int8, r.wait_position::pg_catalog.int8, r.wait_until,"
-      "       coalesce(m.state" FY_EQ "'pending' AND m.claim_token" FY_EQ
-      "r.epoch"
-      "                AND m.visible_at OPERATOR(pg_catalog.>) $3, false), r.compensate_to, r.error"
-      "  FROM forgeyard.wf_runs r LEFT JOIN forgeyard.messages m ON m.msg_id" FY_EQ
-      "r.msg_id"
-      " WHERE r.tenant_id" FY_EQ "$1 AND r.run_id" FY_EQ "$2 FOR UPDATE OF r",
-      {TEXTOID, UUIDOID, TIMESTAMPTZOID});
-  std::optional<Owned> owned;
-  wf::Ownership ownership;
-  spi.run(lock, {run.t, run.r, pg::timestamptz_value(now)}, [&](const pg::Row& row) {
-    ownership = {*row.text(1), *row.int8(2), *row.boolean(11)};
-    owned = Owned{*row.text(6),
-                  wf::queue_name(*row.text(6), static_cast<std::int32_t>(*row.int8(7))),
-                  *row.text(1),
-                  row.int8(3).value_or(0),
-                  static_cast<std::int32_t>(*row.int8(4)),
-                  row.text(5),
-                  static_cast<int>(*row.int8(8)),
-                  {}};
-    if (const auto p = row.int8(9)) owned->wait.position = static_cast<std::int32_t>(*p);
-    if (const auto u = row.timestamptz(10)) owned->wait.until = pg::unix_usecs(*u);
-    owned->compensate_to = row.text(12);
-    owned->error = row.text(13);
-  });
-  if (!owned) unknown_run(run);
-  wf::check_owner(ownership, epoch, run.text, as);
-  return *owned;
+// The columns a journal write reads, resolved once per call (pg/table_access.hpp).
+struct RunColumns {
+  int state, epoch, msg_id, step_cursor, cursor_step, workflow, version, priority, wait_position, wait_until,
+      compensate_to, error;
+  explicit RunColumns(const pg::Table& r)
+      : state(r.column("state")),
+        epoch(r.column("epoch")),
+        msg_id(r.column("msg_id")),
+        step_cursor(r.column("step_cursor")),
+        cursor_step(r.column("cursor_step")),
+        workflow(r.column("workflow")),
+        version(r.column("version")),
+        priority(r.column("priority")),
+        wait_position(r.column("wait_position")),
+        wait_until(r.column("wait_until")),
+        compensate_to(r.column("compensate_to")),
+        error(r.column("error")) {}
+};
+
+struct JournalColumns {
+  int tenant_id, run_id, position, step, status, result, error, compensation, wake_at, attempts, compensation_attempts,
+      epoch, recorded_at;
+  explicit JournalColumns(const pg::Table& j)
+      : tenant_id(j.column("tenant_id")),
+        run_id(j.column("run_id")),
+        position(j.column("position")),
+        step(j.column("step")),
+        status(j.column("status")),
+        result(j.column("result")),
+        error(j.column("error")),
+        compensation(j.column("compensation")),
+        wake_at(j.column("wake_at")),
+        attempts(j.column("attempts")),
+        compensation_attempts(j.column("compensation_attempts")),
+        epoch(j.column("epoch")),
+        recorded_at(j.column("recorded_at")) {}
+};
+
+// Below SPI (pg/table_access.hpp), as the SELECT ... FROM wf_runs r LEFT JOIN messages m ... FOR
+// UPDATE OF r it replaces: finds and locks the run (a claim that takes it over waits for this
+// transaction; a newer version followed while waiting is the one read), reads its message, and
+// checks that `epoch` owns the run in state `as`: FY001 otherwise, 42704 for a run the tenant does
+// not have (or one removed meanwhile).
+Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::int64_t epoch, TimestampTz now,
+                    const char* as) {
+  const RunColumns c(runs);
+  if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}))
+    unknown_run(run);
+  if (runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped) unknown_run(run);
+  Owned owned;
+  owned.workflow = *runs.text(c.workflow);
+  owned.queue = wf::queue_name(owned.workflow, runs.int4(c.version));
+  owned.state = *runs.text(c.state);
+  owned.msg_id = runs.is_null(c.msg_id) ? 0 : runs.int8(c.msg_id);
+  owned.cursor = runs.int4(c.step_cursor);
+  owned.cursor_step = runs.text(c.cursor_step);
+  owned.priority = runs.int2(c.priority);
+  if (!runs.is_null(c.wait_position)) owned.wait.position = runs.int4(c.wait_position);
+  if (!runs.is_null(c.wait_until)) owned.wait.until = pg::unix_usecs(runs.timestamptz(c.wait_until));
+  owned.compensate_to = runs.text(c.compensate_to);
+  owned.error = runs.text(c.error);
+  const std::int64_t run_epoch = runs.int8(c.epoch);
+  bool live = false;
+  if (owned.msg_id != 0 &&
+      messages.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(owned.msg_id)}})) {
+    const int state = messages.column("state"), token = messages.column("claim_token"),
+              visible_at = messages.column("visible_at");
+    live = messages.text_equals(state, "pending") && !messages.is_null(token) && messages.int8(token) == run_epoch &&
+           messages.timestamptz(visible_at) > now;
+  }
+  wf::check_owner({owned.state, run_epoch, live}, epoch, run.text, as);
+  return owned;
+}
+
+// The same as one statement of its own, for the calls that go on with SPI.
+Owned lock_owned(const Run& run, std::int64_t epoch, TimestampTz now, const char* as = "running") {
+  pg::Access access;
+  pg::Table runs(access, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
+  pg::Table messages(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
+  Owned owned = lock_owned_in(runs, messages, run, epoch, now, as);
+  messages.finish();
+  runs.finish();
+  access.finish();
+  return owned;
 }
 
 // The current step of an epoch must be `step`: workflow_step moved the cursor to it.
@@ -466,33 +518,41 @@ FY_FUNCTION(fy_workflow_claim) {
   return (Datum)0;
 }
 
-// workflow_step(tenant, run_id, epoch, step) -> (status, result, idempotency_key)
+// workflow_step(tenant, run_id, epoch, step) -> (status, result, idempotency_key). Below SPI: the
+// fence, the journal row at the position, and the cursor move (a HOT update: no indexed column
+// changes, and updated_at tells state changes only).
 FY_FUNCTION(fy_workflow_step) {
-  static pg::Statement recorded(
-      "SELECT step, status, result::pg_catalog.text, wake_at FROM forgeyard.wf_journal" FY_RUN_KEY " AND position" FY_EQ
-      "$3",
-      {TEXTOID, UUIDOID, INT4OID});
-  // The cursor only (no indexed column changes: a HOT update); updated_at tells state changes.
-  static pg::Statement advance("UPDATE forgeyard.wf_runs SET step_cursor = $3, cursor_step = $4" FY_RUN_KEY,
-                               {TEXTOID, UUIDOID, INT4OID, TEXTOID});
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
   const std::string step = step_arg(fcinfo, 3);
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(spi, run, epoch, now);
+  pg::Access access;
+  pg::Table runs(access, pg::OwnTable::wf_runs);
+  pg::Table messages(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
+  pg::Table journal(access, pg::OwnTable::wf_journal, pg::Opened::for_row_locks);
+  const Owned owned = lock_owned_in(runs, messages, run, epoch, now, "running");
   const std::int32_t position = owned.cursor + 1;
+  const JournalColumns j(journal);
   std::optional<wf::JournalEntry> entry;
   std::optional<std::string> result;
-  spi.run(recorded, {run.t, run.r, pg::int4_value(position)}, [&](const pg::Row& r) {
-    const std::optional<TimestampTz> wake_at = r.timestamptz(4);
-    entry = wf::JournalEntry{*r.text(1), *r.text(2),
-                             wake_at ? std::optional<std::int64_t>(pg::unix_usecs(*wake_at)) : std::nullopt};
-    result = r.text(3);
-  });
+  if (journal.find(
+          pg::OwnIndex::wf_journal_pkey,
+          {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}, {3, pg::Compare::eq, pg::int4_value(position)}})) {
+    entry = wf::JournalEntry{*journal.text(j.step), *journal.text(j.status),
+                             journal.is_null(j.wake_at)
+                                 ? std::nullopt
+                                 : std::optional<std::int64_t>(pg::unix_usecs(journal.timestamptz(j.wake_at)))};
+    if (!journal.is_null(j.result)) result = pg::jsonb_text(journal.value(j.result));
+  }
   const wf::StepAnswer answer = wf::decide_step(entry, step, run.text, position, pg::unix_usecs(now));
-  spi.run(advance, {run.t, run.r, pg::int4_value(position), pg::text_value(step)});
+  const RunColumns c(runs);
+  runs.update({{c.step_cursor, pg::int4_value(position)}, {c.cursor_step, pg::text_value(step)}});
+  journal.finish();
+  messages.finish();
+  runs.finish();
+  access.finish();
   spi.finish();
   const bool done = answer == wf::StepAnswer::done;
   pg::TableResult out(fcinfo);
@@ -501,21 +561,10 @@ FY_FUNCTION(fy_workflow_step) {
   return (Datum)0;
 }
 
-// workflow_step_complete(tenant, run_id, epoch, step, result, compensation)
+// workflow_step_complete(tenant, run_id, epoch, step, result, compensation). Below SPI, as the
+// INSERT ... ON CONFLICT DO UPDATE ... WHERE status = 'failed' it replaces: the run's lock
+// serializes every journal write of the run, so the row found is the row to write.
 FY_FUNCTION(fy_workflow_step_complete) {
-  static pg::Statement record(
-      "INSERT INTO forgeyard.wf_journal AS j (tenant_id, run_id, position, step, status, result, compensation,"
-      "   epoch, recorded_at)"
-      " VALUES ($1, $2, $3, $4, 'done', $5, $6, $7, $8)"
-      " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET status = 'done', result = excluded.result,"
-      "   error = NULL, compensation = excluded.compensation, epoch = excluded.epoch,"
-      "   recorded_at = excluded.recorded_at"
-      " WHERE j.status" FY_EQ "'failed'",
-      {TEXTOID, UUIDOID, INT4OID, TEXTOID, JSONBOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
-  static pg::Statement same_result("SELECT result" FY_EQ
-                                   "$4 AND compensation IS NOT DISTINCT FROM $5 FROM forgeyard.wf_journal" FY_RUN_KEY
-                                   " AND position" FY_EQ "$3",
-                                   {TEXTOID, UUIDOID, INT4OID, JSONBOID, TEXTOID});
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
   const std::string step = step_arg(fcinfo, 3);
@@ -527,17 +576,47 @@ FY_FUNCTION(fy_workflow_step_complete) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(spi, run, epoch, now);
+  pg::Access access;
+  pg::Table runs(access, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
+  pg::Table messages(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
+  pg::Table journal(access, pg::OwnTable::wf_journal);
+  const Owned owned = lock_owned_in(runs, messages, run, epoch, now, "running");
   check_current_step(owned, step, "workflow_step_complete");
   const pg::Value position = pg::int4_value(owned.cursor);
-  if (spi.run(record, {run.t, run.r, position, pg::text_value(step), result, pg::optional_text_value(compensation),
-                       pg::int8_value(epoch), pg::timestamptz_value(now)}) == 0) {
-    // Recorded before (a retried call, or a replayed step): the same result is a no-op.
-    bool same = false;
-    spi.run(same_result, {run.t, run.r, position, result, pg::optional_text_value(compensation)},
-            [&](const pg::Row& r) { same = r.boolean(1).value_or(false); });
-    if (!same) wf::throw_step_recorded(step, run.text, owned.cursor, false);
+  const JournalColumns j(journal);
+  if (journal.find(pg::OwnIndex::wf_journal_pkey,
+                   {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}, {3, pg::Compare::eq, position}})) {
+    if (journal.text_equals(j.status, "failed")) {
+      journal.lock(pg::LockMode::no_key_update, pg::Wait::block);
+      journal.update({{j.status, pg::text_value("done")},
+                      {j.result, result},
+                      {j.error, pg::null_value()},
+                      {j.compensation, pg::optional_text_value(compensation)},
+                      {j.epoch, pg::int8_value(epoch)},
+                      {j.recorded_at, pg::timestamptz_value(now)}});
+    } else {
+      // Recorded before (a retried call, or a replayed step): the same result is a no-op.
+      const bool same = !journal.is_null(j.result) && pg::jsonb_equal(journal.value(j.result), result) &&
+                        journal.text(j.compensation) == compensation;
+      if (!same) wf::throw_step_recorded(step, run.text, owned.cursor, false);
+    }
+  } else {
+    journal.insert({{j.tenant_id, run.t},
+                    {j.run_id, run.r},
+                    {j.position, position},
+                    {j.step, pg::text_value(step)},
+                    {j.status, pg::text_value("done")},
+                    {j.result, result},
+                    {j.compensation, pg::optional_text_value(compensation)},
+                    {j.attempts, pg::int4_value(1)},
+                    {j.compensation_attempts, pg::int4_value(0)},
+                    {j.epoch, pg::int8_value(epoch)},
+                    {j.recorded_at, pg::timestamptz_value(now)}});
   }
+  journal.finish();
+  messages.finish();
+  runs.finish();
+  access.finish();
   spi.finish();
   return (Datum)0;
 }
@@ -563,7 +642,7 @@ FY_FUNCTION(fy_workflow_step_fail) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(spi, run, epoch, now);
+  const Owned owned = lock_owned(run, epoch, now);
   check_current_step(owned, step, "workflow_step_fail");
   if (spi.run(record, {run.t, run.r, pg::int4_value(owned.cursor), pg::text_value(step), pg::text_value(error),
                        pg::int8_value(epoch), pg::timestamptz_value(now)}) == 0)
@@ -595,7 +674,7 @@ FY_FUNCTION(fy_workflow_compensation) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  lock_owned(spi, run, epoch, now, "compensating");
+  lock_owned(run, epoch, now, "compensating");
   const std::optional<NextCompensation> next = next_compensation(spi, run);
   spi.finish();
   pg::TableResult out(fcinfo);
@@ -618,7 +697,7 @@ FY_FUNCTION(fy_workflow_compensation_complete) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(spi, run, epoch, now, "compensating");
+  const Owned owned = lock_owned(run, epoch, now, "compensating");
   std::optional<NextCompensation> next = next_compensation(spi, run);
   wf::check_next_compensation(next ? std::optional(next->position) : std::nullopt, position, run.text);
   spi.run(record, {run.t, run.r, pg::int4_value(position), pg::timestamptz_value(now)});
@@ -648,7 +727,7 @@ FY_FUNCTION(fy_workflow_compensation_fail) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(spi, run, epoch, now, "compensating");
+  const Owned owned = lock_owned(run, epoch, now, "compensating");
   const std::optional<NextCompensation> next = next_compensation(spi, run);
   wf::check_next_compensation(next ? std::optional(next->position) : std::nullopt, position, run.text);
   spi.run(record, {run.t, run.r, pg::int4_value(position), pg::text_value(error)});
@@ -692,7 +771,7 @@ FY_FUNCTION(fy_workflow_sleep) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(spi, run, epoch, now);
+  const Owned owned = lock_owned(run, epoch, now);
   check_current_step(owned, step, "workflow_sleep");
   const pg::Value position = pg::int4_value(owned.cursor);
   std::optional<std::string> status;
@@ -758,7 +837,7 @@ FY_FUNCTION(fy_workflow_wait_signal) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(spi, run, epoch, now);
+  const Owned owned = lock_owned(run, epoch, now);
   const std::int32_t position = owned.cursor + 1;
   const pg::Value at = pg::int4_value(position);
   std::optional<wf::JournalEntry> entry;
@@ -843,7 +922,7 @@ Datum end_run(FunctionCallInfo fcinfo, const char* state) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(spi, run, epoch, now);
+  const Owned owned = lock_owned(run, epoch, now);
   finish(spi, run, owned, epoch, state, result, error, now);
   spi.finish();
   return (Datum)0;
@@ -877,7 +956,7 @@ FY_FUNCTION(fy_workflow_extend) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(spi, run, epoch, now);
+  const Owned owned = lock_owned(run, epoch, now);
   TimestampTz until = 0;
   spi.run(extend, {run.t, pg::text_value(owned.queue), pg::int8_value(owned.msg_id), pg::int8_value(epoch), lease},
           [&](const pg::Row& r) { until = *r.timestamptz(1); });

@@ -31,14 +31,16 @@
 namespace fy::pg {
 
 // forgeyard's tables and indexes that the hot paths use directly.
-enum class OwnTable : int { messages, queue_releases, queue_slots, queues, leases };
+enum class OwnTable : int { messages, queue_releases, queue_slots, queues, leases, wf_runs, wf_journal };
 enum class OwnIndex : int {
   messages_pkey,
   messages_claim,
   queue_releases_pkey,
   queue_slots_pkey,
   queues_pkey,
-  leases_pkey
+  leases_pkey,
+  wf_runs_pkey,
+  wf_journal_pkey
 };
 
 // One statement's worth of direct access: CommandCounterIncrement and a pushed snapshot, popped

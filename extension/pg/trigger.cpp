@@ -2,6 +2,7 @@
 
 extern "C" {
 #include "commands/trigger.h"
+#include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/inval.h"
@@ -77,6 +78,20 @@ Value jsonb_value(const std::string& text) {
   const char* in = text.c_str();
   Datum d = guard([&]() noexcept { return DirectFunctionCall1(jsonb_in, CStringGetDatum(in)); });
   return {d, false};
+}
+
+bool jsonb_equal(const Value& a, const Value& b) {
+  return guard([&]() noexcept { return DatumGetBool(DirectFunctionCall2(jsonb_eq, a.datum, b.datum)); });
+}
+
+std::string jsonb_text(const Value& json) {
+  char* text = guard([&]() noexcept {
+    Jsonb* jb = DatumGetJsonbP(json.datum);
+    return JsonbToCString(nullptr, &jb->root, VARSIZE(jb));
+  });
+  std::string out(text);
+  guard([&]() noexcept { pfree(text); });
+  return out;
 }
 
 std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json) {

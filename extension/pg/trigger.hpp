@@ -40,6 +40,10 @@ std::string quote_identifier(const std::string& name);
 Value jsonb_value(const std::string& text);
 // The top-level keys of a jsonb object, sorted; nullopt when the value is not an object.
 std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json);
+// Whether two jsonb values are equal (jsonb's = operator).
+bool jsonb_equal(const Value& a, const Value& b);
+// A jsonb value's text, as jsonb_out prints it.
+std::string jsonb_text(const Value& json);
 // A top-level member of a jsonb object: a scalar's text as jsonb_to_record reads it for a column
 // of a scalar type (a string's characters, a number's numeric text, true or false; nullopt for
 // null), or not a scalar (an object or an array).
