@@ -26,7 +26,7 @@ struct Counters {
       steps_replayed{0}, compensated{0}, compensations{0};
 };
 
-enum class Why { lost, released, failed, parked, sleeping, compensating };
+enum class Why { lost, released, failed, parked, sleeping };
 
 // The worker's own RunInterrupted, with the reason it keeps count of.
 class Interrupt final : public RunInterrupted {
@@ -308,8 +308,6 @@ void count(Counters& c, Why why) {
     case Why::sleeping:
       ++c.sleeping;
       break;
-    case Why::compensating:
-      break;  // counted when its compensations ran
   }
 }
 
