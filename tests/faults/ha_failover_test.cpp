@@ -97,6 +97,7 @@ BOOST_AUTO_TEST_CASE(two_failovers_lose_no_acknowledged_work_and_no_fence_goes_b
   threads.emplace_back([&] { w.cas_worker(*store, stop, 0, names.cas_rows); });
   threads.emplace_back([&] { w.idempotent_worker(*store, stop); });
   threads.emplace_back([&] { w.audit_worker(*store, stop); });
+  threads.emplace_back([&] { w.workflow_worker(*store, stop); });
 
   // The store sees a promotion at once (not at the new primary's first checkpoint), and an
   // acknowledgement of it sticks across that checkpoint.

@@ -68,6 +68,7 @@ BOOST_AUTO_TEST_CASE(workloads_under_cuts_kills_timeouts_conflicts_and_a_restart
   for (int i = 0; i < 3; ++i) threads.emplace_back([&] { w.pair_worker(*serializable, stop); });
   for (int i = 0; i < 2; ++i) threads.emplace_back([&] { w.idempotent_worker(*store, stop); });
   threads.emplace_back([&] { w.audit_worker(*store, stop); });
+  threads.emplace_back([&] { w.workflow_worker(*store, stop); });
 
   std::mutex figures_mutex;
   auto count_fault = [&](const std::string& kind) {

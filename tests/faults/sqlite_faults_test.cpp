@@ -73,6 +73,7 @@ int worker_main(int argc, char* argv[]) {
       std::thread([&] { w.pair_worker(*store, worker_stop); }),
       std::thread([&] { w.idempotent_worker(*store, worker_stop); }),
       std::thread([&] { w.audit_worker(*store, worker_stop); }),
+      std::thread([&] { w.workflow_worker(*store, worker_stop); }),
   };
   for (auto& t : threads) t.join();
   return 0;

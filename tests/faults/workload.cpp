@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <limits>
+#include <stop_token>
 #include <thread>
 
 namespace faults {
@@ -48,6 +50,34 @@ Fields row_key(const Names& n, int row) {
 
 std::string row_name(int row) {
   return "row-" + std::to_string(row);
+}
+
+// The fault workflow: `workflow_steps` transaction steps, each enqueuing its effect
+// "wf:<run_key>/<step>" with the step's record. The run's input is {"key":"<run_key>"}.
+void add_fault_workflow(forgeyard::WorkflowWorker& worker, const Names& n, const std::function<void()>& pause) {
+  worker.add(n.workflow, 1, [&n, pause](forgeyard::WorkflowContext& ctx) {
+    const std::string key = ctx.input().substr(8, ctx.input().size() - 10);
+    for (int s = 0; s < n.workflow_steps; ++s)
+      ctx.transaction_step("s" + std::to_string(s), [&](forgeyard::Transaction& tx, const forgeyard::StepContext&) {
+        forgeyard::OutgoingMessage effect;
+        effect.payload = "wf:" + key + "/" + std::to_string(s);
+        tx.queues().enqueue(n.tenant, n.effects_queue, effect);
+        pause();
+        return std::string("{}");
+      });
+    return std::string("{}");
+  });
+}
+
+forgeyard::WorkflowWorkerOptions fault_worker_options(const Names& n, const std::string& worker) {
+  forgeyard::WorkflowWorkerOptions o;
+  o.tenant = n.tenant;
+  o.worker = worker;
+  o.threads = 1;
+  o.lease = 2s;  // a killed owner's run comes back soon
+  o.stop_when_idle = true;
+  o.idle_min = o.idle_max = 10ms;
+  return o;
 }
 
 forgeyard::QueueOptions work_queue_options() {
@@ -385,6 +415,48 @@ void Workload::idempotent_worker(forgeyard::Store& store, const std::atomic<bool
   }
 }
 
+void Workload::workflow_worker(forgeyard::Store& store, const std::atomic<bool>& stop) {
+  forgeyard::WorkflowWorker worker(store, fault_worker_options(names_, "wf-" + std::to_string(process_)));
+  add_fault_workflow(worker, names_, [this] { pause(); });
+  std::stop_source halt;
+  std::jthread watch([&](std::stop_token own) {
+    while (!own.stop_requested() && !stop) std::this_thread::sleep_for(10ms);
+    halt.request_stop();
+  });
+  int started = 0;
+  while (!stop) {
+    if (started < names_.max_runs_per_process) {
+      ++started;
+      const std::string key = "wf-" + tag();
+      const std::string input = R"({"key":")" + key + R"("})";
+      // The same run_key and input again return the run: a retry after an unknown outcome.
+      for (int attempt = 0; attempt < 20 && !stop; ++attempt) {
+        const auto id = rec_.invoke(op("wf_start", key));
+        bool committing = false;
+        try {
+          auto tx = store.begin();
+          tx->workflows().start(names_.tenant, names_.workflow, 1, key, input);
+          pause();
+          committing = true;
+          tx->commit();
+          rec_.ok(id);
+          break;
+        } catch (...) {
+          settle(id, committing ? Phase::Commit : Phase::InTransaction);
+          std::this_thread::sleep_for(std::chrono::milliseconds(10 + random_below(20)));
+        }
+      }
+    }
+    try {
+      worker.run(halt.get_token());
+    } catch (...) {
+      error_kind();  // counted; the runs in hand are left to their leases
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 + random_below(20)));
+    }
+    if (started >= names_.max_runs_per_process) std::this_thread::sleep_for(20ms);
+  }
+}
+
 void Workload::audit_worker(forgeyard::Store& store, const std::atomic<bool>& stop) {
   while (!stop) {
     forgeyard::AuditEvent e;
@@ -452,6 +524,37 @@ void read_back(forgeyard::Store& store, const Names& n, Workload& workload, hist
       {"ready", s.ready}, {"in_flight", s.in_flight}, {"delayed", s.delayed}, {"dead", s.dead}, {"bytes", s.bytes}};
   rec.observe(q);
 
+  // Workflow runs: a clean worker finishes what it can; a run whose owner was killed comes back
+  // once its lease runs out, so passes go on while they make progress (or runs are left to wait).
+  {
+    forgeyard::WorkflowWorkerOptions o = fault_worker_options(n, "reader");
+    o.threads = 2;
+    forgeyard::WorkflowWorker worker(store, o);
+    add_fault_workflow(worker, n, [] {});
+    auto unfinished = [&] {
+      int count = 0;
+      for (const auto& r : store.workflows().list(n.tenant, std::nullopt, 1000))
+        if (r.state == "pending" || r.state == "running") ++count;
+      return count;
+    };
+    int left = unfinished(), idle_passes = 0;
+    for (int pass = 0; pass < 60 && left > 0 && idle_passes < 12; ++pass) {
+      worker.run({});
+      const int now_left = unfinished();
+      idle_passes = now_left < left ? 0 : idle_passes + 1;
+      left = now_left;
+      if (left > 0) std::this_thread::sleep_for(250ms);
+    }
+    for (const auto& r : store.workflows().list(n.tenant, std::nullopt, 1000)) {
+      Op w;
+      w.kind = "wf_run";
+      w.key = r.run_key;
+      w.text = r.state;
+      w.args = {{"steps", n.workflow_steps}};
+      rec.observe(w);
+    }
+  }
+
   // Effects: every message of the effects queue, claimed and acked once.
   while (true) {
     auto batch = store.queues().claim(n.tenant, n.effects_queue, "reader", 1000, 600s);
@@ -459,7 +562,8 @@ void read_back(forgeyard::Store& store, const Names& n, Workload& workload, hist
     for (const auto& d : batch) {
       Op e;
       const auto colon = d.payload.find(':');
-      e.kind = d.payload.substr(0, colon) == "inbox" ? "effect" : "idem_effect";
+      const std::string prefix = d.payload.substr(0, colon);
+      e.kind = prefix == "inbox" ? "effect" : prefix == "wf" ? "wf_effect" : "idem_effect";
       e.key = d.payload.substr(colon + 1);
       rec.observe(e);
       store.queues().ack(n.tenant, n.effects_queue, d.msg_id, d.claim_token);

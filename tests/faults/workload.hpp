@@ -31,6 +31,9 @@ struct Names {
   int pair_rows = 2;                      // rows cas_rows, cas_rows+1: both in one transaction
   std::vector<std::string> lease_resources{"res-0", "res-1"};
   std::string audit_tenant;
+  std::string workflow = "fault.steps";  // its runs: workflow_steps steps, each effect a message
+  int workflow_steps = 3;
+  int max_runs_per_process = 60;
   // The audit chain that records the fenced writes of a lease resource, in commit order.
   std::string lease_log_tenant(const std::string& resource) const { return tenant + "-log-" + resource; }
 };
@@ -60,6 +63,10 @@ class Workload {
   void pair_worker(forgeyard::Store& store, const std::atomic<bool>& stop);
   void idempotent_worker(forgeyard::Store& store, const std::atomic<bool>& stop);
   void audit_worker(forgeyard::Store& store, const std::atomic<bool>& stop);
+  // Starts workflow runs (each retried with its run_key until it answers) and runs a
+  // WorkflowWorker over them by turns; each step enqueues its effect "wf:<run_key>/<step>" in the
+  // step's transaction, so a step's effect happens once or the checker sees it twice.
+  void workflow_worker(forgeyard::Store& store, const std::atomic<bool>& stop);
 
   // Errors the operations ended with, by "Kind/SQLSTATE".
   std::map<std::string, std::int64_t> errors() const;
@@ -94,8 +101,9 @@ class Workload {
 };
 
 // After the faults: a clean store drains the work queue through the inbox consumer (recorded
-// like any consume), then reads everything back into `recorder` as observations: effects,
-// fenced writes, compare-and-set rows, audit chains and their verification.
+// like any consume) and finishes the workflow runs it can, then reads everything back into
+// `recorder` as observations: effects, fenced writes, compare-and-set rows, audit chains and their
+// verification, workflow runs and their steps' effects.
 void read_back(forgeyard::Store& store, const Names& names, Workload& workload, history::Recorder& recorder);
 
 // "name=count name=count" of a map.

@@ -325,8 +325,56 @@ CheckReport check_audit(const std::vector<Op>& ops) {
   return r;
 }
 
+CheckReport check_workflows(const std::vector<Op>& ops) {
+  CheckReport r{"workflows"};
+  std::map<std::string, std::vector<const Op*>> starts;
+  std::map<std::string, const Op*> runs;
+  std::map<std::string, std::map<std::int64_t, int>> effects;  // run_key -> step -> effects
+  for (const Op* op : of_kind(ops, {"wf_start", "wf_run", "wf_effect"})) {
+    ++r.ops;
+    if (op->kind == "wf_start") starts[op->key].push_back(op);
+    if (op->kind == "wf_run") runs[op->key] = op;
+    if (op->kind == "wf_effect") {
+      const std::size_t slash = op->key.rfind('/');
+      ++effects[op->key.substr(0, slash)][std::stoll(op->key.substr(slash + 1))];
+    }
+  }
+  for (const auto& [run, steps] : effects) {
+    if (!runs.contains(run)) r.violations.push_back("run " + run + " has step effects but does not exist");
+    std::int64_t next = 0;
+    for (const auto& [step, n] : steps) {
+      if (n > 1)
+        r.violations.push_back("step " + std::to_string(step) + " of run " + run + " took effect " + std::to_string(n) +
+                               " times");
+      if (step != next)
+        r.violations.push_back("run " + run + " has the effect of step " + std::to_string(step) + " but not of step " +
+                               std::to_string(next));
+      next = step + 1;
+    }
+  }
+  for (const auto& [run, op] : runs) {
+    const std::int64_t done = effects.contains(run) ? static_cast<std::int64_t>(effects[run].size()) : 0;
+    if (op->text == "completed" && done != op->arg("steps"))
+      r.violations.push_back("completed run " + run + " has " + std::to_string(done) + " of its " +
+                             std::to_string(op->arg("steps")) + " step effects");
+  }
+  for (const auto& [run, list] : starts) {
+    const bool exists = runs.contains(run);
+    bool ok = false, all_failed = true;
+    for (const Op* a : list) {
+      count_unknown(r, *a, exists);
+      ok = ok || a->outcome == Outcome::Ok;
+      all_failed = all_failed && a->outcome == Outcome::Failed;
+    }
+    if (ok && !exists) r.violations.push_back("run " + run + " answered started but does not exist");
+    if (all_failed && exists) r.violations.push_back("run " + run + " exists though every start failed");
+  }
+  return r;
+}
+
 std::vector<CheckReport> check_all(const std::vector<Op>& ops) {
-  return {check_queues(ops), check_leases(ops), check_cas(ops), check_idempotency(ops), check_audit(ops)};
+  return {check_queues(ops),      check_leases(ops), check_cas(ops),
+          check_idempotency(ops), check_audit(ops),  check_workflows(ops)};
 }
 
 std::string describe(const CheckReport& report) {

@@ -19,6 +19,9 @@
 //   audit:       audit_append (tenant; text event_id; result seq)
 //                audit_seen   (tenant; text event_id; args seq)     observed
 //                audit_verify (tenant; result ok, checked, head_seq) observed
+//   workflows:   wf_start  (run_key)                     one attempt to start the run (idempotent)
+//                wf_run    (run_key; text state; args steps)  observed: the run at the end
+//                wf_effect (run_key/step)                observed: a step's effect (one per commit)
 #pragma once
 
 #include <cstdint>
@@ -44,8 +47,11 @@ CheckReport check_leases(const std::vector<Op>& ops);
 CheckReport check_cas(const std::vector<Op>& ops);
 CheckReport check_idempotency(const std::vector<Op>& ops);
 CheckReport check_audit(const std::vector<Op>& ops);
+// Each step of a run took effect at most once, in order; a completed run has every step's
+// effect; a start that answered ok made a run, one whose every attempt failed made none.
+CheckReport check_workflows(const std::vector<Op>& ops);
 
-// All five.
+// All six.
 std::vector<CheckReport> check_all(const std::vector<Op>& ops);
 
 // "queues: 1234 ops, 12 unknown (10 took effect, 2 had none), 0 violations" and the violations.

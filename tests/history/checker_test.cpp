@@ -11,6 +11,7 @@ using history::check_cas;
 using history::check_idempotency;
 using history::check_leases;
 using history::check_queues;
+using history::check_workflows;
 using history::Op;
 using history::Outcome;
 
@@ -218,6 +219,49 @@ BOOST_AUTO_TEST_CASE(cas_catches_a_version_that_skips_or_a_failed_update_applied
   g.ops.back().text = "u1,u2";
   auto r = check_cas(g.ops);
   BOOST_TEST(mentions(r, "failed"));
+}
+
+BOOST_AUTO_TEST_CASE(workflows_pass_runs_done_once_and_resolve_unknown_starts) {
+  H h;
+  h.add("wf_start", "a", Outcome::Unknown);
+  h.add("wf_start", "a", Outcome::Ok);
+  h.add("wf_start", "b", Outcome::Unknown);  // never made: resolved by reading
+  h.add("wf_start", "c", Outcome::Failed);
+  h.add("wf_run", "a", Outcome::Ok, {{"steps", 2}}, {}, "completed");
+  h.add("wf_run", "d", Outcome::Ok, {{"steps", 2}}, {}, "pending");  // started by another history
+  h.add("wf_effect", "a/0");
+  h.add("wf_effect", "a/1");
+  h.add("wf_effect", "d/0");
+  auto r = check_workflows(h.ops);
+  BOOST_TEST(r.ok(), history::describe(r));
+  BOOST_TEST(r.unknown == 2);
+  BOOST_TEST(r.unknown_took_effect == 1);
+  BOOST_TEST(r.unknown_had_no_effect == 1);
+}
+
+BOOST_AUTO_TEST_CASE(workflows_catch_a_step_twice_a_step_skipped_and_a_lost_or_ghost_run) {
+  H h;
+  h.add("wf_start", "twice", Outcome::Ok);
+  h.add("wf_run", "twice", Outcome::Ok, {{"steps", 2}}, {}, "completed");
+  h.add("wf_effect", "twice/0");
+  h.add("wf_effect", "twice/0");
+  h.add("wf_effect", "twice/1");
+  h.add("wf_run", "skip", Outcome::Ok, {{"steps", 3}}, {}, "completed");
+  h.add("wf_effect", "skip/0");
+  h.add("wf_effect", "skip/2");
+  h.add("wf_start", "lost", Outcome::Ok);
+  h.add("wf_start", "ghost", Outcome::Failed);
+  h.add("wf_run", "ghost", Outcome::Ok, {{"steps", 1}}, {}, "pending");
+  h.add("wf_effect", "orphan/0");
+  auto r = check_workflows(h.ops);
+  const std::string all = history::describe(r);
+  BOOST_TEST(r.violations.size() == 6u, all);
+  BOOST_TEST(all.find("step 0 of run twice took effect 2 times") != std::string::npos, all);
+  BOOST_TEST(all.find("run skip has the effect of step 2 but not of step 1") != std::string::npos, all);
+  BOOST_TEST(all.find("completed run skip has 2 of its 3 step effects") != std::string::npos, all);
+  BOOST_TEST(all.find("run lost answered started but does not exist") != std::string::npos, all);
+  BOOST_TEST(all.find("run ghost exists though every start failed") != std::string::npos, all);
+  BOOST_TEST(all.find("run orphan has step effects but does not exist") != std::string::npos, all);
 }
 
 BOOST_AUTO_TEST_CASE(idempotency_passes_one_effect_and_catches_two) {
