@@ -354,6 +354,38 @@ BOOST_AUTO_TEST_CASE(verify_full_finds_a_counter_a_superuser_broke_and_exits_1) 
   BOOST_TEST(out.find("\"ok\": false") != std::string::npos);
 }
 
+// A workflow journal with a gap, and a finished run with no finish time, are findings of the full
+// check workflow_journals (a superuser's edits).
+BOOST_AUTO_TEST_CASE(verify_full_finds_a_journal_gap_and_a_run_whose_state_its_row_contradicts) {
+  const std::string db = store_url("store");
+  seed(*this, db);
+  {
+    auto own = open(db);
+    auto& wf = own->workflows();
+    const std::string run = wf.start(backup_tenant, "verify", 1, "v-1");
+    const auto c = wf.claim(backup_tenant, "w", {"verify@1"}).at(0);
+    for (const char* step : {"a", "b"}) {
+      wf.step(backup_tenant, run, c.epoch, step);
+      wf.step_complete(backup_tenant, run, c.epoch, step, "{}");
+    }
+    wf.complete(backup_tenant, run, c.epoch, "{}");
+  }
+  BOOST_TEST(verify_store(db, true).ok());
+  const std::string schema = is_postgres() ? "forgeyard." : "";
+  exec_on(db, "DELETE FROM " + schema + "wf_journal WHERE position = 1");
+  exec_on(db, "UPDATE " + schema + "wf_runs SET finished_at = NULL");
+  const VerifyReport full = verify_store(db, true);
+  std::vector<std::string> found;
+  for (const auto& f : full.findings)
+    if (f.check == "workflow_journals") found.push_back(f.detail);
+  BOOST_TEST_REQUIRE(found.size() == 2u);
+  BOOST_TEST(found[0].find("has 1 journal rows up to position 2: its positions are not contiguous from 1") !=
+                 std::string::npos,
+             found[0]);
+  BOOST_TEST(found[1].find("is completed at epoch") != std::string::npos, found[1]);
+  BOOST_TEST(verify_store(db, false).ok());  // a full check only
+}
+
 BOOST_AUTO_TEST_CASE(verify_full_finds_a_version_below_1_and_a_message_in_two_states) {
   const std::string db = store_url("store");
   seed(*this, db);

@@ -48,6 +48,21 @@ CopyResult copy_store(std::string_view from, std::string_view to, const Progress
 
 namespace detail::ops {
 
+std::string workflow_gap(const std::string& tenant, const std::string& run, std::int64_t rows, std::int64_t last) {
+  return "run " + run + " (tenant " + tenant + ") has " + std::to_string(rows) + " journal rows up to position " +
+         std::to_string(last) + ": its positions are not contiguous from 1";
+}
+
+std::string workflow_orphan(const std::string& tenant, const std::string& run) {
+  return "journal rows of run " + run + " (tenant " + tenant + "), which does not exist";
+}
+
+std::string workflow_inconsistent(const std::string& tenant, const std::string& run, const std::string& state,
+                                  std::int64_t epoch) {
+  return "run " + run + " (tenant " + tenant + ") is " + state + " at epoch " + std::to_string(epoch) +
+         ", which its finish time or the claim token sequence contradicts";
+}
+
 void verify_audit_chains(Store& store, const std::vector<std::string>& tenants, VerifyReport& report) {
   for (const auto& tenant : tenants) {
     const AuditVerification v = store.audit().verify(tenant);

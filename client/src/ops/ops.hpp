@@ -79,4 +79,12 @@ CopyResult copy_between(const std::string& from, const std::string& to, const Pr
 // The full audit chain check of every tenant in `tenants` through the public API.
 void verify_audit_chains(Store& store, const std::vector<std::string>& tenants, VerifyReport& report);
 
+// The findings of the workflow_journals check, worded once for both backends: a journal whose
+// positions are not 1..n, journal rows of a run that does not exist, a run whose state and finish
+// time disagree or whose epoch is above the claim token sequence.
+std::string workflow_gap(const std::string& tenant, const std::string& run, std::int64_t rows, std::int64_t last);
+std::string workflow_orphan(const std::string& tenant, const std::string& run);
+std::string workflow_inconsistent(const std::string& tenant, const std::string& run, const std::string& state,
+                                  std::int64_t epoch);
+
 }  // namespace forgeyard::detail::ops

@@ -389,6 +389,31 @@ VerifyReport postgres_verify(const std::string& url, bool full) {
                                           ") has no matching attempt or completion");
   }
 
+  report.checks.push_back("workflow_journals");
+  {
+    PgResult gaps = query(conn,
+                          "SELECT tenant_id, run_id::pg_catalog.text, count(*)::int8, max(position)::int8"
+                          " FROM forgeyard.wf_journal GROUP BY 1, 2"
+                          " HAVING count(*) <> max(position) OR min(position) <> 1 ORDER BY 1, 2 LIMIT 100");
+    for (int i = 0; i < gaps.rows(); ++i)
+      finding("workflow_journals", workflow_gap(gaps.text(i, 0), gaps.text(i, 1), gaps.int8(i, 2), gaps.int8(i, 3)));
+    PgResult orphans = query(conn,
+                             "SELECT DISTINCT j.tenant_id, j.run_id::pg_catalog.text FROM forgeyard.wf_journal j"
+                             " WHERE NOT EXISTS (SELECT 1 FROM forgeyard.wf_runs r WHERE r.tenant_id = j.tenant_id"
+                             "                     AND r.run_id = j.run_id) ORDER BY 1, 2 LIMIT 100");
+    for (int i = 0; i < orphans.rows(); ++i)
+      finding("workflow_journals", workflow_orphan(orphans.text(i, 0), orphans.text(i, 1)));
+    PgResult runs = query(conn,
+                          "SELECT r.tenant_id, r.run_id::pg_catalog.text, r.state, r.epoch FROM forgeyard.wf_runs r"
+                          " WHERE r.epoch > (SELECT last_value FROM forgeyard.claim_tokens)"
+                          "    OR (r.state IN ('completed', 'failed', 'cancelled', 'timed_out', 'compensation_failed'))"
+                          "       <> (r.finished_at IS NOT NULL)"
+                          " ORDER BY 1, 2 LIMIT 100");
+    for (int i = 0; i < runs.rows(); ++i)
+      finding("workflow_journals",
+              workflow_inconsistent(runs.text(i, 0), runs.text(i, 1), runs.text(i, 2), runs.int8(i, 3)));
+  }
+
   report.checks.push_back("audit_chains");
   std::vector<std::string> tenants;
   {

@@ -325,6 +325,27 @@ VerifyReport sqlite_verify(const std::string& path, bool full) {
                                     std::to_string(q.int64(4)));
   }
 
+  report.checks.push_back("workflow_journals");
+  {
+    auto gaps = db.query(
+        "SELECT tenant_id, run_id, count(*), max(position) FROM wf_journal GROUP BY 1, 2"
+        " HAVING count(*) <> max(position) OR min(position) <> 1 ORDER BY 1, 2 LIMIT 100");
+    while (gaps.step())
+      finding("workflow_journals", workflow_gap(gaps.text(0), gaps.text(1), gaps.int64(2), gaps.int64(3)));
+    auto orphans = db.query(
+        "SELECT DISTINCT j.tenant_id, j.run_id FROM wf_journal j WHERE NOT EXISTS (SELECT 1 FROM wf_runs r"
+        " WHERE r.tenant_id = j.tenant_id AND r.run_id = j.run_id) ORDER BY 1, 2 LIMIT 100");
+    while (orphans.step()) finding("workflow_journals", workflow_orphan(orphans.text(0), orphans.text(1)));
+    auto runs = db.query(
+        "SELECT r.tenant_id, r.run_id, r.state, r.epoch FROM wf_runs r"
+        " WHERE r.epoch > (SELECT last FROM claim_tokens)"
+        "    OR (r.state IN ('completed', 'failed', 'cancelled', 'timed_out', 'compensation_failed'))"
+        "       <> (r.finished_at IS NOT NULL)"
+        " ORDER BY 1, 2 LIMIT 100");
+    while (runs.step())
+      finding("workflow_journals", workflow_inconsistent(runs.text(0), runs.text(1), runs.text(2), runs.int64(3)));
+  }
+
   report.checks.push_back("message_states");
   {
     auto q = db.query(
