@@ -505,7 +505,8 @@ std::int64_t next_fire(const Spec& spec, const Zone& zone, std::int64_t after) {
     }
     const bool dom = spec.days[static_cast<std::size_t>(c.day)];
     const bool dow = spec.weekdays[static_cast<std::size_t>(weekday(c.year, c.month, c.day))];
-    const bool day = spec.any_day && spec.any_weekday ? true : spec.any_day ? dow : spec.any_weekday ? dom : dom || dow;
+    // As cron: a field starting with '*' (also "*/2") makes the two day fields AND, else OR.
+    const bool day = spec.any_day || spec.any_weekday ? dom && dow : dom || dow;
     if (!day) {
       next_day();
       continue;
@@ -554,7 +555,11 @@ Due due(const Spec& spec, const Zone& zone, std::int64_t next, std::int64_t now,
         if (found.size() > keep) found.pop_front();
       }
       if (found.size() >= keep || from == f - 1) {
-        newest = std::move(found);
+        // Reaching back to the fires counted: the newest of those come first.
+        for (const std::int64_t g : found) {
+          newest.push_back(g);
+          if (newest.size() > keep) newest.pop_front();
+        }
         break;
       }
     }

@@ -132,7 +132,7 @@ void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_
         sqlstate::stale_fence,
         which + ": epoch " + std::to_string(epoch) + " is not the run's current epoch " + std::to_string(run.epoch),
         "another worker took the run over; stop working on it");
-  if (run.state != as)
+  if (as == "owned" ? run.state != "running" && run.state != "compensating" : run.state != as)
     throw Error(sqlstate::stale_fence,
                 which + " is " + run.state + ", not " + std::string(as) + " under epoch " + std::to_string(epoch),
                 "stop working on it");

@@ -118,7 +118,8 @@ void check_current_step(std::int32_t cursor, const std::optional<std::string>& c
 std::string step_error(std::string_view step, std::string_view error);
 
 // FY001 unless `epoch` owns the run: the run is in `as` (running, or compensating for the
-// compensation calls), at that epoch, and its delivery is live.
+// compensation calls; "owned" takes either, for workflow_extend), at that epoch, and its delivery
+// is live.
 void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_id, std::string_view as = "running");
 
 // Sagas: a step done with a compensation is undone, newest first, when its run fails, is cancelled

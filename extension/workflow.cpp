@@ -179,9 +179,10 @@ std::int64_t enqueue(pg::Spi& spi, const std::string& tenant, const std::string&
 
 // Sends a run the signal `name`, in the caller's transaction: false for a repeated signal_id or a
 // run that has finished; a run waiting for the signal is handed out at once (its timeout message
-// is let go at claim). 42704 for a run the tenant does not have.
+// is let go at claim). 42704 for a run the tenant does not have, unless `missing_ok` (a parent
+// removed by its retention hears nothing).
 bool send_signal(pg::Spi& spi, const Run& run, const std::string& name, const pg::Value& payload,
-                 const std::string& signal_id, TimestampTz now) {
+                 const std::string& signal_id, TimestampTz now, bool missing_ok = false) {
   static pg::Statement lock(
       "SELECT state, waiting_signal, workflow, version::pg_catalog.int8, priority::pg_catalog.int8"
       "  FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE",
@@ -201,6 +202,7 @@ bool send_signal(pg::Spi& spi, const Run& run, const std::string& name, const pg
     version = *r.int8(4);
     class_number = *r.int8(5);
   });
+  if (!state && missing_ok) return false;
   if (!state) unknown_run(run);
   if (wf::is_finished(*state)) return false;
   const bool sent = spi.run(insert, {run.t, run.r, pg::uuid_value(signal_id), pg::text_value(name), payload,
@@ -229,7 +231,7 @@ void tell_parent(pg::Spi& spi, const Run& run, TimestampTz now) {
   if (!parent || !wf::tells_parent(*state)) return;
   const Run to{run.tenant, *parent, core::format_uuid(*parent), run.t, pg::uuid_value(*parent)};
   send_signal(spi, to, wf::child_signal(run.text),
-              pg::typed_value(JSONBOID, -1, wf::child_payload(*state, result, error)), run.id, now);
+              pg::typed_value(JSONBOID, -1, wf::child_payload(*state, result, error)), run.id, now, true);
 }
 
 // The run ends in `state` (its delivery let go by the caller). One that fails, is cancelled or
@@ -528,11 +530,12 @@ FY_FUNCTION(fy_workflow_step) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
+  // The fence first, a statement of its own: what a call that held the run's lock before this one
+  // committed (a retry on another connection) is visible to the reads below, under a new snapshot.
+  const Owned owned = lock_owned(run, epoch, now);
   pg::Access access;
   pg::Table runs(access, pg::OwnTable::wf_runs);
-  pg::Table messages(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
   pg::Table journal(access, pg::OwnTable::wf_journal, pg::Opened::for_row_locks);
-  const Owned owned = lock_owned_in(runs, messages, run, epoch, now, "running");
   const std::int32_t position = owned.cursor + 1;
   const JournalColumns j(journal);
   std::optional<wf::JournalEntry> entry;
@@ -547,10 +550,13 @@ FY_FUNCTION(fy_workflow_step) {
     if (!journal.is_null(j.result)) result = pg::jsonb_text(journal.value(j.result));
   }
   const wf::StepAnswer answer = wf::decide_step(entry, step, run.text, position, pg::unix_usecs(now));
+  // The run's row, locked by this transaction above.
+  if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}) ||
+      runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped)
+    unknown_run(run);
   const RunColumns c(runs);
   runs.update({{c.step_cursor, pg::int4_value(position)}, {c.cursor_step, pg::text_value(step)}});
   journal.finish();
-  messages.finish();
   runs.finish();
   access.finish();
   spi.finish();
@@ -563,7 +569,8 @@ FY_FUNCTION(fy_workflow_step) {
 
 // workflow_step_complete(tenant, run_id, epoch, step, result, compensation). Below SPI, as the
 // INSERT ... ON CONFLICT DO UPDATE ... WHERE status = 'failed' it replaces: the run's lock
-// serializes every journal write of the run, so the row found is the row to write.
+// serializes every journal write of the run, and the journal is read under a snapshot taken after
+// that lock, so the row found is the row to write.
 FY_FUNCTION(fy_workflow_step_complete) {
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
@@ -576,12 +583,12 @@ FY_FUNCTION(fy_workflow_step_complete) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  pg::Access access;
-  pg::Table runs(access, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
-  pg::Table messages(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
-  pg::Table journal(access, pg::OwnTable::wf_journal);
-  const Owned owned = lock_owned_in(runs, messages, run, epoch, now, "running");
+  // The fence first, a statement of its own (as in workflow_step): a retry of this call that
+  // waited for the first attempt's lock sees its journal row and answers as a replay.
+  const Owned owned = lock_owned(run, epoch, now);
   check_current_step(owned, step, "workflow_step_complete");
+  pg::Access access;
+  pg::Table journal(access, pg::OwnTable::wf_journal);
   const pg::Value position = pg::int4_value(owned.cursor);
   const JournalColumns j(journal);
   if (journal.find(pg::OwnIndex::wf_journal_pkey,
@@ -614,8 +621,6 @@ FY_FUNCTION(fy_workflow_step_complete) {
                     {j.recorded_at, pg::timestamptz_value(now)}});
   }
   journal.finish();
-  messages.finish();
-  runs.finish();
   access.finish();
   spi.finish();
   return (Datum)0;
@@ -956,7 +961,7 @@ FY_FUNCTION(fy_workflow_extend) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(run, epoch, now);
+  const Owned owned = lock_owned(run, epoch, now, "owned");  // running, or compensating
   TimestampTz until = 0;
   spi.run(extend, {run.t, pg::text_value(owned.queue), pg::int8_value(owned.msg_id), pg::int8_value(epoch), lease},
           [&](const pg::Row& r) { until = *r.timestamptz(1); });

@@ -539,6 +539,31 @@ BOOST_AUTO_TEST_CASE(the_cli_creates_lists_ticks_and_drops_schedules) {
   std::filesystem::remove(out);
 }
 
+// A retried step_complete that waited for the first attempt's transaction (on another
+// connection) finds the step recorded and is a no-op; a retried step call then replays it.
+BOOST_AUTO_TEST_CASE(a_retry_that_waited_for_the_first_attempt_sees_what_it_recorded) {
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "retry", 1, "r1");
+  const auto owner = wf.claim(tenant, "w", {"retry@1"}, 1, 1h).at(0);
+  BOOST_TEST(!wf.step(tenant, id, owner.epoch, "a").done);
+  auto other = open_another(2);
+  auto first = store->begin();
+  first->workflows().step_complete(tenant, id, owner.epoch, "a", R"({"n":1})");
+  std::atomic<bool> retried{false};
+  std::jthread retry([&] {
+    other->workflows().step_complete(tenant, id, owner.epoch, "a", R"({"n":1})");  // waits for `first`
+    retried = true;
+  });
+  std::this_thread::sleep_for(200ms);
+  BOOST_TEST(!retried.load());
+  first->commit();
+  retry.join();
+  BOOST_TEST(retried.load());
+  const auto journal = wf.journal(tenant, id);
+  BOOST_TEST_REQUIRE(journal.size() == 1u);
+  BOOST_TEST((journal[0].result == std::optional<std::string>(R"({"n":1})")));
+}
+
 // Eight workers claim the same definition at once: every run goes to exactly one of them.
 BOOST_AUTO_TEST_CASE(concurrent_claimers_never_share_a_run) {
   auto& wf = store->workflows();
@@ -912,6 +937,7 @@ BOOST_AUTO_TEST_CASE(a_cancelled_run_compensates_and_its_owner_is_fenced_off) {
   BOOST_TEST_REQUIRE(again.size() == 1u);
   BOOST_TEST(again[0].state == "compensating");
   FY_CHECK_ERROR(wf.step(tenant, id, again[0].epoch, "pay"), ErrorKind::StaleFence, "FY001");
+  wf.extend(tenant, id, again[0].epoch, 5min);  // the compensating owner keeps its lease
   const auto next = wf.compensation(tenant, id, again[0].epoch);
   BOOST_TEST_REQUIRE(next.has_value());
   BOOST_TEST(next->idempotency_key == id + ":1:book:compensate");
@@ -959,6 +985,22 @@ BOOST_AUTO_TEST_CASE(a_child_run_tells_its_waiting_parent_how_it_ended) {
   BOOST_TEST(it->run_key == id + ":1:spawn");
   // The child's end is told once: a second child signal would be refused by its id.
   BOOST_TEST(!wf.signal(tenant, id, "child:" + child_id, "{}", child_id));
+
+  // A parent removed by its retention hears nothing, and its child still ends.
+  forgeyard::WorkflowStartOptions brief;
+  brief.retention = 1s;
+  const std::string gone = wf.start(tenant, "parent", 1, "gone", "{}", brief);
+  forgeyard::WorkflowStartOptions of_gone;
+  of_gone.parent = gone;
+  const std::string orphan = wf.start(tenant, "child", 1, "orphan", "{}", of_gone);
+  const auto p = wf.claim(tenant, "w", {"parent@1"}).at(0);
+  wf.complete(tenant, gone, p.epoch, "{}");
+  clock.advance(2s);
+  BOOST_TEST(store->maintain(1000, tenant)["workflow_runs"] >= 1);
+  FY_CHECK_ERROR(wf.status(tenant, gone), ErrorKind::NotFound, "42704");
+  const auto c = wf.claim(tenant, "w", {"child@1"}).at(0);
+  wf.complete(tenant, orphan, c.epoch, "{}");
+  BOOST_TEST(wf.status(tenant, orphan).state == "completed");
 }
 
 // A worker process SIGKILLed at random points mid-run is replaced by the next one, and no step's

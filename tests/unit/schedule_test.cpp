@@ -64,6 +64,10 @@ BOOST_AUTO_TEST_CASE(fires_come_in_order_in_utc) {
   BOOST_TEST(next("0 0 13 * FRI", "UTC", "2030-01-01T00:00:00Z") == "2030-01-04T00:00:00.000000Z");
   BOOST_TEST(next("0 0 13 * FRI", "UTC", "2030-01-11T00:00:00Z") == "2030-01-13T00:00:00.000000Z");
   BOOST_TEST(code_of([] { next("0 0 30 2 *", "UTC", "2030-01-01T00:00:00Z"); }) == "22023");  // never
+  // A step in a day field still restricts it (the '*' only makes the two fields AND).
+  BOOST_TEST(next("0 0 */2 * *", "UTC", "2030-01-01T00:00:00Z") == "2030-01-03T00:00:00.000000Z");
+  BOOST_TEST(next("0 0 * * */3", "UTC", "2030-01-01T00:00:00Z") == "2030-01-02T00:00:00.000000Z");  // Wed
+  BOOST_TEST(next("0 0 */2 * 1", "UTC", "2030-01-01T00:00:00Z") == "2030-01-07T00:00:00.000000Z");  // an odd Monday
 }
 
 BOOST_AUTO_TEST_CASE(zones_come_from_the_tz_database_across_their_transitions) {
@@ -115,6 +119,12 @@ BOOST_AUTO_TEST_CASE(a_tick_starts_the_newest_due_fires_and_skips_the_rest) {
   BOOST_TEST(iso(many.start.at(1)) == "2030-01-11T00:00:00.000000Z");
   BOOST_TEST(many.skipped >= sc::max_counted_fires - 2);
   BOOST_TEST(iso(many.next) == "2030-01-11T00:00:01.000000Z");
+  // One fire more than are counted: the newest three are the last two counted and that one.
+  const std::int64_t t0 = at("2030-01-01T00:00:00Z");
+  const sc::Due edge = sc::due(sc::parse_spec("@every 1s"), *utc, t0, t0 + sc::max_counted_fires * 1'000'000, 2);
+  BOOST_TEST_REQUIRE(edge.start.size() == 3u);
+  BOOST_TEST(edge.start.at(0) == t0 + (sc::max_counted_fires - 2) * 1'000'000);
+  BOOST_TEST(edge.start.at(2) == t0 + sc::max_counted_fires * 1'000'000);
   BOOST_TEST(sc::run_key("nightly", at("2030-01-01T00:00:00Z")) == "nightly@2030-01-01T00:00:00.000000Z");
 }
 

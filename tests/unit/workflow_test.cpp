@@ -107,6 +107,9 @@ BOOST_AUTO_TEST_CASE(sagas_undo_newest_first_and_children_tell_their_parent_once
   BOOST_TEST(code_of([] { wf::check_owner({"compensating", 7, true}, 7, "r", "compensating"); }) == "none");
   BOOST_TEST(code_of([] { wf::check_owner({"compensating", 7, true}, 7, "r"); }) == "FY001");
   BOOST_TEST(code_of([] { wf::check_owner({"running", 7, true}, 7, "r", "compensating"); }) == "FY001");
+  BOOST_TEST(code_of([] { wf::check_owner({"compensating", 7, true}, 7, "r", "owned"); }) == "none");
+  BOOST_TEST(code_of([] { wf::check_owner({"running", 7, true}, 7, "r", "owned"); }) == "none");
+  BOOST_TEST(code_of([] { wf::check_owner({"sleeping", 7, true}, 7, "r", "owned"); }) == "FY001");
   BOOST_TEST(code_of([] { wf::check_next_compensation(3, 3, "r"); }) == "none");
   BOOST_TEST(code_of([] { wf::check_next_compensation(3, 1, "r"); }) == "22023");
   BOOST_TEST(code_of([] { wf::check_next_compensation(std::nullopt, 1, "r"); }) == "22023");

@@ -101,13 +101,17 @@ void bind_optional(Query& q, int n, const std::optional<std::string>& value) {
 
 // Sends a run the signal `name`: false for a repeated signal_id or a run that has finished; a run
 // waiting for the signal is handed out at once (its timeout message is let go at claim). 42704
-// for a run the tenant does not have.
+// for a run the tenant does not have, unless `missing_ok` (a parent removed by its retention hears
+// nothing).
 bool send_signal(Db& db, std::string_view tenant, const std::string& run_id, std::string_view name,
-                 const std::string& payload, const std::string& signal_id, std::int64_t now) {
+                 const std::string& payload, const std::string& signal_id, std::int64_t now, bool missing_ok = false) {
   auto q = db.query(
       "SELECT state, waiting_signal, workflow, version, priority FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
   q.bind(1, tenant).bind(2, run_id);
-  if (!q.step()) wf::throw_unknown_run(run_id, tenant);
+  if (!q.step()) {
+    if (missing_ok) return false;
+    wf::throw_unknown_run(run_id, tenant);
+  }
   if (wf::is_finished(q.text(0))) return false;
   const bool sent = db.query(
                           "INSERT INTO wf_signals (tenant_id, run_id, signal_id, name, payload, sent_at)"
@@ -141,7 +145,7 @@ void tell_parent(Db& db, std::string_view tenant, const std::string& run_id, std
   if (!q.step() || !wf::tells_parent(q.text(1))) return;
   const std::string parent = q.text(0);
   const std::string payload = wf::child_payload(q.text(1), column_text(q, 2), column_text(q, 3));
-  send_signal(db, tenant, parent, wf::child_signal(run_id), payload, run_id, now);
+  send_signal(db, tenant, parent, wf::child_signal(run_id), payload, run_id, now, true);
 }
 
 // The run ends in `state` (its delivery let go by the caller). One that fails, is cancelled or
@@ -833,7 +837,7 @@ TimePoint SqliteWorkflows::extend(std::string_view tenant, std::string_view run_
       std::int64_t until = 0;
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
-        const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
+        const OwnedRun owned = owned_run(db, tenant, id, epoch, now, "owned");  // running, or compensating
         const std::int64_t v =
             fy::core::check_duration("visibility", {0, 0, lease.count()}, fy::core::max_queue_duration_usecs);
         until = extend_in(db, load(db, tenant, owned.queue), owned.msg_id, epoch, v, now);
