@@ -392,6 +392,57 @@ COMMENT ON FUNCTION forgeyard.maintain(integer, text) IS
 -- (end of section)
 
 -------------------------------------------------------------------------------------------------
+-- Access changes take turns (two grants on one object at once failed with XX000)
+-------------------------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION forgeyard.apply_access(role regrole)
+    RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    g record;
+BEGIN
+    PERFORM forgeyard.check_role(role);
+    -- GRANT and REVOKE rewrite the ACL of each object in place: two of them on one function at
+    -- once fail with "tuple concurrently updated" (XX000). Access changes take turns instead.
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('forgeyard.role_access'));
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA forgeyard TO %s', role);
+    FOR g IN SELECT o.privilege, o.object
+               FROM forgeyard.role_access a, forgeyard.access_objects(a.access) o
+              WHERE a.role_id OPERATOR(pg_catalog.=) role
+    LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON %s TO %s', g.privilege, g.object, role);
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION forgeyard.revoke_access(role regrole)
+    RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    g record;
+BEGIN
+    PERFORM forgeyard.check_role(role);
+    -- GRANT and REVOKE rewrite the ACL of each object in place: two of them on one function at
+    -- once fail with "tuple concurrently updated" (XX000). Access changes take turns instead.
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('forgeyard.role_access'));
+    FOR g IN SELECT DISTINCT o.privilege, o.object
+               FROM forgeyard.role_access a, forgeyard.access_objects(a.access) o
+              WHERE a.role_id OPERATOR(pg_catalog.=) role
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE %s ON %s FROM %s', g.privilege, g.object, role);
+    END LOOP;
+    EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA forgeyard FROM %s', role);
+    DELETE FROM forgeyard.role_access a WHERE a.role_id OPERATOR(pg_catalog.=) role;
+END
+$$;
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
 -- Access kinds now include 0.7.0's API; re-grant to every recorded role
 -------------------------------------------------------------------------------------------------
 

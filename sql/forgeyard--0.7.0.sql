@@ -76,6 +76,9 @@ DECLARE
     g record;
 BEGIN
     PERFORM forgeyard.check_role(role);
+    -- GRANT and REVOKE rewrite the ACL of each object in place: two of them on one function at
+    -- once fail with "tuple concurrently updated" (XX000). Access changes take turns instead.
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('forgeyard.role_access'));
     EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA forgeyard TO %s', role);
     FOR g IN SELECT o.privilege, o.object
                FROM forgeyard.role_access a, forgeyard.access_objects(a.access) o
@@ -140,6 +143,9 @@ DECLARE
     g record;
 BEGIN
     PERFORM forgeyard.check_role(role);
+    -- GRANT and REVOKE rewrite the ACL of each object in place: two of them on one function at
+    -- once fail with "tuple concurrently updated" (XX000). Access changes take turns instead.
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('forgeyard.role_access'));
     FOR g IN SELECT DISTINCT o.privilege, o.object
                FROM forgeyard.role_access a, forgeyard.access_objects(a.access) o
               WHERE a.role_id OPERATOR(pg_catalog.=) role

@@ -20,8 +20,11 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "backend.hpp"
+#include "check.hpp"
 
 // Boost.Test prints the values of a failed comparison.
 namespace forgeyard {
@@ -342,9 +345,13 @@ BOOST_AUTO_TEST_CASE(a_role_with_direct_table_privileges_fails_security) {
     return;
   }
   const std::string role = unique_identifier("fy_doctor_dml");
-  exec_sql("CREATE ROLE " + role + "; GRANT SELECT, UPDATE ON forgeyard.leases TO " + role);
+  // A DBA's own GRANT takes turns with forgeyard's access changes, as grant_* and revoke_access do
+  // (the other run of this suite grants and revokes on the same table at the same moment).
+  const std::string take_turns = "SELECT pg_advisory_xact_lock(hashtext('forgeyard.role_access')); ";
+  exec_sql("BEGIN; " + take_turns + "CREATE ROLE " + role + "; GRANT SELECT, UPDATE ON forgeyard.leases TO " + role +
+           "; COMMIT");
   const DoctorReport report = store->doctor();
-  exec_sql("REVOKE ALL ON forgeyard.leases FROM " + role + "; DROP ROLE " + role);
+  exec_sql("BEGIN; " + take_turns + "REVOKE ALL ON forgeyard.leases FROM " + role + "; DROP ROLE " + role + "; COMMIT");
   const DoctorCheck& c = check(report, "table_privileges");
   BOOST_TEST(c.group == CheckGroup::Security);
   BOOST_TEST(c.status == CheckStatus::Fail);
@@ -374,6 +381,40 @@ BOOST_AUTO_TEST_CASE(an_unbound_application_role_fails_security_where_bindings_a
   BOOST_TEST(c.detail.find(unbound) != std::string::npos);
   BOOST_TEST(c.detail.find(bound + ",") == std::string::npos);
   BOOST_TEST(c.fix.find("bind_tenant") != std::string::npos);
+}
+
+// GRANT and REVOKE rewrite an object's ACL in place; two sessions changing access at once (two
+// deploys, or this suite's two runs beside each other) failed with "tuple concurrently updated"
+// (XX000) before grant_* and revoke_access took turns.
+BOOST_AUTO_TEST_CASE(two_sessions_granting_and_revoking_at_once_both_succeed) {
+  if (!is_postgres()) {
+    BOOST_TEST(check(store->doctor(), "integrity").status == CheckStatus::Ok);  // SQLite has no roles
+    return;
+  }
+  const std::string roles[2] = {unique_identifier("fy_grant_a"), unique_identifier("fy_grant_b")};
+  exec_sql("CREATE ROLE " + roles[0] + "; CREATE ROLE " + roles[1]);
+  conformance::ThreadFailures failures;
+  std::vector<std::thread> sessions;
+  for (const std::string& role : roles) {
+    sessions.emplace_back([&, role] {
+      failures.run([&] {
+        for (int round = 0; round < 12; ++round) {
+          exec_sql("SELECT forgeyard.grant_usage('" + role + "'); SELECT forgeyard.grant_inspect('" + role + "')");
+          exec_sql("SELECT forgeyard.revoke_access('" + role + "')");
+        }
+        exec_sql("SELECT forgeyard.grant_usage('" + role + "')");
+      });
+    });
+  }
+  for (std::thread& t : sessions) t.join();
+  failures.check("granting");
+  for (const std::string& role : roles) {  // each ends with exactly what its last call granted
+    BOOST_TEST(exec_sql_error("DO $$ BEGIN ASSERT has_function_privilege('" + role +
+                              "', 'forgeyard.lease_acquire(text, text, text, interval)', 'EXECUTE'); "
+                              "ASSERT NOT has_function_privilege('" +
+                              role + "', 'forgeyard.storage_stats(text)', 'EXECUTE'); END $$") == "");
+    exec_sql("SELECT forgeyard.revoke_access('" + role + "'); DROP ROLE " + role);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_search_path_through_a_public_writable_schema_fails_security) {
