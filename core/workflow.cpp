@@ -204,6 +204,18 @@ std::string step_error(std::string_view step, std::string_view error) {
   return "step \"" + std::string(step) + "\" failed: " + std::string(error);
 }
 
+std::int64_t check_step_timeout(const fy::core::Duration& timeout) {
+  return fy::core::check_duration("timeout", timeout, fy::core::max_queue_duration_usecs);
+}
+
+std::string step_timeout_error(std::string_view step) {
+  return "step \"" + std::string(step) + "\" ran past its timeout";
+}
+
+std::int64_t capped_lease(std::int64_t lease, const std::optional<std::int64_t>& step_deadline, std::int64_t now) {
+  return step_deadline ? std::min(lease, *step_deadline - now) : lease;
+}
+
 void set_start_option(StartOptions& options, std::string_view key, std::string_view json_type, std::string_view value) {
   const auto need_string = [&] {
     if (json_type != "string") invalid_parameter("workflow option " + std::string(key) + " must be a string");

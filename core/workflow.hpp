@@ -117,6 +117,16 @@ void check_current_step(std::int32_t cursor, const std::optional<std::string>& c
 // The error a run ends with when its step fails for good.
 std::string step_error(std::string_view step, std::string_view error);
 
+// Per-step timeouts: a step to run with a timeout must be recorded within it. The step call cuts
+// its owner's lease to the step's deadline and no extend passes it, so a late owner is fenced off
+// (FY001); a claim that takes the run over past the deadline records the attempt as failed with
+// step_timeout_error, and the next owner runs the step again (the queue's max_attempts bounds it).
+// 22023 unless the timeout is positive and at most a queue's longest duration.
+std::int64_t check_step_timeout(const fy::core::Duration& timeout);
+std::string step_timeout_error(std::string_view step);
+// The lease an extend gives: `lease`, but not past a step's deadline.
+std::int64_t capped_lease(std::int64_t lease, const std::optional<std::int64_t>& step_deadline, std::int64_t now);
+
 // FY001 unless `epoch` owns the run: the run is in `as` (running, or compensating for the
 // compensation calls; "owned" takes either, for workflow_extend), at that epoch, and its delivery
 // is live.

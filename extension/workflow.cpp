@@ -65,18 +65,20 @@ struct Owned {
   int priority = 0;    // the class of its messages
   wf::WaitState wait;  // a wait for a signal in progress
   std::optional<std::string> compensate_to, error;
+  std::optional<TimestampTz> step_deadline;  // the current step's, when it has a timeout
 };
 
 // The columns a journal write reads, resolved once per call (pg/table_access.hpp).
 struct RunColumns {
-  int state, epoch, msg_id, step_cursor, cursor_step, workflow, version, priority, wait_position, wait_until,
-      compensate_to, error;
+  int state, epoch, msg_id, step_cursor, cursor_step, step_deadline, workflow, version, priority, wait_position,
+      wait_until, compensate_to, error;
   explicit RunColumns(const pg::Table& r)
       : state(r.column("state")),
         epoch(r.column("epoch")),
         msg_id(r.column("msg_id")),
         step_cursor(r.column("step_cursor")),
         cursor_step(r.column("cursor_step")),
+        step_deadline(r.column("step_deadline")),
         workflow(r.column("workflow")),
         version(r.column("version")),
         priority(r.column("priority")),
@@ -128,6 +130,7 @@ Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::i
   if (!runs.is_null(c.wait_until)) owned.wait.until = pg::unix_usecs(runs.timestamptz(c.wait_until));
   owned.compensate_to = runs.text(c.compensate_to);
   owned.error = runs.text(c.error);
+  if (!runs.is_null(c.step_deadline)) owned.step_deadline = runs.timestamptz(c.step_deadline);
   const std::int64_t run_epoch = runs.int8(c.epoch);
   bool live = false;
   if (owned.msg_id != 0 &&
@@ -290,6 +293,20 @@ void finish(pg::Spi& spi, const Run& run, const Owned& owned, std::int64_t epoch
   settle(spi, run, state, result, error, now);
 }
 
+// A failed attempt of the step at `position`, recorded unless the step is done there (false then).
+bool record_failed_attempt(pg::Spi& spi, const Run& run, std::int32_t position, const std::string& step,
+                           const std::string& error, std::int64_t epoch, TimestampTz now) {
+  static pg::Statement record(
+      "INSERT INTO forgeyard.wf_journal AS j (tenant_id, run_id, position, step, status, error, epoch, recorded_at)"
+      " VALUES ($1, $2, $3, $4, 'failed', $5, $6, $7)"
+      " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET error = excluded.error,"
+      "   attempts = j.attempts OPERATOR(pg_catalog.+) 1, epoch = excluded.epoch, recorded_at = excluded.recorded_at"
+      " WHERE j.status" FY_EQ "'failed'",
+      {TEXTOID, UUIDOID, INT4OID, TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
+  return spi.run(record, {run.t, run.r, pg::int4_value(position), pg::text_value(step), pg::text_value(error),
+                          pg::int8_value(epoch), pg::timestamptz_value(now)}) != 0;
+}
+
 // The newest step done whose compensation has not run: its position, step, compensation, result.
 struct NextCompensation {
   std::int32_t position = 0;
@@ -418,13 +435,14 @@ FY_FUNCTION(fy_workflow_claim) {
                                     {TEXTOID, TEXTOID});
   static pg::Statement lock(
       "SELECT state, msg_id, coalesce(deadline OPERATOR(pg_catalog.<=) $3, false), workflow, version::pg_catalog.int8,"
-      "       input::pg_catalog.text"
+      "       input::pg_catalog.text, coalesce(step_deadline OPERATOR(pg_catalog.<=) $3, false),"
+      "       step_cursor::pg_catalog.int8, cursor_step, epoch"
       "  FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE",
       {TEXTOID, UUIDOID, TIMESTAMPTZOID});
   static pg::Statement own(
       "UPDATE forgeyard.wf_runs SET state = CASE WHEN state" FY_EQ
       "'compensating' THEN state ELSE 'running' END,"
-      "   epoch = $3, owner = $4, step_cursor = 0, cursor_step = NULL,"
+      "   epoch = $3, owner = $4, step_cursor = 0, cursor_step = NULL, step_deadline = NULL,"
       "   takeovers = takeovers OPERATOR(pg_catalog.+) $5::pg_catalog.int4,"
       "   taken_over_at = CASE WHEN $5 OPERATOR(pg_catalog.>) 0 THEN $6 ELSE taken_over_at END,"
       "   previous_owner = CASE WHEN $5 OPERATOR(pg_catalog.>) 0 THEN owner ELSE previous_owner END,"
@@ -477,9 +495,9 @@ FY_FUNCTION(fy_workflow_claim) {
                                                                 std::to_string(c.msg_id) + " that names no run");
         }
         const Run run{tenant, *c.payload, core::format_uuid(*c.payload), t, pg::uuid_value(*c.payload)};
-        std::optional<std::string> state, workflow, input;
-        std::int64_t msg_id = 0, version = 0;
-        bool past_deadline = false;
+        std::optional<std::string> state, workflow, input, cursor_step;
+        std::int64_t msg_id = 0, version = 0, cursor = 0, run_epoch = 0;
+        bool past_deadline = false, past_step_deadline = false;
         spi.run(lock, {t, run.r, pg::timestamptz_value(now)}, [&](const pg::Row& r) {
           state = r.text(1);
           msg_id = r.int8(2).value_or(0);
@@ -487,6 +505,10 @@ FY_FUNCTION(fy_workflow_claim) {
           workflow = r.text(4);
           version = *r.int8(5);
           input = r.text(6);
+          past_step_deadline = *r.boolean(7);
+          cursor = *r.int8(8);
+          cursor_step = r.text(9);
+          run_epoch = *r.int8(10);
         });
         // A message that is not the run's live one (the run was cancelled, retried or has
         // finished) is let go.
@@ -501,8 +523,12 @@ FY_FUNCTION(fy_workflow_claim) {
           settle(spi, run, "timed_out", pg::null_value(), "the run's deadline passed", now);
           continue;
         }
-        // A run still running was claimed again: its owner's lease ran out.
+        // A run still running was claimed again: its owner's lease ran out. One whose step ran
+        // past its timeout records that attempt as failed (the new owner runs the step again).
         const bool takeover = *state == "running";
+        if (takeover && past_step_deadline && cursor_step)
+          record_failed_attempt(spi, run, static_cast<std::int32_t>(cursor), *cursor_step,
+                                wf::step_timeout_error(*cursor_step), run_epoch, now);
         spi.run(own, {t, run.r, pg::int8_value(c.claim_token), pg::text_value(worker), pg::int4_value(takeover ? 1 : 0),
                       pg::timestamptz_value(now)});
         out.push_back(
@@ -527,6 +553,8 @@ FY_FUNCTION(fy_workflow_step) {
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
   const std::string step = step_arg(fcinfo, 3);
+  const std::optional<core::Duration> timeout_arg = pg::optional_interval_arg(fcinfo, 4);
+  const std::int64_t timeout = timeout_arg ? wf::check_step_timeout(*timeout_arg) : 0;  // 0: none
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
@@ -550,17 +578,36 @@ FY_FUNCTION(fy_workflow_step) {
     if (!journal.is_null(j.result)) result = pg::jsonb_text(journal.value(j.result));
   }
   const wf::StepAnswer answer = wf::decide_step(entry, step, run.text, position, pg::unix_usecs(now));
+  const bool done = answer == wf::StepAnswer::done;
+  // A step to run with a timeout: its deadline, and the owner's lease cut to it.
+  const bool timed = !done && timeout > 0;
+  const TimestampTz deadline = now + timeout;
   // The run's row, locked by this transaction above.
   if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}) ||
       runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped)
     unknown_run(run);
   const RunColumns c(runs);
-  runs.update({{c.step_cursor, pg::int4_value(position)}, {c.cursor_step, pg::text_value(step)}});
+  if (timed || owned.step_deadline) {
+    runs.update({{c.step_cursor, pg::int4_value(position)},
+                 {c.cursor_step, pg::text_value(step)},
+                 {c.step_deadline, timed ? pg::timestamptz_value(deadline) : pg::null_value()}});
+  } else {
+    runs.update({{c.step_cursor, pg::int4_value(position)}, {c.cursor_step, pg::text_value(step)}});
+  }
+  if (timed) {
+    pg::Table messages(access, pg::OwnTable::messages);
+    const int visible_at = messages.column("visible_at"), token = messages.column("claim_token");
+    // Still this epoch's delivery (a claim may have taken it over since the fence read it).
+    if (messages.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(owned.msg_id)}}) &&
+        messages.lock(pg::LockMode::no_key_update, pg::Wait::block) != pg::Locked::skipped &&
+        !messages.is_null(token) && messages.int8(token) == epoch && messages.timestamptz(visible_at) > deadline)
+      messages.update({{visible_at, pg::timestamptz_value(deadline)}});
+    messages.finish();
+  }
   journal.finish();
   runs.finish();
   access.finish();
   spi.finish();
-  const bool done = answer == wf::StepAnswer::done;
   pg::TableResult out(fcinfo);
   out.add_row({pg::text_value(done ? "done" : "run"), done ? pg::typed_value(JSONBOID, -1, result) : pg::null_value(),
                pg::text_value(wf::idempotency_key(run.text, position, step))});
@@ -621,6 +668,14 @@ FY_FUNCTION(fy_workflow_step_complete) {
                     {j.recorded_at, pg::timestamptz_value(now)}});
   }
   journal.finish();
+  if (owned.step_deadline) {  // the step is recorded in time: its deadline no longer holds the lease
+    pg::Table runs(access, pg::OwnTable::wf_runs);
+    if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}) ||
+        runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped)
+      unknown_run(run);
+    runs.update({{runs.column("step_deadline"), pg::null_value()}});
+    runs.finish();
+  }
   access.finish();
   spi.finish();
   return (Datum)0;
@@ -628,13 +683,6 @@ FY_FUNCTION(fy_workflow_step_complete) {
 
 // workflow_step_fail(tenant, run_id, epoch, step, error, permanent) -> retry | failed
 FY_FUNCTION(fy_workflow_step_fail) {
-  static pg::Statement record(
-      "INSERT INTO forgeyard.wf_journal AS j (tenant_id, run_id, position, step, status, error, epoch, recorded_at)"
-      " VALUES ($1, $2, $3, $4, 'failed', $5, $6, $7)"
-      " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET error = excluded.error,"
-      "   attempts = j.attempts OPERATOR(pg_catalog.+) 1, epoch = excluded.epoch, recorded_at = excluded.recorded_at"
-      " WHERE j.status" FY_EQ "'failed'",
-      {TEXTOID, UUIDOID, INT4OID, TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
   static pg::Statement nack("SELECT forgeyard.nack($1, $2, $3, $4, $5, false)",
                             {TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID});
   static pg::Statement release("UPDATE forgeyard.wf_runs SET state = 'pending', updated_at = $3" FY_RUN_KEY,
@@ -649,8 +697,7 @@ FY_FUNCTION(fy_workflow_step_fail) {
   check_tenant(spi, run.tenant);
   const Owned owned = lock_owned(run, epoch, now);
   check_current_step(owned, step, "workflow_step_fail");
-  if (spi.run(record, {run.t, run.r, pg::int4_value(owned.cursor), pg::text_value(step), pg::text_value(error),
-                       pg::int8_value(epoch), pg::timestamptz_value(now)}) == 0)
+  if (!record_failed_attempt(spi, run, owned.cursor, step, error, epoch, now))
     wf::throw_step_recorded(step, run.text, owned.cursor, true);
   std::string outcome = "failed";
   if (!permanent) {
@@ -962,8 +1009,17 @@ FY_FUNCTION(fy_workflow_extend) {
   pg::Spi spi;
   check_tenant(spi, run.tenant);
   const Owned owned = lock_owned(run, epoch, now, "owned");  // running, or compensating
+  // Not past the deadline of a step with a timeout (a lease that is not a plain duration goes
+  // through as it is, for extend's own checks).
+  pg::Value capped = lease;
+  if (owned.step_deadline) {
+    const core::Duration d = *pg::optional_interval_arg(fcinfo, 3);
+    const std::int64_t usecs = d.days * std::int64_t{86'400'000'000} + d.usecs;
+    if (d.months == 0 && usecs > 0 && usecs > *owned.step_deadline - now)
+      capped = pg::interval_value(wf::capped_lease(usecs, owned.step_deadline, now));
+  }
   TimestampTz until = 0;
-  spi.run(extend, {run.t, pg::text_value(owned.queue), pg::int8_value(owned.msg_id), pg::int8_value(epoch), lease},
+  spi.run(extend, {run.t, pg::text_value(owned.queue), pg::int8_value(owned.msg_id), pg::int8_value(epoch), capped},
           [&](const pg::Row& r) { until = *r.timestamptz(1); });
   spi.finish();
   return TimestampTzGetDatum(until);

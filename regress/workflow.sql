@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(179);
+SELECT plan(196);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -24,8 +24,11 @@ SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.workflow_start(text, t
 SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_claim(text, text, text[], integer, interval)'::regprocedure),
           'TABLE(run_id uuid, workflow text, version integer, epoch bigint, state text, input jsonb)',
           'workflow_claim returns (run_id, workflow, version, epoch, state, input)');
-SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_step(text, uuid, bigint, text)'::regprocedure),
+SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_step(text, uuid, bigint, text, interval)'::regprocedure),
           'TABLE(status text, result jsonb, idempotency_key text)', 'workflow_step returns (status, result, idempotency_key)');
+SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.workflow_step(text, uuid, bigint, text, interval)'::regprocedure),
+          'tenant text, run_id uuid, epoch bigint, step text, timeout interval DEFAULT NULL::interval',
+          'workflow_step(tenant, run_id, epoch, step, timeout = NULL)');
 SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)'::regprocedure),
           'text', 'workflow_step_fail returns retry or failed');
 SELECT ok((SELECT bool_and(obj_description(p.oid, 'pg_proc') IS NOT NULL AND NOT has_function_privilege('public', p.oid, 'EXECUTE'))
@@ -488,6 +491,51 @@ SELECT is((pg_temp.err($$SELECT * FROM forgeyard.workflow_journal('t2', (SELECT 
           'nor its journal');
 SELECT is((pg_temp.err($$SELECT forgeyard.workflow_cancel('t2', (SELECT id FROM r WHERE name = 'a'), 'x')$$))[1], '42704',
           'nor cancel it');
+-------------------------------------------------------------------------------------------------
+-- Per-step timeouts: the step's deadline cuts its owner's lease, extend never passes it, and a
+-- takeover past it records the attempt as failed
+-------------------------------------------------------------------------------------------------
+SET forgeyard.now_override = '2030-01-05 00:00:00+00';
+INSERT INTO r VALUES ('timed', forgeyard.workflow_start('t1', 'timed', 1, 'timed-1', '{}'));
+CREATE TEMP TABLE tc1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['timed@1'], 1, '1 hour');
+CREATE TEMP VIEW run_t AS SELECT (SELECT id FROM r WHERE name = 'timed') AS id, (SELECT epoch FROM tc1) AS epoch;
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', id, epoch, 'call', '0 seconds') FROM run_t$$))[1], '22023',
+          'a timeout of zero is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', id, epoch, 'call', '1 month') FROM run_t$$))[1], '22023',
+          'a timeout in months is 22023');
+SELECT is((SELECT step_cursor FROM forgeyard.wf_runs WHERE run_id = (SELECT id FROM run_t)), 0,
+          'and neither moved the cursor');
+SELECT results_eq($$SELECT s.status FROM run_t, forgeyard.workflow_step('t1', run_t.id, run_t.epoch, 'call', '30 seconds') s$$,
+                  $$VALUES ('run'::text)$$, 'a step with a timeout runs');
+SELECT is((SELECT m.visible_at FROM forgeyard.messages m JOIN forgeyard.wf_runs w ON m.msg_id = w.msg_id
+            WHERE w.run_id = (SELECT id FROM run_t)), '2030-01-05 00:00:30+00'::timestamptz,
+          'the owner''s lease of an hour is cut to the step''s deadline');
+SELECT is(forgeyard.workflow_extend('t1', id, epoch, '1 hour'), '2030-01-05 00:00:30+00'::timestamptz,
+          'extend does not pass the deadline') FROM run_t;
+SET forgeyard.now_override = '2030-01-05 00:00:29+00';
+SELECT is((SELECT count(*)::int FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['timed@1'])), 0,
+          'nobody takes the run over before the deadline');
+SET forgeyard.now_override = '2030-01-05 00:00:31+00';
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_complete('t1', id, epoch, 'call', '{}') FROM run_t$$))[1], 'FY001',
+          'recording the step past its timeout is FY001');
+SELECT is((SELECT count(*)::int FROM forgeyard.wf_journal WHERE run_id = (SELECT id FROM run_t)), 0, 'and records nothing');
+CREATE TEMP TABLE tc2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['timed@1'], 1, '1 hour');
+SELECT is((SELECT count(*)::int FROM tc2), 1, 'past the deadline another worker takes the run over');
+SELECT results_eq($$SELECT position, step, status, error, epoch FROM forgeyard.workflow_journal('t1', (SELECT id FROM run_t))$$,
+                  $$SELECT 1, 'call'::text, 'failed'::text, 'step "call" ran past its timeout'::text, epoch FROM run_t$$,
+                  'the takeover records the attempt as failed, under the epoch that ran it');
+CREATE TEMP VIEW run_t2 AS SELECT (SELECT id FROM r WHERE name = 'timed') AS id, (SELECT epoch FROM tc2) AS epoch;
+SELECT results_eq($$SELECT s.status FROM run_t2, forgeyard.workflow_step('t1', run_t2.id, run_t2.epoch, 'call', '30 seconds') s$$,
+                  $$VALUES ('run'::text)$$, 'the new owner runs the step again');
+SELECT lives_ok($$SELECT forgeyard.workflow_step_complete('t1', id, epoch, 'call', '{"ok": true}') FROM run_t2$$,
+                'and records it within its timeout');
+SELECT ok((SELECT step_deadline IS NULL FROM forgeyard.wf_runs WHERE run_id = (SELECT id FROM run_t)),
+          'a step recorded in time lets go of its deadline');
+SELECT is(forgeyard.workflow_extend('t1', id, epoch, '1 hour'), '2030-01-05 01:00:31+00'::timestamptz,
+          'so extend gives the whole lease again') FROM run_t2;
+SELECT results_eq($$SELECT status FROM forgeyard.workflow_journal('t1', (SELECT id FROM run_t))$$, $$VALUES ('done'::text)$$,
+                  'the step is done');
+
 CREATE ROLE fy_wf_app;
 CREATE ROLE fy_wf_insp;
 DO $$

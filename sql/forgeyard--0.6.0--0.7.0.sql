@@ -27,6 +27,7 @@ CREATE TABLE forgeyard.wf_runs (
     owner          text,
     step_cursor    integer     NOT NULL DEFAULT 0,
     cursor_step    text,
+    step_deadline  timestamptz,
     result         jsonb,
     error          text,
     deadline       timestamptz,
@@ -109,12 +110,13 @@ CREATE FUNCTION forgeyard.workflow_claim(tenant text, worker text, definitions t
 COMMENT ON FUNCTION forgeyard.workflow_claim(text, text, text[], integer, interval) IS
   'Claim up to max_runs runnable runs of the given definitions (''name@version''), each owned by worker under a new epoch for lease (default: the queue''s visibility timeout). A run whose owner''s lease ran out is taken over (recorded in the run). Never waits on other claimers.';
 
-CREATE FUNCTION forgeyard.workflow_step(tenant text, run_id uuid, epoch bigint, step text)
+CREATE FUNCTION forgeyard.workflow_step(tenant text, run_id uuid, epoch bigint, step text,
+                                        timeout interval DEFAULT NULL)
     RETURNS TABLE (status text, result jsonb, idempotency_key text)
     LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_step';
-COMMENT ON FUNCTION forgeyard.workflow_step(text, uuid, bigint, text) IS
-  'The next step of the run under epoch (the n-th call of an epoch is position n): run (with a stable idempotency key) or done (with the recorded result). FY060 when the journal has another step at that position; FY001 for a stale owner.';
+COMMENT ON FUNCTION forgeyard.workflow_step(text, uuid, bigint, text, interval) IS
+  'The next step of the run under epoch (the n-th call of an epoch is position n): run (with a stable idempotency key) or done (with the recorded result). With a timeout, a step to run must be recorded within it: the owner''s lease ends by then at the latest, and a run taken over past it records the attempt as failed. FY060 when the journal has another step at that position; FY001 for a stale owner.';
 
 CREATE FUNCTION forgeyard.workflow_step_complete(tenant text, run_id uuid, epoch bigint, step text, result jsonb,
                                                  compensation text DEFAULT NULL)
@@ -195,7 +197,7 @@ CREATE FUNCTION forgeyard.workflow_extend(tenant text, run_id uuid, epoch bigint
     RETURNS timestamptz LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_extend';
 COMMENT ON FUNCTION forgeyard.workflow_extend(text, uuid, bigint, interval) IS
-  'Keep the owner''s lease for lease from now; returns when it runs out. FY001 for a stale owner or a lease that already ran out.';
+  'Keep the owner''s lease for lease from now, but not past the deadline of a step with a timeout in progress; returns when it runs out. FY001 for a stale owner or a lease that already ran out.';
 
 CREATE FUNCTION forgeyard.workflow_cancel(tenant text, run_id uuid, reason text)
     RETURNS boolean LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -285,7 +287,7 @@ COMMENT ON VIEW forgeyard.workflow_stuck IS
 INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_start(text, text, integer, text, jsonb, jsonb)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_claim(text, text, text[], integer, interval)'),
-    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step(text, uuid, bigint, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step(text, uuid, bigint, text, interval)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_complete(text, uuid, bigint, text, jsonb, text)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_compensation(text, uuid, bigint)'),

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -48,7 +49,8 @@ void sleep_for(Duration d, std::stop_token stop) {
 
 // Keeps one run's lease: extends it every third of the lease. The lease may have run out once no
 // extend sent within the last (lease - margin) succeeded, by the monotonic clock from the moment
-// each request was sent; then, or at FY001, the run is lost.
+// each request was sent, or once a step with a timeout passed it (the server cut the lease to the
+// step's deadline); then, or at FY001, the run is lost.
 class RunLease {
  public:
   RunLease(Workflows& workflows, const std::string& tenant, const ClaimedRun& run, Duration lease,
@@ -67,23 +69,49 @@ class RunLease {
   RunLease(const RunLease&) = delete;
   RunLease& operator=(const RunLease&) = delete;
 
-  bool lost() const {
-    return lost_.get_token().stop_requested() || Steady::now().time_since_epoch().count() >= valid_until_.load();
-  }
+  bool lost() const { return lost_.get_token().stop_requested() || Steady::now().time_since_epoch().count() >= ends(); }
   std::stop_token token() const { return lost_.get_token(); }
 
+  // A step with a timeout began (its request was sent at `sent`): the lease ends by sent + timeout.
+  void cap(Steady::time_point sent, Duration timeout) {
+    cap_ = (sent + timeout).time_since_epoch().count();
+    wake_keeper(false);
+  }
+  // The step was recorded in time: the lease is the run's again, extended at once.
+  void uncap() {
+    cap_ = uncapped;
+    wake_keeper(true);
+  }
+
  private:
+  static constexpr Steady::rep uncapped = std::numeric_limits<Steady::rep>::max();
+  Steady::rep ends() const { return std::min(valid_until_.load(), cap_.load()); }
+  void wake_keeper(bool extend) {
+    {
+      std::lock_guard lock(mutex_);
+      woken_ = true;
+      extend_now_ = extend_now_ || extend;
+    }
+    woken_cv_.notify_all();
+  }
+
   void keep(std::stop_token stop) {
     Steady::time_point last_sent = Steady::now();
     while (!stop.stop_requested()) {
-      const Steady::time_point valid_until{Steady::duration(valid_until_.load())};
-      const Steady::time_point wake = std::min(last_sent + lease_ / 3, valid_until);
-      sleep_for(std::chrono::duration_cast<Duration>(std::max(wake - Steady::now(), Steady::duration::zero())), stop);
+      bool extend_now = false;
+      {
+        std::unique_lock lock(mutex_);
+        const Steady::time_point wake = std::min(last_sent + lease_ / 3, Steady::time_point{Steady::duration(ends())});
+        woken_cv_.wait_until(lock, stop, wake, [&] { return woken_; });
+        woken_ = false;
+        std::swap(extend_now, extend_now_);
+      }
       if (stop.stop_requested()) return;
-      if (Steady::now() >= Steady::time_point{Steady::duration(valid_until_.load())}) {
+      if (Steady::now().time_since_epoch().count() >= ends()) {
         lost_.request_stop();
         return;
       }
+      if (!extend_now && Steady::now() < last_sent + lease_ / 3) continue;  // woken by a new cap
       last_sent = Steady::now();
       try {
         workflows_.extend(tenant_, run_.run_id, run_.epoch, lease_);
@@ -104,13 +132,17 @@ class RunLease {
   Duration lease_;
   Duration margin_;
   std::atomic<Steady::rep> valid_until_;
+  std::atomic<Steady::rep> cap_{uncapped};
+  std::mutex mutex_;
+  std::condition_variable_any woken_cv_;
+  bool woken_ = false, extend_now_ = false;
   std::stop_source lost_;
   std::jthread thread_;
 };
 
 class Context final : public WorkflowContext {
  public:
-  Context(Store& store, const std::string& tenant, const ClaimedRun& run, const RunLease& lease, Counters& counters)
+  Context(Store& store, const std::string& tenant, const ClaimedRun& run, RunLease& lease, Counters& counters)
       : store_(store), tenant_(tenant), run_(run), lease_(lease), counters_(counters) {}
 
   const std::string& tenant() const override { return tenant_; }
@@ -122,12 +154,16 @@ class Context final : public WorkflowContext {
   bool lost() const override { return lease_.lost(); }
   std::stop_token stop_token() const override { return lease_.token(); }
 
+  using WorkflowContext::step;
+  using WorkflowContext::transaction_step;
+
   std::string step(std::string_view name, const std::function<std::string(const StepContext&)>& fn,
-                   const std::optional<std::string>& compensation) override {
+                   const StepOptions& options) override {
     guard();
     StepAnswer answer;
+    const Steady::time_point sent = Steady::now();
     try {
-      answer = workflows().step(tenant_, run_.run_id, run_.epoch, name);
+      answer = workflows().step(tenant_, run_.run_id, run_.epoch, name, options.timeout);
     } catch (const Error& e) {
       interrupt(e);
     }
@@ -135,38 +171,45 @@ class Context final : public WorkflowContext {
       ++counters_.steps_replayed;
       return *answer.result;
     }
+    if (options.timeout) lease_.cap(sent, *options.timeout);
     std::string result;
     try {
       result = fn(StepContext{answer.idempotency_key});
     } catch (const RunInterrupted&) {
       throw;
     } catch (const std::exception& e) {
+      guard();  // past its timeout, the attempt is the next owner's to record
       fail_step(name, e.what());
     }
     guard();
     const std::string canonical = detail::json_param(result, "result");
     try {
-      workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, canonical, compensation);
+      workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, canonical, options.compensation);
     } catch (const Error& e) {
       interrupt(e);
     }
+    if (options.timeout) lease_.uncap();
     ++counters_.steps_run;
     return canonical;
   }
 
   std::string transaction_step(std::string_view name,
                                const std::function<std::string(Transaction&, const StepContext&)>& fn,
-                               const std::optional<std::string>& compensation) override {
+                               const StepOptions& options) override {
     guard();
     std::string result;
     try {
       std::unique_ptr<Transaction> tx = store_.begin();
-      const StepAnswer answer = tx->workflows().step(tenant_, run_.run_id, run_.epoch, name);
+      const Steady::time_point sent = Steady::now();
+      const StepAnswer answer = tx->workflows().step(tenant_, run_.run_id, run_.epoch, name, options.timeout);
       if (answer.done) {
         tx->commit();
         ++counters_.steps_replayed;
         return *answer.result;
       }
+      // The cut lease holds once this transaction commits; until then the old one does, so
+      // judging by the cut is on the safe side.
+      if (options.timeout) lease_.cap(sent, *options.timeout);
       try {
         result = detail::json_param(fn(*tx, StepContext{answer.idempotency_key}), "result");
       } catch (const RunInterrupted&) {
@@ -182,11 +225,12 @@ class Context final : public WorkflowContext {
         fail_step(name, e.what());
       }
       guard();
-      tx->workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, result, compensation);
+      tx->workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, result, options.compensation);
       tx->commit();
     } catch (const Error& e) {
       interrupt(e);  // the transaction (and the run row it locked) is gone by now
     }
+    if (options.timeout) lease_.uncap();
     ++counters_.steps_run;
     return result;
   }
@@ -287,7 +331,7 @@ class Context final : public WorkflowContext {
   Store& store_;
   const std::string& tenant_;
   const ClaimedRun& run_;
-  const RunLease& lease_;
+  RunLease& lease_;
   Counters& counters_;
 };
 

@@ -17,6 +17,7 @@ CREATE TABLE wf_runs (
     owner          TEXT,
     step_cursor    INTEGER NOT NULL DEFAULT 0,
     cursor_step    TEXT,
+    step_deadline  INTEGER,
     result         TEXT,
     error          TEXT,
     deadline       INTEGER,

@@ -565,6 +565,51 @@ BOOST_AUTO_TEST_CASE(a_retry_that_waited_for_the_first_attempt_sees_what_it_reco
 }
 
 // Eight workers claim the same definition at once: every run goes to exactly one of them.
+// Per-step timeouts: a step to run with a timeout must be recorded within it. The step call cuts
+// the owner's lease to the step's deadline, extend never passes it, a late owner is fenced off,
+// and the takeover records the attempt as failed; recorded in time, the lease is whole again.
+BOOST_AUTO_TEST_CASE(a_step_past_its_timeout_is_fenced_off_and_recorded_failed_by_the_takeover) {
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "timed", 1, "k", "{}");
+  const auto first = wf.claim(tenant, "w1", {"timed@1"}, 1, 60s).at(0);
+  FY_CHECK_ERROR(wf.step(tenant, id, first.epoch, "call", 0s), ErrorKind::InvalidArgument, "22023",
+                 "timeout must be positive");
+  FY_CHECK_ERROR(wf.step(tenant, id, first.epoch, "call", -5s), ErrorKind::InvalidArgument, "22023");
+  // In time: the deadline lets go of the lease once the step is recorded.
+  BOOST_TEST(!wf.step(tenant, id, first.epoch, "quick", 10s).done);  // position 1: the bad calls moved nothing
+  BOOST_TEST(unix_usecs(wf.extend(tenant, id, first.epoch, 60s)) == unix_usecs(clock.now() + 10s));
+  clock.advance(5s);
+  wf.step_complete(tenant, id, first.epoch, "quick", "1");
+  BOOST_TEST(unix_usecs(wf.extend(tenant, id, first.epoch, 60s)) == unix_usecs(clock.now() + 60s));
+  // Too late: fenced off, taken over once the deadline passed, the attempt recorded failed.
+  BOOST_TEST(!wf.step(tenant, id, first.epoch, "call", 10s).done);
+  const forgeyard::TimePoint deadline = clock.now() + 10s;
+  BOOST_TEST(unix_usecs(wf.extend(tenant, id, first.epoch, 60s)) == unix_usecs(deadline));
+  clock.advance(9s);
+  BOOST_TEST(wf.claim(tenant, "w2", {"timed@1"}, 1, 60s).empty());
+  clock.advance(2s);
+  FY_CHECK_ERROR(wf.step_complete(tenant, id, first.epoch, "call", "2"), ErrorKind::StaleFence, "FY001");
+  FY_CHECK_ERROR(wf.extend(tenant, id, first.epoch, 60s), ErrorKind::StaleFence, "FY001");
+  BOOST_TEST(wf.journal(tenant, id).size() == 1u);
+  const auto second = wf.claim(tenant, "w2", {"timed@1"}, 1, 60s).at(0);
+  BOOST_TEST(second.epoch > first.epoch);
+  auto journal = wf.journal(tenant, id);
+  BOOST_TEST_REQUIRE(journal.size() == 2u);
+  BOOST_TEST(journal[1].step == "call");
+  BOOST_TEST(journal[1].status == "failed");
+  BOOST_TEST((journal[1].error == std::optional<std::string>("step \"call\" ran past its timeout")));
+  BOOST_TEST(journal[1].epoch == first.epoch);
+  BOOST_TEST(wf.step(tenant, id, second.epoch, "quick", 10s).done);  // a replay has no deadline
+  BOOST_TEST(unix_usecs(wf.extend(tenant, id, second.epoch, 60s)) == unix_usecs(clock.now() + 60s));
+  BOOST_TEST(!wf.step(tenant, id, second.epoch, "call", 10s).done);  // runs again
+  wf.step_complete(tenant, id, second.epoch, "call", "2");
+  journal = wf.journal(tenant, id);
+  BOOST_TEST(journal.at(1).status == "done");
+  BOOST_TEST(journal.at(1).epoch == second.epoch);
+  wf.complete(tenant, id, second.epoch, "{}");
+  BOOST_TEST(wf.status(tenant, id).state == "completed");
+}
+
 BOOST_AUTO_TEST_CASE(concurrent_claimers_never_share_a_run) {
   auto& wf = store->workflows();
   std::set<std::string> started;
@@ -836,6 +881,51 @@ BOOST_AUTO_TEST_CASE(a_run_whose_lease_is_lost_stops_and_its_next_owner_finishes
   BOOST_TEST(store->workflows().journal(tenant, id).at(0).epoch == status.epoch);
 }
 
+// A step that hangs past its timeout: the worker's lease ends at the step's deadline (the step's
+// code is told through the stop token), the run is taken over then, not when the worker's 60 s
+// lease would have ended, and the step runs again. Real time: the timeout is 300 ms.
+BOOST_AUTO_TEST_CASE(a_step_that_hangs_past_its_timeout_is_stopped_and_run_again) {
+  std::unique_ptr<forgeyard::Store> real = open_real_clock();
+  const std::string id = real->workflows().start(tenant, "hangs", 1, "h");
+  std::atomic<int> attempts{0};
+  std::atomic<bool> told{false};
+  auto options = worker_options(tenant, "w1");
+  options.threads = 1;
+  options.stop_when_idle = false;  // the run is not runnable again until the deadline passed
+  forgeyard::WorkflowWorker worker(*real, options);
+  worker.add("hangs", 1, [&](forgeyard::WorkflowContext& ctx) {
+    ctx.step(
+        "call",
+        [&](const forgeyard::StepContext&) {
+          if (++attempts == 1) {
+            const auto give_up = std::chrono::steady_clock::now() + 30s;
+            while (!ctx.stop_token().stop_requested() && std::chrono::steady_clock::now() < give_up)
+              std::this_thread::sleep_for(5ms);
+            told = ctx.stop_token().stop_requested();
+          }
+          return std::string("1");
+        },
+        forgeyard::StepOptions{std::nullopt, 300ms});
+    return std::string("\"done\"");
+  });
+  std::stop_source stop;
+  std::optional<forgeyard::WorkflowWorkerStats> stats;
+  std::jthread running([&] { stats = worker.run(stop.get_token()); });
+  const auto give_up = std::chrono::steady_clock::now() + 40s;
+  while (real->workflows().status(tenant, id).state != "completed" && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(20ms);
+  stop.request_stop();
+  running.join();
+  BOOST_TEST(told.load());
+  BOOST_TEST(attempts.load() == 2);
+  BOOST_TEST_REQUIRE(stats.has_value());
+  BOOST_TEST(stats->lost == 1u);
+  BOOST_TEST(stats->completed == 1u);
+  const auto status = real->workflows().status(tenant, id);
+  BOOST_TEST(status.state == "completed");
+  BOOST_TEST(real->workflows().journal(tenant, id).at(0).epoch == status.epoch);
+}
+
 // Sagas: a run that fails after steps with compensations is compensating; the worker runs the
 // compensations newest first (each with the step's result and a stable key) and the run ends
 // failed. A compensation that is not registered ends the run compensation_failed; once it is,
@@ -1006,6 +1096,44 @@ BOOST_AUTO_TEST_CASE(a_child_run_tells_its_waiting_parent_how_it_ended) {
 // A worker process SIGKILLed at random points mid-run is replaced by the next one, and no step's
 // database effect happens twice: 10 runs of 20 steps, each step an audit event in the step's
 // transaction.
+// A durable timer outlives the process that set it: a worker process runs a step and sleeps 2 s,
+// then exits (nothing else is runnable); a new worker process, started once the sleep ended,
+// replays the step, passes the sleep and finishes the run under a new epoch. (Across a
+// PostgreSQL restart: tests/pg/restart_restore.sh.)
+BOOST_AUTO_TEST_CASE(a_timer_fires_after_the_process_that_set_it_exited) {
+  const std::string id = store->workflows().start(tenant, "napper", 1, "nap-1");
+  const auto worker_process = [&] {
+    const pid_t pid = spawn_self({"--workflow-worker", url, tenant, unnamed_statements ? "unnamed" : "prepared", "1"});
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  };
+  const auto effects = [&](const std::string& step) {
+    int n = 0;
+    for (const auto& e : store->audit().read(tenant, 1, 1000)) n += e.resource == id + ":" + step ? 1 : 0;
+    return n;
+  };
+  BOOST_TEST_REQUIRE(worker_process());
+  BOOST_TEST(store->workflows().status(tenant, id).state == "sleeping");
+  const auto slept = store->workflows().journal(tenant, id);
+  BOOST_TEST_REQUIRE(slept.size() == 2u);
+  BOOST_TEST(slept[1].step == "nap");
+  BOOST_TEST(effects("before") == 1);
+  BOOST_TEST(effects("after") == 0);
+  // The sleep's end, by the real clock the worker used: 2 s after it was journaled.
+  std::this_thread::sleep_until(slept[1].recorded_at + 2s + 100ms);
+  BOOST_TEST_REQUIRE(worker_process());
+  const auto status = store->workflows().status(tenant, id);
+  BOOST_TEST(status.state == "completed");
+  BOOST_TEST((status.result == std::optional<std::string>("\"rested\"")));
+  BOOST_TEST(effects("before") == 1);
+  BOOST_TEST(effects("after") == 1);
+  const auto journal = store->workflows().journal(tenant, id);
+  BOOST_TEST_REQUIRE(journal.size() == 3u);
+  BOOST_TEST(journal[0].epoch < status.epoch);  // set by the first process, fired for the second
+  BOOST_TEST(journal[2].epoch == status.epoch);
+}
+
 BOOST_AUTO_TEST_CASE(workers_killed_at_random_never_repeat_a_steps_database_effect) {
   constexpr int runs = 10, steps = 20;
   std::vector<std::string> ids;
@@ -1075,8 +1203,9 @@ BOOST_AUTO_TEST_SUITE_END()
 namespace conformance {
 
 // `conformance_tests --workflow-worker URL TENANT prepared|unnamed STEPS`: a worker process for the
-// test above, with the real clock and a 1 s lease; each step of "chain@1" takes 10 ms and appends
-// its audit event in the step's transaction. Exits 0 once nothing is runnable.
+// tests above, with the real clock and a 1 s lease; each step of "chain@1" takes 10 ms and appends
+// its audit event in the step's transaction; "napper@1" sleeps between two such steps. Exits 0
+// once nothing is runnable.
 int workflow_worker_main(int argc, char* argv[]) {
   if (argc < 6) return 2;
   forgeyard::StoreOptions options;
@@ -1102,6 +1231,17 @@ int workflow_worker_main(int argc, char* argv[]) {
       });
     }
     return std::string("\"chained\"");
+  });
+  // The timer test's run: a step, a 2 s sleep, a step.
+  worker.add("napper", 1, [](forgeyard::WorkflowContext& ctx) {
+    for (const char* step : {"before", "after"}) {
+      ctx.transaction_step(step, [&](forgeyard::Transaction& tx, const forgeyard::StepContext&) {
+        tx.audit().append(ctx.tenant(), effect(ctx, step));
+        return std::string("1");
+      });
+      if (std::string(step) == "before") ctx.sleep_for("nap", 2s);
+    }
+    return std::string("\"rested\"");
   });
   worker.run({});
   return 0;

@@ -40,6 +40,17 @@ class FORGEYARD_API RunInterrupted : public std::exception {
   std::string why_;
 };
 
+// How a step runs. `compensation` names what undoes it (WorkflowWorker::add_compensation): should
+// the run fail, be cancelled or time out later, the compensations of its steps run, newest first.
+// `timeout`: the step must be recorded within it. The run's lease ends by then at the latest:
+// lost() turns true and stop_token() is requested at that moment, and the run is taken over once
+// the timeout passed; the attempt is recorded as failed ("ran past its timeout") and the next
+// owner runs the step again (the definition queue's max_attempts bounds the attempts).
+struct StepOptions {
+  std::optional<std::string> compensation;
+  std::optional<Duration> timeout;
+};
+
 class FORGEYARD_API WorkflowContext {
  public:
   virtual ~WorkflowContext() = default;
@@ -54,16 +65,24 @@ class FORGEYARD_API WorkflowContext {
   // returns the result as JSON; it is recorded after `fn` returns, so `fn` runs at least once:
   // give the outside system the idempotency key. Returns the result (recorded or new), canonical.
   // An exception from `fn` fails the step: the run is released for the queue's retry (or ends
-  // failed once its attempts are used up) and RunInterrupted is thrown.
-  // `compensation` names what undoes the step (WorkflowWorker::add_compensation): should the run
-  // fail, be cancelled or time out later, the compensations of its steps run, newest first.
+  // failed once its attempts are used up) and RunInterrupted is thrown. StepOptions: a
+  // compensation and a timeout.
   virtual std::string step(std::string_view name, const std::function<std::string(const StepContext&)>& fn,
-                           const std::optional<std::string>& compensation = std::nullopt) = 0;
+                           const StepOptions& options) = 0;
+  std::string step(std::string_view name, const std::function<std::string(const StepContext&)>& fn,
+                   const std::optional<std::string>& compensation = std::nullopt) {
+    return step(name, fn, StepOptions{compensation, std::nullopt});
+  }
   // A step whose work is in this database: `fn` runs inside a Transaction that also records the
   // result, so the work and its record commit together, exactly once.
   virtual std::string transaction_step(std::string_view name,
                                        const std::function<std::string(Transaction&, const StepContext&)>& fn,
-                                       const std::optional<std::string>& compensation = std::nullopt) = 0;
+                                       const StepOptions& options) = 0;
+  std::string transaction_step(std::string_view name,
+                               const std::function<std::string(Transaction&, const StepContext&)>& fn,
+                               const std::optional<std::string>& compensation = std::nullopt) {
+    return transaction_step(name, fn, StepOptions{compensation, std::nullopt});
+  }
   // A durable timer: the run is released and handed out again `delay` from now (by the store's
   // clock, the first time this step runs; a replay keeps that end), then this step is done. The
   // call ends the run's execution here (RunInterrupted); the next owner replays past it.

@@ -139,8 +139,11 @@ class FORGEYARD_API Workflows {
                                         std::optional<Duration> lease = std::nullopt) = 0;
   // The epoch's next step: run it, or its recorded result. Nondeterminism (FY060) when the
   // journal has another step at this position; StaleFence (FY001) for an owner that lost the run.
-  virtual StepAnswer step(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                          std::string_view step) = 0;
+  // With a timeout, a step to run must be recorded within it: the run's lease ends by then at the
+  // latest (extend never passes it; extend once the step is recorded), and a run taken over past
+  // it has the attempt recorded as failed ("ran past its timeout").
+  virtual StepAnswer step(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+                          std::optional<Duration> timeout = std::nullopt) = 0;
   // Records the current step's result (in the caller's transaction, with the step's own work).
   virtual void step_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
                              std::string_view step, std::string_view result_json,

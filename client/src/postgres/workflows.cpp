@@ -17,8 +17,8 @@ const PgStatement wf_claim_sql{
     5};
 const PgStatement wf_step_sql{"fy_workflow_step",
                               "SELECT status, result::pg_catalog.text, idempotency_key"
-                              "  FROM forgeyard.workflow_step($1, $2, $3, $4)",
-                              4};
+                              "  FROM forgeyard.workflow_step($1, $2, $3, $4, $5::pg_catalog.interval)",
+                              5};
 const PgStatement wf_step_complete_sql{
     "fy_workflow_step_complete", "SELECT forgeyard.workflow_step_complete($1, $2, $3, $4, $5::pg_catalog.jsonb, $6)",
     6};
@@ -120,10 +120,11 @@ std::vector<ClaimedRun> PgWorkflows::claim(std::string_view tenant, std::string_
 }
 
 StepAnswer PgWorkflows::step(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                             std::string_view step) {
+                             std::string_view step, std::optional<Duration> timeout) {
   return session_.measure("workflow.step", [&] {
     PgResult r =
-        session_.run(wf_step_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step)});
+        session_.run(wf_step_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
+                                   timeout ? std::optional(interval_param(*timeout)) : std::nullopt});
     return StepAnswer{r.text(0, 0) == "done", json_result(wf_optional_text(r, 0, 1)), r.text(0, 2)};
   });
 }

@@ -48,6 +48,7 @@ struct OwnedRun {
   int priority = 0;    // the class of its messages
   wf::WaitState wait;  // a wait for a signal in progress
   std::optional<std::string> compensate_to, error;
+  std::optional<std::int64_t> step_deadline;  // the current step's, when it has a timeout
 };
 
 // FY001 unless `epoch` owns the run in state `as`; 42704 for a run the tenant does not have.
@@ -56,7 +57,7 @@ OwnedRun owned_run(Db& db, std::string_view tenant, const std::string& run_id, s
   auto q = db.query(
       "SELECT r.state, r.epoch, r.msg_id, r.step_cursor, r.cursor_step, r.workflow, r.version,"
       "       coalesce(m.state = 'pending' AND m.claim_token = r.epoch AND m.visible_at > ?3, 0),"
-      "       r.priority, r.wait_position, r.wait_until, r.compensate_to, r.error"
+      "       r.priority, r.wait_position, r.wait_until, r.compensate_to, r.error, r.step_deadline"
       "  FROM wf_runs r LEFT JOIN messages m ON m.msg_id = r.msg_id"
       " WHERE r.tenant_id = ?1 AND r.run_id = ?2");
   q.bind(1, tenant).bind(2, run_id).bind(3, now);
@@ -73,8 +74,28 @@ OwnedRun owned_run(Db& db, std::string_view tenant, const std::string& run_id, s
   if (!q.is_null(10)) owned.wait.until = q.int64(10);
   owned.compensate_to = column_text(q, 11);
   owned.error = column_text(q, 12);
+  if (!q.is_null(13)) owned.step_deadline = q.int64(13);
   wf::check_owner(ownership, epoch, run_id, as);
   return owned;
+}
+
+// A failed attempt of the step at `position`, recorded unless the step is done there (false then).
+bool record_failed_attempt(Db& db, std::string_view tenant, const std::string& run_id, std::int32_t position,
+                           std::string_view step, std::string_view error, std::int64_t epoch, std::int64_t now) {
+  return db.query(
+               "INSERT INTO wf_journal (tenant_id, run_id, position, step, status, error, epoch, recorded_at)"
+               " VALUES (?1, ?2, ?3, ?4, 'failed', ?5, ?6, ?7)"
+               " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET error = excluded.error,"
+               "   attempts = attempts + 1, epoch = excluded.epoch, recorded_at = excluded.recorded_at"
+               " WHERE status = 'failed'")
+             .bind(1, tenant)
+             .bind(2, run_id)
+             .bind(3, static_cast<std::int64_t>(position))
+             .bind(4, step)
+             .bind(5, error)
+             .bind(6, epoch)
+             .bind(7, now)
+             .run() != 0;
 }
 
 Queue workflow_queue(Db& db, std::string_view tenant, const std::string& name, std::int64_t now) {
@@ -339,7 +360,8 @@ std::vector<ClaimedRun> SqliteWorkflows::claim(std::string_view tenant, std::str
                     "workflow queue \"" + name + "\" holds message " + std::to_string(c.msg_id) + " that names no run");
               const std::string run_id = fy::core::format_uuid(c.payload);
               auto run = db.query(
-                  "SELECT state, msg_id, coalesce(deadline <= ?3, 0), workflow, version, input FROM wf_runs"
+                  "SELECT state, msg_id, coalesce(deadline <= ?3, 0), workflow, version, input,"
+                  "       coalesce(step_deadline <= ?3, 0), step_cursor, cursor_step, epoch FROM wf_runs"
                   " WHERE tenant_id = ?1 AND run_id = ?2");
               run.bind(1, tenant).bind(2, run_id).bind(3, now);
               const bool found = run.step();
@@ -356,8 +378,12 @@ std::vector<ClaimedRun> SqliteWorkflows::claim(std::string_view tenant, std::str
                 settle(db, tenant, run_id, "timed_out", std::nullopt, "the run's deadline passed", now);
                 continue;
               }
-              // A run still running was claimed again: its owner's lease ran out.
+              // A run still running was claimed again: its owner's lease ran out. One whose step
+              // ran past its timeout records that attempt as failed (the new owner runs it again).
               const std::int64_t takeover = run.text(0) == "running" ? 1 : 0;
+              if (takeover != 0 && run.int64(6) != 0 && !run.is_null(8))
+                record_failed_attempt(db, tenant, run_id, static_cast<std::int32_t>(run.int64(7)), run.text(8),
+                                      wf::step_timeout_error(run.text(8)), run.int64(9), now);
               ClaimedRun claimed_run{run_id,
                                      run.text(3),
                                      static_cast<int>(run.int64(4)),
@@ -366,7 +392,7 @@ std::vector<ClaimedRun> SqliteWorkflows::claim(std::string_view tenant, std::str
                                      wf::canonical(run.text(5), "input")};
               db.query(
                     "UPDATE wf_runs SET state = CASE WHEN state = 'compensating' THEN state ELSE 'running' END,"
-                    "   epoch = ?3, owner = ?4, step_cursor = 0, cursor_step = NULL,"
+                    "   epoch = ?3, owner = ?4, step_cursor = 0, cursor_step = NULL, step_deadline = NULL,"
                     "   takeovers = takeovers + ?5,"
                     "   taken_over_at = CASE WHEN ?5 > 0 THEN ?6 ELSE taken_over_at END,"
                     "   previous_owner = CASE WHEN ?5 > 0 THEN owner ELSE previous_owner END,"
@@ -390,12 +416,13 @@ std::vector<ClaimedRun> SqliteWorkflows::claim(std::string_view tenant, std::str
 }
 
 StepAnswer SqliteWorkflows::step(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                                 std::string_view step) {
+                                 std::string_view step, std::optional<Duration> timeout) {
   return session_.measure("workflow.step", [&] {
     const std::string id = run_id_param(run_id);
     return core_guarded([&] {
       check_tenant_name(tenant);
       check_step_name(step);
+      const std::int64_t timeout_usecs = timeout ? wf::check_step_timeout({0, 0, timeout->count()}) : 0;  // 0: none
       StepAnswer answer;
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
@@ -412,12 +439,25 @@ StepAnswer SqliteWorkflows::step(std::string_view tenant, std::string_view run_i
           result = column_text(q, 2);
         }
         const bool done = wf::decide_step(entry, step, id, position, now) == wf::StepAnswer::done;
-        db.query("UPDATE wf_runs SET step_cursor = ?3, cursor_step = ?4 WHERE tenant_id = ?1 AND run_id = ?2")
-            .bind(1, tenant)
-            .bind(2, id)
-            .bind(3, static_cast<std::int64_t>(position))
-            .bind(4, step)
-            .run();
+        // A step to run with a timeout: its deadline, and the owner's lease cut to it.
+        const bool timed = !done && timeout_usecs > 0;
+        const std::int64_t deadline = now + timeout_usecs;
+        auto cursor = db.query(
+            "UPDATE wf_runs SET step_cursor = ?3, cursor_step = ?4, step_deadline = ?5"
+            " WHERE tenant_id = ?1 AND run_id = ?2");
+        cursor.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(position)).bind(4, step);
+        if (timed)
+          cursor.bind(5, deadline);
+        else
+          cursor.bind_null(5);
+        cursor.run();
+        if (timed) {
+          db.query("UPDATE messages SET visible_at = ?2 WHERE msg_id = ?1 AND claim_token = ?3 AND visible_at > ?2")
+              .bind(1, owned.msg_id)
+              .bind(2, deadline)
+              .bind(3, epoch)
+              .run();
+        }
         answer = StepAnswer{done, done && result ? std::optional(wf::canonical(*result, "result")) : std::nullopt,
                             wf::idempotency_key(id, position, step)};
       });
@@ -440,6 +480,12 @@ void SqliteWorkflows::step_complete(std::string_view tenant, std::string_view ru
         const std::int64_t now = session_.now_usecs();
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
         wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_step_complete");
+        if (owned.step_deadline) {  // recorded in time: the step's deadline no longer holds the lease
+          db.query("UPDATE wf_runs SET step_deadline = NULL WHERE tenant_id = ?1 AND run_id = ?2")
+              .bind(1, tenant)
+              .bind(2, id)
+              .run();
+        }
         auto recorded = db.query(
             "SELECT status, result, compensation FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2 AND position = ?3");
         recorded.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(owned.cursor));
@@ -480,22 +526,8 @@ StepFailure SqliteWorkflows::step_fail(std::string_view tenant, std::string_view
         const std::int64_t now = session_.now_usecs();
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
         wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_step_fail");
-        const int recorded =
-            db.query(
-                  "INSERT INTO wf_journal (tenant_id, run_id, position, step, status, error, epoch, recorded_at)"
-                  " VALUES (?1, ?2, ?3, ?4, 'failed', ?5, ?6, ?7)"
-                  " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET error = excluded.error,"
-                  "   attempts = attempts + 1, epoch = excluded.epoch, recorded_at = excluded.recorded_at"
-                  " WHERE status = 'failed'")
-                .bind(1, tenant)
-                .bind(2, id)
-                .bind(3, static_cast<std::int64_t>(owned.cursor))
-                .bind(4, step)
-                .bind(5, error)
-                .bind(6, epoch)
-                .bind(7, now)
-                .run();
-        if (recorded == 0) wf::throw_step_recorded(step, id, owned.cursor, true);
+        if (!record_failed_attempt(db, tenant, id, owned.cursor, step, error, epoch, now))
+          wf::throw_step_recorded(step, id, owned.cursor, true);
         const Queue q = load(db, tenant, owned.queue);
         if (permanent) {
           ack_in(db, q, owned.msg_id, epoch, now);
@@ -840,7 +872,9 @@ TimePoint SqliteWorkflows::extend(std::string_view tenant, std::string_view run_
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now, "owned");  // running, or compensating
         const std::int64_t v =
             fy::core::check_duration("visibility", {0, 0, lease.count()}, fy::core::max_queue_duration_usecs);
-        until = extend_in(db, load(db, tenant, owned.queue), owned.msg_id, epoch, v, now);
+        // Not past the deadline of a step with a timeout.
+        until = extend_in(db, load(db, tenant, owned.queue), owned.msg_id, epoch,
+                          wf::capped_lease(v, owned.step_deadline, now), now);
       });
       return from_unix_usecs(until);
     });

@@ -24,7 +24,8 @@ class SqliteWorkflows final : public Workflows {
   std::vector<ClaimedRun> claim(std::string_view tenant, std::string_view worker,
                                 const std::vector<std::string>& definitions, int max_runs,
                                 std::optional<Duration> lease) override;
-  StepAnswer step(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step) override;
+  StepAnswer step(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
+                  std::optional<Duration> timeout) override;
   void step_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
                      std::string_view result_json, const std::optional<std::string>& compensation) override;
   StepFailure step_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
