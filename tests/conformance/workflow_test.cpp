@@ -883,7 +883,7 @@ BOOST_AUTO_TEST_CASE(a_run_whose_lease_is_lost_stops_and_its_next_owner_finishes
 
 // A step that hangs past its timeout: the worker's lease ends at the step's deadline (the step's
 // code is told through the stop token), the run is taken over then, not when the worker's 60 s
-// lease would have ended, and the step runs again. Real time: the timeout is 300 ms.
+// lease would have ended, and the step runs again. Real time: the timeout is 1 s.
 BOOST_AUTO_TEST_CASE(a_step_that_hangs_past_its_timeout_is_stopped_and_run_again) {
   std::unique_ptr<forgeyard::Store> real = open_real_clock();
   const std::string id = real->workflows().start(tenant, "hangs", 1, "h");
@@ -905,7 +905,7 @@ BOOST_AUTO_TEST_CASE(a_step_that_hangs_past_its_timeout_is_stopped_and_run_again
           }
           return std::string("1");
         },
-        forgeyard::StepOptions{std::nullopt, 300ms});
+        forgeyard::StepOptions{std::nullopt, 1s});
     return std::string("\"done\"");
   });
   std::stop_source stop;
@@ -1096,7 +1096,7 @@ BOOST_AUTO_TEST_CASE(a_child_run_tells_its_waiting_parent_how_it_ended) {
 // A worker process SIGKILLed at random points mid-run is replaced by the next one, and no step's
 // database effect happens twice: 10 runs of 20 steps, each step an audit event in the step's
 // transaction.
-// A durable timer outlives the process that set it: a worker process runs a step and sleeps 2 s,
+// A durable timer outlives the process that set it: a worker process runs a step and sleeps 3 s,
 // then exits (nothing else is runnable); a new worker process, started once the sleep ended,
 // replays the step, passes the sleep and finishes the run under a new epoch. (Across a
 // PostgreSQL restart: tests/pg/restart_restore.sh.)
@@ -1120,8 +1120,8 @@ BOOST_AUTO_TEST_CASE(a_timer_fires_after_the_process_that_set_it_exited) {
   BOOST_TEST(slept[1].step == "nap");
   BOOST_TEST(effects("before") == 1);
   BOOST_TEST(effects("after") == 0);
-  // The sleep's end, by the real clock the worker used: 2 s after it was journaled.
-  std::this_thread::sleep_until(slept[1].recorded_at + 2s + 100ms);
+  // The sleep's end, by the real clock the worker used: 3 s after it was journaled.
+  std::this_thread::sleep_until(slept[1].recorded_at + 3s + 100ms);
   BOOST_TEST_REQUIRE(worker_process());
   const auto status = store->workflows().status(tenant, id);
   BOOST_TEST(status.state == "completed");
@@ -1232,14 +1232,14 @@ int workflow_worker_main(int argc, char* argv[]) {
     }
     return std::string("\"chained\"");
   });
-  // The timer test's run: a step, a 2 s sleep, a step.
+  // The timer test's run: a step, a 3 s sleep, a step.
   worker.add("napper", 1, [](forgeyard::WorkflowContext& ctx) {
     for (const char* step : {"before", "after"}) {
       ctx.transaction_step(step, [&](forgeyard::Transaction& tx, const forgeyard::StepContext&) {
         tx.audit().append(ctx.tenant(), effect(ctx, step));
         return std::string("1");
       });
-      if (std::string(step) == "before") ctx.sleep_for("nap", 2s);
+      if (std::string(step) == "before") ctx.sleep_for("nap", 3s);
     }
     return std::string("\"rested\"");
   });
