@@ -212,6 +212,15 @@ std::string step_timeout_error(std::string_view step) {
   return "step \"" + std::string(step) + "\" ran past its timeout";
 }
 
+std::string lapsed_state(std::string_view state) {
+  return state == "compensating" ? "compensation_failed" : "failed";
+}
+
+std::string lapsed_error(const std::optional<std::string>& timed_out_step) {
+  return (timed_out_step ? step_timeout_error(*timed_out_step) : "the owner's lease ran out") +
+         " on every attempt (the definition queue's max_attempts)";
+}
+
 std::int64_t capped_lease(std::int64_t lease, const std::optional<std::int64_t>& step_deadline, std::int64_t now) {
   return step_deadline ? std::min(lease, *step_deadline - now) : lease;
 }

@@ -124,6 +124,12 @@ std::string step_error(std::string_view step, std::string_view error);
 // 22023 unless the timeout is positive and at most a queue's longest duration.
 std::int64_t check_step_timeout(const fy::core::Duration& timeout);
 std::string step_timeout_error(std::string_view step);
+// A run whose deliveries all lapsed (its owners died, hung or ran a step past its timeout on every
+// attempt, up to the definition queue's max_attempts) ends: a running run failed (compensating
+// first if it has compensations to run), a compensating one compensation_failed. `timed_out_step`:
+// the step whose timeout the last owner ran past, if it did.
+std::string lapsed_state(std::string_view state);
+std::string lapsed_error(const std::optional<std::string>& timed_out_step);
 // The lease an extend gives: `lease`, but not past a step's deadline.
 std::int64_t capped_lease(std::int64_t lease, const std::optional<std::int64_t>& step_deadline, std::int64_t now);
 

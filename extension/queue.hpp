@@ -63,9 +63,11 @@ struct Claimed {
   std::optional<std::string> payload;
   TimestampTz enqueued_at;
 };
-// Up to max_messages deliveries, highest class first, then oldest (queue_claim.cpp).
+// Up to max_messages deliveries, highest class first, then oldest (queue_claim.cpp). Deliveries
+// that lapsed on every attempt are dead-lettered instead; with `lapsed`, they are appended there
+// (as they were before, payload included) for a caller that owns what they stood for.
 std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& consumer, int max_messages,
-                           std::int64_t visibility, TimestampTz now);
+                           std::int64_t visibility, TimestampTz now, std::vector<Claimed>* lapsed = nullptr);
 // The rows of claim and ack_and_claim.
 void return_claimed(FunctionCallInfo fcinfo, const std::vector<Claimed>& claimed);
 // The max_messages argument of a claim (1..max_claim_batch), and its visibility (the queue's

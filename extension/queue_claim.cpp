@@ -103,7 +103,7 @@ std::optional<std::string> event_payload(pg::Spi& spi, const Queue& queue, const
 // EvalPlanQual would) and updated at once with its claim token. The classes after the limit is
 // filled are never opened.
 std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& consumer, int max_messages,
-                           std::int64_t visibility, TimestampTz now) {
+                           std::int64_t visibility, TimestampTz now, std::vector<Claimed>* lapsed_out) {
   // A delivery that lapsed once too often (its consumer died or hung every time) is not handed
   // out again: it is dead-lettered like a nack after max_attempts.
   static pg::Statement dead(
@@ -155,6 +155,9 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     if (attempt > queue.options.max_attempts) {
       lapsed.add(queue, m.int2(c.slot), m.int8(c.bytes), m.text(c.partition_key));
       doomed.push_back(msg_id);
+      if (lapsed_out != nullptr)
+        lapsed_out->push_back({msg_id, m.uuid(c.event_id), m.text(c.partition_key), p, attempt, token,
+                               m.bytea(c.payload), m.timestamptz(c.enqueued_at)});
     } else {
       out.push_back({msg_id, m.uuid(c.event_id), m.text(c.partition_key), p, attempt, token, m.bytea(c.payload),
                      m.timestamptz(c.enqueued_at)});

@@ -479,6 +479,40 @@ FY_FUNCTION(fy_workflow_claim) {
   pg::Spi spi;
   check_tenant(spi, tenant);
   const pg::Value t = pg::text_value(tenant);
+  // The run a delivery names, locked.
+  struct Found {
+    Run run;
+    std::optional<std::string> state, workflow, input, cursor_step;
+    std::int64_t msg_id = 0, version = 0, cursor = 0, epoch = 0;
+    bool past_deadline = false, past_step_deadline = false;
+  };
+  const auto find = [&](const std::string& name, const queue::Claimed& c) {
+    if (!c.payload || c.payload->size() != 16) {
+      throw core::Error(core::sqlstate::data_corrupted, "workflow queue \"" + name + "\" holds message " +
+                                                            std::to_string(c.msg_id) + " that names no run");
+    }
+    Found f{{tenant, *c.payload, core::format_uuid(*c.payload), t, pg::uuid_value(*c.payload)}};
+    spi.run(lock, {t, f.run.r, pg::timestamptz_value(now)}, [&](const pg::Row& r) {
+      f.state = r.text(1);
+      f.msg_id = r.int8(2).value_or(0);
+      f.past_deadline = *r.boolean(3);
+      f.workflow = r.text(4);
+      f.version = *r.int8(5);
+      f.input = r.text(6);
+      f.past_step_deadline = *r.boolean(7);
+      f.cursor = *r.int8(8);
+      f.cursor_step = r.text(9);
+      f.epoch = *r.int8(10);
+    });
+    return f;
+  };
+  // A running run whose owner ran past a step's timeout: that attempt is recorded as failed.
+  const auto record_timeout = [&](const Found& f) -> std::optional<std::string> {
+    if (*f.state != "running" || !f.past_step_deadline || !f.cursor_step) return std::nullopt;
+    record_failed_attempt(spi, f.run, static_cast<std::int32_t>(f.cursor), *f.cursor_step,
+                          wf::step_timeout_error(*f.cursor_step), f.epoch, now);
+    return f.cursor_step;
+  };
   for (const std::string& name : queues) {
     if (static_cast<std::int32_t>(out.size()) >= max_runs) break;
     if (spi.run(queue_exists, {t, pg::text_value(name)}) == 0) continue;  // nothing started yet
@@ -486,39 +520,30 @@ FY_FUNCTION(fy_workflow_claim) {
     // in a claim and is let go.
     for (bool more = true; more && static_cast<std::int32_t>(out.size()) < max_runs;) {
       const queue::Queue q = queue::load(spi, tenant, name, false);
+      std::vector<queue::Claimed> lapsed;
       const std::vector<queue::Claimed> claimed =
           queue::claim(spi, q, worker, max_runs - static_cast<std::int32_t>(out.size()),
-                       lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs, now);
+                       lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs, now, &lapsed);
+      // A run whose deliveries lapsed on every attempt (dead-lettered by the claim) ends.
+      for (const queue::Claimed& c : lapsed) {
+        const Found f = find(name, c);
+        if (!f.state || f.msg_id != c.msg_id || (*f.state != "running" && *f.state != "compensating")) continue;
+        const std::optional<std::string> timed_out = record_timeout(f);
+        settle(spi, f.run, wf::lapsed_state(*f.state), pg::null_value(), wf::lapsed_error(timed_out), now);
+      }
       for (const queue::Claimed& c : claimed) {
-        if (!c.payload || c.payload->size() != 16) {
-          throw core::Error(core::sqlstate::data_corrupted, "workflow queue \"" + name + "\" holds message " +
-                                                                std::to_string(c.msg_id) + " that names no run");
-        }
-        const Run run{tenant, *c.payload, core::format_uuid(*c.payload), t, pg::uuid_value(*c.payload)};
-        std::optional<std::string> state, workflow, input, cursor_step;
-        std::int64_t msg_id = 0, version = 0, cursor = 0, run_epoch = 0;
-        bool past_deadline = false, past_step_deadline = false;
-        spi.run(lock, {t, run.r, pg::timestamptz_value(now)}, [&](const pg::Row& r) {
-          state = r.text(1);
-          msg_id = r.int8(2).value_or(0);
-          past_deadline = *r.boolean(3);
-          workflow = r.text(4);
-          version = *r.int8(5);
-          input = r.text(6);
-          past_step_deadline = *r.boolean(7);
-          cursor = *r.int8(8);
-          cursor_step = r.text(9);
-          run_epoch = *r.int8(10);
-        });
+        const Found f = find(name, c);
+        const Run& run = f.run;
+        const std::optional<std::string>& state = f.state;
         // A message that is not the run's live one (the run was cancelled, retried or has
         // finished) is let go.
-        if (!state || msg_id != c.msg_id || wf::is_finished(*state)) {
+        if (!state || f.msg_id != c.msg_id || wf::is_finished(*state)) {
           ack(spi, run, name, c.msg_id, c.claim_token);
           continue;
         }
         // Past its deadline: timed out, compensating first if it has compensations to run (their
         // message comes in a later round). A compensating run finishes its compensations.
-        if (past_deadline && *state != "compensating") {
+        if (f.past_deadline && *state != "compensating") {
           ack(spi, run, name, c.msg_id, c.claim_token);
           settle(spi, run, "timed_out", pg::null_value(), "the run's deadline passed", now);
           continue;
@@ -526,15 +551,13 @@ FY_FUNCTION(fy_workflow_claim) {
         // A run still running was claimed again: its owner's lease ran out. One whose step ran
         // past its timeout records that attempt as failed (the new owner runs the step again).
         const bool takeover = *state == "running";
-        if (takeover && past_step_deadline && cursor_step)
-          record_failed_attempt(spi, run, static_cast<std::int32_t>(cursor), *cursor_step,
-                                wf::step_timeout_error(*cursor_step), run_epoch, now);
+        record_timeout(f);
         spi.run(own, {t, run.r, pg::int8_value(c.claim_token), pg::text_value(worker), pg::int4_value(takeover ? 1 : 0),
                       pg::timestamptz_value(now)});
-        out.push_back(
-            {*c.payload, *workflow, version, c.claim_token, *state == "compensating" ? *state : "running", *input});
+        out.push_back({*c.payload, *f.workflow, f.version, c.claim_token, *state == "compensating" ? *state : "running",
+                       *f.input});
       }
-      more = !claimed.empty();
+      more = !claimed.empty() || !lapsed.empty();  // a lapsed run may be compensating now
     }
   }
   spi.finish();

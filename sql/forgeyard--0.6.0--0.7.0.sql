@@ -108,7 +108,7 @@ CREATE FUNCTION forgeyard.workflow_claim(tenant text, worker text, definitions t
     LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_claim';
 COMMENT ON FUNCTION forgeyard.workflow_claim(text, text, text[], integer, interval) IS
-  'Claim up to max_runs runnable runs of the given definitions (''name@version''), each owned by worker under a new epoch for lease (default: the queue''s visibility timeout). A run whose owner''s lease ran out is taken over (recorded in the run). Never waits on other claimers.';
+  'Claim up to max_runs runnable runs of the given definitions (''name@version''), each owned by worker under a new epoch for lease (default: the queue''s visibility timeout). A run whose owner''s lease ran out is taken over (recorded in the run; a step that ran past its timeout is recorded failed); one whose deliveries lapsed on every attempt (max_attempts) ends failed, compensating first. Never waits on other claimers.';
 
 CREATE FUNCTION forgeyard.workflow_step(tenant text, run_id uuid, epoch bigint, step text,
                                         timeout interval DEFAULT NULL)

@@ -610,6 +610,52 @@ BOOST_AUTO_TEST_CASE(a_step_past_its_timeout_is_fenced_off_and_recorded_failed_b
   BOOST_TEST(wf.status(tenant, id).state == "completed");
 }
 
+// A step that runs past its timeout on every attempt: each takeover records the attempt, and once
+// the definition queue's max_attempts are used up the claim ends the run failed, compensating
+// first (the same for owners that die every time, without a step timeout).
+BOOST_AUTO_TEST_CASE(a_run_whose_every_attempt_ran_past_its_step_timeout_fails_and_compensates) {
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "stuck", 1, "k", "{}");
+  exec_sql(std::string("UPDATE ") + (is_postgres() ? "forgeyard." : "") +
+           "queues SET max_attempts = 2 WHERE tenant_id = '" + tenant + "' AND queue = '" +
+           definition_queue("stuck", 1) + "'");
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    const auto owned = wf.claim(tenant, "w" + std::to_string(attempt), {"stuck@1"}, 1, 60s).at(0);
+    BOOST_TEST(owned.state == "running");
+    const auto reserve = wf.step(tenant, id, owned.epoch, "reserve");
+    if (!reserve.done) wf.step_complete(tenant, id, owned.epoch, "reserve", "1", "release");
+    BOOST_TEST(!wf.step(tenant, id, owned.epoch, "call", 10s).done);
+    clock.advance(11s);
+  }
+  const std::string error = "step \"call\" ran past its timeout on every attempt (the definition queue's max_attempts)";
+  const auto compensating = wf.claim(tenant, "w3", {"stuck@1"}, 1, 60s);  // the lapsed run, compensating now
+  BOOST_TEST_REQUIRE(compensating.size() == 1u);
+  BOOST_TEST(compensating[0].state == "compensating");
+  const auto status = wf.status(tenant, id);
+  BOOST_TEST(status.state == "compensating");
+  BOOST_TEST((status.error == std::optional<std::string>(error)));
+  const auto journal = wf.journal(tenant, id);
+  BOOST_TEST_REQUIRE(journal.size() == 2u);
+  BOOST_TEST(journal[1].status == "failed");
+  BOOST_TEST(journal[1].attempts == 2);  // recorded by the takeover and by the lapse
+  const auto next = wf.compensation(tenant, id, compensating[0].epoch);
+  BOOST_TEST_REQUIRE(next.has_value());
+  BOOST_TEST(next->compensation == "release");
+  BOOST_TEST(wf.compensation_complete(tenant, id, compensating[0].epoch, next->position) == "failed");
+  BOOST_TEST((wf.status(tenant, id).error == std::optional<std::string>(error)));
+  // Owners that die every time, with no step timeout: the run fails with the lease's reason.
+  const std::string dying = wf.start(tenant, "stuck", 1, "d", "{}");
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    BOOST_TEST(wf.claim(tenant, "w", {"stuck@1"}, 1, 60s).at(0).run_id == dying);
+    clock.advance(61s);
+  }
+  BOOST_TEST(wf.claim(tenant, "w", {"stuck@1"}, 1, 60s).empty());
+  BOOST_TEST(wf.status(tenant, dying).state == "failed");
+  BOOST_TEST(
+      (wf.status(tenant, dying).error ==
+       std::optional<std::string>("the owner's lease ran out on every attempt (the definition queue's max_attempts)")));
+}
+
 BOOST_AUTO_TEST_CASE(concurrent_claimers_never_share_a_run) {
   auto& wf = store->workflows();
   std::set<std::string> started;

@@ -21,7 +21,7 @@ std::int64_t visibility_usecs(const Queue& queue, std::optional<Duration> visibi
 }
 
 std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view consumer, int max_messages,
-                               std::int64_t visibility, std::int64_t now) {
+                               std::int64_t visibility, std::int64_t now, std::vector<Delivery>* lapsed) {
   if (max_messages < 1 || max_messages > fy::core::max_claim_batch)
     throw Error(sqlstate::invalid_parameter,
                 "max_messages must be between 1 and " + std::to_string(fy::core::max_claim_batch));
@@ -80,6 +80,7 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
             .bind(3, static_cast<std::int64_t>(queue.options.keep_dead_payload ? 1 : 0))
             .run();
         release(db, queue, bytes, d.partition_key);
+        if (lapsed != nullptr) lapsed->push_back(std::move(d));
         continue;
       }
       out.push_back(std::move(d));

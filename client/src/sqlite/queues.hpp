@@ -75,7 +75,7 @@ bool join_partition(Db& db, const Queue& queue, const std::optional<std::string>
 // The visibility of a claim: the argument, checked, else the queue's (queue_claim.cpp).
 std::int64_t visibility_usecs(const Queue& queue, std::optional<Duration> visibility);
 std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view consumer, int max_messages,
-                               std::int64_t visibility, std::int64_t now);
+                               std::int64_t visibility, std::int64_t now, std::vector<Delivery>* lapsed = nullptr);
 
 // The calls on one message inside an open write, for callers that work on several tables in one
 // transaction (the workflows): queue_create.cpp, queue_enqueue.cpp and queue_finish.cpp.

@@ -350,46 +350,84 @@ std::vector<ClaimedRun> SqliteWorkflows::claim(std::string_view tenant, std::str
           // place in a claim and is let go.
           for (bool more = true; more && static_cast<int>(out.size()) < max_runs;) {
             const Queue q = load(db, tenant, name);
+            std::vector<Delivery> lapsed;
             const std::vector<Delivery> claimed =
                 claim_in(db, q, worker, max_runs - static_cast<int>(out.size()),
-                         lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs, now);
-            for (const Delivery& c : claimed) {
+                         lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs, now, &lapsed);
+            // The run a delivery names.
+            struct Found {
+              bool found = false, past_deadline = false, past_step_deadline = false;
+              std::string state, workflow, input;
+              std::optional<std::int64_t> msg_id;
+              std::int64_t version = 0, cursor = 0, epoch = 0;
+              std::optional<std::string> cursor_step;
+            };
+            const auto find = [&](const Delivery& c, const std::string& run_id) {
               if (c.payload.size() != 16)
                 throw fy::core::Error(
                     fy::core::sqlstate::data_corrupted,
                     "workflow queue \"" + name + "\" holds message " + std::to_string(c.msg_id) + " that names no run");
-              const std::string run_id = fy::core::format_uuid(c.payload);
               auto run = db.query(
                   "SELECT state, msg_id, coalesce(deadline <= ?3, 0), workflow, version, input,"
                   "       coalesce(step_deadline <= ?3, 0), step_cursor, cursor_step, epoch FROM wf_runs"
                   " WHERE tenant_id = ?1 AND run_id = ?2");
               run.bind(1, tenant).bind(2, run_id).bind(3, now);
-              const bool found = run.step();
+              Found f;
+              if (!run.step()) return f;
+              f = {true,
+                   run.int64(2) != 0,
+                   run.int64(6) != 0,
+                   run.text(0),
+                   run.text(3),
+                   run.text(5),
+                   run.is_null(1) ? std::nullopt : std::optional<std::int64_t>(run.int64(1)),
+                   run.int64(4),
+                   run.int64(7),
+                   run.int64(9),
+                   column_text(run, 8)};
+              return f;
+            };
+            // A running run whose owner ran past a step's timeout: that attempt is recorded failed.
+            const auto record_timeout = [&](const Found& f, const std::string& run_id) -> std::optional<std::string> {
+              if (f.state != "running" || !f.past_step_deadline || !f.cursor_step) return std::nullopt;
+              record_failed_attempt(db, tenant, run_id, static_cast<std::int32_t>(f.cursor), *f.cursor_step,
+                                    wf::step_timeout_error(*f.cursor_step), f.epoch, now);
+              return f.cursor_step;
+            };
+            // A run whose deliveries lapsed on every attempt (dead-lettered by the claim) ends.
+            for (const Delivery& c : lapsed) {
+              const std::string run_id = fy::core::format_uuid(c.payload);
+              const Found f = find(c, run_id);
+              if (!f.found || f.msg_id != c.msg_id || (f.state != "running" && f.state != "compensating")) continue;
+              const std::optional<std::string> timed_out = record_timeout(f, run_id);
+              settle(db, tenant, run_id, wf::lapsed_state(f.state), std::nullopt, wf::lapsed_error(timed_out), now);
+            }
+            for (const Delivery& c : claimed) {
+              const std::string run_id = fy::core::format_uuid(c.payload);
+              const Found f = find(c, run_id);
               // A message that is not the run's live one (cancelled, retried, finished) is let go.
-              if (!found || run.is_null(1) || run.int64(1) != c.msg_id || wf::is_finished(run.text(0))) {
+              if (!f.found || f.msg_id != c.msg_id || wf::is_finished(f.state)) {
                 ack_in(db, q, c.msg_id, c.claim_token, now);
                 continue;
               }
-              const bool compensating = run.text(0) == "compensating";
+              const bool compensating = f.state == "compensating";
               // Past its deadline: timed out, compensating first if it has compensations to run
               // (their message comes in a later round). A compensating run finishes them.
-              if (run.int64(2) != 0 && !compensating) {
+              if (f.past_deadline && !compensating) {
                 ack_in(db, q, c.msg_id, c.claim_token, now);
                 settle(db, tenant, run_id, "timed_out", std::nullopt, "the run's deadline passed", now);
                 continue;
               }
               // A run still running was claimed again: its owner's lease ran out. One whose step
               // ran past its timeout records that attempt as failed (the new owner runs it again).
-              const std::int64_t takeover = run.text(0) == "running" ? 1 : 0;
-              if (takeover != 0 && run.int64(6) != 0 && !run.is_null(8))
-                record_failed_attempt(db, tenant, run_id, static_cast<std::int32_t>(run.int64(7)), run.text(8),
-                                      wf::step_timeout_error(run.text(8)), run.int64(9), now);
+              const std::int64_t takeover = f.state == "running" ? 1 : 0;
+              record_timeout(f, run_id);
               ClaimedRun claimed_run{run_id,
-                                     run.text(3),
-                                     static_cast<int>(run.int64(4)),
+                                     f.workflow,
+                                     static_cast<int>(f.version),
                                      c.claim_token,
                                      compensating ? "compensating" : "running",
-                                     wf::canonical(run.text(5), "input")};
+                                     wf::canonical(f.input, "input")};
               db.query(
                     "UPDATE wf_runs SET state = CASE WHEN state = 'compensating' THEN state ELSE 'running' END,"
                     "   epoch = ?3, owner = ?4, step_cursor = 0, cursor_step = NULL, step_deadline = NULL,"
@@ -406,7 +444,7 @@ std::vector<ClaimedRun> SqliteWorkflows::claim(std::string_view tenant, std::str
                   .run();
               out.push_back(std::move(claimed_run));
             }
-            more = !claimed.empty();
+            more = !claimed.empty() || !lapsed.empty();  // a lapsed run may be compensating now
           }
         }
       });
