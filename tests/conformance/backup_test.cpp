@@ -439,6 +439,24 @@ BOOST_AUTO_TEST_CASE(copy_moves_a_store_to_the_other_backend_and_back_with_every
   local_wf.step_complete(backup_tenant, run, owner.epoch, "reserve", R"({"reserved": [1, 2]})", "release");
   const auto journal_before = local_wf.journal(backup_tenant, run);
   BOOST_TEST(local_wf.signal(backup_tenant, run, "approve", R"({"x": 1})"));
+  // Topics travel too: a subscription filtered to versions 1-2 of a type, one that takes every
+  // event, and an event waiting in both.
+  auto& local_topics = local_store->topics();
+  local_topics.register_event_type(backup_tenant, "order.created", 1);
+  local_topics.register_event_type(backup_tenant, "order.created", 3);
+  local_topics.create(backup_tenant, "orders");
+  forgeyard::SubscriptionOptions filtered;
+  filtered.event_types = std::map<std::string, forgeyard::VersionRange>{{"order.created", {1, 2}}};
+  local_topics.subscribe(backup_tenant, "orders", "billing", filtered);
+  local_topics.subscribe(backup_tenant, "orders", "feed");
+  const auto order_event = [](int version, const char* payload) {
+    forgeyard::Event e;
+    e.event_type = "order.created";
+    e.version = version;
+    e.payload = Bytes(payload);
+    return e;
+  };
+  const std::int64_t first_seq = local_topics.publish(backup_tenant, "orders", order_event(1, "order-42"));
 
   const std::string server_store = pg_url("server");
   const CopyResult up = copy_store(local, server_store);
@@ -468,6 +486,10 @@ BOOST_AUTO_TEST_CASE(copy_moves_a_store_to_the_other_backend_and_back_with_every
         server_wf.wait_signal(backup_tenant, run, next[0].epoch, "approval", "approve", std::chrono::hours(1));
     BOOST_TEST((approval.status == forgeyard::SignalWait::Status::Received));
     BOOST_TEST((approval.payload == std::optional<std::string>(R"({"x":1})")));
+    const auto topics = on_server->topics().list(backup_tenant);
+    BOOST_TEST_REQUIRE(topics.size() == 1u);
+    BOOST_TEST(topics[0].subscriptions.size() == 2u);
+    for (const auto& lag : on_server->topics().lag(backup_tenant, "orders")) BOOST_TEST(lag.backlog == 1);
   }
   BOOST_TEST(open(server_store)->audit().verify(backup_tenant).ok);
   // The server continues the sequences: a new message gets an id above every copied one.
@@ -510,6 +532,20 @@ BOOST_AUTO_TEST_CASE(copy_moves_a_store_to_the_other_backend_and_back_with_every
   BOOST_TEST((journal_back[0].result == journal_before[0].result));
   BOOST_TEST((journal_back[1].result == std::optional<std::string>(R"({"payload":{"x":1},"status":"received"})")));
   BOOST_TEST(open(back)->workflows().start(backup_tenant, "order", 1, "order-1", R"({"n":1})") == run);
+  // The topic's event is delivered with its payload after two copies; the filter came back
+  // (version 3 is outside billing's range: quarantined) and event_seq goes on from the copied ones.
+  for (const std::string& store_url : {server_store, back}) {
+    const auto copied = open(store_url);
+    auto& topics = copied->topics();
+    const auto billing = topics.claim(backup_tenant, "billing", "c", 10);
+    BOOST_TEST_REQUIRE(billing.size() == 1u);
+    BOOST_TEST(billing[0].event_seq == first_seq);
+    BOOST_TEST((billing[0].delivery.payload == Bytes("order-42")));
+    BOOST_TEST(topics.publish(backup_tenant, "orders", order_event(3, "order-43")) > first_seq);
+    BOOST_TEST(topics.claim(backup_tenant, "billing", "c", 10).empty());
+    BOOST_TEST(copied->queues().stats(backup_tenant, "billing").dead == 1);
+    BOOST_TEST(topics.claim(backup_tenant, "feed", "c", 10).size() == 2u);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "core/core.hpp"
+#include "core/topic.hpp"
 #include "core/workflow.hpp"
 #include "forgeyard/version.hpp"
 #include "instruments.hpp"
@@ -125,6 +126,43 @@ const std::vector<Table>& forgeyard_tables() {
         {"last_error", K::text},
         {"error_class", K::text},
         {"finished_at", K::usecs}}},
+      // Topics: event types, topics, subscriptions (a subscription is also the queue of its name,
+      // copied above) and the published events that subscription messages refer to by event_id.
+      {"event_types",
+       {{"tenant_id", K::text},
+        {"event_type", K::text},
+        {"version", K::integer},
+        {"retention_class", K::text},
+        {"registered_at", K::usecs}}},
+      {"topics",
+       {{"tenant_id", K::text},
+        {"topic", K::text},
+        {"max_subscriptions", K::integer},
+        {"retention_usecs", K::integer},
+        {"dedup_window_usecs", K::integer},
+        {"created_at", K::usecs}}},
+      // event_types: PostgreSQL's column, {"type": {"min": v, "max": v}} (bounds left out stay
+      // out); SQLite keeps a flag and one subscription_event_types row per type
+      // (subscriptions_sqlite_select, subscriptions_sqlite_insert).
+      {"subscriptions",
+       {{"tenant_id", K::text},
+        {"subscription", K::text},
+        {"topic", K::text},
+        {"on_full", K::text},
+        {"created_at", K::usecs},
+        {"event_types", K::json}}},
+      {"topic_events",
+       {{"tenant_id", K::text},
+        {"topic", K::text},
+        {"event_seq", K::integer},
+        {"event_id", K::uuid},
+        {"event_type", K::text},
+        {"version", K::integer},
+        {"partition_key", K::text},
+        {"priority", K::integer},
+        {"payload", K::bytes},
+        {"payload_digest", K::text},
+        {"published_at", K::usecs}}},
       {"queue_events",
        {{"tenant_id", K::text},
         {"queue", K::text},
@@ -356,7 +394,36 @@ class SqliteSide {
   sqlite3* db_ = nullptr;
 };
 
+// The subscription row (filtered when it has event types), then its types.
+void subscriptions_sqlite_insert(const SqliteSide& db, const Row& row) {
+  db.insert(
+      "INSERT INTO subscriptions (tenant_id, subscription, topic, on_full, created_at, filtered)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6 IS NOT NULL)",
+      {Kind::text, Kind::text, Kind::text, Kind::text, Kind::usecs, Kind::json}, row);
+  db.insert(
+      "INSERT INTO subscription_event_types (tenant_id, subscription, event_type, min_version, max_version)"
+      " SELECT ?1, ?2, e.key, coalesce(json_extract(e.value, '$.min'), 1), coalesce(json_extract(e.value, '$.max'), " +
+          std::to_string(fy::core::max_event_version) + ") FROM json_each(?6) e",
+      {Kind::text, Kind::text, Kind::text, Kind::text, Kind::usecs, Kind::json}, row);
+}
+
+// A subscription's filter between SQLite's rows and PostgreSQL's event_types object: a bound at its
+// default (1, the highest version) is left out, as subscribe leaves out a bound it was not given.
+const std::string& subscriptions_sqlite_select() {
+  static const std::string sql =
+      "SELECT s.tenant_id, s.subscription, s.topic, s.on_full, s.created_at,"
+      " CASE WHEN s.filtered THEN (SELECT json_group_object(f.event_type, json_patch("
+      "   CASE WHEN f.min_version = 1 THEN '{}' ELSE json_object('min', f.min_version) END,"
+      "   CASE WHEN f.max_version = " +
+      std::to_string(fy::core::max_event_version) +
+      " THEN '{}' ELSE json_object('max', f.max_version) END))"
+      "   FROM subscription_event_types f WHERE f.tenant_id = s.tenant_id AND f.subscription = s.subscription) END"
+      " FROM subscriptions s";
+  return sql;
+}
+
 std::string sqlite_select(const Table& t) {
+  if (t.name == "subscriptions") return subscriptions_sqlite_select();
   std::string cols;
   for (const auto& c : t.columns) cols += (cols.empty() ? "" : ", ") + quote_ident(c.name);
   return "SELECT " + cols + " FROM " + quote_ident(t.name);
@@ -674,10 +741,13 @@ CopyResult sqlite_to_postgres(const std::string& from, const std::string& to, co
         std::max(src.scalar("SELECT last FROM claim_tokens"), src.scalar("SELECT max(claim_token) FROM messages"));
     const std::int64_t last_attempt = std::max(src.scalar("SELECT last FROM idempotency_attempts"),
                                                src.scalar("SELECT max(attempt) FROM idempotency_keys"));
+    const std::int64_t last_event = std::max(src.scalar("SELECT max(event_seq) FROM topic_events"),
+                                             src.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'topic_events'"));
     for (const auto& [sequence, last] :
          std::vector<std::pair<std::string, std::int64_t>>{{"forgeyard.message_ids", last_msg},
                                                            {"forgeyard.claim_tokens", last_token},
-                                                           {"forgeyard.idempotency_attempts", last_attempt}})
+                                                           {"forgeyard.idempotency_attempts", last_attempt},
+                                                           {"forgeyard.topic_event_seqs", last_event}})
       if (last > 0)
         pg_run(dst,
                "SELECT pg_catalog.setval($1::pg_catalog.regclass, GREATEST($2::pg_catalog.int8,"
@@ -731,7 +801,11 @@ CopyResult postgres_to_sqlite(const std::string& from, const std::string& to, co
       const auto rows = pg_rows(src, pg_select(t), t.columns.size());
       const std::string sql = sqlite_insert(t);
       const auto kinds = kinds_of(t);
-      for (const auto& row : rows) dst.insert(sql, kinds, row);
+      for (const auto& row : rows)
+        if (t.name == "subscriptions")
+          subscriptions_sqlite_insert(dst, row);
+        else
+          dst.insert(sql, kinds, row);
       result.rows[t.name] = static_cast<std::int64_t>(rows.size());
       if (progress && !rows.empty()) progress("copied " + std::to_string(rows.size()) + " rows of " + t.name);
     }
@@ -752,10 +826,15 @@ CopyResult postgres_to_sqlite(const std::string& from, const std::string& to, co
     };
     const std::int64_t last_msg =
         std::max(last("forgeyard.message_ids"), pg_scalar(src, "SELECT max(msg_id) FROM forgeyard.messages"));
-    dst.insert("DELETE FROM sqlite_sequence WHERE name = 'messages'", {}, {});
-    if (last_msg > 0)
-      dst.insert("INSERT INTO sqlite_sequence (name, seq) VALUES ('messages', ?1)", {Kind::integer},
-                 {std::to_string(last_msg)});
+    const std::int64_t last_event = std::max(last("forgeyard.topic_event_seqs"),
+                                             pg_scalar(src, "SELECT max(event_seq) FROM forgeyard.topic_events"));
+    for (const auto& [table, last_id] :
+         std::vector<std::pair<std::string, std::int64_t>>{{"messages", last_msg}, {"topic_events", last_event}}) {
+      dst.insert("DELETE FROM sqlite_sequence WHERE name = ?1", {Kind::text}, {table});
+      if (last_id > 0)
+        dst.insert("INSERT INTO sqlite_sequence (name, seq) VALUES (?1, ?2)", {Kind::text, Kind::integer},
+                   {table, std::to_string(last_id)});
+    }
     dst.insert("UPDATE claim_tokens SET last = max(last, ?1)", {Kind::integer},
                {std::to_string(last("forgeyard.claim_tokens"))});
     dst.insert("UPDATE idempotency_attempts SET last = max(last, ?1)", {Kind::integer},
