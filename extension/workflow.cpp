@@ -140,6 +140,9 @@ Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::i
     live = messages.text_equals(state, "pending") && !messages.is_null(token) && messages.int8(token) == run_epoch &&
            messages.timestamptz(visible_at) > now;
   }
+  // A step with a timeout ends the lease at its deadline, whatever the delivery says (a plain
+  // queue extend on the definition queue cannot move it).
+  if (owned.step_deadline && *owned.step_deadline <= now) live = false;
   wf::check_owner({owned.state, run_epoch, live}, epoch, run.text, as);
   return owned;
 }
@@ -620,10 +623,11 @@ FY_FUNCTION(fy_workflow_step) {
   if (timed) {
     pg::Table messages(access, pg::OwnTable::messages);
     const int visible_at = messages.column("visible_at"), token = messages.column("claim_token");
-    // Still this epoch's delivery (a claim may have taken it over since the fence read it).
+    // Still this epoch's delivery. Not waited for: a claim that holds it is taking the run over
+    // (and waits for this transaction's lock on the run), so the cut is moot.
     if (messages.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(owned.msg_id)}}) &&
-        messages.lock(pg::LockMode::no_key_update, pg::Wait::block) != pg::Locked::skipped &&
-        !messages.is_null(token) && messages.int8(token) == epoch && messages.timestamptz(visible_at) > deadline)
+        messages.lock(pg::LockMode::no_key_update, pg::Wait::skip) != pg::Locked::skipped && !messages.is_null(token) &&
+        messages.int8(token) == epoch && messages.timestamptz(visible_at) > deadline)
       messages.update({{visible_at, pg::timestamptz_value(deadline)}});
     messages.finish();
   }
@@ -1037,8 +1041,10 @@ FY_FUNCTION(fy_workflow_extend) {
   pg::Value capped = lease;
   if (owned.step_deadline) {
     const core::Duration d = *pg::optional_interval_arg(fcinfo, 3);
-    const std::int64_t usecs = d.days * std::int64_t{86'400'000'000} + d.usecs;
-    if (d.months == 0 && usecs > 0 && usecs > *owned.step_deadline - now)
+    std::int64_t usecs = 0;
+    const bool plain = d.months == 0 && !__builtin_mul_overflow(std::int64_t{d.days}, 86'400'000'000, &usecs) &&
+                       !__builtin_add_overflow(usecs, d.usecs, &usecs);
+    if (plain && usecs > 0 && usecs > *owned.step_deadline - now)
       capped = pg::interval_value(wf::capped_lease(usecs, owned.step_deadline, now));
   }
   TimestampTz until = 0;

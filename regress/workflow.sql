@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(196);
+SELECT plan(199);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -535,6 +535,19 @@ SELECT is(forgeyard.workflow_extend('t1', id, epoch, '1 hour'), '2030-01-05 01:0
           'so extend gives the whole lease again') FROM run_t2;
 SELECT results_eq($$SELECT status FROM forgeyard.workflow_journal('t1', (SELECT id FROM run_t))$$, $$VALUES ('done'::text)$$,
                   'the step is done');
+-- The deadline is the step's, not the delivery's: a plain queue extend on the definition queue
+-- does not move it.
+INSERT INTO r VALUES ('timed2', forgeyard.workflow_start('t1', 'timed', 1, 'timed-2', '{}'));
+CREATE TEMP TABLE tc3 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w3', ARRAY['timed@1'], 1, '1 hour');
+CREATE TEMP VIEW run_t3 AS SELECT (SELECT id FROM r WHERE name = 'timed2') AS id, (SELECT epoch FROM tc3) AS epoch,
+                                  (SELECT msg_id FROM forgeyard.wf_runs WHERE run_id = (SELECT id FROM r WHERE name = 'timed2')) AS msg_id;
+SELECT results_eq($$SELECT s.status FROM run_t3, forgeyard.workflow_step('t1', run_t3.id, run_t3.epoch, 'call', '10 seconds') s$$,
+                  $$VALUES ('run'::text)$$, 'another run''s step with a timeout of 10 s');
+SELECT lives_ok($$SELECT forgeyard.extend('t1', '_wf.timed@1', msg_id, epoch, '1 hour') FROM run_t3$$,
+                'a plain queue extend of its delivery is taken');
+SET forgeyard.now_override = '2030-01-05 00:00:42+00';
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_complete('t1', id, epoch, 'call', '{}') FROM run_t3$$))[1], 'FY001',
+          'but past the step''s deadline its owner is fenced off all the same');
 
 CREATE ROLE fy_wf_app;
 CREATE ROLE fy_wf_insp;

@@ -97,6 +97,9 @@ CREATE FUNCTION forgeyard.grant_usage(role regrole)
     SET search_path = pg_catalog, pg_temp
     AS $$
 BEGIN
+    -- First, before this call's own row (apply_access takes the same lock): access changes take
+    -- turns (see apply_access).
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('forgeyard.role_access'));
     PERFORM forgeyard.check_role(role);
     INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'usage') ON CONFLICT DO NOTHING;
     PERFORM forgeyard.apply_access(role);
@@ -111,6 +114,9 @@ CREATE FUNCTION forgeyard.grant_maintenance(role regrole)
     SET search_path = pg_catalog, pg_temp
     AS $$
 BEGIN
+    -- First, before this call's own row (apply_access takes the same lock): access changes take
+    -- turns (see apply_access).
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('forgeyard.role_access'));
     PERFORM forgeyard.check_role(role);
     INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'usage'), (role, 'maintenance')
         ON CONFLICT DO NOTHING;
@@ -126,6 +132,9 @@ CREATE FUNCTION forgeyard.grant_inspect(role regrole)
     SET search_path = pg_catalog, pg_temp
     AS $$
 BEGIN
+    -- First, before this call's own row (apply_access takes the same lock): access changes take
+    -- turns (see apply_access).
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('forgeyard.role_access'));
     PERFORM forgeyard.check_role(role);
     INSERT INTO forgeyard.role_access (role_id, access) VALUES (role, 'inspect') ON CONFLICT DO NOTHING;
     PERFORM forgeyard.apply_access(role);
@@ -142,10 +151,10 @@ CREATE FUNCTION forgeyard.revoke_access(role regrole)
 DECLARE
     g record;
 BEGIN
-    PERFORM forgeyard.check_role(role);
     -- GRANT and REVOKE rewrite the ACL of each object in place: two of them on one function at
     -- once fail with "tuple concurrently updated" (XX000). Access changes take turns instead.
     PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('forgeyard.role_access'));
+    PERFORM forgeyard.check_role(role);
     FOR g IN SELECT DISTINCT o.privilege, o.object
                FROM forgeyard.role_access a, forgeyard.access_objects(a.access) o
               WHERE a.role_id OPERATOR(pg_catalog.=) role

@@ -74,12 +74,22 @@ class RunLease {
 
   // A step with a timeout began (its request was sent at `sent`): the lease ends by sent + timeout.
   void cap(Steady::time_point sent, Duration timeout) {
-    cap_ = (sent + timeout).time_since_epoch().count();
+    {
+      std::lock_guard lock(mutex_);
+      cap_ = (sent + timeout).time_since_epoch().count();
+      ++generation_;
+    }
     wake_keeper(false);
   }
-  // The step was recorded in time: the lease is the run's again, extended at once.
+  // The step was recorded in time: the lease is the run's again once an extend sent from now on
+  // succeeds (the server cut every earlier one to the step's deadline), which is asked for at once.
   void uncap() {
-    cap_ = uncapped;
+    {
+      std::lock_guard lock(mutex_);
+      valid_until_ = std::min(valid_until_.load(), cap_.load());
+      cap_ = uncapped;
+      ++generation_;
+    }
     wake_keeper(true);
   }
 
@@ -112,10 +122,18 @@ class RunLease {
         return;
       }
       if (!extend_now && Steady::now() < last_sent + lease_ / 3) continue;  // woken by a new cap
+      std::uint64_t sent_in = 0;
+      {
+        std::lock_guard lock(mutex_);
+        sent_in = generation_;
+      }
       last_sent = Steady::now();
       try {
         workflows_.extend(tenant_, run_.run_id, run_.epoch, lease_);
-        valid_until_ = (last_sent + lease_ - margin_).time_since_epoch().count();
+        // An answer to a request sent before the last cap or uncap may have been cut to a step's
+        // deadline: it does not lengthen the lease.
+        std::lock_guard lock(mutex_);
+        if (generation_ == sent_in) valid_until_ = (last_sent + lease_ - margin_).time_since_epoch().count();
       } catch (const Error& e) {
         if (e.kind() == ErrorKind::StaleFence || e.kind() == ErrorKind::NotFound) {
           lost_.request_stop();
@@ -136,6 +154,7 @@ class RunLease {
   std::mutex mutex_;
   std::condition_variable_any woken_cv_;
   bool woken_ = false, extend_now_ = false;
+  std::uint64_t generation_ = 0;  // cap() and uncap() so far
   std::stop_source lost_;
   std::jthread thread_;
 };
@@ -196,20 +215,21 @@ class Context final : public WorkflowContext {
   std::string transaction_step(std::string_view name,
                                const std::function<std::string(Transaction&, const StepContext&)>& fn,
                                const StepOptions& options) override {
+    if (options.timeout)
+      throw Error(ErrorKind::InvalidArgument, "22023",
+                  "transaction step \"" + std::string(name) +
+                      "\" cannot have a timeout: its open transaction holds the run, so a hung step could not be "
+                      "taken over; run work that may hang in a step()");
     guard();
     std::string result;
     try {
       std::unique_ptr<Transaction> tx = store_.begin();
-      const Steady::time_point sent = Steady::now();
-      const StepAnswer answer = tx->workflows().step(tenant_, run_.run_id, run_.epoch, name, options.timeout);
+      const StepAnswer answer = tx->workflows().step(tenant_, run_.run_id, run_.epoch, name);
       if (answer.done) {
         tx->commit();
         ++counters_.steps_replayed;
         return *answer.result;
       }
-      // The cut lease holds once this transaction commits; until then the old one does, so
-      // judging by the cut is on the safe side.
-      if (options.timeout) lease_.cap(sent, *options.timeout);
       try {
         result = detail::json_param(fn(*tx, StepContext{answer.idempotency_key}), "result");
       } catch (const RunInterrupted&) {
@@ -230,7 +250,6 @@ class Context final : public WorkflowContext {
     } catch (const Error& e) {
       interrupt(e);  // the transaction (and the run row it locked) is gone by now
     }
-    if (options.timeout) lease_.uncap();
     ++counters_.steps_run;
     return result;
   }

@@ -951,7 +951,8 @@ BOOST_AUTO_TEST_CASE(a_step_that_hangs_past_its_timeout_is_stopped_and_run_again
           }
           return std::string("1");
         },
-        forgeyard::StepOptions{std::nullopt, 1s});
+        // 1 s for the attempt that hangs; the next has room for a loaded machine.
+        forgeyard::StepOptions{std::nullopt, attempts.load() == 0 ? std::chrono::microseconds(1s) : 60s});
     return std::string("\"done\"");
   });
   std::stop_source stop;
@@ -970,6 +971,30 @@ BOOST_AUTO_TEST_CASE(a_step_that_hangs_past_its_timeout_is_stopped_and_run_again
   const auto status = real->workflows().status(tenant, id);
   BOOST_TEST(status.state == "completed");
   BOOST_TEST(real->workflows().journal(tenant, id).at(0).epoch == status.epoch);
+}
+
+// A transaction step takes no timeout: its open transaction holds the run, so a hung one could not
+// be taken over. The code that asks for one fails its run with that reason.
+BOOST_AUTO_TEST_CASE(a_transaction_step_with_a_timeout_is_refused) {
+  const std::string id = store->workflows().start(tenant, "tx-timed", 1, "t");
+  forgeyard::WorkflowWorker worker(*store, worker_options(tenant, "w1"));
+  std::atomic<int> ran{0};
+  worker.add("tx-timed", 1, [&](forgeyard::WorkflowContext& ctx) {
+    ctx.transaction_step(
+        "write",
+        [&](forgeyard::Transaction&, const forgeyard::StepContext&) {
+          ++ran;
+          return std::string("1");
+        },
+        forgeyard::StepOptions{std::nullopt, 10s});
+    return std::string("{}");
+  });
+  const auto stats = worker.run({});
+  BOOST_TEST(ran.load() == 0);
+  BOOST_TEST(stats.failed == 1u);
+  const auto status = store->workflows().status(tenant, id);
+  BOOST_TEST(status.state == "failed");
+  BOOST_TEST(status.error.value_or("").find("cannot have a timeout") != std::string::npos);
 }
 
 // Sagas: a run that fails after steps with compensations is compensating; the worker runs the

@@ -45,7 +45,9 @@ class FORGEYARD_API RunInterrupted : public std::exception {
 // `timeout`: the step must be recorded within it. The run's lease ends by then at the latest:
 // lost() turns true and stop_token() is requested at that moment, and the run is taken over once
 // the timeout passed; the attempt is recorded as failed ("ran past its timeout") and the next
-// owner runs the step again (the definition queue's max_attempts bounds the attempts).
+// owner runs the step again (the definition queue's max_attempts bounds the attempts). A
+// transaction_step takes no timeout (InvalidArgument): its open transaction holds the run, so a
+// hung one could not be taken over.
 struct StepOptions {
   std::optional<std::string> compensation;
   std::optional<Duration> timeout;

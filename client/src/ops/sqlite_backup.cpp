@@ -127,9 +127,24 @@ std::vector<std::string> non_empty_tables(const RawDb& db) {
 }  // namespace
 
 const std::vector<std::string>& data_tables() {
-  static const std::vector<std::string> tables{"leases",   "idempotency_keys", "queues",
-                                               "messages", "queue_events",     "queue_partitions",
-                                               "inbox",    "audit_events",     "audit_heads"};
+  static const std::vector<std::string> tables{"leases",
+                                               "idempotency_keys",
+                                               "queues",
+                                               "messages",
+                                               "queue_events",
+                                               "queue_partitions",
+                                               "inbox",
+                                               "audit_events",
+                                               "audit_heads",
+                                               "event_types",
+                                               "topics",
+                                               "subscriptions",
+                                               "subscription_event_types",
+                                               "topic_events",
+                                               "wf_runs",
+                                               "wf_journal",
+                                               "wf_signals",
+                                               "wf_schedules"};
   return tables;
 }
 

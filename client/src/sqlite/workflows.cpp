@@ -56,7 +56,8 @@ OwnedRun owned_run(Db& db, std::string_view tenant, const std::string& run_id, s
                    const char* as = "running") {
   auto q = db.query(
       "SELECT r.state, r.epoch, r.msg_id, r.step_cursor, r.cursor_step, r.workflow, r.version,"
-      "       coalesce(m.state = 'pending' AND m.claim_token = r.epoch AND m.visible_at > ?3, 0),"
+      "       coalesce(m.state = 'pending' AND m.claim_token = r.epoch AND m.visible_at > ?3"
+      "                AND (r.step_deadline IS NULL OR r.step_deadline > ?3), 0),"
       "       r.priority, r.wait_position, r.wait_until, r.compensate_to, r.error, r.step_deadline"
       "  FROM wf_runs r LEFT JOIN messages m ON m.msg_id = r.msg_id"
       " WHERE r.tenant_id = ?1 AND r.run_id = ?2");
@@ -747,7 +748,7 @@ SignalWait SqliteWorkflows::wait_signal(std::string_view tenant, std::string_vie
               .run();
         if (action != wf::WaitAction::wait)
           db.query(
-                "UPDATE wf_runs SET step_cursor = ?3, cursor_step = ?4,"
+                "UPDATE wf_runs SET step_cursor = ?3, cursor_step = ?4, step_deadline = NULL,"
                 "   waiting_signal = CASE WHEN wait_position = ?3 THEN NULL ELSE waiting_signal END,"
                 "   wait_until = CASE WHEN wait_position = ?3 THEN NULL ELSE wait_until END,"
                 "   wait_position = CASE WHEN wait_position = ?3 THEN NULL ELSE wait_position END,"
