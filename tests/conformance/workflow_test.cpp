@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1224,16 +1225,44 @@ BOOST_AUTO_TEST_CASE(workers_killed_at_random_never_repeat_a_steps_database_effe
     }
     return false;
   };
+  // Steps journaled so far, read beside the worker: on SQLite through a read-only connection of
+  // its own (a WAL reader never waits for the worker's writes; the store's calls take turns).
+  auto journaled = [&]() -> std::size_t {
+    if (is_postgres()) {
+      std::size_t n = 0;
+      for (const std::string& id : ids) n += store->workflows().journal(tenant, id).size();
+      return n;
+    }
+    sqlite3* db = nullptr;
+    std::size_t n = 0;
+    if (sqlite3_open_v2(url.substr(9).c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+      sqlite3_busy_timeout(db, 5000);
+      sqlite3_stmt* q = nullptr;
+      if (sqlite3_prepare_v2(db, "SELECT count(*) FROM wf_journal WHERE tenant_id = ?1", -1, &q, nullptr) ==
+          SQLITE_OK) {
+        sqlite3_bind_text(q, 1, tenant.c_str(), -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(q) == SQLITE_ROW) n = static_cast<std::size_t>(sqlite3_column_int64(q, 0));
+      }
+      sqlite3_finalize(q);
+    }
+    sqlite3_close(db);
+    return n;
+  };
   std::mt19937 rng(std::random_device{}());
   int kills = 0, mid_run_kills = 0;
-  auto delay = 100ms;  // grows while kills land before any step (a slow start under a sanitizer)
   for (int attempt = 0; attempt < 60 && !finished(); ++attempt) {
+    const std::size_t before = journaled();
     const pid_t pid = spawn_self(
         {"--workflow-worker", url, tenant, unnamed_statements ? "unnamed" : "prepared", std::to_string(steps)});
     // Four kills, and more (up to twelve) until one has landed mid-run.
     const bool kill_it = kills < 4 || (mid_run_kills == 0 && kills < 12);
     if (kill_it) {
-      std::this_thread::sleep_for(delay + std::chrono::milliseconds(rng() % 400));
+      // Once this worker has recorded a step (however slow its start, e.g. under a sanitizer), at
+      // a random moment within the next 150 ms: it is killed in the middle of its work, before
+      // it could finish the whole batch (200 steps of 10 ms on 2 threads).
+      const auto give_up = std::chrono::steady_clock::now() + 30s;
+      while (journaled() == before && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(10ms);
+      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 150));
       ::kill(pid, SIGKILL);
       ++kills;
     }
@@ -1242,12 +1271,7 @@ BOOST_AUTO_TEST_CASE(workers_killed_at_random_never_repeat_a_steps_database_effe
     const bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
     const bool exited = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     BOOST_TEST_REQUIRE((exited || (kill_it && killed)), "a worker process ended with status " << status);
-    if (kill_it && killed) {
-      if (mid_run())
-        ++mid_run_kills;
-      else
-        delay += 250ms;
-    }
+    if (kill_it && killed && mid_run()) ++mid_run_kills;
     // Runs the killed worker held come back once their 1 s lease runs out.
     if (!finished()) std::this_thread::sleep_for(500ms);
   }
