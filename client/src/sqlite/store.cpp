@@ -70,6 +70,17 @@ class SqlitePooledSession final : public SqliteSession {
       throw;
     }
   }
+  void read(const std::function<void(Db&)>& work) override {
+    auto db = shared_.pool.acquire();
+    db->exec("BEGIN");
+    try {
+      work(*db);
+      db->exec("COMMIT");
+    } catch (...) {
+      if (!db->reusable()) db->exec("ROLLBACK");
+      throw;
+    }
+  }
   std::int64_t now_usecs() override { return shared_.now_usecs(); }
   Instruments& instruments() override { return shared_.instruments; }
 

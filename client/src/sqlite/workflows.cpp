@@ -981,7 +981,7 @@ RunStatus SqliteWorkflows::status(std::string_view tenant, std::string_view run_
     return core_guarded([&] {
       check_tenant_name(tenant);
       RunStatus s;
-      session_.write([&](Db& db) {
+      session_.read([&](Db& db) {
         auto q = db.query(
             "SELECT state, workflow, version, result, error, owner, epoch, updated_at FROM wf_runs"
             " WHERE tenant_id = ?1 AND run_id = ?2");
@@ -1009,7 +1009,7 @@ std::vector<JournalEntry> SqliteWorkflows::journal(std::string_view tenant, std:
     return core_guarded([&] {
       check_tenant_name(tenant);
       std::vector<JournalEntry> out;
-      session_.write([&](Db& db) {
+      session_.read([&](Db& db) {
         out.clear();
         auto exists = db.query("SELECT 1 FROM wf_runs WHERE tenant_id = ?1 AND run_id = ?2");
         exists.bind(1, tenant).bind(2, id);
@@ -1042,7 +1042,7 @@ std::vector<RunSummary> SqliteWorkflows::list(std::string_view tenant, const std
         throw fy::core::Error(fy::core::sqlstate::invalid_parameter,
                               "max_runs must be between 1 and " + std::to_string(wf::max_list_runs));
       std::vector<RunSummary> out;
-      session_.write([&](Db& db) {
+      session_.read([&](Db& db) {
         out.clear();
         auto q = db.query(
             "SELECT run_id, run_key, workflow, version, state, owner, epoch, error, updated_at FROM wf_runs"
