@@ -32,6 +32,33 @@ BOOST_AUTO_TEST_CASE(rollback_and_destruction_leave_nothing) {
   BOOST_TEST(!store->leases().get(tenant, "dropped").has_value());
 }
 
+// Reads never wait for an open write: while a transaction holds the write side (on SQLite, its
+// write turn), another store's reads of every capability answer at once with what was committed.
+BOOST_AUTO_TEST_CASE(reads_do_not_wait_for_an_open_write) {
+  const auto lease = store->leases().acquire(tenant, "held", "w", 30s);
+  store->queues().create(tenant, "jobs", forgeyard::QueueOptions{});
+  store->queues().enqueue(tenant, "jobs", {forgeyard::Bytes("one")});
+  forgeyard::AuditEvent e;
+  e.actor = "ann";
+  e.action = "read.test";
+  e.resource = "r";
+  store->audit().append(tenant, e);
+  const auto other = open_another();
+  auto tx = store->begin();
+  tx->leases().acquire(tenant, "open", "w", 30s);
+  tx->queues().enqueue(tenant, "jobs", {forgeyard::Bytes("two")});
+  BOOST_TEST(other->leases().get(tenant, "held")->epoch == lease.epoch);
+  BOOST_TEST(!other->leases().get(tenant, "open").has_value());
+  BOOST_TEST(other->queues().stats(tenant, "jobs").ready == 1);
+  BOOST_TEST(other->queues().dead_letters(tenant, "jobs").empty());
+  BOOST_TEST(other->audit().head(tenant).seq == 1);
+  BOOST_TEST(other->audit().read(tenant, 1, 10).size() == 1u);
+  BOOST_TEST(other->audit().verify(tenant).ok);
+  BOOST_TEST(!other->idempotency().status({tenant, "scope", "k"}).has_value());
+  BOOST_TEST(other->topics().list(tenant).empty());
+  tx->rollback();
+}
+
 BOOST_AUTO_TEST_CASE(an_error_aborts_the_whole_transaction) {
   auto tx = store->begin();
   tx->leases().acquire(tenant, "kept?", "w", 30s);

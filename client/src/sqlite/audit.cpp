@@ -157,7 +157,7 @@ AuditHead SqliteAudit::head(std::string_view tenant, ReadClass /*read: one file*
   return session_.measure("audit.head", [&] {
     core_guarded([&] { check_tenant_name(tenant); });
     AuditHead head{0, core::genesis_hash()};
-    session_.write([&](Db& db) {
+    session_.read([&](Db& db) {
       auto q = db.query("SELECT seq, hash FROM audit_heads WHERE tenant_id = ?1");
       q.bind(1, tenant);
       if (q.step()) head = AuditHead{q.int64(0), q.blob(1)};
@@ -210,7 +210,7 @@ AuditVerification SqliteAudit::verify(std::string_view tenant_view, std::int64_t
       core::check_verify_range(from_seq, to_seq, core_anchor);
     });
     core::Verification result;
-    session_.write([&](Db& db) {
+    session_.read([&](Db& db) {
       core::Anchor head{0, core::genesis_hash()};
       {
         auto q = db.query("SELECT seq, hash FROM audit_heads WHERE tenant_id = ?1");
@@ -242,7 +242,7 @@ std::vector<AuditRecord> SqliteAudit::read(std::string_view tenant, std::int64_t
     if (max_events < 1 || max_events > 10000)
       throw Error(sqlstate::invalid_parameter, "max_events must be between 1 and 10000");
     std::vector<AuditRecord> out;
-    session_.write([&](Db& db) {
+    session_.read([&](Db& db) {
       out.clear();
       read_events(db, std::string(tenant), from_seq, std::numeric_limits<std::int64_t>::max(), max_events,
                   [&](const core::AuditEvent& e) {

@@ -185,7 +185,7 @@ std::optional<IdempotencyStatus> SqliteIdempotency::status(const IdempotencyKey&
     return core_guarded([&] {
       check_key(key);
       std::optional<IdempotencyStatus> out;
-      session_.write([&](Db& db) {
+      session_.read([&](Db& db) {
         auto q = db.query(
             "SELECT CASE WHEN expires_at <= ?4 AND (status = 'completed' OR locked_until <= ?4) THEN 'expired'"
             "       ELSE status END, attempt, recovery_point,"

@@ -158,7 +158,7 @@ std::optional<LeaseInfo> SqliteLeases::get(std::string_view tenant, std::string_
     return core_guarded([&] {
       check_key(tenant, resource);
       std::optional<LeaseInfo> info;
-      session_.write([&](Db& db) {
+      session_.read([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         auto q = db.query(
             "SELECT owner, epoch, acquired_at, expires_at, released_at IS NOT NULL, reaped_at IS NOT NULL"

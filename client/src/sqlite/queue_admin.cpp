@@ -18,7 +18,7 @@ QueueStats SqliteQueues::stats(std::string_view tenant, std::string_view queue, 
   return session_.measure("queue.stats", [&] {
     return core_guarded([&] {
       QueueStats s;
-      session_.write([&](Db& db) {
+      session_.read([&](Db& db) {
         const Queue q = load(db, tenant, queue);
         const std::int64_t now = session_.now_usecs();
         auto r = db.query(
@@ -50,7 +50,7 @@ std::vector<DeadLetter> SqliteQueues::dead_letters(std::string_view tenant, std:
       if (max_rows < 1 || max_rows > 10000)
         throw Error(sqlstate::invalid_parameter, "max_rows must be between 1 and 10000");
       std::vector<DeadLetter> out;
-      session_.write([&](Db& db) {
+      session_.read([&](Db& db) {
         load(db, tenant, queue);
         auto q = db.query(
             "SELECT msg_id, event_id, partition_key, priority, attempt, last_error, error_class, finished_at, payload"

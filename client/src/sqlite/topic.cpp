@@ -340,7 +340,7 @@ std::vector<TopicInfo> SqliteTopics::list(std::string_view tenant) {
     return core_guarded([&] {
       fy::core::check_name("tenant", true, tenant, fy::core::max_tenant_bytes);
       std::vector<TopicInfo> out;
-      session_.write([&](Db& db) {
+      session_.read([&](Db& db) {
         auto q = db.query(
             "SELECT t.topic, t.max_subscriptions, t.retention_usecs, t.dedup_window_usecs, s.subscription"
             "  FROM topics t LEFT JOIN subscriptions s ON s.tenant_id = t.tenant_id AND s.topic = t.topic"
@@ -554,7 +554,7 @@ std::vector<SubscriptionLag> SqliteTopics::lag(std::string_view tenant, std::str
     return core_guarded([&] {
       check_names(tenant, topic);
       std::vector<SubscriptionLag> out;
-      session_.write([&](Db& db) {
+      session_.read([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         auto q = db.query(
             "SELECT s.subscription,"
