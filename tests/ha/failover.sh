@@ -76,6 +76,22 @@ kill_node() {  # kill_node NODE
   echo "$1" >"$HA_DIR/killed"
 }
 
+# Whether NODE is a standby again. Until then, every 5 s, an immediate CHECKPOINT on the other
+# node: when pg_rewind fails (pg_auto_failover writes standby.signal first, and pg_rewind's
+# single-user crash recovery refuses standby mode), the keeper falls back to pg_basebackup, which
+# waits for a spread checkpoint on the primary; that could outlast the wait below on a loaded
+# machine. An immediate request makes the checkpoint in progress finish at once.
+nudge_at=0
+rejoined() {  # rejoined NODE
+  [ "$(state_of "$1")" = secondary ] && return 0
+  if [ $SECONDS -ge $nudge_at ]; then
+    nudge_at=$((SECONDS + 5))
+    psql -X -q -h 127.0.0.1 -p "$(port_of "$(other_of "$1")")" -U postgres -d postgres -c CHECKPOINT \
+      >/dev/null 2>&1 || true
+  fi
+  return 1
+}
+
 control() {
   case $1 in
     kill-primary)
@@ -93,7 +109,7 @@ control() {
       local node
       node=$(cat "$HA_DIR/killed")
       start_service "$node"
-      if ! wait_for 90 "$node to rejoin as a standby" eval '[ "$(state_of "$node")" = secondary ]'; then
+      if ! wait_for 90 "$node to rejoin as a standby" rejoined "$node"; then
         echo "ha: the end of $node's keeper log:" >&2
         tail -n 40 "$HA_DIR/$node.log" >&2
         return 1
