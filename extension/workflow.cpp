@@ -895,7 +895,7 @@ FY_FUNCTION(fy_workflow_wait_signal) {
       "   error = NULL, epoch = excluded.epoch, recorded_at = excluded.recorded_at",
       {TEXTOID, UUIDOID, INT4OID, TEXTOID, JSONBOID, INT8OID, TIMESTAMPTZOID});
   static pg::Statement advance(
-      "UPDATE forgeyard.wf_runs SET step_cursor = $3, cursor_step = $4,"
+      "UPDATE forgeyard.wf_runs SET step_cursor = $3, cursor_step = $4, step_deadline = NULL,"
       "   waiting_signal = CASE WHEN wait_position" FY_EQ
       "$3 THEN NULL ELSE waiting_signal END,"
       "   wait_until = CASE WHEN wait_position" FY_EQ

@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(199);
+SELECT plan(201);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -548,6 +548,17 @@ SELECT lives_ok($$SELECT forgeyard.extend('t1', '_wf.timed@1', msg_id, epoch, '1
 SET forgeyard.now_override = '2030-01-05 00:00:42+00';
 SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_complete('t1', id, epoch, 'call', '{}') FROM run_t3$$))[1], 'FY001',
           'but past the step''s deadline its owner is fenced off all the same');
+-- A wait that receives at once moves the cursor on: a deadline of a step before it does not stay
+-- behind to cut the lease later.
+INSERT INTO r VALUES ('timed3', forgeyard.workflow_start('t1', 'timed', 1, 'timed-3', '{}'));
+DO $$ BEGIN PERFORM forgeyard.workflow_signal('t1', (SELECT id FROM r WHERE name = 'timed3'), 'go', '{}'); END $$;
+CREATE TEMP TABLE tc4 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w4', ARRAY['timed@1'], 1, '1 hour');
+CREATE TEMP VIEW run_t4 AS SELECT (SELECT id FROM r WHERE name = 'timed3') AS id, (SELECT epoch FROM tc4) AS epoch;
+SELECT results_eq($$SELECT s.status FROM run_t4, forgeyard.workflow_step('t1', run_t4.id, run_t4.epoch, 'call', '10 seconds') s
+                    UNION ALL SELECT w.status FROM run_t4, forgeyard.workflow_wait_signal('t1', run_t4.id, run_t4.epoch, 'wait', 'go', '1 hour') w$$,
+                  $$VALUES ('run'::text), ('received')$$, 'a timed step, then a wait that receives at once');
+SELECT ok((SELECT step_deadline IS NULL FROM forgeyard.wf_runs WHERE run_id = (SELECT id FROM run_t4)),
+          'the wait let go of the step''s deadline');
 
 CREATE ROLE fy_wf_app;
 CREATE ROLE fy_wf_insp;

@@ -54,37 +54,35 @@ struct SqliteShared {
   }
 };
 
-// Each call in its own BEGIN IMMEDIATE transaction on a pooled connection.
+// Each call in its own transaction on a pooled connection: BEGIN IMMEDIATE with this process's
+// write turn for writes, a deferred BEGIN (one WAL snapshot, no turn) for reads.
 class SqlitePooledSession final : public SqliteSession {
  public:
   explicit SqlitePooledSession(SqliteShared& shared) : shared_(shared) {}
   void write(const std::function<void(Db&)>& work) override {
     auto db = shared_.pool.acquire();
     WriteTurn turn(*shared_.turns, shared_.turn_timeout());
-    db->exec("BEGIN IMMEDIATE");
-    try {
-      work(*db);
-      db->exec("COMMIT");
-    } catch (...) {
-      if (!db->reusable()) db->exec("ROLLBACK");
-      throw;
-    }
+    in_transaction(*db, "BEGIN IMMEDIATE", work);
   }
   void read(const std::function<void(Db&)>& work) override {
     auto db = shared_.pool.acquire();
-    db->exec("BEGIN");
-    try {
-      work(*db);
-      db->exec("COMMIT");
-    } catch (...) {
-      if (!db->reusable()) db->exec("ROLLBACK");
-      throw;
-    }
+    in_transaction(*db, "BEGIN", work);
   }
   std::int64_t now_usecs() override { return shared_.now_usecs(); }
   Instruments& instruments() override { return shared_.instruments; }
 
  private:
+  static void in_transaction(Db& db, const char* begin, const std::function<void(Db&)>& work) {
+    db.exec(begin);
+    try {
+      work(db);
+      db.exec("COMMIT");
+    } catch (...) {
+      if (!db.reusable()) db.exec("ROLLBACK");
+      throw;
+    }
+  }
+
   SqliteShared& shared_;
 };
 
