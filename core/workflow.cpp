@@ -141,6 +141,13 @@ void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_
                 "extend the lease (workflow_extend) before it runs out; the run will be handed out again");
 }
 
+void throw_cursor_lost(std::int64_t epoch, std::string_view run_id) {
+  throw Error(sqlstate::stale_fence,
+              "workflow run " + std::string(run_id) + ": the step cursor of epoch " + std::to_string(epoch) +
+                  " is gone (a crash, a failover or a restore emptied it, or the run was taken over)",
+              "stop working on the run; it is handed out again when the lease of this epoch runs out");
+}
+
 std::string compensation_key(std::string_view run_id, std::int32_t position, std::string_view step) {
   return idempotency_key(run_id, position, step) + ":compensate";
 }

@@ -137,6 +137,9 @@ std::int64_t capped_lease(std::int64_t lease, const std::optional<std::int64_t>&
 // compensation calls; "owned" takes either, for workflow_extend), at that epoch, and its delivery
 // is live.
 void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_id, std::string_view as = "running");
+// FY001 for an owner whose step cursor is gone (PostgreSQL keeps the cursors in an UNLOGGED table,
+// which a crash, a failover or a restore empties) or belongs to a later epoch.
+[[noreturn]] void throw_cursor_lost(std::int64_t epoch, std::string_view run_id);
 
 // Sagas: a step done with a compensation is undone, newest first, when its run fails, is cancelled
 // or times out. The compensation of the step at `position` hands the outside system this key.

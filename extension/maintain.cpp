@@ -70,6 +70,8 @@ std::uint64_t purge_workflow_runs(pg::Spi& spi, TimestampTz now, std::int32_t ma
       " j AS (DELETE FROM forgeyard.wf_journal x USING d"
       "   WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND x.run_id OPERATOR(pg_catalog.=) d.run_id),"
       " s AS (DELETE FROM forgeyard.wf_signals x USING d"
+      "   WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND x.run_id OPERATOR(pg_catalog.=) d.run_id),"
+      " c AS (DELETE FROM forgeyard.wf_cursors x USING d"
       "   WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND x.run_id OPERATOR(pg_catalog.=) d.run_id)"
       " DELETE FROM forgeyard.wf_runs x USING d"
       " WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND x.run_id OPERATOR(pg_catalog.=) d.run_id",

@@ -60,7 +60,7 @@ std::string optional_text(FunctionCallInfo fcinfo, int n, const char* argument) 
 struct Owned {
   std::string workflow, queue, state;
   std::int64_t msg_id = 0;
-  std::int32_t cursor = 0;
+  std::int32_t cursor = 0;  // the epoch's step cursor (wf_cursors), for the calls that read it
   std::optional<std::string> cursor_step;
   int priority = 0;    // the class of its messages
   wf::WaitState wait;  // a wait for a signal in progress
@@ -70,14 +70,11 @@ struct Owned {
 
 // The columns a journal write reads, resolved once per call (pg/table_access.hpp).
 struct RunColumns {
-  int state, epoch, msg_id, step_cursor, cursor_step, step_deadline, workflow, version, priority, wait_position,
-      wait_until, compensate_to, error;
+  int state, epoch, msg_id, step_deadline, workflow, version, priority, wait_position, wait_until, compensate_to, error;
   explicit RunColumns(const pg::Table& r)
       : state(r.column("state")),
         epoch(r.column("epoch")),
         msg_id(r.column("msg_id")),
-        step_cursor(r.column("step_cursor")),
-        cursor_step(r.column("cursor_step")),
         step_deadline(r.column("step_deadline")),
         workflow(r.column("workflow")),
         version(r.column("version")),
@@ -107,24 +104,29 @@ struct JournalColumns {
         recorded_at(j.column("recorded_at")) {}
 };
 
+// When the fence locks the run's row: always (every journal write), or only when the run has a
+// step deadline to let go of (workflow_step, which otherwise writes only its cursor).
+enum class RunLock { always, for_a_deadline };
+
 // Below SPI (pg/table_access.hpp), as the SELECT ... FROM wf_runs r LEFT JOIN messages m ... FOR
 // UPDATE OF r it replaces: finds and locks the run (a claim that takes it over waits for this
 // transaction; a newer version followed while waiting is the one read), reads its message, and
 // checks that `epoch` owns the run in state `as`: FY001 otherwise, 42704 for a run the tenant does
-// not have (or one removed meanwhile).
+// not have (or one removed meanwhile). Unlocked (RunLock::for_a_deadline and no deadline), the
+// row is the snapshot's: the cursor's lock then serializes the step calls of the run.
 Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::int64_t epoch, TimestampTz now,
-                    const char* as) {
+                    const char* as, RunLock how = RunLock::always, bool* locked = nullptr) {
   const RunColumns c(runs);
   if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}))
     unknown_run(run);
-  if (runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped) unknown_run(run);
+  const bool lock = how == RunLock::always || !runs.is_null(c.step_deadline);
+  if (lock && runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped) unknown_run(run);
+  if (locked != nullptr) *locked = lock;
   Owned owned;
   owned.workflow = *runs.text(c.workflow);
   owned.queue = wf::queue_name(owned.workflow, runs.int4(c.version));
   owned.state = *runs.text(c.state);
   owned.msg_id = runs.is_null(c.msg_id) ? 0 : runs.int8(c.msg_id);
-  owned.cursor = runs.int4(c.step_cursor);
-  owned.cursor_step = runs.text(c.cursor_step);
   owned.priority = runs.int2(c.priority);
   if (!runs.is_null(c.wait_position)) owned.wait.position = runs.int4(c.wait_position);
   if (!runs.is_null(c.wait_until)) owned.wait.until = pg::unix_usecs(runs.timestamptz(c.wait_until));
@@ -147,12 +149,33 @@ Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::i
   return owned;
 }
 
+// The step cursor of `epoch` (wf_cursors) into `owned`, locked against other step calls of the
+// run if `lock`: FY001 when it is gone (the UNLOGGED table was emptied) or another epoch's.
+void read_cursor_in(pg::Table& cursors, const Run& run, std::int64_t epoch, Owned& owned, bool lock) {
+  if (!cursors.find(pg::OwnIndex::wf_cursors_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}) ||
+      (lock && cursors.lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped))
+    wf::throw_cursor_lost(epoch, run.text);
+  // After a wait, the newest version is in the slot: a claim that took the run over moved it.
+  if (cursors.int8(cursors.column("epoch")) != epoch) wf::throw_cursor_lost(epoch, run.text);
+  owned.cursor = cursors.int4(cursors.column("position"));
+  owned.cursor_step = cursors.text(cursors.column("step"));
+}
+
+// Which calls read the step cursor: the ones that record the current step.
+enum class WithCursor { no, yes };
+
 // The same as one statement of its own, for the calls that go on with SPI.
-Owned lock_owned(const Run& run, std::int64_t epoch, TimestampTz now, const char* as = "running") {
+Owned lock_owned(const Run& run, std::int64_t epoch, TimestampTz now, const char* as = "running",
+                 WithCursor with_cursor = WithCursor::no) {
   pg::Access access;
   pg::Table runs(access, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
   pg::Table messages(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
   Owned owned = lock_owned_in(runs, messages, run, epoch, now, as);
+  if (with_cursor == WithCursor::yes) {
+    pg::Table cursors(access, pg::OwnTable::wf_cursors, pg::Opened::for_row_locks);
+    read_cursor_in(cursors, run, epoch, owned, false);
+    cursors.finish();
+  }
   messages.finish();
   runs.finish();
   access.finish();
@@ -439,18 +462,31 @@ FY_FUNCTION(fy_workflow_claim) {
   static pg::Statement lock(
       "SELECT state, msg_id, coalesce(deadline OPERATOR(pg_catalog.<=) $3, false), workflow, version::pg_catalog.int8,"
       "       input::pg_catalog.text, coalesce(step_deadline OPERATOR(pg_catalog.<=) $3, false),"
-      "       step_cursor::pg_catalog.int8, cursor_step, epoch"
-      "  FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE",
+      "       (SELECT c.position::pg_catalog.int8 FROM forgeyard.wf_cursors c WHERE c.tenant_id" FY_EQ
+      "r.tenant_id"
+      "           AND c.run_id" FY_EQ "r.run_id AND c.epoch" FY_EQ
+      "r.epoch),"
+      "       (SELECT c.step FROM forgeyard.wf_cursors c WHERE c.tenant_id" FY_EQ
+      "r.tenant_id"
+      "           AND c.run_id" FY_EQ "r.run_id AND c.epoch" FY_EQ
+      "r.epoch),"
+      "       epoch"
+      "  FROM forgeyard.wf_runs r" FY_RUN_KEY " FOR UPDATE",
       {TEXTOID, UUIDOID, TIMESTAMPTZOID});
   static pg::Statement own(
       "UPDATE forgeyard.wf_runs SET state = CASE WHEN state" FY_EQ
       "'compensating' THEN state ELSE 'running' END,"
-      "   epoch = $3, owner = $4, step_cursor = 0, cursor_step = NULL, step_deadline = NULL,"
+      "   epoch = $3, owner = $4, step_deadline = NULL,"
       "   takeovers = takeovers OPERATOR(pg_catalog.+) $5::pg_catalog.int4,"
       "   taken_over_at = CASE WHEN $5 OPERATOR(pg_catalog.>) 0 THEN $6 ELSE taken_over_at END,"
       "   previous_owner = CASE WHEN $5 OPERATOR(pg_catalog.>) 0 THEN owner ELSE previous_owner END,"
       "   updated_at = $6" FY_RUN_KEY,
       {TEXTOID, UUIDOID, INT8OID, TEXTOID, INT4OID, TIMESTAMPTZOID});
+  // The new epoch's step cursor, at no step yet.
+  static pg::Statement cursor(
+      "INSERT INTO forgeyard.wf_cursors AS c (tenant_id, run_id, epoch, position, step) VALUES ($1, $2, $3, 0, NULL)"
+      " ON CONFLICT (tenant_id, run_id) DO UPDATE SET epoch = excluded.epoch, position = 0, step = NULL",
+      {TEXTOID, UUIDOID, INT8OID});
 
   const std::string tenant = queue::tenant_arg(fcinfo);
   const std::string worker = pg::name_arg(fcinfo, 1, "worker", core::max_consumer_bytes);
@@ -503,7 +539,7 @@ FY_FUNCTION(fy_workflow_claim) {
       f.version = *r.int8(5);
       f.input = r.text(6);
       f.past_step_deadline = *r.boolean(7);
-      f.cursor = *r.int8(8);
+      f.cursor = r.int8(8).value_or(0);  // none: the cursor was lost, the step is not known
       f.cursor_step = r.text(9);
       f.epoch = *r.int8(10);
     });
@@ -557,6 +593,7 @@ FY_FUNCTION(fy_workflow_claim) {
         record_timeout(f);
         spi.run(own, {t, run.r, pg::int8_value(c.claim_token), pg::text_value(worker), pg::int4_value(takeover ? 1 : 0),
                       pg::timestamptz_value(now)});
+        spi.run(cursor, {t, run.r, pg::int8_value(c.claim_token)});
         out.push_back({*c.payload, *f.workflow, f.version, c.claim_token, *state == "compensating" ? *state : "running",
                        *f.input});
       }
@@ -572,9 +609,12 @@ FY_FUNCTION(fy_workflow_claim) {
   return (Datum)0;
 }
 
-// workflow_step(tenant, run_id, epoch, step) -> (status, result, idempotency_key). Below SPI: the
-// fence, the journal row at the position, and the cursor move (a HOT update: no indexed column
-// changes, and updated_at tells state changes only).
+// workflow_step(tenant, run_id, epoch, step, timeout) -> (status, result, idempotency_key). Below
+// SPI: the fence, the journal row at the position, and the cursor move. Without a timeout (and
+// no deadline of an earlier step to let go of) the run's row is read, not locked, and the only
+// write is the cursor's, in an UNLOGGED table: the call writes no WAL, so its commit does not wait
+// for a flush. Two step calls of a run are serialized by the cursor's row lock, and a claim that
+// takes the run over moves the cursor to its epoch (FY001 here after the wait).
 FY_FUNCTION(fy_workflow_step) {
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
@@ -584,11 +624,25 @@ FY_FUNCTION(fy_workflow_step) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  // The fence first, a statement of its own: what a call that held the run's lock before this one
-  // committed (a retry on another connection) is visible to the reads below, under a new snapshot.
-  const Owned owned = lock_owned(run, epoch, now);
+  // The fence first, a statement of its own: what a call that held the cursor's lock before this
+  // one committed (a retry on another connection) is visible to the reads below, under a new
+  // snapshot. The run's row before the cursor's, as every call that locks both takes them.
+  Owned owned;
+  bool run_locked = false;
+  {
+    pg::Access fence;
+    pg::Table runs(fence, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
+    pg::Table messages(fence, pg::OwnTable::messages, pg::Opened::for_row_locks);
+    pg::Table cursors(fence, pg::OwnTable::wf_cursors, pg::Opened::for_row_locks);
+    owned = lock_owned_in(runs, messages, run, epoch, now, "running",
+                          timeout > 0 ? RunLock::always : RunLock::for_a_deadline, &run_locked);
+    read_cursor_in(cursors, run, epoch, owned, true);
+    cursors.finish();
+    messages.finish();
+    runs.finish();
+    fence.finish();
+  }
   pg::Access access;
-  pg::Table runs(access, pg::OwnTable::wf_runs);
   pg::Table journal(access, pg::OwnTable::wf_journal, pg::Opened::for_row_locks);
   const std::int32_t position = owned.cursor + 1;
   const JournalColumns j(journal);
@@ -608,17 +662,22 @@ FY_FUNCTION(fy_workflow_step) {
   // A step to run with a timeout: its deadline, and the owner's lease cut to it.
   const bool timed = !done && timeout > 0;
   const TimestampTz deadline = now + timeout;
-  // The run's row, locked by this transaction above.
-  if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}) ||
-      runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped)
-    unknown_run(run);
-  const RunColumns c(runs);
-  if (timed || owned.step_deadline) {
-    runs.update({{c.step_cursor, pg::int4_value(position)},
-                 {c.cursor_step, pg::text_value(step)},
-                 {c.step_deadline, timed ? pg::timestamptz_value(deadline) : pg::null_value()}});
-  } else {
-    runs.update({{c.step_cursor, pg::int4_value(position)}, {c.cursor_step, pg::text_value(step)}});
+  {
+    // The cursor's row, locked by this transaction above.
+    pg::Table cursors(access, pg::OwnTable::wf_cursors);
+    if (!cursors.find(pg::OwnIndex::wf_cursors_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}))
+      wf::throw_cursor_lost(epoch, run.text);
+    cursors.update(
+        {{cursors.column("position"), pg::int4_value(position)}, {cursors.column("step"), pg::text_value(step)}});
+    cursors.finish();
+  }
+  if (timed || owned.step_deadline) {  // a deadline to set, or an earlier step's to let go of (run_locked)
+    pg::Table runs(access, pg::OwnTable::wf_runs);
+    if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}) ||
+        runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped)
+      unknown_run(run);
+    runs.update({{runs.column("step_deadline"), timed ? pg::timestamptz_value(deadline) : pg::null_value()}});
+    runs.finish();
   }
   if (timed) {
     pg::Table messages(access, pg::OwnTable::messages);
@@ -632,7 +691,6 @@ FY_FUNCTION(fy_workflow_step) {
     messages.finish();
   }
   journal.finish();
-  runs.finish();
   access.finish();
   spi.finish();
   pg::TableResult out(fcinfo);
@@ -659,7 +717,7 @@ FY_FUNCTION(fy_workflow_step_complete) {
   check_tenant(spi, run.tenant);
   // The fence first, a statement of its own (as in workflow_step): a retry of this call that
   // waited for the first attempt's lock sees its journal row and answers as a replay.
-  const Owned owned = lock_owned(run, epoch, now);
+  const Owned owned = lock_owned(run, epoch, now, "running", WithCursor::yes);
   check_current_step(owned, step, "workflow_step_complete");
   pg::Access access;
   pg::Table journal(access, pg::OwnTable::wf_journal);
@@ -722,7 +780,7 @@ FY_FUNCTION(fy_workflow_step_fail) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(run, epoch, now);
+  const Owned owned = lock_owned(run, epoch, now, "running", WithCursor::yes);
   check_current_step(owned, step, "workflow_step_fail");
   if (!record_failed_attempt(spi, run, owned.cursor, step, error, epoch, now))
     wf::throw_step_recorded(step, run.text, owned.cursor, true);
@@ -850,7 +908,7 @@ FY_FUNCTION(fy_workflow_sleep) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(run, epoch, now);
+  const Owned owned = lock_owned(run, epoch, now, "running", WithCursor::yes);
   check_current_step(owned, step, "workflow_sleep");
   const pg::Value position = pg::int4_value(owned.cursor);
   std::optional<std::string> status;
@@ -894,16 +952,20 @@ FY_FUNCTION(fy_workflow_wait_signal) {
       " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET status = 'done', result = excluded.result,"
       "   error = NULL, epoch = excluded.epoch, recorded_at = excluded.recorded_at",
       {TEXTOID, UUIDOID, INT4OID, TEXTOID, JSONBOID, INT8OID, TIMESTAMPTZOID});
-  static pg::Statement advance(
-      "UPDATE forgeyard.wf_runs SET step_cursor = $3, cursor_step = $4, step_deadline = NULL,"
+  // Past the wait: the cursor moves on, and the run lets go of the wait and of a step deadline.
+  static pg::Statement advance("UPDATE forgeyard.wf_cursors SET position = $3, step = $4" FY_RUN_KEY " AND epoch" FY_EQ
+                               "$5",
+                               {TEXTOID, UUIDOID, INT4OID, TEXTOID, INT8OID});
+  static pg::Statement let_go(
+      "UPDATE forgeyard.wf_runs SET step_deadline = NULL,"
       "   waiting_signal = CASE WHEN wait_position" FY_EQ
       "$3 THEN NULL ELSE waiting_signal END,"
       "   wait_until = CASE WHEN wait_position" FY_EQ
       "$3 THEN NULL ELSE wait_until END,"
       "   wait_position = CASE WHEN wait_position" FY_EQ
       "$3 THEN NULL ELSE wait_position END,"
-      "   updated_at = $5" FY_RUN_KEY,
-      {TEXTOID, UUIDOID, INT4OID, TEXTOID, TIMESTAMPTZOID});
+      "   updated_at = $4" FY_RUN_KEY " AND (step_deadline IS NOT NULL OR wait_position" FY_EQ "$3)",
+      {TEXTOID, UUIDOID, INT4OID, TIMESTAMPTZOID});
   static pg::Statement wait(
       "UPDATE forgeyard.wf_runs SET state = 'waiting', msg_id = $3, waiting_signal = $4, wait_until = $5,"
       "   wait_position = $6, updated_at = $7" FY_RUN_KEY,
@@ -916,7 +978,7 @@ FY_FUNCTION(fy_workflow_wait_signal) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(run, epoch, now);
+  const Owned owned = lock_owned(run, epoch, now, "running", WithCursor::yes);
   const std::int32_t position = owned.cursor + 1;
   const pg::Value at = pg::int4_value(position);
   std::optional<wf::JournalEntry> entry;
@@ -963,8 +1025,11 @@ FY_FUNCTION(fy_workflow_wait_signal) {
   if (action == wf::WaitAction::receive || action == wf::WaitAction::time_out)
     spi.run(record, {run.t, run.r, at, pg::text_value(step), pg::typed_value(JSONBOID, -1, wf::signal_result(answer)),
                      pg::int8_value(epoch), pg::timestamptz_value(now)});
-  if (action != wf::WaitAction::wait)
-    spi.run(advance, {run.t, run.r, at, pg::text_value(step), pg::timestamptz_value(now)});
+  if (action != wf::WaitAction::wait) {
+    if (spi.run(advance, {run.t, run.r, at, pg::text_value(step), pg::int8_value(epoch)}) == 0)
+      wf::throw_cursor_lost(epoch, run.text);
+    spi.run(let_go, {run.t, run.r, at, pg::timestamptz_value(now)});
+  }
   spi.finish();
   pg::TableResult out(fcinfo);
   out.add_row({pg::text_value(answer.status), pg::typed_value(JSONBOID, -1, answer.payload)});

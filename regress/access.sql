@@ -6,7 +6,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(427);
+SELECT plan(429);
 
 SET TIME ZONE 'UTC';
 
@@ -136,7 +136,7 @@ SELECT set_eq(
           'forgeyard.audit_heads', 'forgeyard.audit_status',
           'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills',
           'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal', 'forgeyard.wf_signals',
-          'forgeyard.wf_schedules', 'forgeyard.workflow_runs', 'forgeyard.workflow_stuck'],
+          'forgeyard.wf_schedules', 'forgeyard.wf_cursors', 'forgeyard.workflow_runs', 'forgeyard.workflow_stuck'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
@@ -150,7 +150,12 @@ SELECT set_eq(
           'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills',
           'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal',
           'forgeyard.wf_signals', 'forgeyard.wf_schedules'],
-    'pg_extension.extconfig registers every table and sequence for pg_dump (the views are not data)');
+    'pg_extension.extconfig registers every table and sequence for pg_dump but the step cursors (the views are not data)');
+SELECT is((SELECT relpersistence FROM pg_catalog.pg_class WHERE oid = 'forgeyard.wf_cursors'::regclass), 'u'::"char",
+          'the step cursors are UNLOGGED (moving one writes no WAL); every other table is logged');
+SELECT is((SELECT count(*) FROM pg_catalog.pg_class
+            WHERE relnamespace = 'forgeyard'::regnamespace AND relkind = 'r' AND relpersistence <> 'p'), 1::bigint,
+          'one unlogged table');
 SELECT is((SELECT extrelocatable FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), false,
           'the extension is not relocatable');
 

@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(201);
+SELECT plan(218);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -503,7 +503,7 @@ SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', id, epoch, 'call',
           'a timeout of zero is 22023');
 SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', id, epoch, 'call', '1 month') FROM run_t$$))[1], '22023',
           'a timeout in months is 22023');
-SELECT is((SELECT step_cursor FROM forgeyard.wf_runs WHERE run_id = (SELECT id FROM run_t)), 0,
+SELECT is((SELECT position FROM forgeyard.wf_cursors WHERE run_id = (SELECT id FROM run_t)), 0,
           'and neither moved the cursor');
 SELECT results_eq($$SELECT s.status FROM run_t, forgeyard.workflow_step('t1', run_t.id, run_t.epoch, 'call', '30 seconds') s$$,
                   $$VALUES ('run'::text)$$, 'a step with a timeout runs');
@@ -559,6 +559,68 @@ SELECT results_eq($$SELECT s.status FROM run_t4, forgeyard.workflow_step('t1', r
                   $$VALUES ('run'::text), ('received')$$, 'a timed step, then a wait that receives at once');
 SELECT ok((SELECT step_deadline IS NULL FROM forgeyard.wf_runs WHERE run_id = (SELECT id FROM run_t4)),
           'the wait let go of the step''s deadline');
+
+-------------------------------------------------------------------------------------------------
+-- The step cursor: an UNLOGGED table of its own, so that a step call writes no WAL. Without a
+-- timeout workflow_step neither locks nor writes the run's row; a cursor that is gone (a crash,
+-- a failover or a restore empties the table) or another epoch's is FY001, and the next claim
+-- after the lease takes the run over and replays.
+-------------------------------------------------------------------------------------------------
+INSERT INTO r VALUES ('cur', forgeyard.workflow_start('t1', 'cursor', 1, 'cursor-1', '{}'));
+CREATE TEMP TABLE cur1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['cursor@1'], 1, '1 minute');
+CREATE TEMP TABLE cur_row AS SELECT ctid AS at FROM forgeyard.wf_runs WHERE run_id = (SELECT run_id FROM cur1);
+SELECT is((SELECT position FROM forgeyard.wf_cursors c, cur1 WHERE c.run_id = cur1.run_id AND c.epoch = cur1.epoch), 0,
+          'the claim put the new epoch''s cursor at no step');
+SELECT results_eq($$SELECT s.status FROM cur1, forgeyard.workflow_step('t1', cur1.run_id, cur1.epoch, 'one') s$$,
+                  $$VALUES ('run'::text)$$, 'a step to run');
+SELECT is((SELECT (position, step) FROM forgeyard.wf_cursors WHERE run_id = (SELECT run_id FROM cur1)), (1, 'one'::text),
+          'the cursor moved to it');
+SELECT ok((SELECT w.ctid = (SELECT at FROM cur_row) FROM forgeyard.wf_runs w WHERE w.run_id = (SELECT run_id FROM cur1)),
+          'the run''s row was not written by the step (the same version)');
+SELECT lives_ok($$SELECT forgeyard.workflow_step_complete('t1', run_id, epoch, 'one', '{"n": 1}') FROM cur1$$,
+                'its result is recorded');
+DELETE FROM forgeyard.wf_cursors WHERE run_id = (SELECT run_id FROM cur1);
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'two') FROM cur1$$))[1:2],
+          ARRAY['FY001', 'workflow run ' || (SELECT run_id FROM cur1) || ': the step cursor of epoch ' || (SELECT epoch FROM cur1)
+                || ' is gone (a crash, a failover or a restore emptied it, or the run was taken over)'],
+          'with its cursor gone (as after a crash), the owner''s next step is FY001');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_complete('t1', run_id, epoch, 'one', '{"n": 1}') FROM cur1$$))[1],
+          'FY001', 'and so is a step_complete');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_sleep('t1', run_id, epoch, 'one', '2031-01-01') FROM cur1$$))[1],
+          'FY001', 'and a sleep');
+SELECT is((pg_temp.err($$SELECT x.* FROM cur1, forgeyard.workflow_wait_signal('t1', cur1.run_id, cur1.epoch, 'two', 'go', '1 hour') x$$))[1],
+          'FY001', 'and a wait');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_fail('t1', run_id, epoch, 'one', 'e') FROM cur1$$))[1],
+          'FY001', 'and a step_fail');
+SELECT is((SELECT count(*)::int FROM forgeyard.wf_journal WHERE run_id = (SELECT run_id FROM cur1)), 1,
+          'none of them wrote to the journal');
+SET forgeyard.now_override = '2030-01-05 00:01:43+00';
+CREATE TEMP TABLE cur2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['cursor@1'], 1, '1 minute');
+SELECT ok((SELECT cur2.run_id = cur1.run_id AND cur2.epoch > cur1.epoch FROM cur1, cur2),
+          'after the lease, the next claim takes the run over under a new epoch');
+SELECT results_eq($$SELECT s.status, s.result FROM cur2, forgeyard.workflow_step('t1', cur2.run_id, cur2.epoch, 'one') s$$,
+                  $$VALUES ('done'::text, '{"n": 1}'::jsonb)$$, 'and replays the recorded step');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'two') FROM cur1$$))[1], 'FY001',
+          'the old epoch stays fenced (its cursor is the new epoch''s now)');
+SELECT is((SELECT count(*)::int FROM forgeyard.wf_cursors c WHERE c.run_id = (SELECT run_id FROM cur1)), 1,
+          'one cursor per run');
+-- WAL per statement, from pg_stat_statements (preloaded by scripts/lib/cluster.sh): the statements
+-- below are the only ones over the temporary tables cur3 and cur4.
+CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+INSERT INTO r VALUES ('cur_wal', forgeyard.workflow_start('t1', 'cursor', 1, 'cursor-2', '{}'));
+CREATE TEMP TABLE cur3 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w3', ARRAY['cursor@1'], 1, '1 minute');
+SELECT s.status AS walless_status FROM cur3, forgeyard.workflow_step('t1', cur3.run_id, cur3.epoch, 'plain') s \gset
+SELECT forgeyard.workflow_step_complete('t1', run_id, epoch, 'plain', '{}') IS NULL AS recorded FROM cur3 \gset
+CREATE TEMP TABLE cur4 AS SELECT * FROM cur3;
+SELECT s.status AS timed_status FROM cur4, forgeyard.workflow_step('t1', cur4.run_id, cur4.epoch, 'timed', '10 seconds') s \gset
+CREATE TEMP VIEW step_wal AS
+    SELECT coalesce(sum(wal_records) FILTER (WHERE query LIKE 'SELECT s.status AS walless_status %'), -1) AS untimed,
+           coalesce(sum(wal_records) FILTER (WHERE query LIKE 'SELECT s.status AS timed_status %'), -1) AS timed
+      FROM pg_stat_statements WHERE toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database());
+SELECT is((SELECT untimed FROM step_wal), 0::numeric,
+          'a step without a timeout writes no WAL (its commit does not wait for a flush)');
+SELECT cmp_ok((SELECT timed FROM step_wal), '>', 0::numeric,
+              'a step with a timeout does (the deadline on the run''s row, the lease cut), as measured the same way');
 
 CREATE ROLE fy_wf_app;
 CREATE ROLE fy_wf_insp;

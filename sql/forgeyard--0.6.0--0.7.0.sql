@@ -10,7 +10,7 @@
 -- A run of a workflow definition (name, version) for a tenant. Runnable runs are handed to workers
 -- through the tenant's queue "_wf.<workflow>@<version>" (msg_id is the run's live message), and
 -- the claim token of that delivery is the run's epoch: every journal write carries it (FY001 for
--- a stale owner). step_cursor counts the step calls of the current epoch (reset by each claim).
+-- a stale owner). The step cursor of the current epoch is in wf_cursors.
 CREATE TABLE forgeyard.wf_runs (
     tenant_id      text        NOT NULL,
     run_id         uuid        NOT NULL,
@@ -25,8 +25,6 @@ CREATE TABLE forgeyard.wf_runs (
     msg_id         bigint,
     epoch          bigint      NOT NULL DEFAULT 0,
     owner          text,
-    step_cursor    integer     NOT NULL DEFAULT 0,
-    cursor_step    text,
     step_deadline  timestamptz,
     result         jsonb,
     error          text,
@@ -50,7 +48,24 @@ CREATE TABLE forgeyard.wf_runs (
 CREATE INDEX wf_runs_state ON forgeyard.wf_runs (tenant_id, state, updated_at);
 CREATE INDEX wf_runs_purge ON forgeyard.wf_runs (purge_at) WHERE purge_at IS NOT NULL;
 COMMENT ON TABLE forgeyard.wf_runs IS
-  'Workflow runs: definition and version (fixed at start), input, state, the owner''s epoch (the claim token of the run''s live message), the step cursor of that epoch, result or error, takeovers. Use the API, not DML.';
+  'Workflow runs: definition and version (fixed at start), input, state, the owner''s epoch (the claim token of the run''s live message), result or error, takeovers. Use the API, not DML.';
+
+-- The step cursor of each run's current epoch: how many step calls its owner made and the step
+-- announced last (workflow_step moves it, each claim resets it). UNLOGGED, so that moving it
+-- writes no WAL: a workflow_step that announces or replays a step commits without waiting for a
+-- flush (docs/workflows-design.md, slice 7). A crash, a failover or a restore empties it; a missing
+-- row, or one of an older epoch, means the epoch lost the run (FY001), and the next claim takes the
+-- run over once its delivery's lease lapsed. Not dumped: it holds nothing a restore could use.
+CREATE UNLOGGED TABLE forgeyard.wf_cursors (
+    tenant_id text    NOT NULL,
+    run_id    uuid    NOT NULL,
+    epoch     bigint  NOT NULL,
+    position  integer NOT NULL CHECK (position >= 0),
+    step      text,
+    PRIMARY KEY (tenant_id, run_id)
+) WITH (fillfactor = 50);
+COMMENT ON TABLE forgeyard.wf_cursors IS
+  'The step cursor of each workflow run''s current epoch: position of the last step call and its step. UNLOGGED (emptied by a crash, failover or restore: the epoch in flight then loses the run, FY001). Use the API, not DML.';
 
 -- The journal: one row per step position of a run, contiguous from 1. done rows keep the
 -- result (replayed), failed rows the last error of a step that will run again. A sleep is a done

@@ -31,16 +31,23 @@ struct Named {
   const char* name;
   Oid oid = InvalidOid;
 };
-std::array<Named, 7> tables{
-    {{"messages"}, {"queue_releases"}, {"queue_slots"}, {"queues"}, {"leases"}, {"wf_runs"}, {"wf_journal"}}};
-std::array<Named, 8> indexes{{{"messages_pkey"},
+std::array<Named, 8> tables{{{"messages"},
+                             {"queue_releases"},
+                             {"queue_slots"},
+                             {"queues"},
+                             {"leases"},
+                             {"wf_runs"},
+                             {"wf_journal"},
+                             {"wf_cursors"}}};
+std::array<Named, 9> indexes{{{"messages_pkey"},
                               {"messages_claim"},
                               {"queue_releases_pkey"},
                               {"queue_slots_pkey"},
                               {"queues_pkey"},
                               {"leases_pkey"},
                               {"wf_runs_pkey"},
-                              {"wf_journal_pkey"}}};
+                              {"wf_journal_pkey"},
+                              {"wf_cursors_pkey"}}};
 // Per table: column name -> attribute number.
 std::array<std::map<std::string, int, std::less<>>, tables.size()> columns;
 // Per index: (column, strategy) -> comparison function, and the column's collation.

@@ -31,7 +31,7 @@
 namespace fy::pg {
 
 // forgeyard's tables and indexes that the hot paths use directly.
-enum class OwnTable : int { messages, queue_releases, queue_slots, queues, leases, wf_runs, wf_journal };
+enum class OwnTable : int { messages, queue_releases, queue_slots, queues, leases, wf_runs, wf_journal, wf_cursors };
 enum class OwnIndex : int {
   messages_pkey,
   messages_claim,
@@ -40,7 +40,8 @@ enum class OwnIndex : int {
   queues_pkey,
   leases_pkey,
   wf_runs_pkey,
-  wf_journal_pkey
+  wf_journal_pkey,
+  wf_cursors_pkey
 };
 
 // One statement's worth of direct access: CommandCounterIncrement and a pushed snapshot, popped

@@ -200,8 +200,6 @@ const std::vector<Table>& forgeyard_tables() {
         {"msg_id", K::integer},
         {"epoch", K::integer},
         {"owner", K::text},
-        {"step_cursor", K::integer},
-        {"cursor_step", K::text},
         {"step_deadline", K::usecs},
         {"result", K::json},
         {"error", K::text},
