@@ -50,45 +50,6 @@ core::QueueOptions options_from(const pg::Row& r, int* slots) {
   return o;
 }
 
-// The same from the row in a table's slot (the direct path of producers, below).
-core::QueueOptions options_from(const pg::Table& r, int* slots) {
-  static const char* const admit_columns[core::priority_classes] = {"admit_emergency",  "admit_security_control",
-                                                                    "admit_realtime",   "admit_interactive",
-                                                                    "admit_background", "admit_bulk"};
-  core::QueueOptions o;
-  o.max_messages = r.int8(r.column("max_messages"));
-  o.max_bytes = r.int8(r.column("max_bytes"));
-  o.max_payload_bytes = r.int8(r.column("max_payload_bytes"));
-  o.visibility_usecs = r.int8(r.column("visibility_usecs"));
-  o.max_attempts = r.int8(r.column("max_attempts"));
-  o.backoff_base_usecs = r.int8(r.column("backoff_base_usecs"));
-  o.backoff_max_usecs = r.int8(r.column("backoff_max_usecs"));
-  o.partitioned = r.text_equals(r.column("ordering"), "partition");
-  o.keep_dead_payload = r.text_equals(r.column("dead_letter_payload"), "keep");
-  o.retain_acked_usecs = r.int8(r.column("retain_acked_usecs"));
-  o.max_dead = r.int8(r.column("max_dead"));
-  o.dead_retention_usecs = r.int8(r.column("dead_retention_usecs"));
-  o.dedup_window_usecs = r.int8(r.column("dedup_window_usecs"));
-  for (int p = 0; p < core::priority_classes; ++p) o.admit_percent[p] = r.int8(r.column(admit_columns[p]));
-  o.notify = r.boolean(r.column("notify"));
-  *slots = r.int4(r.column("slots"));
-  return o;
-}
-
-// A producer's queue below SPI: the row by primary key, locked FOR KEY SHARE (waiting, as the
-// statement would: queue_drop deletes it first and waits for this lock), options read from the
-// version locked. False when there is no row to lock: the statement path decides (42704).
-bool load_for_producer(Queue& queue) {
-  pg::Access access;
-  pg::Table queues(access, pg::OwnTable::queues, pg::Opened::for_row_locks);
-  bool found = queues.find(pg::OwnIndex::queues_pkey, {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}}) &&
-               queues.lock(pg::LockMode::key_share, pg::Wait::block) != pg::Locked::skipped;
-  if (found) queue.options = options_from(queues, &queue.slots);
-  queues.finish();
-  access.finish();
-  return found;
-}
-
 }  // namespace
 
 Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing) {
@@ -103,17 +64,11 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
                             " FROM forgeyard.queues"
                             " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
                             {TEXTOID, TEXTOID});
-  // Producers keep the queue from being dropped under them until they commit (queue_drop
-  // deletes the queue row first, and waits for this lock).
-  static pg::Statement read_for_producer(
-      "SELECT " FY_QUEUE_COLUMNS
-      " FROM forgeyard.queues"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
-      " FOR KEY SHARE",
-      {TEXTOID, TEXTOID});
-  // Consumers read the options from this backend's cache (pg/table_cache.hpp): a queue_alter
-  // applies from the next command of its own transaction and, in other sessions, from their
-  // next call after it committed. Producers lock the row anyway, and read it with the lock.
+  // Options are read from this backend's cache (pg/table_cache.hpp): a queue_alter applies from
+  // the next command of its own transaction and, in other sessions, from their next call after it
+  // committed. Producers first take the queue's producer lock (pg/table_access.hpp), which keeps
+  // queue_drop from deleting the queue under them until they commit: taken before the cache is
+  // consulted, so a producer that waited for a drop finds the queue gone (42704).
   struct Cached {
     core::QueueOptions options;
     int slots;
@@ -127,27 +82,25 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
   queue.t = pg::text_value(queue.tenant);
   queue.q = pg::text_value(queue.name);
   const std::string key = queue.tenant + std::string(1, '\0') + queue.name;
-  if (producing && load_for_producer(queue)) return queue;
-  if (!producing) {
-    const std::uint64_t generation = pg::cache_generation(pg::CachedTable::queues);
-    if (generation != cache_generation) {
-      cache.clear();
-      cache_generation = generation;
-    }
-    if (auto it = cache.find(key); it != cache.end()) {
-      queue.options = it->second.options;
-      queue.slots = it->second.slots;
-      return queue;
-    }
+  if (producing) pg::lock_queue(queue.tenant, queue.name, pg::QueueLock::produce);
+  const std::uint64_t generation = pg::cache_generation(pg::CachedTable::queues);
+  if (generation != cache_generation) {
+    cache.clear();
+    cache_generation = generation;
+  }
+  if (auto it = cache.find(key); it != cache.end()) {
+    queue.options = it->second.options;
+    queue.slots = it->second.slots;
+    return queue;
   }
   bool found = false;
-  spi.run(producing ? read_for_producer : read, {queue.t, queue.q}, [&](const pg::Row& r) {
+  spi.run(read, {queue.t, queue.q}, [&](const pg::Row& r) {
     queue.options = options_from(r, &queue.slots);
     found = true;
   });
   if (!found) core::throw_unknown_queue(queue.tenant, queue.name);
   // Kept only if no invalidation came in while the row was read.
-  if (!producing && pg::cache_generation(pg::CachedTable::queues) == cache_generation) {
+  if (pg::cache_generation(pg::CachedTable::queues) == cache_generation) {
     if (cache.size() >= max_cached) cache.clear();
     cache[key] = {queue.options, queue.slots};
   }

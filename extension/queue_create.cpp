@@ -7,6 +7,7 @@
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
+#include "pg/table_access.hpp"
 #include "pg/trigger.hpp"
 #include "core/workflow.hpp"
 #include "queue.hpp"
@@ -152,7 +153,7 @@ FY_FUNCTION(fy_queue_alter) {
 
 // queue_drop(tenant, queue) -> whether it existed; its messages, events and counters go too.
 FY_FUNCTION(fy_queue_drop) {
-  // The queue row goes first: that waits for producers that loaded the queue (FOR KEY SHARE) to
+  // The queue's producer lock first (pg/table_access.hpp): that waits for open producers to
   // commit, and the deletes after it then see their messages.
   static pg::Statement drop_queue(
       "DELETE FROM forgeyard.queues WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
@@ -169,6 +170,7 @@ FY_FUNCTION(fy_queue_drop) {
   core::workflow::refuse_reserved_queue(name);
   pg::Spi spi;
   check_tenant(spi, tenant);
+  pg::lock_queue(tenant, name, pg::QueueLock::drop);
   const pg::Value t = pg::text_value(tenant), q = pg::text_value(name);
   const bool dropped = spi.run(drop_queue, {t, q}) > 0;
   spi.run(drop_rest, {t, q});

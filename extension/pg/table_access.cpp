@@ -7,6 +7,7 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/namespace.h"
+#include "common/hashfn.h"
 #include "commands/async.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
@@ -14,6 +15,7 @@ extern "C" {
 #include "optimizer/optimizer.h"
 #include "tcop/utility.h"
 #include "utils/memutils.h"
+#include "storage/lmgr.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -622,6 +624,20 @@ void Table::finish() {
     if (new_slot != nullptr) ExecDropSingleTupleTableSlot(new_slot);
     ExecDropSingleTupleTableSlot(slot);
     table_close(rel, NoLock);
+  });
+}
+
+void lock_queue(const std::string& tenant, const std::string& queue, QueueLock mode) {
+  const Oid queues = resolve(tables[static_cast<int>(OwnTable::queues)]);
+  std::string key = tenant;
+  key.push_back('\0');
+  key += queue;
+  guard([&]() noexcept {
+    const uint64 h =
+        hash_bytes_extended(reinterpret_cast<const unsigned char*>(key.data()), static_cast<int>(key.size()), 0);
+    // LockDatabaseObject applies the invalidations that came in when it had to take the lock.
+    LockDatabaseObject(queues, static_cast<Oid>(h >> 32), static_cast<int32>(h & 0xffffffffU),
+                       mode == QueueLock::produce ? AccessShareLock : AccessExclusiveLock);
   });
 }
 
