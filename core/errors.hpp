@@ -20,6 +20,7 @@ inline constexpr char append_only[] = "FY030";
 inline constexpr char tenant_denied[] = "FY040";
 inline constexpr char schema_unsupported[] = "FY050";
 inline constexpr char nondeterminism[] = "FY060";
+inline constexpr char serialization_failure[] = "40001";
 inline constexpr char string_too_long[] = "22001";
 inline constexpr char null_value[] = "22004";
 inline constexpr char invalid_parameter[] = "22023";

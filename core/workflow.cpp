@@ -148,6 +148,13 @@ void throw_cursor_lost(std::int64_t epoch, std::string_view run_id) {
               "stop working on the run; it is handed out again when the lease of this epoch runs out");
 }
 
+void throw_concurrent_step(std::string_view run_id) {
+  throw Error(sqlstate::serialization_failure,
+              "workflow run " + std::string(run_id) +
+                  ": another step call of this epoch moved the step cursor while this one waited",
+              "make one step call of a run at a time; retry this one");
+}
+
 std::string compensation_key(std::string_view run_id, std::int32_t position, std::string_view step) {
   return idempotency_key(run_id, position, step) + ":compensate";
 }

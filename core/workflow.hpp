@@ -140,6 +140,8 @@ void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_
 // FY001 for an owner whose step cursor is gone (PostgreSQL keeps the cursors in an UNLOGGED table,
 // which a crash, a failover or a restore empties) or belongs to a later epoch.
 [[noreturn]] void throw_cursor_lost(std::int64_t epoch, std::string_view run_id);
+// 40001 for a step call that waited for another step call of the same run and epoch: retry it.
+[[noreturn]] void throw_concurrent_step(std::string_view run_id);
 
 // Sagas: a step done with a compensation is undone, newest first, when its run fails, is cancelled
 // or times out. The compensation of the step at `position` hands the outside system this key.

@@ -64,11 +64,21 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
                             " FROM forgeyard.queues"
                             " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
                             {TEXTOID, TEXTOID});
+  // Under REPEATABLE READ or SERIALIZABLE a producer locks the queue row too, as before the
+  // producer lock: its snapshot may predate a drop it waited for, and the row lock makes that
+  // 40001 rather than an enqueue into a dropped queue.
+  static pg::Statement read_for_producer(
+      "SELECT " FY_QUEUE_COLUMNS
+      " FROM forgeyard.queues"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
+      " FOR KEY SHARE",
+      {TEXTOID, TEXTOID});
   // Options are read from this backend's cache (pg/table_cache.hpp): a queue_alter applies from
   // the next command of its own transaction and, in other sessions, from their next call after it
   // committed. Producers first take the queue's producer lock (pg/table_access.hpp), which keeps
   // queue_drop from deleting the queue under them until they commit: taken before the cache is
-  // consulted, so a producer that waited for a drop finds the queue gone (42704).
+  // consulted, so a producer that waited for a drop finds the queue gone (42704). What a
+  // transaction-snapshot read returns is never cached.
   struct Cached {
     core::QueueOptions options;
     int slots;
@@ -82,25 +92,26 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
   queue.t = pg::text_value(queue.tenant);
   queue.q = pg::text_value(queue.name);
   const std::string key = queue.tenant + std::string(1, '\0') + queue.name;
+  const bool own_snapshot = pg::uses_transaction_snapshot();
   if (producing) pg::lock_queue(queue.tenant, queue.name, pg::QueueLock::produce);
   const std::uint64_t generation = pg::cache_generation(pg::CachedTable::queues);
   if (generation != cache_generation) {
     cache.clear();
     cache_generation = generation;
   }
-  if (auto it = cache.find(key); it != cache.end()) {
+  if (auto it = cache.find(key); it != cache.end() && !(producing && own_snapshot)) {
     queue.options = it->second.options;
     queue.slots = it->second.slots;
     return queue;
   }
   bool found = false;
-  spi.run(read, {queue.t, queue.q}, [&](const pg::Row& r) {
+  spi.run(producing && own_snapshot ? read_for_producer : read, {queue.t, queue.q}, [&](const pg::Row& r) {
     queue.options = options_from(r, &queue.slots);
     found = true;
   });
   if (!found) core::throw_unknown_queue(queue.tenant, queue.name);
   // Kept only if no invalidation came in while the row was read.
-  if (pg::cache_generation(pg::CachedTable::queues) == cache_generation) {
+  if (!own_snapshot && pg::cache_generation(pg::CachedTable::queues) == cache_generation) {
     if (cache.size() >= max_cached) cache.clear();
     cache[key] = {queue.options, queue.slots};
   }

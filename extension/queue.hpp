@@ -40,6 +40,10 @@ bool join_partition(pg::Spi& spi, const Queue& queue, const std::optional<std::s
 core::Usage usage(pg::Spi& spi, const Queue& queue);
 // Inserts a queue with its capacity counters; false (and nothing changed) if it exists.
 bool insert_queue(pg::Spi& spi, const std::string& tenant, const std::string& name, const core::QueueOptions& options);
+// The queue with default options unless it exists (a workflow's definition queue). Looked up
+// first: the INSERT, even one that inserts nothing, fires the statement trigger that drops every
+// backend's cache of queue options.
+void ensure_queue(pg::Spi& spi, const std::string& tenant, const std::string& name);
 // An integer argument in 1..max (22023 otherwise, 22004 for NULL).
 std::int32_t positive_int_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::int32_t max);
 

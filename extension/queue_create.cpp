@@ -109,6 +109,15 @@ bool insert_queue(pg::Spi& spi, const std::string& tenant, const std::string& na
   return true;
 }
 
+void ensure_queue(pg::Spi& spi, const std::string& tenant, const std::string& name) {
+  static pg::Statement exists(
+      "SELECT 1 FROM forgeyard.queues"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
+  if (spi.run(exists, {pg::text_value(tenant), pg::text_value(name)}) == 0)
+    insert_queue(spi, tenant, name, core::QueueOptions{});
+}
+
 }  // namespace fy::queue
 
 // queue_create(tenant, queue, options)

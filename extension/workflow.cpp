@@ -151,12 +151,17 @@ Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::i
 
 // The step cursor of `epoch` (wf_cursors) into `owned`, locked against other step calls of the
 // run if `lock`: FY001 when it is gone (the UNLOGGED table was emptied) or another epoch's.
+// Locking, a wait that ends on a newer version of the row (another step call of this epoch moved
+// the cursor meanwhile) is 40001: what this call read before the wait (the run's deadline, its
+// snapshot) is no longer current, so the caller retries with a fresh one.
 void read_cursor_in(pg::Table& cursors, const Run& run, std::int64_t epoch, Owned& owned, bool lock) {
-  if (!cursors.find(pg::OwnIndex::wf_cursors_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}) ||
-      (lock && cursors.lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped))
+  if (!cursors.find(pg::OwnIndex::wf_cursors_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}))
     wf::throw_cursor_lost(epoch, run.text);
+  const pg::Locked locked = lock ? cursors.lock(pg::LockMode::no_key_update, pg::Wait::block) : pg::Locked::as_read;
+  if (locked == pg::Locked::skipped) wf::throw_cursor_lost(epoch, run.text);
   // After a wait, the newest version is in the slot: a claim that took the run over moved it.
   if (cursors.int8(cursors.column("epoch")) != epoch) wf::throw_cursor_lost(epoch, run.text);
+  if (locked == pg::Locked::newer_version) wf::throw_concurrent_step(run.text);
   owned.cursor = cursors.int4(cursors.column("position"));
   owned.cursor_step = cursors.text(cursors.column("step"));
 }
@@ -171,14 +176,17 @@ Owned lock_owned(const Run& run, std::int64_t epoch, TimestampTz now, const char
   pg::Table runs(access, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
   pg::Table messages(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
   Owned owned = lock_owned_in(runs, messages, run, epoch, now, as);
-  if (with_cursor == WithCursor::yes) {
-    pg::Table cursors(access, pg::OwnTable::wf_cursors, pg::Opened::for_row_locks);
-    read_cursor_in(cursors, run, epoch, owned, false);
-    cursors.finish();
-  }
   messages.finish();
   runs.finish();
   access.finish();
+  if (with_cursor == WithCursor::yes) {
+    // Under a snapshot taken after the run's lock: what a call that held it wrote is seen.
+    pg::Access after;
+    pg::Table cursors(after, pg::OwnTable::wf_cursors, pg::Opened::for_row_locks);
+    read_cursor_in(cursors, run, epoch, owned, false);
+    cursors.finish();
+    after.finish();
+  }
   return owned;
 }
 
@@ -299,7 +307,7 @@ std::string settle(pg::Spi& spi, const Run& run, const std::string& state, const
     });
     if (workflow) {
       const std::string queue = wf::queue_name(*workflow, static_cast<std::int32_t>(version));
-      queue::insert_queue(spi, run.tenant, queue, core::QueueOptions{});
+      queue::ensure_queue(spi, run.tenant, queue);
       const std::int64_t msg_id = enqueue(spi, run.tenant, queue, run.id, static_cast<int>(priority));
       spi.run(compensate, {run.t, run.r, pg::text_value(state), pg::optional_text_value(error), pg::int8_value(msg_id),
                            pg::timestamptz_value(now)});
@@ -428,7 +436,7 @@ FY_FUNCTION(fy_workflow_start) {
   std::string id = run_id;
   if (inserted) {
     const std::string queue = wf::queue_name(workflow, version);
-    queue::insert_queue(spi, tenant, queue, core::QueueOptions{});
+    queue::ensure_queue(spi, tenant, queue);
     const std::int64_t msg_id = enqueue(spi, tenant, queue, run_id, options.priority);
     spi.run(set_message, {t, pg::uuid_value(run_id), pg::int8_value(msg_id)});
   } else {
@@ -461,17 +469,8 @@ FY_FUNCTION(fy_workflow_claim) {
                                     {TEXTOID, TEXTOID});
   static pg::Statement lock(
       "SELECT state, msg_id, coalesce(deadline OPERATOR(pg_catalog.<=) $3, false), workflow, version::pg_catalog.int8,"
-      "       input::pg_catalog.text, coalesce(step_deadline OPERATOR(pg_catalog.<=) $3, false),"
-      "       (SELECT c.position::pg_catalog.int8 FROM forgeyard.wf_cursors c WHERE c.tenant_id" FY_EQ
-      "r.tenant_id"
-      "           AND c.run_id" FY_EQ "r.run_id AND c.epoch" FY_EQ
-      "r.epoch),"
-      "       (SELECT c.step FROM forgeyard.wf_cursors c WHERE c.tenant_id" FY_EQ
-      "r.tenant_id"
-      "           AND c.run_id" FY_EQ "r.run_id AND c.epoch" FY_EQ
-      "r.epoch),"
-      "       epoch"
-      "  FROM forgeyard.wf_runs r" FY_RUN_KEY " FOR UPDATE",
+      "       input::pg_catalog.text, coalesce(step_deadline OPERATOR(pg_catalog.<=) $3, false), epoch"
+      "  FROM forgeyard.wf_runs" FY_RUN_KEY " FOR UPDATE",
       {TEXTOID, UUIDOID, TIMESTAMPTZOID});
   static pg::Statement own(
       "UPDATE forgeyard.wf_runs SET state = CASE WHEN state" FY_EQ
@@ -482,6 +481,10 @@ FY_FUNCTION(fy_workflow_claim) {
       "   previous_owner = CASE WHEN $5 OPERATOR(pg_catalog.>) 0 THEN owner ELSE previous_owner END,"
       "   updated_at = $6" FY_RUN_KEY,
       {TEXTOID, UUIDOID, INT8OID, TEXTOID, INT4OID, TIMESTAMPTZOID});
+  // The step cursor of the run's last epoch, read after the run's lock (a statement of its own).
+  static pg::Statement last_cursor("SELECT position::pg_catalog.int8, step FROM forgeyard.wf_cursors" FY_RUN_KEY
+                                   " AND epoch" FY_EQ "$3",
+                                   {TEXTOID, UUIDOID, INT8OID});
   // The new epoch's step cursor, at no step yet.
   static pg::Statement cursor(
       "INSERT INTO forgeyard.wf_cursors AS c (tenant_id, run_id, epoch, position, step) VALUES ($1, $2, $3, 0, NULL)"
@@ -521,8 +524,8 @@ FY_FUNCTION(fy_workflow_claim) {
   // The run a delivery names, locked.
   struct Found {
     Run run;
-    std::optional<std::string> state, workflow, input, cursor_step;
-    std::int64_t msg_id = 0, version = 0, cursor = 0, epoch = 0;
+    std::optional<std::string> state, workflow, input;
+    std::int64_t msg_id = 0, version = 0, epoch = 0;
     bool past_deadline = false, past_step_deadline = false;
   };
   const auto find = [&](const std::string& name, const queue::Claimed& c) {
@@ -539,18 +542,24 @@ FY_FUNCTION(fy_workflow_claim) {
       f.version = *r.int8(5);
       f.input = r.text(6);
       f.past_step_deadline = *r.boolean(7);
-      f.cursor = r.int8(8).value_or(0);  // none: the cursor was lost, the step is not known
-      f.cursor_step = r.text(9);
-      f.epoch = *r.int8(10);
+      f.epoch = *r.int8(8);
     });
     return f;
   };
-  // A running run whose owner ran past a step's timeout: that attempt is recorded as failed.
+  // A running run whose owner ran past a step's timeout: that attempt is recorded as failed (not
+  // when the step is not known: the last epoch's cursor was lost to a crash).
   const auto record_timeout = [&](const Found& f) -> std::optional<std::string> {
-    if (*f.state != "running" || !f.past_step_deadline || !f.cursor_step) return std::nullopt;
-    record_failed_attempt(spi, f.run, static_cast<std::int32_t>(f.cursor), *f.cursor_step,
-                          wf::step_timeout_error(*f.cursor_step), f.epoch, now);
-    return f.cursor_step;
+    if (*f.state != "running" || !f.past_step_deadline) return std::nullopt;
+    std::int64_t position = 0;
+    std::optional<std::string> step;
+    spi.run(last_cursor, {t, f.run.r, pg::int8_value(f.epoch)}, [&](const pg::Row& r) {
+      position = *r.int8(1);
+      step = r.text(2);
+    });
+    if (!step) return std::nullopt;
+    record_failed_attempt(spi, f.run, static_cast<std::int32_t>(position), *step, wf::step_timeout_error(*step),
+                          f.epoch, now);
+    return step;
   };
   for (const std::string& name : queues) {
     if (static_cast<std::int32_t>(out.size()) >= max_runs) break;
@@ -1175,7 +1184,7 @@ FY_FUNCTION(fy_workflow_retry) {
   const bool retried = wf::is_retryable(*state) && (*state == "compensation_failed" || !compensated);
   if (retried) {
     const std::string queue = wf::queue_name(*workflow, static_cast<std::int32_t>(version));
-    queue::insert_queue(spi, run.tenant, queue, core::QueueOptions{});
+    queue::ensure_queue(spi, run.tenant, queue);
     const std::int64_t msg_id = enqueue(spi, run.tenant, queue, run.id, static_cast<int>(priority));
     spi.run(requeue, {run.t, run.r, pg::int8_value(msg_id), pg::timestamptz_value(now)});
   }

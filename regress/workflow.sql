@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(218);
+SELECT plan(220);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -475,8 +475,9 @@ SELECT is((SELECT "rows" FROM forgeyard.maintain() WHERE task = 'workflow_runs')
 SET forgeyard.now_override = '2030-01-05 01:00:00+00';
 SELECT is((SELECT "rows" FROM forgeyard.maintain() WHERE task = 'workflow_runs'), 1::bigint, 'and removes it after');
 SELECT is((SELECT count(*)::int FROM forgeyard.wf_journal WHERE run_id = (SELECT id FROM r WHERE name = 'rt'))
-          + (SELECT count(*)::int FROM forgeyard.wf_signals WHERE run_id = (SELECT id FROM r WHERE name = 'rt')), 0,
-          'with its journal and its signals');
+          + (SELECT count(*)::int FROM forgeyard.wf_signals WHERE run_id = (SELECT id FROM r WHERE name = 'rt'))
+          + (SELECT count(*)::int FROM forgeyard.wf_cursors WHERE run_id = (SELECT id FROM r WHERE name = 'rt')), 0,
+          'with its journal, its signals and its step cursor');
 SELECT is((pg_temp.err($$SELECT * FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'rt'))$$))[1], '42704',
           'the run is gone (42704)');
 SELECT is((SELECT count(*)::int FROM forgeyard.wf_runs WHERE state = 'parked' AND purge_at IS NOT NULL), 0,
@@ -604,6 +605,14 @@ SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'tw
           'the old epoch stays fenced (its cursor is the new epoch''s now)');
 SELECT is((SELECT count(*)::int FROM forgeyard.wf_cursors c WHERE c.run_id = (SELECT run_id FROM cur1)), 1,
           'one cursor per run');
+UPDATE forgeyard.wf_cursors SET epoch = epoch + 1 WHERE run_id = (SELECT run_id FROM cur2);
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'two') FROM cur2$$))[1:2],
+          ARRAY['FY001', 'workflow run ' || (SELECT run_id FROM cur2) || ': the step cursor of epoch ' || (SELECT epoch FROM cur2)
+                || ' is gone (a crash, a failover or a restore emptied it, or the run was taken over)'],
+          'a cursor of another epoch is FY001 even while the run''s row still names this one');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_complete('t1', run_id, epoch, 'one', '{"n": 1}') FROM cur2$$))[1],
+          'FY001', 'for the calls that record the current step too');
+UPDATE forgeyard.wf_cursors SET epoch = epoch - 1 WHERE run_id = (SELECT run_id FROM cur2);
 -- WAL per statement, from pg_stat_statements (preloaded by scripts/lib/cluster.sh): the statements
 -- below are the only ones over the temporary tables cur3 and cur4.
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;

@@ -636,7 +636,7 @@ void lock_queue(const std::string& tenant, const std::string& queue, QueueLock m
     const uint64 h =
         hash_bytes_extended(reinterpret_cast<const unsigned char*>(key.data()), static_cast<int>(key.size()), 0);
     // LockDatabaseObject applies the invalidations that came in when it had to take the lock.
-    LockDatabaseObject(queues, static_cast<Oid>(h >> 32), static_cast<int32>(h & 0xffffffffU),
+    LockDatabaseObject(queues, static_cast<Oid>(h >> 32), static_cast<uint16>(h & 0xffffU),
                        mode == QueueLock::produce ? AccessShareLock : AccessExclusiveLock);
   });
 }

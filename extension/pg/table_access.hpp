@@ -167,8 +167,8 @@ class Table {
 };
 
 // A queue's lock for its producers: a heavyweight lock on an object of class forgeyard.queues
-// (pg_locks: locktype object, classid forgeyard.queues, objid and objsubid a 64-bit hash of the
-// tenant and queue), held to the end of the transaction. Producers take it shared and do not
+// (pg_locks: locktype object, classid forgeyard.queues, objid and objsubid 48 bits of a hash of
+// the tenant and queue), held to the end of the transaction. Producers take it shared and do not
 // wait for each other; queue_drop takes it exclusive, so it waits for open producers and they
 // for it. Unlike a row lock on the queue's row it writes nothing (no tuple header, no WAL, no
 // MultiXact for two producers). Invalidations that came in are applied after a wait for it, so

@@ -64,6 +64,10 @@ void invalidate_trigger_table(FunctionCallInfo fcinfo) {
   guard([&]() noexcept { CacheInvalidateRelcache(rel); });
 }
 
+bool uses_transaction_snapshot() {
+  return IsolationUsesXactSnapshot();
+}
+
 void accept_invalidations() {
   guard([]() noexcept { AcceptInvalidationMessages(); });
 }

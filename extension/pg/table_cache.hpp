@@ -32,4 +32,8 @@ void invalidate_trigger_table(FunctionCallInfo fcinfo);
 // Applies the invalidation messages other backends committed (cheap when there are none).
 void accept_invalidations();
 
+// Whether the transaction reads under one snapshot (REPEATABLE READ, SERIALIZABLE): what it reads
+// may predate a change that committed since, so it must not go into a cache that outlives it.
+bool uses_transaction_snapshot();
+
 }  // namespace fy::pg
