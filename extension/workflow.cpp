@@ -115,13 +115,12 @@ enum class RunLock { always, for_a_deadline };
 // not have (or one removed meanwhile). Unlocked (RunLock::for_a_deadline and no deadline), the
 // row is the snapshot's: the cursor's lock then serializes the step calls of the run.
 Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::int64_t epoch, TimestampTz now,
-                    const char* as, RunLock how = RunLock::always, bool* locked = nullptr) {
+                    const char* as, RunLock how = RunLock::always) {
   const RunColumns c(runs);
   if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}))
     unknown_run(run);
   const bool lock = how == RunLock::always || !runs.is_null(c.step_deadline);
   if (lock && runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped) unknown_run(run);
-  if (locked != nullptr) *locked = lock;
   Owned owned;
   owned.workflow = *runs.text(c.workflow);
   owned.queue = wf::queue_name(owned.workflow, runs.int4(c.version));
@@ -637,14 +636,13 @@ FY_FUNCTION(fy_workflow_step) {
   // one committed (a retry on another connection) is visible to the reads below, under a new
   // snapshot. The run's row before the cursor's, as every call that locks both takes them.
   Owned owned;
-  bool run_locked = false;
   {
     pg::Access fence;
     pg::Table runs(fence, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
     pg::Table messages(fence, pg::OwnTable::messages, pg::Opened::for_row_locks);
     pg::Table cursors(fence, pg::OwnTable::wf_cursors, pg::Opened::for_row_locks);
     owned = lock_owned_in(runs, messages, run, epoch, now, "running",
-                          timeout > 0 ? RunLock::always : RunLock::for_a_deadline, &run_locked);
+                          timeout > 0 ? RunLock::always : RunLock::for_a_deadline);
     read_cursor_in(cursors, run, epoch, owned, true);
     cursors.finish();
     messages.finish();
@@ -680,7 +678,8 @@ FY_FUNCTION(fy_workflow_step) {
         {{cursors.column("position"), pg::int4_value(position)}, {cursors.column("step"), pg::text_value(step)}});
     cursors.finish();
   }
-  if (timed || owned.step_deadline) {  // a deadline to set, or an earlier step's to let go of (run_locked)
+  // A deadline to set, or an earlier step's to let go of: the fence locked the run's row then.
+  if (timed || owned.step_deadline) {
     pg::Table runs(access, pg::OwnTable::wf_runs);
     if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}) ||
         runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped)
