@@ -41,11 +41,10 @@ std::array<Named, 8> tables{{{"messages"},
                              {"wf_runs"},
                              {"wf_journal"},
                              {"wf_cursors"}}};
-std::array<Named, 9> indexes{{{"messages_pkey"},
+std::array<Named, 8> indexes{{{"messages_pkey"},
                               {"messages_claim"},
                               {"queue_releases_pkey"},
                               {"queue_slots_pkey"},
-                              {"queues_pkey"},
                               {"leases_pkey"},
                               {"wf_runs_pkey"},
                               {"wf_journal_pkey"},
@@ -346,9 +345,7 @@ bool Table::find(OwnIndex index, std::initializer_list<Key> keys) {
 Locked Table::lock(LockMode mode, Wait wait) {
   Relation rel = rel_of(rel_);
   TupleTableSlot* slot = slot_of(slot_);
-  const LockTupleMode lock_mode = mode == LockMode::update          ? LockTupleExclusive
-                                  : mode == LockMode::no_key_update ? LockTupleNoKeyExclusive
-                                                                    : LockTupleKeyShare;
+  const LockTupleMode lock_mode = mode == LockMode::update ? LockTupleExclusive : LockTupleNoKeyExclusive;
   const LockWaitPolicy policy = wait == Wait::skip ? LockWaitSkip : LockWaitBlock;
   TM_FailureData failure{};
   // READ COMMITTED follows the update chain to the newest version (the caller re-checks it);

@@ -37,7 +37,6 @@ enum class OwnIndex : int {
   messages_claim,
   queue_releases_pkey,
   queue_slots_pkey,
-  queues_pkey,
   leases_pkey,
   wf_runs_pkey,
   wf_journal_pkey,
@@ -74,7 +73,7 @@ struct Key {
 // under SKIP LOCKED; or the row is gone or was changed by this very command).
 enum class Locked { as_read, newer_version, skipped };
 enum class Wait { block, skip };
-enum class LockMode { update, no_key_update, key_share };
+enum class LockMode { update, no_key_update };
 
 // How a table is opened: for writes with RowExclusiveLock, as UPDATE and DELETE open it; for
 // rows it only reads and locks with RowShareLock, as SELECT ... FOR UPDATE or FOR KEY SHARE do.
