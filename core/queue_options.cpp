@@ -53,7 +53,39 @@ constexpr DurationOption duration_options[] = {
     {"retain_acked", &QueueOptions::retain_acked_usecs, max_queue_retention_usecs},
     {"dead_letter_retention", &QueueOptions::dead_retention_usecs, max_queue_retention_usecs},
     {"dedup_window", &QueueOptions::dedup_window_usecs, max_queue_retention_usecs},
+    {"retry_budget_window", &QueueOptions::retry_budget_window_usecs, max_queue_duration_usecs},
 };
+
+// A fraction in [0, 1] as JSON writes it: digits, an optional point and digits (no exponent).
+double fraction(std::string_view key, std::string_view value) {
+  double whole = 0, scale = 1;
+  bool point = false, digits = false;
+  for (char c : value) {
+    if (c == '.' && !point) {
+      point = true;
+    } else if (c >= '0' && c <= '9') {
+      digits = true;
+      if (point && scale < 1e-12) continue;  // past double's precision
+      if (point) {
+        scale /= 10;
+        whole += (c - '0') * scale;
+      } else {
+        whole = whole * 10 + (c - '0');
+      }
+    } else {
+      bad_option(key, "must be a number between 0 and 1");
+    }
+    if (whole > 1) bad_option(key, "must be a number between 0 and 1");
+  }
+  if (!digits) bad_option(key, "must be a number between 0 and 1");
+  return whole;
+}
+
+std::int64_t non_negative_integer(std::string_view key, std::string_view value, std::int64_t max) {
+  if (value == "0") return 0;
+  if (value.empty() || value[0] < '1' || value[0] > '9') bad_option(key, "must be a non-negative integer");
+  return positive_integer(key, value, max);
+}
 }  // namespace
 
 bool is_duration_option(std::string_view key) {
@@ -90,6 +122,10 @@ void set_queue_option(QueueOptions& o, std::string_view key, std::string_view va
     o.max_dead = positive_integer(key, value, big);
   else if (key == "notify")
     o.notify = boolean(key, value);
+  else if (key == "retry_budget")
+    o.retry_budget = value == "null" ? std::nullopt : std::optional<double>(fraction(key, value));
+  else if (key == "retry_budget_min")
+    o.retry_budget_min = non_negative_integer(key, value, big);
   else if (key == "ordering") {
     if (value != "none" && value != "partition") bad_option(key, "must be none or partition");
     o.partitioned = value == "partition";
@@ -116,12 +152,16 @@ void validate(const QueueOptions& o) {
                                                            {"backoff_max", o.backoff_max_usecs},
                                                            {"max_dead", o.max_dead},
                                                            {"dead_letter_retention", o.dead_retention_usecs},
-                                                           {"dedup_window", o.dedup_window_usecs}};
+                                                           {"dedup_window", o.dedup_window_usecs},
+                                                           {"retry_budget_window", o.retry_budget_window_usecs}};
   for (const auto& [key, value] : positive)
     if (value <= 0) bad_option(key, "must be positive");
   if (o.max_attempts > max_queue_attempts)
     bad_option("max_attempts", "must be at most " + std::to_string(max_queue_attempts));
   if (o.retain_acked_usecs < 0) bad_option("retain_acked", "must not be negative");
+  if (o.retry_budget && (*o.retry_budget < 0 || *o.retry_budget > 1))
+    bad_option("retry_budget", "must be a number between 0 and 1");
+  if (o.retry_budget_min < 0) bad_option("retry_budget_min", "must not be negative");
   if (o.visibility_usecs > max_queue_duration_usecs || o.backoff_max_usecs > max_queue_duration_usecs)
     bad_option("visibility_timeout", "and backoff_max must be at most 30 days");
   for (int p = 0; p < priority_classes; ++p)

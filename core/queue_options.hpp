@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "core/input.hpp"
@@ -44,6 +45,14 @@ struct QueueOptions {
   // admit_<class>: the percentage of max_messages / max_bytes up to which the class is admitted.
   std::int64_t admit_percent[priority_classes] = {100, 100, 95, 90, 80, 70};
   bool notify = false;
+  // Flow control (core/flow.hpp). retry_budget: retries admitted per window as a fraction of the
+  // messages admitted in it (none: no budget), never fewer than retry_budget_min.
+  std::optional<double> retry_budget;
+  std::int64_t retry_budget_min = 10;
+  std::int64_t retry_budget_window_usecs = 60 * usecs_per_second;
+  // admission_limit(): producers' enqueues per interval (0: none); set by its own function.
+  std::int64_t admission_rate = 0;
+  std::int64_t admission_per_usecs = 0;
 };
 
 // Sets one option from its JSON text (numbers, booleans and names as text; durations as

@@ -28,6 +28,11 @@ namespace {
   " backoff_max_usecs, ordering OPERATOR(pg_catalog.=) 'partition', dead_letter_payload OPERATOR(pg_catalog.=) 'keep'," \
   " retain_acked_usecs, max_dead, dead_retention_usecs, dedup_window_usecs, admit_emergency,"                           \
   " admit_security_control, admit_realtime, admit_interactive, admit_background, admit_bulk, notify, slots"
+// Flow control's columns (0.7.0): a database still at 0.6.0 reads the defaults instead.
+#define FY_QUEUE_FLOW_COLUMNS \
+  ", retry_budget, retry_budget_min, retry_budget_window_usecs, admission_rate, admission_per_usecs"
+#define FY_QUEUE_NO_FLOW_COLUMNS \
+  ", NULL::pg_catalog.float8, 10::pg_catalog.int8, 60000000::pg_catalog.int8, NULL::pg_catalog.int8, NULL::pg_catalog.int8"
 
 core::QueueOptions options_from(const pg::Row& r, int* slots) {
   core::QueueOptions o;
@@ -47,6 +52,11 @@ core::QueueOptions options_from(const pg::Row& r, int* slots) {
   for (int p = 0; p < core::priority_classes; ++p) o.admit_percent[p] = *r.int8(14 + p);
   o.notify = *r.boolean(20);
   if (slots != nullptr) *slots = static_cast<int>(*r.int8(21));
+  o.retry_budget = r.float8(22);
+  o.retry_budget_min = *r.int8(23);
+  o.retry_budget_window_usecs = *r.int8(24);
+  o.admission_rate = r.int8(25).value_or(0);
+  o.admission_per_usecs = r.int8(26).value_or(0);
   return o;
 }
 
@@ -59,20 +69,24 @@ Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing) {
   return load(spi, tenant, name, producing);
 }
 
+bool flow_schema() {
+  return pg::has_column(pg::CachedTable::queues, "retry_budget");
+}
+
 Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, bool producing) {
-  static pg::Statement read("SELECT " FY_QUEUE_COLUMNS
-                            " FROM forgeyard.queues"
-                            " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
-                            {TEXTOID, TEXTOID});
+#define FY_QUEUE_READ(flow)       \
+  "SELECT " FY_QUEUE_COLUMNS flow \
+  " FROM forgeyard.queues"        \
+  " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
+  static pg::Statement read(FY_QUEUE_READ(FY_QUEUE_FLOW_COLUMNS), {TEXTOID, TEXTOID});
+  static pg::Statement read_old(FY_QUEUE_READ(FY_QUEUE_NO_FLOW_COLUMNS), {TEXTOID, TEXTOID});
   // Under REPEATABLE READ or SERIALIZABLE a producer locks the queue row too, as before the
   // producer lock: its snapshot may predate a drop it waited for, and the row lock makes that
   // 40001 rather than an enqueue into a dropped queue.
-  static pg::Statement read_for_producer(
-      "SELECT " FY_QUEUE_COLUMNS
-      " FROM forgeyard.queues"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
-      " FOR KEY SHARE",
-      {TEXTOID, TEXTOID});
+  static pg::Statement read_for_producer(FY_QUEUE_READ(FY_QUEUE_FLOW_COLUMNS) " FOR KEY SHARE", {TEXTOID, TEXTOID});
+  static pg::Statement read_for_producer_old(FY_QUEUE_READ(FY_QUEUE_NO_FLOW_COLUMNS) " FOR KEY SHARE",
+                                             {TEXTOID, TEXTOID});
+#undef FY_QUEUE_READ
   // Options are read from this backend's cache (pg/table_cache.hpp): a queue_alter applies from
   // the next command of its own transaction and, in other sessions, from their next call after it
   // committed. Producers first take the queue's producer lock (pg/table_access.hpp), which keeps
@@ -105,7 +119,10 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
     return queue;
   }
   bool found = false;
-  spi.run(producing && own_snapshot ? read_for_producer : read, {queue.t, queue.q}, [&](const pg::Row& r) {
+  const bool flow = flow_schema();
+  pg::Statement& statement =
+      producing && own_snapshot ? (flow ? read_for_producer : read_for_producer_old) : (flow ? read : read_old);
+  spi.run(statement, {queue.t, queue.q}, [&](const pg::Row& r) {
     queue.options = options_from(r, &queue.slots);
     found = true;
   });

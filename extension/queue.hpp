@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/flow.hpp"
 #include "pg/spi.hpp"
 
 namespace fy::queue {
@@ -24,6 +25,9 @@ struct Queue {
   int slots = 1;
 };
 
+// Whether the database has flow control's columns and tables (0.7.0); before ALTER EXTENSION
+// UPDATE the library runs a 0.6.0 catalog, where every queue has the defaults.
+bool flow_schema();
 // The queue named by the first two arguments, after the tenant check; 42704 if it does not exist.
 // `producing`: the call adds messages, and keeps the queue from being dropped until it commits.
 Queue load(pg::Spi& spi, FunctionCallInfo fcinfo, bool producing = false);
@@ -33,6 +37,11 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
 // class) and returns the slot.
 // `seen`, when given, receives the slot's usage read under its lock, before this message.
 int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, core::Usage* seen = nullptr);
+// Takes `count` tokens of the queue's admission limit, if it has one (FY020 with a retry-after
+// otherwise), and decides whether a nack's retry fits the queue's retry budget, if it has one
+// (queue_flow.cpp).
+void admit_rate(pg::Spi& spi, const Queue& queue, std::int64_t count, TimestampTz now);
+core::flow::RetryDecision admit_retry(pg::Spi& spi, const Queue& queue, TimestampTz now);
 // Counts a pending message into its partition (a keyed message of a partition-ordered queue);
 // true if it is the head (always, for any other message).
 bool join_partition(pg::Spi& spi, const Queue& queue, const std::optional<std::string>& key);

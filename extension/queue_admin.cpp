@@ -158,7 +158,7 @@ FY_FUNCTION(fy_claim_plan) {
 
 // queue_list(tenant) -> (queue, options): every queue of the tenant with all its options.
 FY_FUNCTION(fy_queue_list) {
-  static pg::Statement list(
+  static const std::string head =
       "SELECT q.queue, pg_catalog.jsonb_build_object("
       "  'max_messages', q.max_messages, 'max_bytes', q.max_bytes, 'max_payload_bytes', q.max_payload_bytes,"
       "  'visibility_timeout', (q.visibility_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval)::pg_catalog.text,"
@@ -172,14 +172,23 @@ FY_FUNCTION(fy_queue_list) {
       "  'dedup_window', (q.dedup_window_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval)::pg_catalog.text,"
       "  'admit_emergency', q.admit_emergency, 'admit_security_control', q.admit_security_control,"
       "  'admit_realtime', q.admit_realtime, 'admit_interactive', q.admit_interactive,"
-      "  'admit_background', q.admit_background, 'admit_bulk', q.admit_bulk, 'notify', q.notify)::pg_catalog.text"
-      "  FROM forgeyard.queues q WHERE q.tenant_id OPERATOR(pg_catalog.=) $1 ORDER BY q.queue",
-      {TEXTOID});
+      "  'admit_background', q.admit_background, 'admit_bulk', q.admit_bulk, 'notify', q.notify";
+  static const std::string tail =
+      ")::pg_catalog.text FROM forgeyard.queues q WHERE q.tenant_id OPERATOR(pg_catalog.=) $1 ORDER BY q.queue";
+  // Flow control's options exist from 0.7.0 on (a database not yet updated lists the others).
+  static pg::Statement list(head +
+                                ", 'retry_budget', q.retry_budget, 'retry_budget_min', q.retry_budget_min,"
+                                "  'retry_budget_window', (q.retry_budget_window_usecs OPERATOR(pg_catalog.*)"
+                                "    '1 microsecond'::pg_catalog.interval)::pg_catalog.text" +
+                                tail,
+                            {TEXTOID});
+  static pg::Statement list_old(head + tail, {TEXTOID});
   const std::string tenant = pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes);
   pg::Spi spi;
   check_tenant(spi, tenant);
   std::vector<std::pair<std::string, std::string>> rows;
-  spi.run(list, {pg::text_value(tenant)}, [&](const pg::Row& r) { rows.emplace_back(*r.text(1), *r.text(2)); });
+  spi.run(queue::flow_schema() ? list : list_old, {pg::text_value(tenant)},
+          [&](const pg::Row& r) { rows.emplace_back(*r.text(1), *r.text(2)); });
   spi.finish();
   pg::TableResult out(fcinfo);
   for (const auto& [name, options] : rows) out.add_row({pg::text_value(name), pg::jsonb_value(options)});

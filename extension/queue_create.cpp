@@ -35,6 +35,25 @@ core::QueueOptions parse_options(pg::Spi& spi, const pg::Value& json, core::Queu
   return base;
 }
 
+// The flow-control options (0.7.0 columns). A database still at 0.6.0 has none: a queue there
+// keeps the defaults, and asking for another value is refused rather than dropped.
+void write_flow_options(pg::Spi& spi, const pg::Value& t, const pg::Value& q, const core::QueueOptions& o) {
+  static pg::Statement set_flow(
+      "UPDATE forgeyard.queues SET retry_budget = $3, retry_budget_min = $4, retry_budget_window_usecs = $5"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID, FLOAT8OID, INT8OID, INT8OID});
+  const core::QueueOptions d;
+  if (!flow_schema()) {
+    if (o.retry_budget || o.retry_budget_min != d.retry_budget_min ||
+        o.retry_budget_window_usecs != d.retry_budget_window_usecs)
+      throw core::Error(invalid_parameter, "queue option retry_budget needs the extension at 0.7.0",
+                        "run ALTER EXTENSION forgeyard UPDATE");
+    return;
+  }
+  spi.run(set_flow, {t, q, pg::optional_float8_value(o.retry_budget), pg::int8_value(o.retry_budget_min),
+                     pg::int8_value(o.retry_budget_window_usecs)});
+}
+
 std::vector<pg::Value> option_values(const core::QueueOptions& o) {
   std::vector<pg::Value> v = {pg::int8_value(o.max_messages),
                               pg::int8_value(o.max_bytes),
@@ -106,6 +125,7 @@ bool insert_queue(pg::Spi& spi, const std::string& tenant, const std::string& na
                                                  pg::timestamptz_value(pg::now())});
   if (created == 0) return false;
   spi.run(counters, {t, q, pg::int4_value(slots)});
+  write_flow_options(spi, t, q, o);
   return true;
 }
 
@@ -156,6 +176,7 @@ FY_FUNCTION(fy_queue_alter) {
   const std::vector<pg::Value> v = option_values(o);
   spi.run(alter, {queue.t, queue.q, v[0],  v[1],  v[2],  v[3],  v[4],  v[5],  v[6],  v[7],  v[8],
                   v[9],    v[10],   v[11], v[12], v[13], v[14], v[15], v[16], v[17], v[18], v[19]});
+  write_flow_options(spi, queue.t, queue.q, o);
   spi.finish();
   return (Datum)0;
 }
@@ -181,8 +202,13 @@ FY_FUNCTION(fy_queue_drop) {
   check_tenant(spi, tenant);
   pg::lock_queue(tenant, name, pg::QueueLock::drop);
   const pg::Value t = pg::text_value(tenant), q = pg::text_value(name);
+  static pg::Statement drop_flow(
+      "WITH a AS (DELETE FROM forgeyard.queue_admission WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2)"
+      " DELETE FROM forgeyard.queue_retry_windows WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
   const bool dropped = spi.run(drop_queue, {t, q}) > 0;
   spi.run(drop_rest, {t, q});
+  if (flow_schema()) spi.run(drop_flow, {t, q});
   spi.finish();
   return BoolGetDatum(dropped);
 }

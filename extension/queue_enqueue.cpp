@@ -296,6 +296,7 @@ FY_FUNCTION(fy_enqueue) {
   const TimestampTz now = pg::now();
   std::vector<NewRow> rows;
   const std::int64_t msg_id = enqueue_one(spi, queue, m, priority, delay, now, rows);
+  admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
   insert_messages(queue, rows, now);
   spi.finish();
   return Int64GetDatum(msg_id);
@@ -327,6 +328,7 @@ FY_FUNCTION(fy_enqueue_batch) {
   BatchAdmission admission(spi, queue);
   for (const Message& m : messages) ids.push_back(enqueue_one(spi, queue, m, priority, delay, now, rows, &admission));
   admission.flush();
+  admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
   insert_messages(queue, rows, now);
   spi.finish();
   pg::TableResult out(fcinfo);

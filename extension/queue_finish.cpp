@@ -142,8 +142,11 @@ std::string nack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std:
     releases.add(queue, d->slot, d->bytes, d->partition_key);
     return "dead";
   }
-  const std::int64_t delay = core::retry_delay_usecs(queue.options, d->attempt, core::unit_random());
-  spi.run(retry, {pg::int8_value(msg_id), pg::timestamptz_value(now + delay), pg::text_value(error)});
+  TimestampTz visible = now + core::retry_delay_usecs(queue.options, d->attempt, core::unit_random());
+  // Over the queue's retry budget the retry waits for the window's end (no attempt charged).
+  const core::flow::RetryDecision budget = admit_retry(spi, queue, now);
+  if (!budget.admitted) visible = std::max(visible, static_cast<TimestampTz>(budget.not_before));
+  spi.run(retry, {pg::int8_value(msg_id), pg::timestamptz_value(visible), pg::text_value(error)});
   return "retry";
 }
 

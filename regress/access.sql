@@ -6,7 +6,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(429);
+SELECT plan(432);
 
 SET TIME ZONE 'UTC';
 
@@ -29,6 +29,7 @@ INSERT INTO api VALUES
     ('forgeyard.idem_purge(integer, text)'),
     ('forgeyard.queue_create(text, text, jsonb)'),
     ('forgeyard.queue_alter(text, text, jsonb)'),
+    ('forgeyard.admission_limit(text, text, integer, interval)'),
     ('forgeyard.queue_drop(text, text)'),
     ('forgeyard.queue_list(text)'),
     ('forgeyard.enqueue(text, text, bytea, uuid, text, text, interval)'),
@@ -136,7 +137,8 @@ SELECT set_eq(
           'forgeyard.audit_heads', 'forgeyard.audit_status',
           'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills',
           'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal', 'forgeyard.wf_signals',
-          'forgeyard.wf_schedules', 'forgeyard.wf_cursors', 'forgeyard.workflow_runs', 'forgeyard.workflow_stuck'],
+          'forgeyard.wf_schedules', 'forgeyard.wf_cursors', 'forgeyard.workflow_runs', 'forgeyard.workflow_stuck',
+          'forgeyard.queue_admission', 'forgeyard.queue_retry_windows', 'forgeyard.flow_state'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
@@ -149,7 +151,8 @@ SELECT set_eq(
           'forgeyard.audit_events', 'forgeyard.audit_heads',
           'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills',
           'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal',
-          'forgeyard.wf_signals', 'forgeyard.wf_schedules'],
+          'forgeyard.wf_signals', 'forgeyard.wf_schedules', 'forgeyard.queue_admission',
+          'forgeyard.queue_retry_windows'],
     'pg_extension.extconfig registers every table and sequence for pg_dump but the step cursors (the views are not data)');
 SELECT is((SELECT relpersistence FROM pg_catalog.pg_class WHERE oid = 'forgeyard.wf_cursors'::regclass), 'u'::"char",
           'the step cursors are UNLOGGED (moving one writes no WAL); every other table is logged');

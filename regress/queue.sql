@@ -9,7 +9,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(615);
+SELECT plan(629);
 
 SET TIME ZONE 'UTC';
 
@@ -55,7 +55,7 @@ CREATE TEMP TABLE defaults AS SELECT '{"max_messages": 100000, "max_bytes": 1073
     "ordering": "none", "dead_letter_payload": "drop", "retain_acked": "00:00:00", "max_dead": 100000,
     "dead_letter_retention": "168:00:00", "dedup_window": "24:00:00", "admit_emergency": 100,
     "admit_security_control": 100, "admit_realtime": 95, "admit_interactive": 90, "admit_background": 80,
-    "admit_bulk": 70, "notify": false}'::jsonb AS o;
+    "admit_bulk": 70, "notify": false, "retry_budget": null, "retry_budget_min": 10, "retry_budget_window": "00:01:00"}'::jsonb AS o;
 
 SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'dflt')$$, 'queue_create without options');
 SELECT is(pg_temp.options('t1', 'dflt'), (SELECT o FROM defaults),
@@ -80,13 +80,15 @@ SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'every', '{"max_messages":
     "backoff_max": "1 minute", "ordering": "partition", "dead_letter_payload": "keep", "retain_acked": "1 hour",
     "max_dead": 50, "dead_letter_retention": "2 days", "dedup_window": "90 minutes", "admit_emergency": 100,
     "admit_security_control": 99, "admit_realtime": 90, "admit_interactive": 80, "admit_background": 60,
-    "admit_bulk": 50, "notify": true}')$$, 'queue_create with every option');
+    "admit_bulk": 50, "notify": true, "retry_budget": 0.25, "retry_budget_min": 3,
+    "retry_budget_window": "5 minutes"}')$$, 'queue_create with every option');
 SELECT is(pg_temp.options('t1', 'every'),
           '{"max_messages": 5000, "max_bytes": 2000000, "max_payload_bytes": 1000, "visibility_timeout": "00:00:45",
             "max_attempts": 3, "backoff_base": "00:00:02", "backoff_max": "00:01:00", "ordering": "partition",
             "dead_letter_payload": "keep", "retain_acked": "01:00:00", "max_dead": 50, "dead_letter_retention": "48:00:00",
             "dedup_window": "01:30:00", "admit_emergency": 100, "admit_security_control": 99, "admit_realtime": 90,
-            "admit_interactive": 80, "admit_background": 60, "admit_bulk": 50, "notify": true}'::jsonb,
+            "admit_interactive": 80, "admit_background": 60, "admit_bulk": 50, "notify": true, "retry_budget": 0.25,
+            "retry_budget_min": 3, "retry_budget_window": "00:05:00"}'::jsonb,
           'every option is stored and listed as given (a day counts as 24 hours)');
 SELECT results_eq(
     $$SELECT visibility_usecs, backoff_base_usecs, backoff_max_usecs, retain_acked_usecs, dead_retention_usecs,
@@ -152,6 +154,13 @@ INSERT INTO bad_options (options, message) VALUES
     ('{"dedup_window": "0"}',                    'queue option dedup_window must be positive'),
     ('{"dedup_window": "366 days"}',             'queue option dedup_window is too long'),
     ('{"dedup_window": "1 mon"}',                'queue option dedup_window must not have a month or year component'),
+    ('{"retry_budget": 1.5}',                    'queue option retry_budget must be a number between 0 and 1'),
+    ('{"retry_budget": -0.1}',                   'queue option retry_budget must be a number between 0 and 1'),
+    ('{"retry_budget": "half"}',                 'queue option retry_budget must be a number between 0 and 1'),
+    ('{"retry_budget_min": -1}',                 'queue option retry_budget_min must be a non-negative integer'),
+    ('{"retry_budget_min": 0.5}',                'queue option retry_budget_min must be a non-negative integer'),
+    ('{"retry_budget_window": "0"}',             'queue option retry_budget_window must be positive'),
+    ('{"retry_budget_window": "31 days"}',       'queue option retry_budget_window is too long'),
     ('{"admit_bulk": 0}',                        'queue option admit_bulk must be a positive integer'),
     ('{"admit_bulk": 101}',                      'queue option admit_bulk must be at most 100'),
     ('{"admit_emergency": 101}',                 'queue option admit_emergency must be at most 100'),

@@ -2213,6 +2213,109 @@ SELECT pg_catalog.pg_extension_config_dump('forgeyard.wf_schedules', '');
 -- (end of section)
 
 -------------------------------------------------------------------------------------------------
+-- 0.7.0: flow control, first part: admission limits and retry budgets (docs/operations.md,
+-- "Flow control")
+-------------------------------------------------------------------------------------------------
+
+ALTER TABLE forgeyard.queues
+    ADD COLUMN retry_budget              double precision CHECK (retry_budget BETWEEN 0 AND 1),
+    ADD COLUMN retry_budget_min          bigint NOT NULL DEFAULT 10 CHECK (retry_budget_min >= 0),
+    ADD COLUMN retry_budget_window_usecs bigint NOT NULL DEFAULT 60000000
+                                         CHECK (retry_budget_window_usecs BETWEEN 1 AND 2592000000000),
+    ADD COLUMN admission_rate            bigint CHECK (admission_rate BETWEEN 1 AND 1000000000),
+    ADD COLUMN admission_per_usecs       bigint CHECK (admission_per_usecs BETWEEN 1 AND 2592000000000),
+    ADD CONSTRAINT queues_admission_check CHECK ((admission_rate IS NULL) = (admission_per_usecs IS NULL));
+
+-- A queue's admission limit split over up to `slots` buckets (GCRA: `tat` is the bucket's
+-- theoretical arrival time, NULL while full), so that concurrent producers take different rows
+-- (SKIP LOCKED) and the buckets add up to the queue's limit exactly.
+CREATE TABLE forgeyard.queue_admission (
+    tenant_id text        NOT NULL,
+    queue     text        NOT NULL,
+    slot      integer     NOT NULL CHECK (slot BETWEEN 0 AND 7),
+    tokens    bigint      NOT NULL CHECK (tokens >= 1),
+    per_usecs bigint      NOT NULL CHECK (per_usecs >= 1),
+    tat       timestamptz,
+    PRIMARY KEY (tenant_id, queue, slot)
+) WITH (fillfactor = 50);
+COMMENT ON TABLE forgeyard.queue_admission IS
+  'Admission limits of producers (admission_limit): each row is a bucket of tokens per per_usecs, a share of the queue''s limit; enqueues take a token or fail with FY020 and a retry-after.';
+
+-- A queue's retry window (retry_budget): when it started, the queue's admitted messages then,
+-- the first deliveries of the window before it, the retries admitted in it and those it delayed.
+CREATE TABLE forgeyard.queue_retry_windows (
+    tenant_id     text        NOT NULL,
+    queue         text        NOT NULL,
+    window_start  timestamptz NOT NULL,
+    admitted_base bigint      NOT NULL,
+    prev_first    bigint      NOT NULL CHECK (prev_first >= 0),
+    retries       bigint      NOT NULL CHECK (retries >= 0),
+    delayed       bigint      NOT NULL CHECK (delayed >= 0),
+    PRIMARY KEY (tenant_id, queue)
+) WITH (fillfactor = 50);
+COMMENT ON TABLE forgeyard.queue_retry_windows IS
+  'The current retry window of each queue with a retry_budget: retries admitted and delayed since window_start, against the messages admitted since then.';
+
+CREATE FUNCTION forgeyard.admission_limit(tenant text, queue text, rate integer, per interval)
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_admission_limit';
+COMMENT ON FUNCTION forgeyard.admission_limit(text, text, integer, interval) IS
+  'Limit producers of a queue to rate enqueues per interval (a bucket of rate tokens refilled over per; a batch takes one per message). Over it enqueue fails with FY020 whose DETAIL ends in "retry after <n> ms". rate NULL removes the limit. 22023 for a rate outside 1..1e9 or a per that is not a positive interval of at most 30 days.';
+
+-- Flow control as operators read it: one row per limit of a queue (later parts add fairness keys
+-- and resources as the subject). `available` is what the limit would admit now, `counted` what
+-- the current window counted, `delayed` what it held back, `since` when the window started.
+CREATE VIEW forgeyard.flow_state WITH (security_barrier) AS
+WITH RECURSIVE member_of(oid) AS (
+    SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
+    UNION
+    SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN member_of ON m.member = member_of.oid
+), scope AS (
+    SELECT b.tenant_id FROM forgeyard.tenant_bindings b WHERE b.role_id::oid IN (SELECT oid FROM member_of)
+), clock AS (
+    SELECT (extract(epoch FROM forgeyard.now()) * 1000000)::bigint AS now_us
+), buckets AS (
+    -- GCRA: a bucket of `tokens` whose arrival time is `tat` holds
+    -- floor((now + tolerance - max(tat, now)) / emission) + 1 tokens, at most `tokens`.
+    SELECT a.tenant_id, a.queue,
+           CASE WHEN a.tat IS NULL THEN a.tokens
+                ELSE greatest(0, least(a.tokens,
+                     (c.now_us + e.emission * (a.tokens - 1)
+                      - greatest((extract(epoch FROM a.tat) * 1000000)::bigint, c.now_us)) / e.emission + 1))
+           END AS available
+      FROM forgeyard.queue_admission a CROSS JOIN clock c
+     CROSS JOIN LATERAL (SELECT (a.per_usecs + a.tokens - 1) / a.tokens AS emission) e
+)
+SELECT q.tenant_id, q.queue, 'admission_limit'::text AS kind, NULL::text AS subject,
+       q.admission_rate || ' per ' || (q.admission_per_usecs * '1 microsecond'::interval)::text AS "limit",
+       (SELECT sum(b.available) FROM buckets b WHERE b.tenant_id = q.tenant_id AND b.queue = q.queue)::bigint
+           AS available,
+       NULL::bigint AS counted, NULL::bigint AS delayed, NULL::timestamptz AS since
+  FROM forgeyard.queues q
+ WHERE q.admission_rate IS NOT NULL
+   AND (NOT EXISTS (SELECT 1 FROM scope) OR q.tenant_id IN (SELECT scope.tenant_id FROM scope))
+UNION ALL
+SELECT q.tenant_id, q.queue, 'retry_budget', NULL,
+       q.retry_budget || ' of admitted, at least ' || q.retry_budget_min || ' per '
+           || (q.retry_budget_window_usecs * '1 microsecond'::interval)::text,
+       NULL, coalesce(w.retries, 0), coalesce(w.delayed, 0), w.window_start
+  FROM forgeyard.queues q LEFT JOIN forgeyard.queue_retry_windows w USING (tenant_id, queue)
+ WHERE q.retry_budget IS NOT NULL
+   AND (NOT EXISTS (SELECT 1 FROM scope) OR q.tenant_id IN (SELECT scope.tenant_id FROM scope));
+COMMENT ON VIEW forgeyard.flow_state IS
+  'Flow control per queue: each admission limit with the tokens it holds now, each retry budget with the retries its window counted and delayed. A role bound to tenants sees only those.';
+
+INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.admission_limit(text, text, integer, interval)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.admission_limit(text, text, integer, interval)'),
+    ('inspect',     'SELECT',  'TABLE forgeyard.flow_state');
+
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_admission', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_retry_windows', '');
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
 -- Grants
 -------------------------------------------------------------------------------------------------
 

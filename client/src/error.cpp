@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include "core/flow.hpp"
 #include "error_map.hpp"
 
 namespace forgeyard {
@@ -100,7 +101,10 @@ ErrorKind kind_for_sqlstate(std::string_view s) noexcept {
 }
 
 Error::Error(ErrorKind kind, std::string sqlstate, const std::string& message, std::string detail)
-    : std::runtime_error(message), kind_(kind), sqlstate_(std::move(sqlstate)), detail_(std::move(detail)) {}
+    : std::runtime_error(message), kind_(kind), sqlstate_(std::move(sqlstate)), detail_(std::move(detail)) {
+  if (kind_ == ErrorKind::QueueFull)
+    if (const auto ms = fy::core::flow::retry_after_ms(detail_)) retry_after_ = std::chrono::milliseconds(*ms);
+}
 
 Error::Error(const std::string& sqlstate, const std::string& message, std::string detail)
     : Error(kind_for_sqlstate(sqlstate), sqlstate, message, std::move(detail)) {}

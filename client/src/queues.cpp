@@ -1,5 +1,7 @@
 #include "forgeyard/queues.hpp"
 
+#include <cstdio>
+
 #include "error_map.hpp"
 #include "queue_options.hpp"
 
@@ -32,6 +34,9 @@ fy::core::QueueOptions core_options(const QueueOptions& o) {
   c.dedup_window_usecs = o.dedup_window.count();
   for (int p = 0; p < fy::core::priority_classes; ++p) c.admit_percent[p] = o.admit_percent[p];
   c.notify = o.notify;
+  c.retry_budget = o.retry_budget;
+  c.retry_budget_min = o.retry_budget_min;
+  c.retry_budget_window_usecs = o.retry_budget_window.count();
   return c;
 }
 
@@ -48,6 +53,14 @@ std::string options_json(const QueueOptions& o) {
       ",\"dedup_window\":" + us(o.dedup_window) + ",\"notify\":" + (o.notify ? "true" : "false");
   for (int p = 0; p < fy::core::priority_classes; ++p)
     json += std::string(",\"admit_") + fy::core::priority_names[p] + "\":" + std::to_string(o.admit_percent[p]);
+  if (o.retry_budget) {
+    // Fixed-point text, as JSON writes a number (no exponent for small fractions).
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%.9f", *o.retry_budget);
+    json += std::string(",\"retry_budget\":") + fraction;
+  }
+  json += ",\"retry_budget_min\":" + std::to_string(o.retry_budget_min) +
+          ",\"retry_budget_window\":" + us(o.retry_budget_window);
   return json + "}";
 }
 

@@ -184,6 +184,17 @@ std::optional<bool> Row::boolean(int column) const {
   return DatumGetBool(d);
 }
 
+std::optional<double> Row::float8(int column) const {
+  bool null = true;
+  Datum d = datum(column, &null);
+  if (null) return std::nullopt;
+  return DatumGetFloat8(d);
+}
+
+Value optional_float8_value(const std::optional<double>& v) {
+  return v ? float8_value(*v) : null_value();
+}
+
 std::optional<Oid> Row::oid(int column) const {
   bool null = true;
   Datum d = datum(column, &null);

@@ -39,6 +39,10 @@ inline Value oid_value(Oid v) {
 inline Value null_value() {
   return {};
 }
+inline Value float8_value(double v) {
+  return {Float8GetDatum(v), false};
+}
+Value optional_float8_value(const std::optional<double>& v);
 Value bytea_value(std::string_view bytes);
 // A uuid from its 16 bytes.
 Value uuid_value(std::string_view bytes16);
@@ -97,6 +101,7 @@ class Row {
   std::optional<std::string> text(int column) const;
   std::optional<std::int64_t> int8(int column) const;
   std::optional<bool> boolean(int column) const;
+  std::optional<double> float8(int column) const;
   std::optional<Oid> oid(int column) const;
   std::optional<std::string> bytea(int column) const;
   std::optional<std::string> uuid(int column) const;  // 16 bytes

@@ -5,6 +5,7 @@ extern "C" {
 #include "commands/sequence.h"
 #include "commands/trigger.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 }
 
@@ -46,6 +47,13 @@ std::uint64_t cache_generation(CachedTable table) {
     });
   }
   return w.generation;
+}
+
+bool has_column(CachedTable table, const char* column) {
+  cache_generation(table);  // resolves the oid
+  const Oid relid = watched[static_cast<int>(table)].relid;
+  if (relid == InvalidOid) return false;
+  return guard([&]() noexcept { return get_attnum(relid, column) != InvalidAttrNumber; });
 }
 
 std::int64_t next_value(CachedTable sequence) {

@@ -19,6 +19,9 @@ enum class CachedTable { queues, tenant_bindings, message_ids, claim_tokens };
 // A number that changes whenever the table's cache must be dropped. Read it before running the
 // query whose result is cached, and keep the result only while it stays the same.
 std::uint64_t cache_generation(CachedTable table);
+// Whether the table has the column: false in a database whose extension is still at a version
+// before the column (the new library runs the old SQL API until ALTER EXTENSION UPDATE).
+bool has_column(CachedTable table, const char* column);
 
 // nextval of a forgeyard sequence (CachedTable::message_ids, claim_tokens), without a statement: its oid is
 // kept while no invalidation of the relation came in. Checks the privilege as nextval does.

@@ -31,6 +31,9 @@ BOOST_AUTO_TEST_CASE(client_defaults_equal_the_cores_field_by_field) {
   BOOST_TEST(std::size(client.admit_percent) == std::size(c.admit_percent));
   for (int p = 0; p < core::priority_classes; ++p) BOOST_TEST(client.admit_percent[p] == c.admit_percent[p]);
   BOOST_TEST(client.notify == c.notify);
+  BOOST_TEST(client.retry_budget.has_value() == c.retry_budget.has_value());
+  BOOST_TEST(client.retry_budget_min == c.retry_budget_min);
+  BOOST_TEST(client.retry_budget_window.count() == c.retry_budget_window_usecs);
 }
 
 BOOST_AUTO_TEST_CASE(the_conversion_to_the_core_keeps_every_default) {
@@ -53,6 +56,9 @@ BOOST_AUTO_TEST_CASE(the_conversion_to_the_core_keeps_every_default) {
   BOOST_TEST(o.dedup_window_usecs == c.dedup_window_usecs);
   for (int p = 0; p < core::priority_classes; ++p) BOOST_TEST(o.admit_percent[p] == c.admit_percent[p]);
   BOOST_TEST(o.notify == c.notify);
+  BOOST_TEST(o.retry_budget.has_value() == c.retry_budget.has_value());
+  BOOST_TEST(o.retry_budget_min == c.retry_budget_min);
+  BOOST_TEST(o.retry_budget_window_usecs == c.retry_budget_window_usecs);
   BOOST_CHECK_NO_THROW(core::validate(c));
 }
 

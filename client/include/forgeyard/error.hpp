@@ -4,6 +4,8 @@
 
 #include "forgeyard/export.hpp"
 
+#include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -51,11 +53,15 @@ class FORGEYARD_API Error : public std::runtime_error {
   const std::string& sqlstate() const noexcept { return sqlstate_; }
   const std::string& detail() const noexcept { return detail_; }
   bool retryable() const noexcept { return is_retryable(kind_); }
+  // QueueFull from an admission limit: how long until the queue admits again (its DETAIL ends in
+  // "retry after <n> ms"); nullopt for every other error.
+  std::optional<std::chrono::milliseconds> retry_after() const noexcept { return retry_after_; }
 
  private:
   ErrorKind kind_;
   std::string sqlstate_;
   std::string detail_;
+  std::optional<std::chrono::milliseconds> retry_after_;
 };
 
 }  // namespace forgeyard

@@ -40,6 +40,18 @@ struct QueueOptions {
   // admit_<class>: percentage of max_messages / max_bytes up to which the class is admitted.
   std::int64_t admit_percent[6] = {100, 100, 95, 90, 80, 70};
   bool notify = false;
+  // Retry budget: nacks' retries admitted per window are at most this fraction (0..1) of the
+  // messages admitted in it (a sliding window), never fewer than retry_budget_min; the rest wait
+  // for the window's end (no attempt charged). None: no budget.
+  std::optional<double> retry_budget;
+  std::int64_t retry_budget_min = 10;
+  Duration retry_budget_window = std::chrono::minutes(1);
+};
+
+// `rate` per `per`, with a burst of `rate` (a bucket of `rate` tokens refilled over `per`).
+struct RateLimit {
+  std::int64_t rate = 0;
+  Duration per = std::chrono::seconds(1);
 };
 
 struct OutgoingMessage {
@@ -124,6 +136,10 @@ class FORGEYARD_API Queues {
                       int max_rows = 100) = 0;
   virtual int purge_dead(std::string_view tenant, std::string_view queue,
                          const std::vector<std::int64_t>& msg_ids = {}) = 0;
+  // Limits producers of the queue to limit->rate enqueues per limit->per (a batch takes one per
+  // message); over it enqueue fails with QueueFull whose retry_after() says when to try again.
+  // nullopt removes the limit. InvalidArgument for a rate outside 1..1e9 or a bad per.
+  virtual void admission_limit(std::string_view tenant, std::string_view queue, std::optional<RateLimit> limit) = 0;
   // Inside the consumer's transaction: true the first time an event is seen, false after.
   virtual bool inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) = 0;
 };

@@ -106,7 +106,12 @@ const std::vector<Table>& forgeyard_tables() {
         {"admit_background", K::integer},
         {"admit_bulk", K::integer},
         {"notify", K::boolean},
-        {"created_at", K::usecs}}},
+        {"created_at", K::usecs},
+        {"retry_budget", K::real},
+        {"retry_budget_min", K::integer},
+        {"retry_budget_window_usecs", K::integer},
+        {"admission_rate", K::integer},
+        {"admission_per_usecs", K::integer}}},
       {"messages",
        {{"msg_id", K::integer},
         {"tenant_id", K::text},
@@ -732,6 +737,12 @@ CopyResult sqlite_to_postgres(const std::string& from, const std::string& to, co
              {q[0], q[1], q[2], q[3]});
       pg_run(dst, "INSERT INTO forgeyard.queue_releases (tenant_id, queue, slot) VALUES ($1, $2, 0)", {q[0], q[1]});
     }
+    // An admission limit is one full bucket (the copied queues have one capacity slot).
+    pg_run(dst,
+           "INSERT INTO forgeyard.queue_admission (tenant_id, queue, slot, tokens, per_usecs)"
+           " SELECT tenant_id, queue, 0, admission_rate, admission_per_usecs FROM forgeyard.queues"
+           " WHERE admission_rate IS NOT NULL",
+           {});
     // The counters: nothing issued in the source is issued again by the target.
     const std::int64_t last_msg = std::max(src.scalar("SELECT max(msg_id) FROM messages"),
                                            src.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'messages'"));
@@ -817,8 +828,9 @@ CopyResult postgres_to_sqlite(const std::string& from, const std::string& to, co
             " - coalesce((SELECT sum(released_bytes) FROM forgeyard.queue_releases r WHERE r.tenant_id = q.tenant_id AND r.queue = q.queue), 0))::pg_catalog.text"
             " FROM forgeyard.queues q",
             4))
-      dst.insert("UPDATE queues SET used_messages = ?3, used_bytes = ?4 WHERE tenant_id = ?1 AND queue = ?2",
-                 {Kind::text, Kind::text, Kind::integer, Kind::integer}, q);
+      dst.insert(
+          "UPDATE queues SET used_messages = ?3, used_bytes = ?4, admitted_total = ?3 WHERE tenant_id = ?1 AND queue = ?2",
+          {Kind::text, Kind::text, Kind::integer, Kind::integer}, q);
     auto last = [&](const char* sequence) {
       return pg_scalar(src, std::string("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM ") + sequence);
     };

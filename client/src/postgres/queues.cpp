@@ -44,6 +44,8 @@ const PgStatement dead_list_sql{
     4};
 const PgStatement redrive_sql{"fy_dead_redrive", "SELECT forgeyard.dead_redrive($1, $2, $3::pg_catalog.int8[], $4)", 4};
 const PgStatement purge_dead_sql{"fy_dead_purge", "SELECT forgeyard.dead_purge($1, $2, $3::pg_catalog.int8[])", 3};
+const PgStatement admission_limit_sql{
+    "fy_admission_limit", "SELECT forgeyard.admission_limit($1, $2, $3::pg_catalog.int4, $4::pg_catalog.interval)", 4};
 const PgStatement inbox_sql{"fy_inbox_accept", "SELECT forgeyard.inbox_accept($1, $2, $3::pg_catalog.uuid)", 3};
 #undef FY_DELIVERY_COLUMNS
 
@@ -242,6 +244,14 @@ int PgQueues::purge_dead(std::string_view tenant, std::string_view queue, const 
   return session_.measure("queue.purge_dead", [&] {
     return static_cast<int>(
         session_.run(purge_dead_sql, {text_param(tenant), text_param(queue), ids_param(msg_ids, true)}).int8(0, 0));
+  });
+}
+
+void PgQueues::admission_limit(std::string_view tenant, std::string_view queue, std::optional<RateLimit> limit) {
+  session_.measure("queue.admission_limit", [&] {
+    session_.run(admission_limit_sql, {text_param(tenant), text_param(queue),
+                                       limit ? std::optional<std::string>(std::to_string(limit->rate)) : std::nullopt,
+                                       limit ? std::optional<std::string>(interval_param(limit->per)) : std::nullopt});
   });
 }
 

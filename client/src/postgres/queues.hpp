@@ -30,6 +30,7 @@ class PgQueues final : public Queues {
   int redrive(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids,
               int max_rows) override;
   int purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) override;
+  void admission_limit(std::string_view tenant, std::string_view queue, std::optional<RateLimit> limit) override;
   bool inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) override;
 
  private:

@@ -21,7 +21,8 @@ Queue load(Db& db, std::string_view tenant, std::string_view queue) {
       "SELECT max_messages, max_bytes, max_payload_bytes, visibility_usecs, max_attempts, backoff_base_usecs,"
       "       backoff_max_usecs, ordering = 'partition', dead_letter_payload = 'keep', retain_acked_usecs, max_dead,"
       "       dead_retention_usecs, dedup_window_usecs, admit_emergency, admit_security_control, admit_realtime,"
-      "       admit_interactive, admit_background, admit_bulk, notify, used_messages, used_bytes"
+      "       admit_interactive, admit_background, admit_bulk, notify, used_messages, used_bytes, retry_budget,"
+      "       retry_budget_min, retry_budget_window_usecs, admission_rate, admission_per_usecs"
       "  FROM queues WHERE tenant_id = ?1 AND queue = ?2");
   q.bind(1, tenant).bind(2, queue);
   if (!q.step()) fy::core::throw_unknown_queue(tenant, queue);
@@ -35,12 +36,16 @@ Queue load(Db& db, std::string_view tenant, std::string_view queue) {
   for (int p = 0; p < fy::core::priority_classes; ++p) o.admit_percent[p] = q.int64(13 + p);
   o.notify = q.int64(19) != 0;
   out.used = {q.int64(20), q.int64(21)};
+  if (!q.is_null(22)) o.retry_budget = q.real(22);
+  o.retry_budget_min = q.int64(23), o.retry_budget_window_usecs = q.int64(24);
+  if (!q.is_null(25)) o.admission_rate = q.int64(25), o.admission_per_usecs = q.int64(26);
   return out;
 }
 
 void change_usage(Db& db, const Queue& queue, std::int64_t messages, std::int64_t bytes) {
   db.query(
-        "UPDATE queues SET used_messages = used_messages + ?3, used_bytes = used_bytes + ?4"
+        "UPDATE queues SET used_messages = used_messages + ?3, used_bytes = used_bytes + ?4,"
+        "   admitted_total = admitted_total + max(?3, 0)"
         " WHERE tenant_id = ?1 AND queue = ?2")
       .bind(1, queue.tenant)
       .bind(2, queue.name)

@@ -20,9 +20,10 @@ bool create_in(Db& db, std::string_view tenant, std::string_view queue, const fy
       "INSERT INTO queues (tenant_id, queue, max_messages, max_bytes, max_payload_bytes, visibility_usecs,"
       "   max_attempts, backoff_base_usecs, backoff_max_usecs, ordering, dead_letter_payload, retain_acked_usecs,"
       "   max_dead, dead_retention_usecs, dedup_window_usecs, admit_emergency, admit_security_control,"
-      "   admit_realtime, admit_interactive, admit_background, admit_bulk, notify, created_at)"
+      "   admit_realtime, admit_interactive, admit_background, admit_bulk, notify, created_at, retry_budget,"
+      "   retry_budget_min, retry_budget_window_usecs)"
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,"
-      "         ?22, ?23) ON CONFLICT DO NOTHING");
+      "         ?22, ?23, ?24, ?25, ?26) ON CONFLICT DO NOTHING");
   q.bind(1, tenant)
       .bind(2, queue)
       .bind(3, o.max_messages)
@@ -40,6 +41,11 @@ bool create_in(Db& db, std::string_view tenant, std::string_view queue, const fy
       .bind(15, o.dedup_window_usecs);
   for (int p = 0; p < fy::core::priority_classes; ++p) q.bind(16 + p, o.admit_percent[p]);
   q.bind(22, static_cast<std::int64_t>(o.notify ? 1 : 0)).bind(23, now);
+  if (o.retry_budget)
+    q.bind_real(24, *o.retry_budget);
+  else
+    q.bind_null(24);
+  q.bind(25, o.retry_budget_min).bind(26, o.retry_budget_window_usecs);
   return q.run() > 0;
 }
 
@@ -70,7 +76,8 @@ bool SqliteQueues::drop(std::string_view tenant, std::string_view queue) {
       session_.write([&](Db& db) {
         for (const char* sql : {"DELETE FROM messages WHERE tenant_id = ?1 AND queue = ?2",
                                 "DELETE FROM queue_events WHERE tenant_id = ?1 AND queue = ?2",
-                                "DELETE FROM queue_partitions WHERE tenant_id = ?1 AND queue = ?2"})
+                                "DELETE FROM queue_partitions WHERE tenant_id = ?1 AND queue = ?2",
+                                "DELETE FROM queue_retry_windows WHERE tenant_id = ?1 AND queue = ?2"})
           db.query(sql).bind(1, tenant).bind(2, queue).run();
         dropped =
             db.query("DELETE FROM queues WHERE tenant_id = ?1 AND queue = ?2").bind(1, tenant).bind(2, queue).run() > 0;

@@ -57,7 +57,10 @@ std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::in
     }
   }
   admit(db, queue, priority, bytes, batch == nullptr);
-  if (batch != nullptr) batch->messages += 1, batch->bytes += bytes;
+  if (batch != nullptr)
+    batch->messages += 1, batch->bytes += bytes;
+  else
+    admit_rate(db, queue, 1, now);
   const bool is_head = join_partition(db, queue, m.partition_key);
   auto insert = db.query(
       "INSERT INTO messages (tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes,"
@@ -122,6 +125,7 @@ std::vector<std::int64_t> SqliteQueues::enqueue_many(std::string_view tenant, st
         Queue q = load(db, tenant, queue);
         fy::core::Usage admitted;
         for (const OutgoingMessage& m : messages) ids.push_back(enqueue_one(db, q, m, now, &admitted));
+        admit_rate(db, q, admitted.messages, now);
         if (admitted.messages > 0) change_usage(db, q, admitted.messages, admitted.bytes);
       });
       return ids;

@@ -1,5 +1,6 @@
 // Finishing a delivery in the SQLite store: ack, ack_and_claim, nack and extend. Whether a claim
 // token may still act is the core's decision (core/delivery.hpp), as in extension/queue_finish.cpp.
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -69,12 +70,15 @@ NackOutcome nack_in(Db& db, const Queue& q, std::int64_t msg_id, std::int64_t cl
     release(db, q, c->bytes, c->partition_key);
     return NackOutcome::Dead;
   }
-  const std::int64_t delay = fy::core::retry_delay_usecs(q.options, c->attempt, fy::core::unit_random());
+  std::int64_t visible = now + fy::core::retry_delay_usecs(q.options, c->attempt, fy::core::unit_random());
+  // Over the queue's retry budget the retry waits for the window's end (no attempt charged).
+  const fy::core::flow::RetryDecision budget = admit_retry(db, q, now);
+  if (!budget.admitted) visible = std::max(visible, budget.not_before);
   db.query(
         "UPDATE messages SET claim_token = NULL, claimed_by = NULL, visible_at = ?2, last_error = ?3"
         " WHERE msg_id = ?1")
       .bind(1, msg_id)
-      .bind(2, now + delay)
+      .bind(2, visible)
       .bind(3, error)
       .run();
   return NackOutcome::Retry;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/core.hpp"
+#include "core/flow.hpp"
 #include "forgeyard/queues.hpp"
 #include "sqlite/session.hpp"
 
@@ -42,6 +43,7 @@ class SqliteQueues final : public Queues {
   int redrive(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids,
               int max_rows) override;
   int purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) override;
+  void admission_limit(std::string_view tenant, std::string_view queue, std::optional<RateLimit> limit) override;
   bool inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) override;
 
  private:
@@ -69,6 +71,10 @@ std::string canonical_uuid(std::string_view s);
 // Room for one message of `bytes` in class `priority`, or FY020 (queue_enqueue.cpp). Counts it in
 // queue.used, and in the queues row unless the caller writes a batch's total itself.
 void admit(Db& db, Queue& queue, int priority, std::int64_t bytes, bool write_usage = true);
+// Takes `count` tokens of the queue's admission limit (FY020 with a retry-after when it has too
+// few), and decides whether a nack's retry fits the retry budget (queue_flow.cpp).
+void admit_rate(Db& db, const Queue& queue, std::int64_t count, std::int64_t now);
+fy::core::flow::RetryDecision admit_retry(Db& db, const Queue& queue, std::int64_t now);
 // Counts a pending message into its partition; true if it is the head.
 bool join_partition(Db& db, const Queue& queue, const std::optional<std::string>& key);
 

@@ -1,0 +1,102 @@
+// Flow control's rules in the core (core/flow.hpp): GCRA buckets, their split over capacity
+// slots, the retry-after text, and the retry budget's sliding window.
+#include <boost/test/unit_test.hpp>
+
+#include <optional>
+
+#include "core/errors.hpp"
+#include "core/flow.hpp"
+
+namespace flow = fy::core::flow;
+using fy::core::usecs_per_second;
+
+BOOST_AUTO_TEST_SUITE(flow_rules)
+
+BOOST_AUTO_TEST_CASE(a_full_bucket_gives_its_burst_then_one_token_per_emission) {
+  const flow::Rate r{3, 60 * usecs_per_second};
+  std::optional<std::int64_t> tat;
+  BOOST_TEST(flow::take(r, tat, 0, 5) == 3);  // the burst, no more
+  BOOST_TEST(flow::take(r, tat, 0, 1) == 0);
+  BOOST_TEST(flow::wait_usecs(r, tat, 0) == 20 * usecs_per_second);
+  BOOST_TEST(flow::wait_usecs(r, tat, 5 * usecs_per_second) == 15 * usecs_per_second);
+  BOOST_TEST(flow::take(r, tat, 20 * usecs_per_second - 1, 1) == 0);
+  BOOST_TEST(flow::take(r, tat, 20 * usecs_per_second, 1) == 1);
+  BOOST_TEST(flow::take(r, tat, 20 * usecs_per_second, 1) == 0);
+  // Idle for long: the bucket holds its burst again, never more.
+  BOOST_TEST(flow::take(r, tat, 3600 * usecs_per_second, 10) == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_rate_that_does_not_divide_its_interval_never_runs_faster) {
+  const flow::Rate r{3, usecs_per_second};  // 333333.33 us per token, rounded up
+  std::optional<std::int64_t> tat;
+  std::int64_t taken = 0;
+  for (std::int64_t t = 0; t < 10 * usecs_per_second; t += 1000) taken += flow::take(r, tat, t, 1);
+  BOOST_TEST(taken <= 3 + 30);  // the burst plus the rate over 10 s
+  BOOST_TEST(taken >= 3 + 29);
+}
+
+BOOST_AUTO_TEST_CASE(the_slot_buckets_add_up_to_the_limit_and_none_is_empty) {
+  for (std::int64_t tokens : {1, 3, 7, 8, 10, 1000}) {
+    const flow::Rate r{tokens, usecs_per_second};
+    const int n = flow::admission_slots(r, 8);
+    std::int64_t sum = 0;
+    for (int s = 0; s < n; ++s) {
+      BOOST_TEST(flow::slot_rate(r, n, s).tokens >= 1);
+      sum += flow::slot_rate(r, n, s).tokens;
+    }
+    BOOST_TEST(sum == tokens);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_retry_after_is_read_back_from_the_detail) {
+  try {
+    flow::throw_admission_refused("q", {3, 60 * usecs_per_second}, 19'999'001);
+    BOOST_FAIL("no error");
+  } catch (const fy::core::Error& e) {
+    BOOST_TEST(std::string(e.sqlstate()) == "FY020");
+    BOOST_TEST(e.detail() == "the queue admits 3 messages per 60 s; retry after 20000 ms");
+    BOOST_TEST(flow::retry_after_ms(e.detail()).value() == 20000);
+  }
+  BOOST_TEST(!flow::retry_after_ms("class bulk is admitted up to 70% of max_messages").has_value());
+  BOOST_TEST(!flow::retry_after_ms("retry after soon").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(bad_limits_are_22023_naming_the_argument) {
+  BOOST_CHECK_THROW(flow::check_rate("rate", 0, "per", {0, 0, 1}), fy::core::Error);
+  BOOST_CHECK_THROW(flow::check_rate("rate", 1'000'000'001, "per", {0, 0, 1}), fy::core::Error);
+  BOOST_CHECK_THROW(flow::check_rate("rate", 1, "per", {1, 0, 0}), fy::core::Error);
+  BOOST_CHECK_THROW(flow::check_rate("rate", 1, "per", {0, 0, 0}), fy::core::Error);
+  BOOST_TEST(flow::check_rate("rate", 5, "per", {0, 1, 0}) == 86400 * usecs_per_second);
+}
+
+BOOST_AUTO_TEST_CASE(the_retry_budget_counts_within_a_sliding_window) {
+  fy::core::QueueOptions o;
+  o.retry_budget = 0.2;
+  o.retry_budget_min = 2;
+  o.retry_budget_window_usecs = 60 * usecs_per_second;
+  flow::RetryWindow w{0, 0, 0, 0, 0};
+  // 100 admitted in the window: 20 retries, then the rest wait for the window's end.
+  int admitted = 0;
+  for (int i = 0; i < 30; ++i) admitted += flow::admit_retry(o, w, 100, usecs_per_second).admitted ? 1 : 0;
+  BOOST_TEST(admitted == 20);
+  BOOST_TEST(w.delayed == 10);
+  const flow::RetryDecision late = flow::admit_retry(o, w, 100, usecs_per_second);
+  BOOST_TEST(!late.admitted);
+  BOOST_TEST(late.not_before == 60 * usecs_per_second);
+  // The next window, 15 s in, nothing new admitted: the last window's 100 weigh 3/4: 15 retries.
+  admitted = 0;
+  for (int i = 0; i < 30; ++i) admitted += flow::admit_retry(o, w, 100, 75 * usecs_per_second).admitted ? 1 : 0;
+  BOOST_TEST(w.start == 60 * usecs_per_second);
+  BOOST_TEST(admitted == 15);
+  // A window after a gap starts afresh: only the minimum.
+  admitted = 0;
+  for (int i = 0; i < 30; ++i) admitted += flow::admit_retry(o, w, 100, 1000 * usecs_per_second).admitted ? 1 : 0;
+  BOOST_TEST(admitted == 2);
+  // Without a budget every retry is admitted and nothing is counted.
+  o.retry_budget.reset();
+  flow::RetryWindow none;
+  BOOST_TEST(flow::admit_retry(o, none, 0, 0).admitted);
+  BOOST_TEST(none.retries == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
