@@ -1,6 +1,7 @@
 #include "core/flow.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "core/errors.hpp"
@@ -93,6 +94,178 @@ RetryDecision admit_retry(const QueueOptions& o, RetryWindow& w, std::int64_t ad
   }
   ++w.delayed;
   return {false, w.start + length};
+}
+
+// ---- Resources ---------------------------------------------------------------------------------
+
+const char* to_string(BreakerState s) {
+  switch (s) {
+    case BreakerState::closed:
+      return "closed";
+    case BreakerState::open:
+      return "open";
+    case BreakerState::half_open:
+      return "half_open";
+  }
+  return "closed";
+}
+
+BreakerState breaker_state_from(std::string_view name) {
+  if (name == "closed") return BreakerState::closed;
+  if (name == "open") return BreakerState::open;
+  if (name == "half_open") return BreakerState::half_open;
+  throw Error(sqlstate::internal_error, "unknown breaker state \"" + std::string(name) + "\" read back");
+}
+
+std::int64_t ResourceState::failures() const {
+  return static_cast<std::int64_t>(std::count(outcomes.begin(), outcomes.end(), '1'));
+}
+
+namespace {
+// Opening keeps the window that tripped it (breaker_state shows it); half-open and closed start
+// a new one.
+void change(ResourceState& s, BreakerState to, std::int64_t now) {
+  s.state = to;
+  s.changed_at = now;
+  if (to != BreakerState::open) s.outcomes.clear();
+  s.half_open_in_flight = 0;
+  s.half_open_successes = 0;
+  ++s.transitions;
+}
+}  // namespace
+
+Refusal admit_delivery(const ResourceConfig& c, ResourceState& s, std::int64_t now, bool transfer) {
+  if (c.breaker) {
+    if (s.state == BreakerState::open && now >= s.open_until) change(s, BreakerState::half_open, now);
+    if (s.state == BreakerState::open) return Refusal::open;
+    if (s.state == BreakerState::half_open &&
+        s.half_open_in_flight + s.half_open_successes >= c.breaker->half_open_calls)
+      return Refusal::open;
+  }
+  if (c.max_in_flight && !transfer && s.in_flight >= *c.max_in_flight) return Refusal::in_flight;
+  if (c.rate) {
+    std::optional<std::int64_t> tat = s.tat;
+    if (take(*c.rate, tat, now, 1) == 0) return Refusal::rate;
+    s.tat = tat;
+  }
+  if (!transfer) ++s.in_flight;
+  if (c.breaker && s.state == BreakerState::half_open) ++s.half_open_in_flight;
+  return Refusal::none;
+}
+
+void record_outcome(const ResourceConfig& c, ResourceState& s, Outcome outcome, std::int64_t now) {
+  if (s.in_flight > 0) --s.in_flight;
+  if (!c.breaker || outcome == Outcome::neutral) {
+    if (s.state == BreakerState::half_open && s.half_open_in_flight > 0) --s.half_open_in_flight;
+    return;
+  }
+  const BreakerConfig& b = *c.breaker;
+  switch (s.state) {
+    case BreakerState::open:
+      return;  // a delivery handed out before it opened: the window starts again when it closes
+    case BreakerState::half_open:
+      if (s.half_open_in_flight > 0) --s.half_open_in_flight;
+      if (outcome == Outcome::failure) {
+        change(s, BreakerState::open, now);
+        s.open_until = now + b.open_for_usecs;
+      } else if (++s.half_open_successes >= b.half_open_calls) {
+        change(s, BreakerState::closed, now);
+      }
+      return;
+    case BreakerState::closed:
+      s.outcomes.push_back(outcome == Outcome::failure ? '1' : '0');
+      if (static_cast<std::int64_t>(s.outcomes.size()) > b.window)
+        s.outcomes.erase(0, s.outcomes.size() - static_cast<std::size_t>(b.window));
+      const auto calls = static_cast<std::int64_t>(s.outcomes.size());
+      if (calls >= b.minimum_calls &&
+          static_cast<double>(s.failures()) >= b.failure_rate * static_cast<double>(calls)) {
+        change(s, BreakerState::open, now);
+        s.open_until = now + b.open_for_usecs;
+      }
+      return;
+  }
+}
+
+namespace {
+[[noreturn]] void bad(const char* what, std::string_view key, const std::string& why) {
+  throw Error(sqlstate::invalid_parameter, std::string(what) + " option " + std::string(key) + " " + why);
+}
+
+std::int64_t integer(const char* what, std::string_view key, std::string_view value, std::int64_t min,
+                     std::int64_t max) {
+  std::int64_t v = 0;
+  bool ok = !value.empty() && value.size() <= 18;
+  for (char ch : value) ok = ok && ch >= '0' && ch <= '9';
+  if (ok)
+    for (char ch : value) v = v * 10 + (ch - '0');
+  if (!ok || v < min || v > max)
+    bad(what, key, "must be an integer between " + std::to_string(min) + " and " + std::to_string(max));
+  return v;
+}
+
+double rate_fraction(std::string_view key, std::string_view value) {
+  char* end = nullptr;
+  const std::string text(value);
+  const double v = text.empty() ? -1 : std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !(v > 0) || v > 1)
+    bad("breaker", key, "must be a number above 0 and at most 1");
+  return v;
+}
+}  // namespace
+
+bool is_limit_duration(std::string_view key) {
+  return key == "per";
+}
+bool is_breaker_duration(std::string_view key) {
+  return key == "open_for";
+}
+
+void set_limit_option(ResourceConfig& c, std::string_view key, std::string_view value) {
+  if (key == "rate") {
+    if (!c.rate) c.rate = Rate{0, usecs_per_second, 0};
+    c.rate->tokens = integer("resource", key, value, 1, max_rate_tokens);
+  } else if (key == "burst") {
+    if (!c.rate) c.rate = Rate{0, usecs_per_second, 0};
+    c.rate->burst = integer("resource", key, value, 1, max_rate_tokens);
+  } else if (key == "max_in_flight") {
+    c.max_in_flight = integer("resource", key, value, 1, max_rate_tokens);
+  } else if (key == "per") {
+    bad("resource", key, "must be an interval");
+  } else {
+    bad("resource", key, "is unknown");
+  }
+}
+
+void set_limit_duration(ResourceConfig& c, std::string_view key, const Duration& value) {
+  if (key != "per") bad("resource", key, "is not a duration option");
+  if (!c.rate) c.rate = Rate{0, usecs_per_second, 0};
+  c.rate->per_usecs = check_duration("resource option per", value, max_rate_per_usecs);
+}
+
+void set_breaker_option(BreakerConfig& b, std::string_view key, std::string_view value) {
+  if (key == "failure_rate")
+    b.failure_rate = rate_fraction(key, value);
+  else if (key == "minimum_calls")
+    b.minimum_calls = integer("breaker", key, value, 1, max_breaker_window);
+  else if (key == "window")
+    b.window = integer("breaker", key, value, 1, max_breaker_window);
+  else if (key == "half_open_calls")
+    b.half_open_calls = integer("breaker", key, value, 1, max_breaker_window);
+  else if (key == "open_for")
+    bad("breaker", key, "must be an interval");
+  else
+    bad("breaker", key, "is unknown");
+}
+
+void set_breaker_duration(BreakerConfig& b, std::string_view key, const Duration& value) {
+  if (key != "open_for") bad("breaker", key, "is not a duration option");
+  b.open_for_usecs = check_duration("breaker option open_for", value, max_queue_duration_usecs);
+}
+
+void validate(const ResourceConfig& c) {
+  if (c.rate && c.rate->tokens == 0) bad("resource", "rate", "is required with per or burst");
+  if (c.breaker && c.breaker->minimum_calls > c.breaker->window)
+    bad("breaker", "minimum_calls", "must not exceed window");
 }
 
 }  // namespace fy::core::flow

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "core/input.hpp"
@@ -12,11 +13,12 @@
 
 namespace fy::core::flow {
 
-// `tokens` per `per_usecs`, with a burst of `tokens`: a bucket that holds `tokens` and refills one
-// token every per_usecs / tokens (rounded up, so never faster than the rate).
+// `tokens` per `per_usecs`, with a burst of `burst` (0: `tokens`): a bucket that holds the burst
+// and refills one token every per_usecs / tokens (rounded up, so never faster than the rate).
 struct Rate {
   std::int64_t tokens = 0;
   std::int64_t per_usecs = 0;
+  std::int64_t burst = 0;
 };
 
 // GCRA: the bucket is its theoretical arrival time `tat` (none: full). Takes up to `count`
@@ -69,5 +71,65 @@ struct RetryDecision {
 // dead-lettered for it; it is not counted again when it runs).
 RetryDecision admit_retry(const QueueOptions& options, RetryWindow& window, std::int64_t admitted_now,
                           std::int64_t now);
+
+// ---- Resources: rate limits, concurrency limits and circuit breakers -----------------------
+
+inline constexpr std::int64_t max_breaker_window = 1000;
+
+struct BreakerConfig {
+  double failure_rate = 0.5;        // of the outcomes in the window, to open
+  std::int64_t minimum_calls = 10;  // outcomes the window must hold before it may open
+  std::int64_t window = 100;        // the last this many outcomes
+  std::int64_t open_for_usecs = 30 * usecs_per_second;
+  std::int64_t half_open_calls = 1;  // deliveries let through half-open; all must succeed to close
+};
+
+// What a resource (the downstream a message hits) allows; each part optional.
+struct ResourceConfig {
+  std::optional<Rate> rate;
+  std::optional<std::int64_t> max_in_flight;
+  std::optional<BreakerConfig> breaker;
+};
+
+enum class BreakerState { closed, open, half_open };
+const char* to_string(BreakerState state);
+BreakerState breaker_state_from(std::string_view name);  // internal error for an unknown name
+
+// A resource's shared state, one row per resource, changed only under its row lock.
+struct ResourceState {
+  std::optional<std::int64_t> tat;  // the rate limit's bucket
+  std::int64_t in_flight = 0;       // deliveries handed out and not yet finished
+  BreakerState state = BreakerState::closed;
+  std::string outcomes;  // the breaker's window, oldest first: '1' a failure, '0' a success
+  std::int64_t changed_at = 0;
+  std::int64_t open_until = 0;
+  std::int64_t half_open_in_flight = 0;
+  std::int64_t half_open_successes = 0;
+  std::int64_t transitions = 0;
+  std::int64_t failures() const;
+};
+
+enum class Refusal { none, rate, in_flight, open };
+
+// A claim meets a ready message bound to the resource. `transfer`: the message's last delivery
+// lapsed and still counts in in_flight, so it needs no new place. Refused: the message is skipped
+// and stays ready (no attempt charged). Admitted: a token and a place are taken, and half-open a
+// trial call.
+Refusal admit_delivery(const ResourceConfig& config, ResourceState& state, std::int64_t now, bool transfer);
+
+// How a delivery ended, for the resource: an ack is a success, a nack a failure unless permanent
+// (the message's own fault: neutral, like a delivery that lapsed on every attempt).
+enum class Outcome { success, failure, neutral };
+void record_outcome(const ResourceConfig& config, ResourceState& state, Outcome outcome, std::int64_t now);
+
+// resource_limit's and breaker_configure's options, one key at a time as JSON gives them (text;
+// durations already parsed), then checked as a whole: 22023 naming the option.
+void set_limit_option(ResourceConfig& config, std::string_view key, std::string_view value);
+void set_limit_duration(ResourceConfig& config, std::string_view key, const Duration& value);
+void set_breaker_option(BreakerConfig& config, std::string_view key, std::string_view value);
+void set_breaker_duration(BreakerConfig& config, std::string_view key, const Duration& value);
+bool is_limit_duration(std::string_view key);
+bool is_breaker_duration(std::string_view key);
+void validate(const ResourceConfig& config);
 
 }  // namespace fy::core::flow

@@ -105,6 +105,7 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
   queue.name = name;
   queue.t = pg::text_value(queue.tenant);
   queue.q = pg::text_value(queue.name);
+  queue.flow = flow_schema();
   const std::string key = queue.tenant + std::string(1, '\0') + queue.name;
   const bool own_snapshot = pg::uses_transaction_snapshot();
   if (producing) pg::lock_queue(queue.tenant, queue.name, pg::QueueLock::produce);
@@ -119,7 +120,7 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
     return queue;
   }
   bool found = false;
-  const bool flow = flow_schema();
+  const bool flow = queue.flow;
   pg::Statement& statement =
       producing && own_snapshot ? (flow ? read_for_producer : read_for_producer_old) : (flow ? read : read_old);
   spi.run(statement, {queue.t, queue.q}, [&](const pg::Row& r) {
@@ -167,6 +168,10 @@ void Releases::add(const Queue& queue, int slot, std::int64_t bytes, const std::
   if (key && queue.options.partitioned) keys[*key] += 1;
 }
 
+void Releases::outcome(const std::optional<std::string>& resource, core::flow::Outcome o) {
+  if (resource) outcomes[*resource][static_cast<int>(o)] += 1;
+}
+
 namespace {
 
 // The room of released messages back to their slots' release rows, below SPI
@@ -209,6 +214,7 @@ void apply(pg::Spi& spi, const Queue& queue, const Releases& releases) {
       "     AND n.state OPERATOR(pg_catalog.=) 'pending' ORDER BY n.msg_id LIMIT 1)",
       {TEXTOID, TEXTOID, TEXTOID});
   if (!releases.slots.empty()) give_back(queue, releases.slots);
+  if (!releases.outcomes.empty()) record_outcomes(spi, queue, releases, pg::now());
   for (const auto& [key, count] : releases.keys) {
     const pg::Value k = pg::text_value(key);
     std::int64_t pending = 0;

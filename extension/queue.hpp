@@ -4,6 +4,7 @@
 // and maintain.cpp. client/src/sqlite/ pairs with these files one to one.
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "core/flow.hpp"
 #include "pg/spi.hpp"
+#include "pg/table_access.hpp"
 
 namespace fy::queue {
 
@@ -23,6 +25,7 @@ struct Queue {
   pg::Value t, q;
   core::QueueOptions options;
   int slots = 1;
+  bool flow = false;  // the catalog has flow control's columns and tables (flow_schema())
 };
 
 // Whether the database has flow control's columns and tables (0.7.0); before ALTER EXTENSION
@@ -41,6 +44,16 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
 // otherwise), and decides whether a nack's retry fits the queue's retry budget, if it has one
 // (queue_flow.cpp).
 void admit_rate(pg::Spi& spi, const Queue& queue, std::int64_t count, TimestampTz now);
+// The tenant's configured resources (flow_resources), cached per backend until the table changes;
+// empty before 0.7.0's catalog. Read before any direct table access of a call (it runs SQL).
+using ResourceConfigs = std::map<std::string, core::flow::ResourceConfig, std::less<>>;
+const ResourceConfigs& resource_configs(pg::Spi& spi, const Queue& queue);
+// A resource's state row as the core sees it, from its columns, and written back by SQL (after the
+// direct access that locked it: the UPDATE finds the version locked) (queue_flow.cpp).
+core::flow::ResourceState resource_state_of(const pg::Table& table);
+void save_resource_state(pg::Spi& spi, const Queue& queue, const std::string& resource,
+                         const core::flow::ResourceState& state, std::int64_t refused);
+
 core::flow::RetryDecision admit_retry(pg::Spi& spi, const Queue& queue, TimestampTz now);
 // Counts a pending message into its partition (a keyed message of a partition-ordered queue);
 // true if it is the head (always, for any other message).
@@ -63,9 +76,15 @@ std::int32_t positive_int_arg(FunctionCallInfo fcinfo, int n, const char* argume
 struct Releases {
   std::map<int, core::Usage> slots;
   std::map<std::string, std::int64_t> keys;
+  // How deliveries bound to resources ended: per resource, in order (success, failure, neutral).
+  std::map<std::string, std::array<std::int64_t, 3>> outcomes;
   void add(const Queue& queue, int slot, std::int64_t bytes, const std::optional<std::string>& key);
+  void outcome(const std::optional<std::string>& resource, core::flow::Outcome outcome);
 };
 void apply(pg::Spi& spi, const Queue& queue, const Releases& releases);
+// Records the outcomes of `releases` on their resources, each row locked in name order
+// (queue_flow.cpp; apply() calls it).
+void record_outcomes(pg::Spi& spi, const Queue& queue, const Releases& releases, TimestampTz now);
 
 // One delivery handed out by claim.
 struct Claimed {

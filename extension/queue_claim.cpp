@@ -2,6 +2,8 @@
 // that lapsed on every attempt (docs/sql-api.md#queues).
 #include <algorithm>
 #include <array>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,9 +117,13 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   std::vector<Claimed> out;
   std::vector<std::int64_t> doomed;
   Releases lapsed;
+  // The tenant's resources, read before the direct access (it runs SQL); none configured: the
+  // claim never looks at a message's resource.
+  const ResourceConfigs& configs = resource_configs(spi, queue);
   pg::Access access;
   pg::Table m(access, pg::OwnTable::messages);
   const MessageColumns c(m);
+  const int resource_col = configs.empty() ? 0 : m.column("resource");
   const pg::Value until = pg::timestamptz_value(now + visibility);
   const pg::Value claimed_by = pg::text_value(consumer);
   // Does the newest version of a locked row still qualify for class p?
@@ -125,6 +131,42 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     return m.text_equals(c.state, "pending") && m.boolean(c.is_head) && m.int2(c.priority) == p &&
            m.timestamptz(c.visible_at) <= now && m.text_equals(c.tenant_id, queue.tenant) &&
            m.text_equals(c.queue, queue.name);
+  };
+  // The resources this claim met: each row locked SKIP LOCKED at its first message (another
+  // claimer holds it: its messages are skipped), decided on in memory, written once after the
+  // scan by SQL (whose UPDATE finds the version locked, which this call's snapshot may not see).
+  struct Held {
+    bool locked = false;
+    core::flow::ResourceState state;
+    std::int64_t refused = 0;
+    bool changed = false;
+  };
+  std::map<std::string, Held, std::less<>> held;
+  // Opened before the scan (opening a relation takes in invalidations).
+  std::optional<pg::Table> resources;
+  if (resource_col != 0) resources.emplace(access, pg::OwnTable::flow_resource_state);
+  // Whether the message in m's slot may be handed out now, as far as its resource goes.
+  auto resource_allows = [&](bool transfer) {
+    const std::optional<std::string> resource = m.text(resource_col);
+    if (!resource) return true;
+    const auto config = configs.find(*resource);
+    if (config == configs.end()) return true;
+    auto [it, first] = held.try_emplace(*resource);
+    Held& h = it->second;
+    if (first) {
+      if (!resources->find(pg::OwnIndex::flow_resource_state_pkey,
+                           {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, pg::text_value(*resource)}})) {
+        held.erase(it);  // configured a moment ago, its state row not yet visible: not limited
+        return true;
+      }
+      h.locked = resources->lock(pg::LockMode::no_key_update, pg::Wait::skip) != pg::Locked::skipped;
+      if (h.locked) h.state = resource_state_of(*resources);
+    }
+    if (!h.locked) return false;
+    h.changed = true;
+    if (core::flow::admit_delivery(config->second, h.state, now, transfer) == core::flow::Refusal::none) return true;
+    ++h.refused;
+    return false;
   };
   // One scan from the highest class down, restarted only at a class's first row not yet visible
   // (the rest of that class is later still): an empty class costs nothing, where a range per
@@ -147,13 +189,18 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
     if (locked == pg::Locked::skipped) continue;
     if (locked == pg::Locked::newer_version && !still_ready(p)) continue;
-    const std::int64_t token = pg::next_value(pg::CachedTable::claim_tokens);
     const std::int64_t attempt = static_cast<std::int64_t>(m.int4(c.attempt)) + 1;
+    // A resource that refuses leaves the message ready, no attempt charged. (A delivery that lapsed
+    // on every attempt is dead-lettered whatever its resource says.)
+    if (resource_col != 0 && attempt <= queue.options.max_attempts && !resource_allows(!m.is_null(c.claim_token)))
+      continue;
+    const std::int64_t token = pg::next_value(pg::CachedTable::claim_tokens);
     const std::int64_t msg_id = m.int8(c.msg_id);
     // Lapsed deliveries taken here do not count: the scan goes on for the rest (they are now
     // locked and no longer visible, so they are not taken twice).
     if (attempt > queue.options.max_attempts) {
       lapsed.add(queue, m.int2(c.slot), m.int8(c.bytes), m.text(c.partition_key));
+      if (resource_col != 0) lapsed.outcome(m.text(resource_col), core::flow::Outcome::neutral);
       doomed.push_back(msg_id);
       if (lapsed_out != nullptr)
         lapsed_out->push_back({msg_id, m.uuid(c.event_id), m.text(c.partition_key), p, attempt, token,
@@ -168,8 +215,11 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
               {c.claimed_by, claimed_by}});
   }
   scan.end();
+  if (resources) resources->finish();
   m.finish();
   access.finish();
+  for (const auto& [resource, h] : held)
+    if (h.changed) save_resource_state(spi, queue, resource, h.state, h.refused);
   // A subscription's message has no payload of its own: it is its topic event's.
   for (Claimed& d : out)
     if (!d.payload && d.event_id) d.payload = event_payload(spi, queue, *d.event_id);

@@ -177,6 +177,12 @@ struct Message {
   std::optional<std::string> partition_key;
 };
 
+// What a call's messages share besides class and delay: the fairness key and the resource
+// (arguments 7 and 8, which a catalog before 0.7.0 does not pass).
+struct Flow {
+  std::optional<std::string> fairness_key, resource;
+};
+
 // A message row to insert: what enqueue_one decided for it.
 struct NewRow {
   const Message* m;
@@ -190,26 +196,32 @@ struct NewRow {
 
 // The message rows, below SPI (pg/table_access.hpp): constraints checked and every index entry
 // made, as the INSERT it replaces. The table and its indexes are opened once for all of them.
-void insert_messages(const Queue& queue, const std::vector<NewRow>& rows, TimestampTz now) {
+void insert_messages(const Queue& queue, const std::vector<NewRow>& rows, TimestampTz now, const Flow& flow) {
   if (rows.empty()) return;
   pg::Access access;
   pg::Table messages(access, pg::OwnTable::messages);
   auto col = [&](const char* name) { return messages.column(name); };
-  for (const NewRow& r : rows)
-    messages.insert({{col("msg_id"), pg::int8_value(r.msg_id)},
-                     {col("tenant_id"), queue.t},
-                     {col("queue"), queue.q},
-                     {col("state"), pg::text_value("pending")},
-                     {col("priority"), {Int16GetDatum(static_cast<std::int16_t>(r.priority)), false}},
-                     {col("partition_key"), pg::optional_text_value(r.m->partition_key)},
-                     {col("is_head"), pg::bool_value(r.is_head)},
-                     {col("event_id"), pg::optional_uuid_value(r.m->event_id)},
-                     {col("payload"), pg::bytea_value(r.m->payload)},
-                     {col("bytes"), pg::int8_value(r.bytes)},
-                     {col("slot"), {Int16GetDatum(static_cast<std::int16_t>(r.slot)), false}},
-                     {col("enqueued_at"), pg::timestamptz_value(now)},
-                     {col("visible_at"), pg::timestamptz_value(r.visible_at)},
-                     {col("attempt"), pg::int4_value(0)}});
+  for (const NewRow& r : rows) {
+    std::vector<std::pair<int, pg::Value>> values{
+        {col("msg_id"), pg::int8_value(r.msg_id)},
+        {col("tenant_id"), queue.t},
+        {col("queue"), queue.q},
+        {col("state"), pg::text_value("pending")},
+        {col("priority"), {Int16GetDatum(static_cast<std::int16_t>(r.priority)), false}},
+        {col("partition_key"), pg::optional_text_value(r.m->partition_key)},
+        {col("is_head"), pg::bool_value(r.is_head)},
+        {col("event_id"), pg::optional_uuid_value(r.m->event_id)},
+        {col("payload"), pg::bytea_value(r.m->payload)},
+        {col("bytes"), pg::int8_value(r.bytes)},
+        {col("slot"), {Int16GetDatum(static_cast<std::int16_t>(r.slot)), false}},
+        {col("enqueued_at"), pg::timestamptz_value(now)},
+        {col("visible_at"), pg::timestamptz_value(r.visible_at)},
+        {col("attempt"), pg::int4_value(0)}};
+    // (Columns of 0.7.0: a catalog before it has neither, and its calls pass neither.)
+    if (flow.fairness_key) values.emplace_back(col("fairness_key"), pg::text_value(*flow.fairness_key));
+    if (flow.resource) values.emplace_back(col("resource"), pg::text_value(*flow.resource));
+    messages.insert(values);
+  }
   messages.finish();
   access.finish();
 }
@@ -266,6 +278,14 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
   return msg_id;
 }
 
+Flow flow_args(FunctionCallInfo fcinfo) {
+  auto key = [&](int n, const char* argument, std::size_t max) -> std::optional<std::string> {
+    if (PG_NARGS() <= n || pg::arg_is_null(fcinfo, n)) return std::nullopt;
+    return pg::name_arg(fcinfo, n, argument, max);
+  };
+  return {key(7, "fairness_key", core::max_partition_key_bytes), key(8, "resource", core::max_resource_bytes)};
+}
+
 // A delay may be zero (the default); NULL is 22004 like every other required argument.
 std::int64_t delay_arg(FunctionCallInfo fcinfo, int n) {
   const std::optional<core::Duration> d = pg::optional_interval_arg(fcinfo, n);
@@ -280,7 +300,7 @@ std::int64_t delay_arg(FunctionCallInfo fcinfo, int n) {
 using namespace fy;
 using namespace fy::queue;
 
-// enqueue(tenant, queue, payload, event_id, partition_key, priority, delay) -> msg_id
+// enqueue(tenant, queue, payload, event_id, partition_key, priority, delay, fairness_key, resource) -> msg_id
 FY_FUNCTION(fy_enqueue) {
   pg::Spi spi;
   const Queue queue = load(spi, fcinfo, true);
@@ -293,16 +313,18 @@ FY_FUNCTION(fy_enqueue) {
           : std::optional<std::string>(*pg::text_arg(fcinfo, 4, "partition_key", core::max_partition_key_bytes, false));
   const int priority = core::priority_from_name("priority", pg::name_arg(fcinfo, 5, "priority", 64));
   const std::int64_t delay = delay_arg(fcinfo, 6);
+  const Flow flow = flow_args(fcinfo);
   const TimestampTz now = pg::now();
   std::vector<NewRow> rows;
   const std::int64_t msg_id = enqueue_one(spi, queue, m, priority, delay, now, rows);
   admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
-  insert_messages(queue, rows, now);
+  insert_messages(queue, rows, now, flow);
   spi.finish();
   return Int64GetDatum(msg_id);
 }
 
-// enqueue_batch(tenant, queue, payloads, event_ids, partition_keys, priority, delay) -> msg_ids, in order
+// enqueue_batch(tenant, queue, payloads, event_ids, partition_keys, priority, delay, fairness_key, resource)
+// -> msg_ids, in order
 FY_FUNCTION(fy_enqueue_batch) {
   pg::Spi spi;
   const Queue queue = load(spi, fcinfo, true);
@@ -314,6 +336,7 @@ FY_FUNCTION(fy_enqueue_batch) {
     throw core::Error(core::sqlstate::invalid_parameter, "event_ids and partition_keys must match payloads in length");
   const int priority = core::priority_from_name("priority", pg::name_arg(fcinfo, 5, "priority", 64));
   const std::int64_t delay = delay_arg(fcinfo, 6);
+  const Flow flow = flow_args(fcinfo);
   const TimestampTz now = pg::now();
   std::vector<Message> messages;
   messages.reserve(payloads->size());
@@ -329,7 +352,7 @@ FY_FUNCTION(fy_enqueue_batch) {
   for (const Message& m : messages) ids.push_back(enqueue_one(spi, queue, m, priority, delay, now, rows, &admission));
   admission.flush();
   admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
-  insert_messages(queue, rows, now);
+  insert_messages(queue, rows, now, flow);
   spi.finish();
   pg::TableResult out(fcinfo);
   for (std::int64_t id : ids) out.add_row({pg::int8_value(id)});

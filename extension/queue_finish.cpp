@@ -26,18 +26,25 @@ struct Delivery {
   int slot = 0;
   std::int64_t bytes = 0;
   std::optional<std::string> partition_key;
+  std::optional<std::string> resource;
 };
 
 std::optional<Delivery> lock_delivery(pg::Spi& spi, const Queue& queue, std::int64_t msg_id) {
-  static pg::Statement lock(
-      "SELECT state, claim_token, visible_at, attempt, slot, bytes, partition_key FROM forgeyard.messages"
-      " WHERE msg_id OPERATOR(pg_catalog.=) $3 AND tenant_id OPERATOR(pg_catalog.=) $1"
-      "   AND queue OPERATOR(pg_catalog.=) $2 FOR UPDATE",
-      {TEXTOID, TEXTOID, INT8OID});
+  // (A catalog before 0.7.0 has no resource column.)
+  static const std::string head = "SELECT state, claim_token, visible_at, attempt, slot, bytes, partition_key";
+  static const std::string tail =
+      " FROM forgeyard.messages WHERE msg_id OPERATOR(pg_catalog.=) $3 AND tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND queue OPERATOR(pg_catalog.=) $2 FOR UPDATE";
+  static pg::Statement lock(head + ", resource" + tail, {TEXTOID, TEXTOID, INT8OID});
+  static pg::Statement lock_old(head + ", NULL::pg_catalog.text" + tail, {TEXTOID, TEXTOID, INT8OID});
   std::optional<Delivery> d;
-  spi.run(lock, {queue.t, queue.q, pg::int8_value(msg_id)}, [&](const pg::Row& r) {
-    d = Delivery{
-        {*r.text(1), r.int8(2), *r.timestamptz(3)}, *r.int8(4), static_cast<int>(*r.int8(5)), *r.int8(6), r.text(7)};
+  spi.run(queue.flow ? lock : lock_old, {queue.t, queue.q, pg::int8_value(msg_id)}, [&](const pg::Row& r) {
+    d = Delivery{{*r.text(1), r.int8(2), *r.timestamptz(3)},
+                 *r.int8(4),
+                 static_cast<int>(*r.int8(5)),
+                 *r.int8(6),
+                 r.text(7),
+                 r.text(8)};
   });
   return d;
 }
@@ -57,14 +64,14 @@ enum class Finish { done, already_finished };
 // message row, in slot order). done[i] is false for a pair it did not finish: the slow path
 // decides (no-op or FY001).
 std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<std::int64_t, std::int64_t>>& deliveries,
-                              TimestampTz now, Releases& releases) {
+                              TimestampTz now, Releases& releases, bool resources) {
   std::vector<bool> done(deliveries.size(), false);
   pg::Access access;
   pg::Table m(access, pg::OwnTable::messages);
   const int tenant_col = m.column("tenant_id"), queue_col = m.column("queue"), state_col = m.column("state"),
             token_col = m.column("claim_token"), slot_col = m.column("slot"), bytes_col = m.column("bytes"),
             key_col = m.column("partition_key"), finished_col = m.column("finished_at"),
-            payload_col = m.column("payload");
+            payload_col = m.column("payload"), resource_col = resources ? m.column("resource") : 0;
   const bool keep = queue.options.retain_acked_usecs > 0;
   const pg::Value acked = keep ? pg::text_value("acked") : pg::null_value();
   const pg::Value finished = pg::timestamptz_value(now);
@@ -84,6 +91,7 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
     const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::block);
     if (locked == pg::Locked::skipped || (locked == pg::Locked::newer_version && !current())) continue;
     releases.add(queue, m.int2(slot_col), m.int8(bytes_col), m.text(key_col));
+    if (resources) releases.outcome(m.text(resource_col), core::flow::Outcome::success);
     if (keep)
       m.update({{state_col, acked}, {finished_col, finished}, {payload_col, pg::null_value()}});
     else
@@ -109,6 +117,7 @@ Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64
   else
     spi.run(remove, {pg::int8_value(msg_id)});
   releases.add(queue, d->slot, d->bytes, d->partition_key);
+  releases.outcome(d->resource, core::flow::Outcome::success);
   return Finish::done;
 }
 
@@ -116,7 +125,10 @@ Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64
 // one by one (a stale token is FY001, a message already finished or gone a no-op).
 void ack_many(pg::Spi& spi, const Queue& queue, const std::vector<std::pair<std::int64_t, std::int64_t>>& deliveries,
               TimestampTz now, Releases& releases) {
-  const std::vector<bool> done = ack_current(queue, deliveries, now, releases);
+  // The tenant's resources first (SQL, before the direct access): none, and the fast path never
+  // reads a message's resource.
+  const bool resources = !resource_configs(spi, queue).empty();
+  const std::vector<bool> done = ack_current(queue, deliveries, now, releases, resources);
   for (std::size_t i = 0; i < deliveries.size(); ++i)
     if (!done[i]) ack_one(spi, queue, deliveries[i].first, deliveries[i].second, now, releases);
 }
@@ -135,6 +147,8 @@ std::string nack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std:
       {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, BOOLOID});
   std::optional<Delivery> d = lock_delivery(spi, queue, msg_id);
   core::check_nack(fence_of(d), msg_id, token);
+  // For the resource: a failure, unless the message's own fault.
+  releases.outcome(d->resource, permanent ? core::flow::Outcome::neutral : core::flow::Outcome::failure);
   if (core::dead_after_failure(queue.options, d->attempt, permanent)) {
     spi.run(dead, {pg::int8_value(msg_id), pg::timestamptz_value(now), pg::text_value(error),
                    pg::text_value(permanent ? "permanent" : "max_attempts"),

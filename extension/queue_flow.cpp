@@ -1,16 +1,22 @@
-// Flow control of a queue's producers and retries (docs/flow-control-design.md): admission limits
-// (admission_limit, taken by enqueue) and the retry budget (taken by nack). The rules are
-// core/flow.cpp's; this file reads and writes their rows. client/src/sqlite/queue_flow.cpp is its
-// twin.
+// Flow control (docs/flow-control-design.md): admission limits of producers (admission_limit,
+// taken by enqueue), the retry budget (taken by nack), and resources with rate limits,
+// concurrency limits and circuit breakers (resource_limit, breaker_configure, breaker_state;
+// charged by the claim, given back by ack and nack). The rules are core/flow.cpp's; this file reads
+// and writes their rows. client/src/sqlite/queue_flow.cpp is its twin.
 #include <algorithm>
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/flow.hpp"
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
+#include "pg/table_access.hpp"
+#include "pg/table_cache.hpp"
+#include "pg/trigger.hpp"
 #include "queue.hpp"
 #include "tenant.hpp"
 
@@ -156,5 +162,265 @@ FY_FUNCTION(fy_admission_limit) {
     }
   }
   spi.finish();
+  return (Datum)0;
+}
+
+namespace fy::queue {
+
+const ResourceConfigs& resource_configs(pg::Spi& spi, const Queue& queue) {
+  static pg::Statement read(
+      "SELECT resource, rate, per_usecs, burst, max_in_flight, failure_rate, minimum_calls, window_calls,"
+      "   open_for_usecs, half_open_calls FROM forgeyard.flow_resources WHERE tenant_id OPERATOR(pg_catalog.=) $1",
+      {TEXTOID});
+  static const ResourceConfigs none;
+  static std::map<std::string, ResourceConfigs, std::less<>> cache;
+  static std::uint64_t cache_generation = 0;
+  if (!queue.flow) return none;
+  const std::uint64_t generation = pg::cache_generation(pg::CachedTable::flow_resources);
+  if (generation != cache_generation) {
+    cache.clear();
+    cache_generation = generation;
+  }
+  if (auto it = cache.find(queue.tenant); it != cache.end()) return it->second;
+  ResourceConfigs configs;
+  spi.run(read, {queue.t}, [&](const pg::Row& r) {
+    core::flow::ResourceConfig c;
+    if (r.int8(2)) c.rate = core::flow::Rate{*r.int8(2), *r.int8(3), *r.int8(4)};
+    c.max_in_flight = r.int8(5);
+    if (r.float8(6))
+      c.breaker = core::flow::BreakerConfig{*r.float8(6), *r.int8(7), *r.int8(8), *r.int8(9), *r.int8(10)};
+    configs.emplace(*r.text(1), c);
+  });
+  // Kept only if no invalidation came in while the rows were read (nor under a transaction
+  // snapshot, which may be older than the cache).
+  if (pg::uses_transaction_snapshot() || pg::cache_generation(pg::CachedTable::flow_resources) != cache_generation) {
+    static ResourceConfigs uncached;
+    uncached = std::move(configs);
+    return uncached;
+  }
+  if (cache.size() >= 4096) cache.clear();
+  return cache[queue.tenant] = std::move(configs);
+}
+
+core::flow::ResourceState resource_state_of(const pg::Table& t) {
+  core::flow::ResourceState s;
+  const int tat = t.column("tat"), open_until = t.column("open_until");
+  if (!t.is_null(tat)) s.tat = t.timestamptz(tat);
+  s.in_flight = t.int8(t.column("in_flight"));
+  s.state = core::flow::breaker_state_from(t.text(t.column("breaker")).value_or("closed"));
+  s.outcomes = t.text(t.column("outcomes")).value_or("");
+  s.changed_at = t.timestamptz(t.column("changed_at"));
+  s.open_until = t.is_null(open_until) ? 0 : t.timestamptz(open_until);
+  s.half_open_in_flight = t.int8(t.column("half_open_in_flight"));
+  s.half_open_successes = t.int8(t.column("half_open_successes"));
+  s.transitions = t.int8(t.column("transitions"));
+  return s;
+}
+
+void save_resource_state(pg::Spi& spi, const Queue& queue, const std::string& resource,
+                         const core::flow::ResourceState& s, std::int64_t refused) {
+  static pg::Statement save(
+      "UPDATE forgeyard.flow_resource_state SET tat = $3, in_flight = $4, breaker = $5, outcomes = $6,"
+      "   changed_at = $7, open_until = $8, half_open_in_flight = $9, half_open_successes = $10,"
+      "   transitions = $11, refused = refused OPERATOR(pg_catalog.+) $12"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID,
+       INT8OID, INT8OID, INT8OID});
+  spi.run(save, {queue.t, pg::text_value(resource), s.tat ? pg::timestamptz_value(*s.tat) : pg::null_value(),
+                 pg::int8_value(s.in_flight), pg::text_value(core::flow::to_string(s.state)),
+                 pg::text_value(s.outcomes), pg::timestamptz_value(s.changed_at),
+                 s.open_until ? pg::timestamptz_value(s.open_until) : pg::null_value(),
+                 pg::int8_value(s.half_open_in_flight), pg::int8_value(s.half_open_successes),
+                 pg::int8_value(s.transitions), pg::int8_value(refused)});
+}
+
+// Per resource in name order: its row locked FOR UPDATE (waiting: an ack must count), the
+// outcomes recorded, the row written once.
+void record_outcomes(pg::Spi& spi, const Queue& queue, const Releases& releases, TimestampTz now) {
+  static pg::Statement lock(
+      "SELECT tat, in_flight, breaker, outcomes, changed_at, open_until, half_open_in_flight, half_open_successes,"
+      "   transitions FROM forgeyard.flow_resource_state"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2 FOR NO KEY UPDATE",
+      {TEXTOID, TEXTOID});
+  const ResourceConfigs& configs = resource_configs(spi, queue);
+  for (const auto& [resource, counts] : releases.outcomes) {
+    const auto config = configs.find(resource);
+    if (config == configs.end()) continue;  // not a configured resource: nothing is counted for it
+    std::optional<core::flow::ResourceState> state;
+    spi.run(lock, {queue.t, pg::text_value(resource)}, [&](const pg::Row& r) {
+      core::flow::ResourceState s;
+      if (r.timestamptz(1)) s.tat = *r.timestamptz(1);
+      s.in_flight = *r.int8(2);
+      s.state = core::flow::breaker_state_from(*r.text(3));
+      s.outcomes = *r.text(4);
+      s.changed_at = *r.timestamptz(5);
+      s.open_until = r.timestamptz(6).value_or(0);
+      s.half_open_in_flight = *r.int8(7);
+      s.half_open_successes = *r.int8(8);
+      s.transitions = *r.int8(9);
+      state = s;
+    });
+    if (!state) continue;
+    for (int o = 0; o < 3; ++o)
+      for (std::int64_t i = 0; i < counts[o]; ++i)
+        core::flow::record_outcome(config->second, *state, static_cast<core::flow::Outcome>(o), now);
+    save_resource_state(spi, queue, resource, *state, 0);
+  }
+}
+
+}  // namespace fy::queue
+
+namespace {
+
+// resource_limit's and breaker_configure's options from jsonb (numbers as text, durations as
+// interval text), checked by the core.
+std::vector<std::pair<std::string, std::string>> option_pairs(pg::Spi& spi, const pg::Value& json) {
+  static pg::Statement entries("SELECT e.key, e.value OPERATOR(pg_catalog.#>>) '{}' FROM pg_catalog.jsonb_each($1) e",
+                               {JSONBOID});
+  if (!pg::jsonb_object_keys(json))
+    throw core::Error(core::sqlstate::invalid_parameter, "options must be a JSON object");
+  std::vector<std::pair<std::string, std::string>> pairs;
+  spi.run(entries, {json}, [&](const pg::Row& r) { pairs.emplace_back(*r.text(1), r.text(2).value_or("null")); });
+  return pairs;
+}
+
+std::string resource_arg(FunctionCallInfo fcinfo) {
+  return pg::name_arg(fcinfo, 1, "resource", core::max_resource_bytes);
+}
+
+// The config row (made if missing) and its state row (made if missing, a closed breaker).
+void ensure_resource(pg::Spi& spi, const pg::Value& t, const pg::Value& r, TimestampTz now) {
+  static pg::Statement config(
+      "INSERT INTO forgeyard.flow_resources (tenant_id, resource, updated_at) VALUES ($1, $2, $3)"
+      " ON CONFLICT (tenant_id, resource) DO UPDATE SET updated_at = excluded.updated_at",
+      {TEXTOID, TEXTOID, TIMESTAMPTZOID});
+  static pg::Statement state(
+      "INSERT INTO forgeyard.flow_resource_state (tenant_id, resource, changed_at) VALUES ($1, $2, $3)"
+      " ON CONFLICT (tenant_id, resource) DO NOTHING",
+      {TEXTOID, TEXTOID, TIMESTAMPTZOID});
+  spi.run(config, {t, r, pg::timestamptz_value(now)});
+  spi.run(state, {t, r, pg::timestamptz_value(now)});
+}
+
+// A resource with neither limits nor a breaker is forgotten, its state too.
+void drop_if_empty(pg::Spi& spi, const pg::Value& t, const pg::Value& r) {
+  static pg::Statement drop(
+      "WITH d AS (DELETE FROM forgeyard.flow_resources WHERE tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND resource OPERATOR(pg_catalog.=) $2 AND rate IS NULL AND max_in_flight IS NULL"
+      "   AND failure_rate IS NULL RETURNING 1)"
+      " DELETE FROM forgeyard.flow_resource_state WHERE tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND resource OPERATOR(pg_catalog.=) $2 AND EXISTS (SELECT 1 FROM d)",
+      {TEXTOID, TEXTOID});
+  spi.run(drop, {t, r});
+}
+
+}  // namespace
+
+// resource_limit(tenant, resource, options): rate, per, burst, max_in_flight; {} removes them.
+FY_FUNCTION(fy_resource_limit) {
+  static pg::Statement set_limits(
+      "UPDATE forgeyard.flow_resources SET rate = $3, per_usecs = $4, burst = $5, max_in_flight = $6"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID});
+  const std::string tenant = pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes);
+  const std::string resource = resource_arg(fcinfo);
+  pg::Spi spi;
+  check_tenant(spi, tenant);
+  core::flow::ResourceConfig c;
+  for (const auto& [key, value] : option_pairs(spi, pg::jsonb_arg(fcinfo, 2, "options"))) {
+    if (core::flow::is_limit_duration(key))
+      core::flow::set_limit_duration(c, key, pg::parse_interval(value, "resource option " + key));
+    else
+      core::flow::set_limit_option(c, key, value);
+  }
+  core::flow::validate(c);
+  const pg::Value t = pg::text_value(tenant), r = pg::text_value(resource);
+  ensure_resource(spi, t, r, pg::now());
+  auto opt = [](const std::optional<std::int64_t>& v) { return v ? pg::int8_value(*v) : pg::null_value(); };
+  spi.run(set_limits, {t, r, opt(c.rate ? std::optional(c.rate->tokens) : std::nullopt),
+                       opt(c.rate ? std::optional(c.rate->per_usecs) : std::nullopt),
+                       opt(c.rate ? std::optional(c.rate->burst > 0 ? c.rate->burst : c.rate->tokens) : std::nullopt),
+                       opt(c.max_in_flight)});
+  drop_if_empty(spi, t, r);
+  spi.finish();
+  return (Datum)0;
+}
+
+// breaker_configure(tenant, resource, options): NULL removes the breaker.
+FY_FUNCTION(fy_breaker_configure) {
+  static pg::Statement set_breaker(
+      "UPDATE forgeyard.flow_resources SET failure_rate = $3, minimum_calls = $4, window_calls = $5,"
+      "   open_for_usecs = $6, half_open_calls = $7"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID, FLOAT8OID, INT8OID, INT8OID, INT8OID, INT8OID});
+  static pg::Statement reset_state(
+      "UPDATE forgeyard.flow_resource_state SET breaker = 'closed', outcomes = '', open_until = NULL,"
+      "   half_open_in_flight = 0, half_open_successes = 0, changed_at = $3"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID, TIMESTAMPTZOID});
+  const std::string tenant = pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes);
+  const std::string resource = resource_arg(fcinfo);
+  pg::Spi spi;
+  check_tenant(spi, tenant);
+  std::optional<core::flow::BreakerConfig> b;
+  if (!pg::arg_is_null(fcinfo, 2)) {
+    b.emplace();
+    for (const auto& [key, value] : option_pairs(spi, pg::jsonb_arg(fcinfo, 2, "options"))) {
+      if (core::flow::is_breaker_duration(key))
+        core::flow::set_breaker_duration(*b, key, pg::parse_interval(value, "breaker option " + key));
+      else
+        core::flow::set_breaker_option(*b, key, value);
+    }
+    core::flow::ResourceConfig c;
+    c.breaker = b;
+    core::flow::validate(c);
+  }
+  const pg::Value t = pg::text_value(tenant), r = pg::text_value(resource);
+  const TimestampTz now = pg::now();
+  ensure_resource(spi, t, r, now);
+  spi.run(set_breaker,
+          {t, r, b ? pg::float8_value(b->failure_rate) : pg::null_value(),
+           b ? pg::int8_value(b->minimum_calls) : pg::null_value(), b ? pg::int8_value(b->window) : pg::null_value(),
+           b ? pg::int8_value(b->open_for_usecs) : pg::null_value(),
+           b ? pg::int8_value(b->half_open_calls) : pg::null_value()});
+  spi.run(reset_state, {t, r, pg::timestamptz_value(now)});
+  drop_if_empty(spi, t, r);
+  spi.finish();
+  return (Datum)0;
+}
+
+// breaker_state(tenant, resource) -> (state, failures, calls, changed_at)
+FY_FUNCTION(fy_breaker_state) {
+  static pg::Statement read(
+      "SELECT s.breaker, s.outcomes, s.changed_at, s.open_until OPERATOR(pg_catalog.<=) $3"
+      "  FROM forgeyard.flow_resources c JOIN forgeyard.flow_resource_state s USING (tenant_id, resource)"
+      " WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.resource OPERATOR(pg_catalog.=) $2"
+      "   AND c.failure_rate IS NOT NULL",
+      {TEXTOID, TEXTOID, TIMESTAMPTZOID});
+  const std::string tenant = pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes);
+  const std::string resource = resource_arg(fcinfo);
+  pg::Spi spi;
+  check_tenant(spi, tenant);
+  bool found = false;
+  core::flow::ResourceState s;
+  TimestampTz changed = 0;
+  bool lapsed_open = false;
+  spi.run(read, {pg::text_value(tenant), pg::text_value(resource), pg::timestamptz_value(pg::now())},
+          [&](const pg::Row& r) {
+            found = true;
+            s.state = core::flow::breaker_state_from(*r.text(1));
+            s.outcomes = *r.text(2);
+            changed = *r.timestamptz(3);
+            lapsed_open = r.boolean(4).value_or(false);
+          });
+  if (!found)
+    throw core::Error(core::sqlstate::undefined_object,
+                      "resource \"" + resource + "\" has no breaker for tenant \"" + tenant + "\"");
+  spi.finish();
+  // An open breaker whose time ran out lets the next claim through: it reads half_open.
+  const char* state = s.state == core::flow::BreakerState::open && lapsed_open ? "half_open" : to_string(s.state);
+  pg::TableResult out(fcinfo);
+  out.add_row({pg::text_value(state), pg::int4_value(static_cast<std::int32_t>(s.failures())),
+               pg::int4_value(static_cast<std::int32_t>(s.outcomes.size())), pg::timestamptz_value(changed)});
   return (Datum)0;
 }

@@ -6,7 +6,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(432);
+SELECT plan(441);
 
 SET TIME ZONE 'UTC';
 
@@ -30,10 +30,13 @@ INSERT INTO api VALUES
     ('forgeyard.queue_create(text, text, jsonb)'),
     ('forgeyard.queue_alter(text, text, jsonb)'),
     ('forgeyard.admission_limit(text, text, integer, interval)'),
+    ('forgeyard.resource_limit(text, text, jsonb)'),
+    ('forgeyard.breaker_configure(text, text, jsonb)'),
+    ('forgeyard.breaker_state(text, text)'),
     ('forgeyard.queue_drop(text, text)'),
     ('forgeyard.queue_list(text)'),
-    ('forgeyard.enqueue(text, text, bytea, uuid, text, text, interval)'),
-    ('forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval)'),
+    ('forgeyard.enqueue(text, text, bytea, uuid, text, text, interval, text, text)'),
+    ('forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval, text, text)'),
     ('forgeyard.claim(text, text, text, integer, interval)'),
     ('forgeyard.ack_and_claim(text, text, text, bigint[], bigint[], integer, interval)'),
     ('forgeyard.ack(text, text, bigint, bigint)'),
@@ -138,7 +141,8 @@ SELECT set_eq(
           'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills',
           'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal', 'forgeyard.wf_signals',
           'forgeyard.wf_schedules', 'forgeyard.wf_cursors', 'forgeyard.workflow_runs', 'forgeyard.workflow_stuck',
-          'forgeyard.queue_admission', 'forgeyard.queue_retry_windows', 'forgeyard.flow_state'],
+          'forgeyard.queue_admission', 'forgeyard.queue_retry_windows', 'forgeyard.flow_state',
+          'forgeyard.flow_resources', 'forgeyard.flow_resource_state'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
@@ -152,7 +156,7 @@ SELECT set_eq(
           'forgeyard.app_migrations', 'forgeyard.app_daemons', 'forgeyard.app_backfills',
           'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal',
           'forgeyard.wf_signals', 'forgeyard.wf_schedules', 'forgeyard.queue_admission',
-          'forgeyard.queue_retry_windows'],
+          'forgeyard.queue_retry_windows', 'forgeyard.flow_resources', 'forgeyard.flow_resource_state'],
     'pg_extension.extconfig registers every table and sequence for pg_dump but the step cursors (the views are not data)');
 SELECT is((SELECT relpersistence FROM pg_catalog.pg_class WHERE oid = 'forgeyard.wf_cursors'::regclass), 'u'::"char",
           'the step cursors are UNLOGGED (moving one writes no WAL); every other table is logged');
@@ -214,8 +218,8 @@ INSERT INTO objects VALUES
     (28, 'function', 'forgeyard.queue_alter(text, text, jsonb)'),
     (29, 'function', 'forgeyard.queue_drop(text, text)'),
     (30, 'function', 'forgeyard.queue_list(text)'),
-    (31, 'function', 'forgeyard.enqueue(text, text, bytea, uuid, text, text, interval)'),
-    (32, 'function', 'forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval)'),
+    (31, 'function', 'forgeyard.enqueue(text, text, bytea, uuid, text, text, interval, text, text)'),
+    (32, 'function', 'forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval, text, text)'),
     (33, 'function', 'forgeyard.claim(text, text, text, integer, interval)'),
     (34, 'function', 'forgeyard.ack_and_claim(text, text, text, bigint[], bigint[], integer, interval)'),
     (35, 'function', 'forgeyard.ack(text, text, bigint, bigint)'),

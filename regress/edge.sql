@@ -190,7 +190,8 @@ INSERT INTO nullable VALUES
     ('forgeyard.workflow_park(text, uuid, bigint, text)', 'reason', 'NULL is stored as an empty reason'),
     ('forgeyard.workflow_cancel(text, uuid, text)', 'reason', 'NULL is stored as an empty reason'),
     ('forgeyard.workflow_signal(text, uuid, text, jsonb, uuid)', 'signal_id', 'NULL: a new signal id'),
-    ('forgeyard.admission_limit(text, text, integer, interval)', 'rate', 'NULL removes the limit');
+    ('forgeyard.admission_limit(text, text, integer, interval)', 'rate', 'NULL removes the limit'),
+    ('forgeyard.breaker_configure(text, text, jsonb)', 'options', 'NULL removes the breaker');
 
 CREATE TEMP VIEW undocumented AS
 SELECT fn, arg, label, sqlstate, message FROM outcome

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(49);
+SELECT plan(83);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -160,6 +160,107 @@ SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'rb'); SELECT forgeyard.queu
 SELECT is_empty($$SELECT 1 FROM forgeyard.queue_retry_windows WHERE queue = 'rb'
                   UNION ALL SELECT 1 FROM forgeyard.queue_admission WHERE queue = 'eight'$$,
                 'queue_drop removes the queue''s window and buckets');
+
+-------------------------------------------------------------------------------------------------
+-- Resources: rate limits, max_in_flight, circuit breakers; shared by every queue of the tenant
+-------------------------------------------------------------------------------------------------
+SET forgeyard.now_override = '2030-03-04 00:00:00+00';
+DO $$ BEGIN
+    PERFORM forgeyard.queue_create('t1', 'ra', '{"max_messages": 1000}');
+    PERFORM forgeyard.queue_create('t1', 'rb2', '{"max_messages": 1000}');
+END $$;
+SELECT lives_ok($$SELECT forgeyard.resource_limit('t1', 'pay', '{"rate": 2, "per": "1 minute", "max_in_flight": 3}')$$,
+                'resource_limit rate 2 per minute, max_in_flight 3');
+SELECT results_eq($$SELECT rate, per_usecs, burst, max_in_flight FROM forgeyard.flow_resources WHERE resource = 'pay'$$,
+                  $$VALUES (2::bigint, 60000000::bigint, 2::bigint, 3::bigint)$$, 'stored: burst defaults to the rate');
+DO $$ BEGIN
+    PERFORM forgeyard.enqueue('t1', 'ra', 'p', resource => 'pay') FROM generate_series(1, 3);
+    PERFORM forgeyard.enqueue('t1', 'rb2', 'p', resource => 'pay');
+    PERFORM forgeyard.enqueue('t1', 'ra', 'plain');
+END $$;
+SELECT is((SELECT count(*) FROM forgeyard.messages WHERE queue = 'ra' AND resource = 'pay'), 3::bigint,
+          'enqueue stores the resource');
+SELECT is((SELECT count(*) FROM forgeyard.claim('t1', 'ra', 'w', 10, '1 hour')), 3::bigint,
+          'the claim hands out the burst of 2 and the message bound to nothing');
+SELECT results_eq($$SELECT count(*) FILTER (WHERE claim_token IS NULL), min(attempt) FILTER (WHERE claim_token IS NULL)
+                      FROM forgeyard.messages WHERE queue = 'ra'$$,
+                  $$VALUES (1::bigint, 0)$$, 'the refused message stays ready with no attempt charged');
+SELECT is_empty($$SELECT * FROM forgeyard.claim('t1', 'rb2', 'w', 10)$$,
+                'the limit is the resource''s: another queue''s message waits for the same bucket');
+SELECT results_eq($$SELECT in_flight, refused FROM forgeyard.flow_resource_state WHERE resource = 'pay'$$,
+                  $$VALUES (2::bigint, 2::bigint)$$, 'two in flight, two claims refused');
+SELECT results_eq($$SELECT kind, "limit", available, in_flight, refused FROM forgeyard.flow_state WHERE subject = 'pay'$$,
+                  $$VALUES ('resource_limit'::text, '2 per 00:01:00 burst 2, max_in_flight 3'::text, 0::bigint, 2::bigint, 2::bigint)$$,
+                  'flow_state shows the resource''s tokens, deliveries in flight and refusals');
+SET forgeyard.now_override = '2030-03-04 00:01:00+00';
+SELECT is((SELECT count(*) FROM forgeyard.claim('t1', 'ra', 'w', 10, '1 hour'))
+          + (SELECT count(*) FROM forgeyard.claim('t1', 'rb2', 'w', 10, '1 hour')), 1::bigint,
+          'a minute later two tokens, but max_in_flight 3 lets one more out');
+SELECT lives_ok($$SELECT forgeyard.ack('t1', m.queue, m.msg_id, m.claim_token)
+                    FROM forgeyard.messages m WHERE m.resource = 'pay' AND m.claim_token IS NOT NULL$$,
+                'acking the three');
+SELECT is((SELECT in_flight FROM forgeyard.flow_resource_state WHERE resource = 'pay'), 0::bigint,
+          'acks give the places back');
+SELECT is((SELECT count(*) FROM forgeyard.claim('t1', 'rb2', 'w', 10)) + (SELECT count(*) FROM forgeyard.claim('t1', 'ra', 'w', 10)),
+          1::bigint, 'the last one is handed out');
+
+-- A breaker opens, half-opens, closes
+SET forgeyard.now_override = '2030-03-05 00:00:00+00';
+DO $$ BEGIN
+    PERFORM forgeyard.queue_create('t1', 'mailq', '{"max_messages": 1000, "backoff_base": "1 ms", "backoff_max": "1 ms", "max_attempts": 50}');
+    PERFORM forgeyard.breaker_configure('t1', 'smtp', '{"failure_rate": 0.5, "minimum_calls": 2, "window": 4, "open_for": "1 minute", "half_open_calls": 1}');
+    PERFORM forgeyard.enqueue('t1', 'mailq', 'm', resource => 'smtp') FROM generate_series(1, 4);
+    PERFORM forgeyard.nack('t1', 'mailq', c.msg_id, c.claim_token, 'down') FROM forgeyard.claim('t1', 'mailq', 'w', 2) c;
+END $$;
+SELECT results_eq($$SELECT * FROM forgeyard.breaker_state('t1', 'smtp')$$,
+                  $$VALUES ('open'::text, 2, 2, '2030-03-05 00:00:00+00'::timestamptz)$$,
+                  'two failures of two: open, with the window that tripped it');
+SET forgeyard.now_override = '2030-03-05 00:00:30+00';
+SELECT is_empty($$SELECT * FROM forgeyard.claim('t1', 'mailq', 'w', 10)$$, 'open: nothing bound to smtp is handed out');
+SELECT is((SELECT count(*) FROM forgeyard.messages WHERE queue = 'mailq' AND state = 'dead'), 0::bigint,
+          'and nothing is dead-lettered for it');
+SET forgeyard.now_override = '2030-03-05 00:01:00+00';
+SELECT is((SELECT state FROM forgeyard.breaker_state('t1', 'smtp')), 'half_open', 'after open_for it reads half_open');
+CREATE TEMP TABLE trial AS SELECT * FROM forgeyard.claim('t1', 'mailq', 'w', 10);
+SELECT is((SELECT count(*) FROM trial), 1::bigint, 'half-open lets half_open_calls through');
+SELECT lives_ok($$SELECT forgeyard.ack('t1', 'mailq', msg_id, claim_token) FROM trial$$, 'the trial succeeds');
+SELECT results_eq($$SELECT state, calls FROM forgeyard.breaker_state('t1', 'smtp')$$, $$VALUES ('closed'::text, 0)$$,
+                  'and closes the breaker with a new window');
+SELECT results_eq($$SELECT kind, state, transitions FROM forgeyard.flow_state f
+                      JOIN forgeyard.flow_resource_state s ON s.resource = f.subject WHERE f.subject = 'smtp'$$,
+                  $$VALUES ('breaker'::text, 'closed'::text, 3::bigint)$$,
+                  'flow_state: the breaker, three transitions (open, half_open, closed)');
+
+-- Bad input: 22023 naming the option, nothing changed
+SELECT throws_ok($$SELECT forgeyard.resource_limit('t1', 'pay', '{"rate": 0}')$$, '22023',
+                 'resource option rate must be an integer between 1 and 1000000000', 'rate 0');
+SELECT throws_ok($$SELECT forgeyard.resource_limit('t1', 'pay', '{"burst": 5}')$$, '22023',
+                 'resource option rate is required with per or burst', 'burst without a rate');
+SELECT throws_ok($$SELECT forgeyard.resource_limit('t1', 'pay', '{"per": "1 mon", "rate": 1}')$$, '22023',
+                 'resource option per must not have a month or year component', 'per in months');
+SELECT throws_ok($$SELECT forgeyard.resource_limit('t1', 'pay', '{"max_inflight": 1}')$$, '22023',
+                 'resource option max_inflight is unknown', 'an unknown option');
+SELECT throws_ok($$SELECT forgeyard.resource_limit('t1', 'pay', '[1]')$$, '22023', 'options must be a JSON object',
+                 'options not an object');
+SELECT throws_ok($$SELECT forgeyard.breaker_configure('t1', 'smtp', '{"failure_rate": 0}')$$, '22023',
+                 'breaker option failure_rate must be a number above 0 and at most 1', 'failure_rate 0');
+SELECT throws_ok($$SELECT forgeyard.breaker_configure('t1', 'smtp', '{"window": 1001}')$$, '22023',
+                 'breaker option window must be an integer between 1 and 1000', 'window over 1000');
+SELECT throws_ok($$SELECT forgeyard.breaker_configure('t1', 'smtp', '{"minimum_calls": 50, "window": 10}')$$, '22023',
+                 'breaker option minimum_calls must not exceed window', 'minimum_calls over window');
+SELECT throws_ok($$SELECT forgeyard.resource_limit('t1', '', '{}')$$, '22023', NULL, 'an empty resource name');
+SELECT throws_ok($$SELECT forgeyard.enqueue('t1', 'ra', 'x', resource => '')$$, '22023', NULL,
+                 'an empty resource on enqueue');
+SELECT results_eq($$SELECT rate, max_in_flight, failure_rate FROM forgeyard.flow_resources ORDER BY resource$$,
+                  $$VALUES (2::bigint, 3::bigint, NULL::float8), (NULL, NULL, 0.5)$$,
+                  'the refused calls changed nothing');
+SELECT throws_ok($$SELECT * FROM forgeyard.breaker_state('t1', 'pay')$$, '42704',
+                 'resource "pay" has no breaker for tenant "t1"', 'breaker_state of a resource without one: 42704');
+-- Removing: {} and NULL forget the resource
+SELECT lives_ok($$SELECT forgeyard.resource_limit('t1', 'pay', '{}'); SELECT forgeyard.breaker_configure('t1', 'smtp', NULL)$$,
+                'resource_limit {} and breaker_configure NULL');
+SELECT is_empty($$SELECT 1 FROM forgeyard.flow_resources UNION ALL SELECT 1 FROM forgeyard.flow_resource_state$$,
+                'a resource with neither limits nor a breaker is forgotten');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -21,10 +21,10 @@ SET TIME ZONE 'UTC';
 -------------------------------------------------------------------------------------------------
 SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.queue_create(text, text, jsonb)'::regprocedure),
           $$tenant text, queue text, options jsonb DEFAULT '{}'::jsonb$$, 'queue_create(tenant, queue, options = {})');
-SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.enqueue(text, text, bytea, uuid, text, text, interval)'::regprocedure),
-          $$tenant text, queue text, payload bytea, event_id uuid DEFAULT NULL::uuid, partition_key text DEFAULT NULL::text, priority text DEFAULT 'interactive'::text, delay interval DEFAULT '00:00:00'::interval$$,
-          'enqueue(tenant, queue, payload, event_id = NULL, partition_key = NULL, priority = interactive, delay = 0)');
-SELECT is(pg_catalog.pg_get_function_result('forgeyard.enqueue(text, text, bytea, uuid, text, text, interval)'::regprocedure),
+SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.enqueue(text, text, bytea, uuid, text, text, interval, text, text)'::regprocedure),
+          $$tenant text, queue text, payload bytea, event_id uuid DEFAULT NULL::uuid, partition_key text DEFAULT NULL::text, priority text DEFAULT 'interactive'::text, delay interval DEFAULT '00:00:00'::interval, fairness_key text DEFAULT NULL::text, resource text DEFAULT NULL::text$$,
+          'enqueue(tenant, queue, payload, event_id = NULL, partition_key = NULL, priority = interactive, delay = 0, fairness_key = NULL, resource = NULL)');
+SELECT is(pg_catalog.pg_get_function_result('forgeyard.enqueue(text, text, bytea, uuid, text, text, interval, text, text)'::regprocedure),
           'bigint', 'enqueue returns the msg_id');
 SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.claim(text, text, text, integer, interval)'::regprocedure),
           'tenant text, queue text, consumer text, max_messages integer DEFAULT 1, visibility interval DEFAULT NULL::interval',

@@ -535,19 +535,21 @@ COMMENT ON FUNCTION forgeyard.queue_list(text) IS 'The queues of a tenant with a
 
 CREATE FUNCTION forgeyard.enqueue(tenant text, queue text, payload bytea, event_id uuid DEFAULT NULL,
                                   partition_key text DEFAULT NULL, priority text DEFAULT 'interactive',
-                                  delay interval DEFAULT '0')
+                                  delay interval DEFAULT '0', fairness_key text DEFAULT NULL,
+                                  resource text DEFAULT NULL)
     RETURNS bigint LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_enqueue';
-COMMENT ON FUNCTION forgeyard.enqueue(text, text, bytea, uuid, text, text, interval) IS
-  'Enqueue inside the caller''s transaction (visible to consumers after commit, gone on rollback); returns msg_id. A repeated event_id within the dedup window returns the first msg_id (even when full); with another payload FY011. FY020 when full for the class, FY021 over max_payload_bytes, 42704 unknown queue, 22023 bad class or missing partition_key.';
+COMMENT ON FUNCTION forgeyard.enqueue(text, text, bytea, uuid, text, text, interval, text, text) IS
+  'Enqueue inside the caller''s transaction (visible to consumers after commit, gone on rollback); returns msg_id. A repeated event_id within the dedup window returns the first msg_id (even when full); with another payload FY011. fairness_key is carried with the message; resource names the downstream it will hit (its rate limit, concurrency limit and circuit breaker then govern the claim). FY020 when full for the class or over the admission limit, FY021 over max_payload_bytes, 42704 unknown queue, 22023 bad class or missing partition_key.';
 
 CREATE FUNCTION forgeyard.enqueue_batch(tenant text, queue text, payloads bytea[], event_ids uuid[] DEFAULT NULL,
                                         partition_keys text[] DEFAULT NULL, priority text DEFAULT 'interactive',
-                                        delay interval DEFAULT '0')
+                                        delay interval DEFAULT '0', fairness_key text DEFAULT NULL,
+                                        resource text DEFAULT NULL)
     RETURNS TABLE (msg_id bigint) LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_enqueue_batch';
-COMMENT ON FUNCTION forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval) IS
-  'Enqueue several messages (event_ids and partition_keys, when given, parallel to payloads); msg_ids in order. All or nothing.';
+COMMENT ON FUNCTION forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval, text, text) IS
+  'Enqueue several messages (event_ids and partition_keys, when given, parallel to payloads; one fairness_key and resource for all); msg_ids in order. All or nothing.';
 
 CREATE FUNCTION forgeyard.claim(tenant text, queue text, consumer text, max_messages integer DEFAULT 1,
                                 visibility interval DEFAULT NULL)
@@ -915,8 +917,8 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_alter(text, text, jsonb)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_drop(text, text)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.queue_list(text)'),
-    ('usage',       'EXECUTE', 'FUNCTION forgeyard.enqueue(text, text, bytea, uuid, text, text, interval)'),
-    ('usage',       'EXECUTE', 'FUNCTION forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.enqueue(text, text, bytea, uuid, text, text, interval, text, text)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.enqueue_batch(text, text, bytea[], uuid[], text[], text, interval, text, text)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.claim(text, text, text, integer, interval)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.ack_and_claim(text, text, text, bigint[], bigint[], integer, interval)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.ack(text, text, bigint, bigint)'),
@@ -2262,9 +2264,106 @@ CREATE FUNCTION forgeyard.admission_limit(tenant text, queue text, rate integer,
 COMMENT ON FUNCTION forgeyard.admission_limit(text, text, integer, interval) IS
   'Limit producers of a queue to rate enqueues per interval (a bucket of rate tokens refilled over per; a batch takes one per message). Over it enqueue fails with FY020 whose DETAIL ends in "retry after <n> ms". rate NULL removes the limit. 22023 for a rate outside 1..1e9 or a per that is not a positive interval of at most 30 days.';
 
--- Flow control as operators read it: one row per limit of a queue (later parts add fairness keys
--- and resources as the subject). `available` is what the limit would admit now, `counted` what
--- the current window counted, `delayed` what it held back, `since` when the window started.
+INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.admission_limit(text, text, integer, interval)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.admission_limit(text, text, integer, interval)');
+
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_admission', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_retry_windows', '');
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
+-- 0.7.0: flow control, second part: resources (rate limits, concurrency limits, circuit
+-- breakers) shared by every consumer of every queue of a tenant
+-------------------------------------------------------------------------------------------------
+
+ALTER TABLE forgeyard.messages
+    ADD COLUMN fairness_key text,
+    ADD COLUMN resource     text;
+-- (enqueue and enqueue_batch take fairness_key and resource: see the queue section.)
+
+-- What each resource allows (resource_limit, breaker_configure); backends cache it.
+CREATE TABLE forgeyard.flow_resources (
+    tenant_id       text             NOT NULL,
+    resource        text             NOT NULL,
+    rate            bigint           CHECK (rate BETWEEN 1 AND 1000000000),
+    per_usecs       bigint           CHECK (per_usecs BETWEEN 1 AND 2592000000000),
+    burst           bigint           CHECK (burst BETWEEN 1 AND 1000000000),
+    max_in_flight   bigint           CHECK (max_in_flight BETWEEN 1 AND 1000000000),
+    failure_rate    double precision CHECK (failure_rate > 0 AND failure_rate <= 1),
+    minimum_calls   bigint           CHECK (minimum_calls BETWEEN 1 AND 1000),
+    window_calls    bigint           CHECK (window_calls BETWEEN 1 AND 1000),
+    open_for_usecs  bigint           CHECK (open_for_usecs BETWEEN 1 AND 2592000000000),
+    half_open_calls bigint           CHECK (half_open_calls BETWEEN 1 AND 1000),
+    updated_at      timestamptz      NOT NULL,
+    PRIMARY KEY (tenant_id, resource),
+    CHECK ((rate IS NULL) = (per_usecs IS NULL) AND (rate IS NULL) = (burst IS NULL)),
+    CHECK ((failure_rate IS NULL) = (minimum_calls IS NULL) AND (failure_rate IS NULL) = (window_calls IS NULL)
+       AND (failure_rate IS NULL) = (open_for_usecs IS NULL) AND (failure_rate IS NULL) = (half_open_calls IS NULL))
+);
+COMMENT ON TABLE forgeyard.flow_resources IS
+  'Resources (the downstreams messages hit) and what each allows: a rate limit (rate per per_usecs, burst), a concurrency limit (max_in_flight) and a circuit breaker. Use resource_limit and breaker_configure, not DML.';
+CREATE TRIGGER invalidate_caches AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON forgeyard.flow_resources
+    FOR EACH STATEMENT EXECUTE FUNCTION forgeyard.invalidate_caches();
+COMMENT ON TRIGGER invalidate_caches ON forgeyard.flow_resources IS
+  'Backends cache resource limits; any change to this table makes them read the limits again.';
+
+-- Each resource's shared state, changed by claims (SKIP LOCKED), acks and nacks under its row lock.
+CREATE TABLE forgeyard.flow_resource_state (
+    tenant_id           text        NOT NULL,
+    resource            text        NOT NULL,
+    tat                 timestamptz,
+    in_flight           bigint      NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+    breaker             text        NOT NULL DEFAULT 'closed' CHECK (breaker IN ('closed', 'open', 'half_open')),
+    outcomes            text        NOT NULL DEFAULT '' CHECK (outcomes ~ '^[01]*$'),
+    changed_at          timestamptz NOT NULL,
+    open_until          timestamptz,
+    half_open_in_flight bigint      NOT NULL DEFAULT 0 CHECK (half_open_in_flight >= 0),
+    half_open_successes bigint      NOT NULL DEFAULT 0 CHECK (half_open_successes >= 0),
+    transitions         bigint      NOT NULL DEFAULT 0,
+    refused             bigint      NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, resource)
+) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+COMMENT ON TABLE forgeyard.flow_resource_state IS
+  'The shared state of each resource: the rate limit''s bucket (tat), deliveries in flight, the breaker (state, window of outcomes, open_until, half-open trials), transitions and claims refused.';
+
+CREATE FUNCTION forgeyard.resource_limit(tenant text, resource text, options jsonb)
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_resource_limit';
+COMMENT ON FUNCTION forgeyard.resource_limit(text, text, jsonb) IS
+  'Set what a resource allows its messages (enqueued with resource => ...) across every queue of the tenant: rate (integer) per per (interval, default 1 second) with burst (default rate), and max_in_flight. Replaces the resource''s limits; {} removes them. A message its resource refuses stays ready and is skipped by the claim, no attempt charged. 22023 naming a bad option.';
+
+CREATE FUNCTION forgeyard.breaker_configure(tenant text, resource text, options jsonb)
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_breaker_configure';
+COMMENT ON FUNCTION forgeyard.breaker_configure(text, text, jsonb) IS
+  'Give a resource a circuit breaker: it opens when at least minimum_calls (10) of the last window (100) outcomes were seen and failure_rate (0.5) of them failed (a nack; a permanent nack does not count), stays open for open_for (30 s: none of its messages is handed out), then lets half_open_calls (1) deliveries through: all succeed, it closes; one fails, it opens again. NULL options remove it. 22023 naming a bad option.';
+
+CREATE FUNCTION forgeyard.breaker_state(tenant text, resource text)
+    RETURNS TABLE (state text, failures integer, calls integer, changed_at timestamptz)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_breaker_state';
+COMMENT ON FUNCTION forgeyard.breaker_state(text, text) IS
+  'The breaker of a resource: closed, open or half_open (an open breaker whose open_for ran out reads half_open), the failures and outcomes in its window, and when it last changed. 42704 for a resource without a breaker.';
+
+INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.resource_limit(text, text, jsonb)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.breaker_configure(text, text, jsonb)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.breaker_state(text, text)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.resource_limit(text, text, jsonb)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.breaker_configure(text, text, jsonb)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.breaker_state(text, text)'),
+    ('inspect',     'EXECUTE', 'FUNCTION forgeyard.breaker_state(text, text)');
+
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.flow_resources', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.flow_resource_state', '');
+
+-- Flow control as operators read it: one row per limit, of a queue (subject NULL) or of a
+-- resource (queue NULL, subject the resource). `available`: tokens a rate limit holds now;
+-- `in_flight`: deliveries a resource has out; `counted` and `delayed`: the retry budget's window,
+-- or a breaker's failures and outcomes in its window; `refused`: claims a resource turned away;
+-- `state`: a breaker's; `since`: when the window or the breaker's state began.
 CREATE VIEW forgeyard.flow_state WITH (security_barrier) AS
 WITH RECURSIVE member_of(oid) AS (
     SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
@@ -2275,43 +2374,69 @@ WITH RECURSIVE member_of(oid) AS (
 ), clock AS (
     SELECT (extract(epoch FROM forgeyard.now()) * 1000000)::bigint AS now_us
 ), buckets AS (
-    -- GCRA: a bucket of `tokens` whose arrival time is `tat` holds
-    -- floor((now + tolerance - max(tat, now)) / emission) + 1 tokens, at most `tokens`.
-    SELECT a.tenant_id, a.queue,
-           CASE WHEN a.tat IS NULL THEN a.tokens
-                ELSE greatest(0, least(a.tokens,
-                     (c.now_us + e.emission * (a.tokens - 1)
-                      - greatest((extract(epoch FROM a.tat) * 1000000)::bigint, c.now_us)) / e.emission + 1))
-           END AS available
-      FROM forgeyard.queue_admission a CROSS JOIN clock c
-     CROSS JOIN LATERAL (SELECT (a.per_usecs + a.tokens - 1) / a.tokens AS emission) e
+    -- GCRA: a bucket of `burst` whose arrival time is `tat` holds
+    -- floor((now + tolerance - max(tat, now)) / emission) + 1 tokens, at most `burst`.
+    SELECT a.tenant_id, a.queue, NULL::text AS resource, a.tokens AS burst, a.per_usecs, a.tokens, a.tat
+      FROM forgeyard.queue_admission a
+    UNION ALL
+    SELECT r.tenant_id, NULL, r.resource, r.burst, r.per_usecs, r.rate, s.tat
+      FROM forgeyard.flow_resources r LEFT JOIN forgeyard.flow_resource_state s USING (tenant_id, resource)
+     WHERE r.rate IS NOT NULL
+), available AS (
+    SELECT b.tenant_id, b.queue, b.resource,
+           sum(CASE WHEN b.tat IS NULL THEN b.burst
+                    ELSE greatest(0, least(b.burst,
+                         (c.now_us + e.emission * (b.burst - 1)
+                          - greatest((extract(epoch FROM b.tat) * 1000000)::bigint, c.now_us)) / e.emission + 1))
+               END)::bigint AS tokens
+      FROM buckets b CROSS JOIN clock c
+     CROSS JOIN LATERAL (SELECT (b.per_usecs + b.tokens - 1) / b.tokens AS emission) e
+     GROUP BY b.tenant_id, b.queue, b.resource
+), rows AS (
+    SELECT q.tenant_id, q.queue, 'admission_limit'::text AS kind, NULL::text AS subject,
+           q.admission_rate || ' per ' || (q.admission_per_usecs * '1 microsecond'::interval)::text AS "limit",
+           a.tokens AS available, NULL::bigint AS in_flight, NULL::bigint AS counted, NULL::bigint AS delayed,
+           NULL::bigint AS refused, NULL::text AS state, NULL::timestamptz AS since
+      FROM forgeyard.queues q
+      LEFT JOIN available a ON a.tenant_id = q.tenant_id AND a.queue = q.queue
+     WHERE q.admission_rate IS NOT NULL
+    UNION ALL
+    SELECT q.tenant_id, q.queue, 'retry_budget', NULL,
+           q.retry_budget || ' of admitted, at least ' || q.retry_budget_min || ' per '
+               || (q.retry_budget_window_usecs * '1 microsecond'::interval)::text,
+           NULL, NULL, coalesce(w.retries, 0), coalesce(w.delayed, 0), NULL, NULL, w.window_start
+      FROM forgeyard.queues q LEFT JOIN forgeyard.queue_retry_windows w USING (tenant_id, queue)
+     WHERE q.retry_budget IS NOT NULL
+    UNION ALL
+    SELECT r.tenant_id, NULL, 'resource_limit', r.resource,
+           concat_ws(', ', r.rate || ' per ' || (r.per_usecs * '1 microsecond'::interval)::text || ' burst ' || r.burst,
+                     'max_in_flight ' || r.max_in_flight),
+           a.tokens, coalesce(s.in_flight, 0), NULL, NULL, coalesce(s.refused, 0), NULL, NULL
+      FROM forgeyard.flow_resources r
+      LEFT JOIN forgeyard.flow_resource_state s USING (tenant_id, resource)
+      LEFT JOIN available a ON a.tenant_id = r.tenant_id AND a.resource = r.resource
+     WHERE r.rate IS NOT NULL OR r.max_in_flight IS NOT NULL
+    UNION ALL
+    SELECT r.tenant_id, NULL, 'breaker', r.resource,
+           'opens at ' || r.failure_rate || ' of the last ' || r.window_calls || ' (at least ' || r.minimum_calls
+               || '), open for ' || (r.open_for_usecs * '1 microsecond'::interval)::text || ', '
+               || r.half_open_calls || ' half-open',
+           NULL, coalesce(s.in_flight, 0), length(replace(coalesce(s.outcomes, ''), '0', '')),
+           length(coalesce(s.outcomes, '')), coalesce(s.refused, 0),
+           CASE WHEN s.breaker = 'open' AND s.open_until <= forgeyard.now() THEN 'half_open'
+                ELSE coalesce(s.breaker, 'closed') END,
+           s.changed_at
+      FROM forgeyard.flow_resources r LEFT JOIN forgeyard.flow_resource_state s USING (tenant_id, resource)
+     WHERE r.failure_rate IS NOT NULL
 )
-SELECT q.tenant_id, q.queue, 'admission_limit'::text AS kind, NULL::text AS subject,
-       q.admission_rate || ' per ' || (q.admission_per_usecs * '1 microsecond'::interval)::text AS "limit",
-       (SELECT sum(b.available) FROM buckets b WHERE b.tenant_id = q.tenant_id AND b.queue = q.queue)::bigint
-           AS available,
-       NULL::bigint AS counted, NULL::bigint AS delayed, NULL::timestamptz AS since
-  FROM forgeyard.queues q
- WHERE q.admission_rate IS NOT NULL
-   AND (NOT EXISTS (SELECT 1 FROM scope) OR q.tenant_id IN (SELECT scope.tenant_id FROM scope))
-UNION ALL
-SELECT q.tenant_id, q.queue, 'retry_budget', NULL,
-       q.retry_budget || ' of admitted, at least ' || q.retry_budget_min || ' per '
-           || (q.retry_budget_window_usecs * '1 microsecond'::interval)::text,
-       NULL, coalesce(w.retries, 0), coalesce(w.delayed, 0), w.window_start
-  FROM forgeyard.queues q LEFT JOIN forgeyard.queue_retry_windows w USING (tenant_id, queue)
- WHERE q.retry_budget IS NOT NULL
-   AND (NOT EXISTS (SELECT 1 FROM scope) OR q.tenant_id IN (SELECT scope.tenant_id FROM scope));
+SELECT * FROM rows
+ WHERE NOT EXISTS (SELECT 1 FROM scope) OR rows.tenant_id IN (SELECT scope.tenant_id FROM scope);
 COMMENT ON VIEW forgeyard.flow_state IS
-  'Flow control per queue: each admission limit with the tokens it holds now, each retry budget with the retries its window counted and delayed. A role bound to tenants sees only those.';
+  'Flow control: each admission limit and retry budget of a queue, each resource limit and breaker, with the tokens a rate limit holds now, deliveries in flight, the retry window''s or breaker window''s counts, claims refused, the breaker''s state. A role bound to tenants sees only those.';
 
 INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
-    ('usage',       'EXECUTE', 'FUNCTION forgeyard.admission_limit(text, text, integer, interval)'),
-    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.admission_limit(text, text, integer, interval)'),
     ('inspect',     'SELECT',  'TABLE forgeyard.flow_state');
 
-SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_admission', '');
-SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_retry_windows', '');
 
 -- (end of section)
 

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "core/core.hpp"
+#include "core/flow.hpp"
 #include "forgeyard/queues.hpp"
 
 namespace forgeyard::detail {
@@ -13,6 +14,12 @@ namespace forgeyard::detail {
 fy::core::QueueOptions core_options(const QueueOptions& options);
 // The options as the extension's queue_create takes them (durations as interval text).
 std::string options_json(const QueueOptions& options);
+// resource_limit's and breaker_configure's options as the extension takes them (JSON), and as
+// the core checks them (the SQLite shim runs them through the same parsers).
+std::string resource_limits_json(const ResourceLimits& limits);
+std::string breaker_json(const BreakerOptions& options);
+fy::core::flow::ResourceConfig core_resource_config(const ResourceLimits& limits,
+                                                    const std::optional<BreakerOptions>& breaker);
 int priority_index(Priority p);
 Priority priority_at(int index);  // Corruption when out of range
 

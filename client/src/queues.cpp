@@ -40,6 +40,15 @@ fy::core::QueueOptions core_options(const QueueOptions& o) {
   return c;
 }
 
+namespace {
+// Fixed-point text, as JSON writes a number (no exponent for small fractions).
+std::string fraction_text(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9f", v);
+  return text;
+}
+}  // namespace
+
 std::string options_json(const QueueOptions& o) {
   auto us = [](Duration d) { return "\"" + std::to_string(d.count()) + " microseconds\""; };
   std::string json =
@@ -53,15 +62,51 @@ std::string options_json(const QueueOptions& o) {
       ",\"dedup_window\":" + us(o.dedup_window) + ",\"notify\":" + (o.notify ? "true" : "false");
   for (int p = 0; p < fy::core::priority_classes; ++p)
     json += std::string(",\"admit_") + fy::core::priority_names[p] + "\":" + std::to_string(o.admit_percent[p]);
-  if (o.retry_budget) {
-    // Fixed-point text, as JSON writes a number (no exponent for small fractions).
-    char fraction[32];
-    std::snprintf(fraction, sizeof fraction, "%.9f", *o.retry_budget);
-    json += std::string(",\"retry_budget\":") + fraction;
-  }
+  if (o.retry_budget) json += ",\"retry_budget\":" + fraction_text(*o.retry_budget);
   json += ",\"retry_budget_min\":" + std::to_string(o.retry_budget_min) +
           ",\"retry_budget_window\":" + us(o.retry_budget_window);
   return json + "}";
+}
+
+std::string resource_limits_json(const ResourceLimits& l) {
+  std::string json = "{";
+  auto add = [&](const std::string& pair) { json += (json.size() > 1 ? "," : "") + pair; };
+  if (l.rate) {
+    add("\"rate\":" + std::to_string(l.rate->rate));
+    add("\"per\":\"" + std::to_string(l.rate->per.count()) + " microseconds\"");
+  }
+  if (l.burst != 0) add("\"burst\":" + std::to_string(l.burst));
+  if (l.max_in_flight) add("\"max_in_flight\":" + std::to_string(*l.max_in_flight));
+  return json + "}";
+}
+
+std::string breaker_json(const BreakerOptions& b) {
+  return "{\"failure_rate\":" + fraction_text(b.failure_rate) +
+         ",\"minimum_calls\":" + std::to_string(b.minimum_calls) + ",\"window\":" + std::to_string(b.window) +
+         ",\"open_for\":\"" + std::to_string(b.open_for.count()) +
+         " microseconds\",\"half_open_calls\":" + std::to_string(b.half_open_calls) + "}";
+}
+
+fy::core::flow::ResourceConfig core_resource_config(const ResourceLimits& l, const std::optional<BreakerOptions>& b) {
+  // Through the extension's parsers, key by key, so that both backends refuse alike.
+  namespace flow = fy::core::flow;
+  flow::ResourceConfig c;
+  if (l.rate) {
+    flow::set_limit_option(c, "rate", std::to_string(l.rate->rate));
+    flow::set_limit_duration(c, "per", {0, 0, l.rate->per.count()});
+  }
+  if (l.burst != 0) flow::set_limit_option(c, "burst", std::to_string(l.burst));
+  if (l.max_in_flight) flow::set_limit_option(c, "max_in_flight", std::to_string(*l.max_in_flight));
+  if (b) {
+    c.breaker.emplace();
+    flow::set_breaker_option(*c.breaker, "failure_rate", fraction_text(b->failure_rate));
+    flow::set_breaker_option(*c.breaker, "minimum_calls", std::to_string(b->minimum_calls));
+    flow::set_breaker_option(*c.breaker, "window", std::to_string(b->window));
+    flow::set_breaker_duration(*c.breaker, "open_for", {0, 0, b->open_for.count()});
+    flow::set_breaker_option(*c.breaker, "half_open_calls", std::to_string(b->half_open_calls));
+  }
+  flow::validate(c);
+  return c;
 }
 
 int priority_index(Priority p) {

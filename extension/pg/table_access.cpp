@@ -33,22 +33,24 @@ struct Named {
   const char* name;
   Oid oid = InvalidOid;
 };
-std::array<Named, 8> tables{{{"messages"},
+std::array<Named, 9> tables{{{"messages"},
                              {"queue_releases"},
                              {"queue_slots"},
                              {"queues"},
                              {"leases"},
                              {"wf_runs"},
                              {"wf_journal"},
-                             {"wf_cursors"}}};
-std::array<Named, 8> indexes{{{"messages_pkey"},
+                             {"wf_cursors"},
+                             {"flow_resource_state"}}};
+std::array<Named, 9> indexes{{{"messages_pkey"},
                               {"messages_claim"},
                               {"queue_releases_pkey"},
                               {"queue_slots_pkey"},
                               {"leases_pkey"},
                               {"wf_runs_pkey"},
                               {"wf_journal_pkey"},
-                              {"wf_cursors_pkey"}}};
+                              {"wf_cursors_pkey"},
+                              {"flow_resource_state_pkey"}}};
 // Per table: column name -> attribute number.
 std::array<std::map<std::string, int, std::less<>>, tables.size()> columns;
 // Per index: (column, strategy) -> comparison function, and the column's collation.
@@ -570,7 +572,7 @@ void Table::remove() {
   guard([&]() noexcept { ExecSimpleRelationDelete(rri, estate, epq, old_slot); });
 }
 
-void Table::insert(std::initializer_list<std::pair<int, Value>> values) {
+void Table::insert(std::span<const std::pair<int, Value>> values) {
   writable();
   TupleTableSlot* slot = slot_of(new_slot_);
   EState* estate = static_cast<EState*>(estate_);

@@ -31,7 +31,17 @@
 namespace fy::pg {
 
 // forgeyard's tables and indexes that the hot paths use directly.
-enum class OwnTable : int { messages, queue_releases, queue_slots, queues, leases, wf_runs, wf_journal, wf_cursors };
+enum class OwnTable : int {
+  messages,
+  queue_releases,
+  queue_slots,
+  queues,
+  leases,
+  wf_runs,
+  wf_journal,
+  wf_cursors,
+  flow_resource_state
+};
 enum class OwnIndex : int {
   messages_pkey,
   messages_claim,
@@ -40,7 +50,8 @@ enum class OwnIndex : int {
   leases_pkey,
   wf_runs_pkey,
   wf_journal_pkey,
-  wf_cursors_pkey
+  wf_cursors_pkey,
+  flow_resource_state_pkey
 };
 
 // One statement's worth of direct access: CommandCounterIncrement and a pushed snapshot, popped
@@ -140,7 +151,10 @@ class Table {
   // deleted; or a new row (columns not named are NULL). Index entries and constraints follow.
   void update(std::initializer_list<std::pair<int, Value>> changes);
   void remove();
-  void insert(std::initializer_list<std::pair<int, Value>> values);
+  void insert(std::span<const std::pair<int, Value>> values);
+  void insert(std::initializer_list<std::pair<int, Value>> values) {
+    insert(std::span<const std::pair<int, Value>>(values.begin(), values.size()));
+  }
 
   // Closes indexes and the executor state; the relation stays locked to the end of the
   // transaction, as after a statement.

@@ -18,7 +18,7 @@ struct Watched {
   Oid relid = InvalidOid;  // resolved on first use, forgotten when the relation is invalidated
   std::uint64_t generation = 1;
 };
-Watched watched[] = {{"queues"}, {"tenant_bindings"}, {"message_ids"}, {"claim_tokens"}};
+Watched watched[] = {{"queues"}, {"tenant_bindings"}, {"message_ids"}, {"claim_tokens"}, {"flow_resources"}};
 bool registered = false;
 
 void relation_callback(Datum, Oid relid) {

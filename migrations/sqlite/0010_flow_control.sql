@@ -22,3 +22,41 @@ CREATE TABLE queue_retry_windows (
     delayed       INTEGER NOT NULL CHECK (delayed >= 0),
     PRIMARY KEY (tenant_id, queue)
 ) STRICT, WITHOUT ROWID;
+
+-- Resources (the downstreams messages hit): messages carry a fairness key and a resource; what
+-- each resource allows, and its shared state (the rate limit's bucket, deliveries in flight, the
+-- circuit breaker), the twins of the extension's flow_resources and flow_resource_state.
+ALTER TABLE messages ADD COLUMN fairness_key TEXT;
+ALTER TABLE messages ADD COLUMN resource TEXT;
+
+CREATE TABLE flow_resources (
+    tenant_id       TEXT    NOT NULL,
+    resource        TEXT    NOT NULL,
+    rate            INTEGER,
+    per_usecs       INTEGER,
+    burst           INTEGER,
+    max_in_flight   INTEGER,
+    failure_rate    REAL,
+    minimum_calls   INTEGER,
+    window_calls    INTEGER,
+    open_for_usecs  INTEGER,
+    half_open_calls INTEGER,
+    updated_at      INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, resource)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE flow_resource_state (
+    tenant_id           TEXT    NOT NULL,
+    resource            TEXT    NOT NULL,
+    tat                 INTEGER,
+    in_flight           INTEGER NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+    breaker             TEXT    NOT NULL DEFAULT 'closed' CHECK (breaker IN ('closed', 'open', 'half_open')),
+    outcomes            TEXT    NOT NULL DEFAULT '',
+    changed_at          INTEGER NOT NULL,
+    open_until          INTEGER,
+    half_open_in_flight INTEGER NOT NULL DEFAULT 0,
+    half_open_successes INTEGER NOT NULL DEFAULT 0,
+    transitions         INTEGER NOT NULL DEFAULT 0,
+    refused             INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, resource)
+) STRICT, WITHOUT ROWID;

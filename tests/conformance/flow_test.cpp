@@ -3,6 +3,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -152,6 +154,175 @@ BOOST_AUTO_TEST_CASE(bad_retry_budgets_are_refused) {
   FY_CHECK_ERROR(queues().create(tenant, queue, o), ErrorKind::InvalidArgument, "22023",
                  "queue option retry_budget_window must be positive");
   FY_CHECK_ERROR(send("x"), ErrorKind::NotFound, "42704");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(flow_resources, FlowFixture)
+
+namespace {
+OutgoingMessage bound(const std::string& payload, const std::string& resource) {
+  OutgoingMessage m{payload};
+  m.resource = resource;
+  return m;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_rate_limited_resource_leaves_its_messages_ready_without_an_attempt) {
+  create(1000);
+  forgeyard::ResourceLimits limits;
+  limits.rate = forgeyard::RateLimit{2, 1min};
+  queues().resource_limit(tenant, "payments", limits);
+  for (int i = 0; i < 4; ++i) queues().enqueue(tenant, queue, bound("pay", "payments"));
+  const auto plain = send("plain");
+  auto got = queues().claim(tenant, queue, "w", 10, 1h);
+  BOOST_REQUIRE(got.size() == 3u);  // the burst of 2, and the message bound to nothing
+  BOOST_TEST(got[2].msg_id == plain);
+  BOOST_TEST(queues().stats(tenant, queue).ready == 2);  // refused, still ready
+  BOOST_TEST(queues().claim(tenant, queue, "w", 10).empty());
+  clock.advance(30s);  // one token every 30 s
+  auto next = queues().claim(tenant, queue, "w", 10);
+  BOOST_REQUIRE(next.size() == 1u);
+  BOOST_TEST(next[0].attempt == 1);  // the refusals charged no attempt
+  // Removing the limit hands out the rest.
+  queues().resource_limit(tenant, "payments", {});
+  BOOST_TEST(queues().claim(tenant, queue, "w", 10).size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(eight_claimers_never_hold_more_than_max_in_flight) {
+  create(1000);
+  forgeyard::ResourceLimits limits;
+  limits.max_in_flight = 3;
+  queues().resource_limit(tenant, "db", limits);
+  constexpr int total = 48;
+  for (int i = 0; i < total; ++i) queues().enqueue(tenant, queue, bound("job", "db"));
+  std::atomic<int> holding{0}, most{0}, done{0};
+  std::mutex failed_mutex;
+  std::string failed;
+  std::vector<std::thread> claimers;
+  for (int t = 0; t < 8; ++t)
+    claimers.emplace_back([&] {
+      try {
+        auto own = open_another(2);
+        for (int idle = 0; done.load() < total && idle < 2000;) {
+          std::vector<forgeyard::Delivery> got;
+          try {
+            got = own->queues().claim(tenant, queue, "w", 2);
+          } catch (const forgeyard::Error& e) {
+            if (e.kind() != ErrorKind::SerializationFailure) throw;  // SQLite's busy writer: again
+          }
+          if (got.empty()) {
+            ++idle;
+            std::this_thread::sleep_for(1ms);
+            continue;
+          }
+          const int now_holding = holding += static_cast<int>(got.size());
+          for (int seen = most.load(); now_holding > seen && !most.compare_exchange_weak(seen, now_holding);) {
+          }
+          std::this_thread::sleep_for(2ms);
+          holding -= static_cast<int>(got.size());
+          for (const auto& d : got)
+            for (;;) try {
+                own->queues().ack(tenant, queue, d.msg_id, d.claim_token);
+                break;
+              } catch (const forgeyard::Error& e) {
+                if (e.kind() != ErrorKind::SerializationFailure) throw;
+              }
+          done += static_cast<int>(got.size());
+        }
+      } catch (const std::exception& e) {
+        const std::lock_guard lock(failed_mutex);
+        failed = e.what();
+        done = total;  // stop the others
+      }
+    });
+  for (auto& t : claimers) t.join();
+  BOOST_TEST(failed == "");
+  BOOST_TEST(done.load() == total);
+  BOOST_TEST(most.load() <= 3);
+  BOOST_TEST(most.load() >= 1);
+  BOOST_TEST(queues().stats(tenant, queue).ready == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_breaker_opens_on_failures_then_half_opens_and_closes) {
+  forgeyard::QueueOptions o;
+  o.backoff_base = 1ms;
+  o.backoff_max = 1ms;
+  o.max_attempts = 50;
+  create(1000, o);
+  forgeyard::BreakerOptions b;
+  b.failure_rate = 0.5;
+  b.minimum_calls = 4;
+  b.window = 10;
+  b.open_for = 1min;
+  b.half_open_calls = 2;
+  queues().breaker_configure(tenant, "smtp", b);
+  BOOST_TEST(queues().breaker_state(tenant, "smtp").state == "closed");
+  for (int i = 0; i < 8; ++i) queues().enqueue(tenant, queue, bound("mail", "smtp"));
+  // A permanent failure is the message's own fault: it does not count.
+  auto first = queues().claim(tenant, queue, "w", 1);
+  queues().nack(tenant, queue, first[0].msg_id, first[0].claim_token, "bad address", true);
+  auto got = queues().claim(tenant, queue, "w", 4);
+  BOOST_REQUIRE(got.size() == 4u);
+  for (int i = 0; i < 3; ++i) queues().nack(tenant, queue, got[i].msg_id, got[i].claim_token, "smtp down");
+  BOOST_TEST(queues().breaker_state(tenant, "smtp").state == "closed");  // 3 outcomes: under minimum_calls
+  queues().ack(tenant, queue, got[3].msg_id, got[3].claim_token);
+  const forgeyard::BreakerStatus open = queues().breaker_state(tenant, "smtp");
+  BOOST_TEST(open.state == "open");  // 3 failures of 4
+  BOOST_TEST(open.failures == 3);
+  BOOST_TEST(open.calls == 4);
+  clock.advance(1s);
+  BOOST_TEST(queues().claim(tenant, queue, "w", 10).empty());  // open: nothing bound to smtp
+  BOOST_TEST(queues().stats(tenant, queue).ready == 6);
+  BOOST_TEST(queues().stats(tenant, queue).dead == 1);  // only the permanent failure
+  clock.advance(1min);
+  BOOST_TEST(queues().breaker_state(tenant, "smtp").state == "half_open");
+  auto trial = queues().claim(tenant, queue, "w", 10);
+  BOOST_REQUIRE(trial.size() == 2u);  // half_open_calls
+  BOOST_TEST(queues().claim(tenant, queue, "w", 10).empty());
+  // One trial fails: open again.
+  queues().nack(tenant, queue, trial[0].msg_id, trial[0].claim_token, "still down");
+  BOOST_TEST(queues().breaker_state(tenant, "smtp").state == "open");
+  queues().ack(tenant, queue, trial[1].msg_id, trial[1].claim_token);
+  clock.advance(61s);
+  trial = queues().claim(tenant, queue, "w", 10);
+  BOOST_REQUIRE(trial.size() == 2u);
+  for (const auto& d : trial) queues().ack(tenant, queue, d.msg_id, d.claim_token);
+  const forgeyard::BreakerStatus closed = queues().breaker_state(tenant, "smtp");
+  BOOST_TEST(closed.state == "closed");
+  BOOST_TEST(closed.calls == 0);
+  BOOST_TEST(queues().claim(tenant, queue, "w", 10).size() == 3u);  // the rest, all at once
+  queues().breaker_configure(tenant, "smtp", std::nullopt);
+  FY_CHECK_ERROR(queues().breaker_state(tenant, "smtp"), ErrorKind::NotFound, "42704",
+                 "resource \"smtp\" has no breaker for tenant \"" + tenant + "\"");
+}
+
+BOOST_AUTO_TEST_CASE(bad_resource_options_are_refused) {
+  forgeyard::ResourceLimits limits;
+  limits.rate = forgeyard::RateLimit{0, 1s};
+  FY_CHECK_ERROR(queues().resource_limit(tenant, "r", limits), ErrorKind::InvalidArgument, "22023",
+                 "resource option rate must be an integer between 1 and 1000000000");
+  limits.rate = forgeyard::RateLimit{5, 0s};
+  FY_CHECK_ERROR(queues().resource_limit(tenant, "r", limits), ErrorKind::InvalidArgument, "22023",
+                 "resource option per must be positive");
+  limits = {};
+  limits.max_in_flight = 0;
+  FY_CHECK_ERROR(queues().resource_limit(tenant, "r", limits), ErrorKind::InvalidArgument, "22023",
+                 "resource option max_in_flight must be an integer between 1 and 1000000000");
+  forgeyard::BreakerOptions b;
+  b.failure_rate = 1.5;
+  FY_CHECK_ERROR(queues().breaker_configure(tenant, "r", b), ErrorKind::InvalidArgument, "22023",
+                 "breaker option failure_rate must be a number above 0 and at most 1");
+  b = {};
+  b.minimum_calls = 20;
+  b.window = 10;
+  FY_CHECK_ERROR(queues().breaker_configure(tenant, "r", b), ErrorKind::InvalidArgument, "22023",
+                 "breaker option minimum_calls must not exceed window");
+  FY_CHECK_ERROR(queues().resource_limit(tenant, "", {}), ErrorKind::InvalidArgument, "22023");
+  FY_CHECK_ERROR(queues().breaker_state(tenant, "r"), ErrorKind::NotFound, "42704");
+  // A message names its resource with the same rules.
+  create(1000);
+  FY_CHECK_ERROR(queues().enqueue(tenant, queue, bound("x", "")), ErrorKind::InvalidArgument, "22023");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -54,12 +54,40 @@ struct RateLimit {
   Duration per = std::chrono::seconds(1);
 };
 
+// What a resource allows its messages, across every queue of the tenant (resource_limit).
+struct ResourceLimits {
+  std::optional<RateLimit> rate;
+  std::int64_t burst = 0;  // 0: the rate
+  std::optional<std::int64_t> max_in_flight;
+};
+
+// A resource's circuit breaker (breaker_configure): opens when at least minimum_calls of the last
+// `window` outcomes were seen and failure_rate of them failed; stays open for open_for; then lets
+// half_open_calls deliveries through, which close it if all succeed.
+struct BreakerOptions {
+  double failure_rate = 0.5;
+  std::int64_t minimum_calls = 10;
+  std::int64_t window = 100;
+  Duration open_for = std::chrono::seconds(30);
+  std::int64_t half_open_calls = 1;
+};
+
+struct BreakerStatus {
+  std::string state;  // closed, open, half_open
+  int failures = 0;
+  int calls = 0;
+  TimePoint changed_at;
+};
+
 struct OutgoingMessage {
   Bytes payload;
   std::optional<std::string> event_id;  // a UUID: a repeat within the dedup window returns the first msg_id
   std::optional<std::string> partition_key;
   Priority priority = Priority::Interactive;
   Duration delay = Duration::zero();
+  std::optional<std::string> fairness_key;  // carried with the message
+  // The downstream the message will hit: its resource_limit and breaker govern the claim.
+  std::optional<std::string> resource;
 };
 
 struct Delivery {
@@ -140,6 +168,14 @@ class FORGEYARD_API Queues {
   // message); over it enqueue fails with QueueFull whose retry_after() says when to try again.
   // nullopt removes the limit. InvalidArgument for a rate outside 1..1e9 or a bad per.
   virtual void admission_limit(std::string_view tenant, std::string_view queue, std::optional<RateLimit> limit) = 0;
+  // Sets what a resource allows (replacing its limits; all empty removes them). A message whose
+  // resource refuses it stays ready and is skipped by claims, no attempt charged.
+  virtual void resource_limit(std::string_view tenant, std::string_view resource, const ResourceLimits& limits) = 0;
+  // Gives the resource a circuit breaker, or removes it (nullopt).
+  virtual void breaker_configure(std::string_view tenant, std::string_view resource,
+                                 const std::optional<BreakerOptions>& options) = 0;
+  // NotFound for a resource without a breaker.
+  virtual BreakerStatus breaker_state(std::string_view tenant, std::string_view resource) = 0;
   // Inside the consumer's transaction: true the first time an event is seen, false after.
   virtual bool inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) = 0;
 };

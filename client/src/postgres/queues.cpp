@@ -14,12 +14,20 @@ const PgStatement create_sql{"fy_queue_create", "SELECT forgeyard.queue_create($
 const PgStatement drop_sql{"fy_queue_drop", "SELECT forgeyard.queue_drop($1, $2)", 2};
 const PgStatement enqueue_sql{"fy_enqueue",
                               "SELECT forgeyard.enqueue($1, $2, $3::pg_catalog.bytea, $4::pg_catalog.uuid, $5, $6,"
-                              " $7::pg_catalog.interval)",
-                              7};
-const PgStatement enqueue_batch_sql{"fy_enqueue_batch",
-                                    "SELECT msg_id FROM forgeyard.enqueue_batch($1, $2, $3::pg_catalog.bytea[],"
-                                    " $4::pg_catalog.uuid[], $5::pg_catalog.text[], $6, $7::pg_catalog.interval)",
-                                    7};
+                              " $7::pg_catalog.interval, $8, $9)",
+                              9};
+const PgStatement enqueue_batch_sql{
+    "fy_enqueue_batch",
+    "SELECT msg_id FROM forgeyard.enqueue_batch($1, $2, $3::pg_catalog.bytea[],"
+    " $4::pg_catalog.uuid[], $5::pg_catalog.text[], $6, $7::pg_catalog.interval, $8, $9)",
+    9};
+const PgStatement resource_limit_sql{"fy_resource_limit",
+                                     "SELECT forgeyard.resource_limit($1, $2, $3::pg_catalog.jsonb)", 3};
+const PgStatement breaker_configure_sql{"fy_breaker_configure",
+                                        "SELECT forgeyard.breaker_configure($1, $2, $3::pg_catalog.jsonb)", 3};
+const PgStatement breaker_state_sql{
+    "fy_breaker_state",
+    "SELECT state, failures, calls, " FY_USECS("changed_at") " FROM forgeyard.breaker_state($1, $2)", 2};
 const PgStatement ack_batch_sql{"fy_ack_batch",
                                 "SELECT forgeyard.ack_batch($1, $2, $3::pg_catalog.int8[], $4::pg_catalog.int8[])", 4};
 const PgStatement claim_sql{
@@ -96,7 +104,7 @@ std::int64_t PgQueues::enqueue(std::string_view tenant, std::string_view queue, 
   return session_.measure("queue.enqueue", [&] {
     return session_
         .run(enqueue_sql, {text_param(tenant), text_param(queue), bytea_param(m.payload), m.event_id, m.partition_key,
-                           text_param(to_string(m.priority)), interval_param(m.delay)})
+                           text_param(to_string(m.priority)), interval_param(m.delay), m.fairness_key, m.resource})
         .int8(0, 0);
   });
 }
@@ -104,13 +112,15 @@ std::int64_t PgQueues::enqueue(std::string_view tenant, std::string_view queue, 
 std::vector<std::int64_t> PgQueues::enqueue_many(std::string_view tenant, std::string_view queue,
                                                  const std::vector<OutgoingMessage>& messages) {
   return session_.measure("queue.enqueue_many", [&] {
-    // One enqueue_batch per run of messages of the same class and delay, in the given order, so
-    // that msg_ids keep the order of the list.
+    // One enqueue_batch per run of messages of the same class, delay, fairness key and resource,
+    // in the given order, so that msg_ids keep the order of the list.
     std::vector<PgCall> calls;
     for (std::size_t first = 0; first < messages.size();) {
       std::size_t end = first + 1;
       while (end < messages.size() && messages[end].priority == messages[first].priority &&
-             messages[end].delay == messages[first].delay)
+             messages[end].delay == messages[first].delay &&
+             messages[end].fairness_key == messages[first].fairness_key &&
+             messages[end].resource == messages[first].resource)
         ++end;
       std::vector<std::optional<std::string>> payloads, event_ids, keys;
       bool any_event_id = false, any_key = false;
@@ -125,7 +135,8 @@ std::vector<std::int64_t> PgQueues::enqueue_many(std::string_view tenant, std::s
                        {text_param(tenant), text_param(queue), array_param(payloads),
                         any_event_id ? std::optional<std::string>(array_param(event_ids)) : std::nullopt,
                         any_key ? std::optional<std::string>(array_param(keys)) : std::nullopt,
-                        text_param(to_string(messages[first].priority)), interval_param(messages[first].delay)}});
+                        text_param(to_string(messages[first].priority)), interval_param(messages[first].delay),
+                        messages[first].fairness_key, messages[first].resource}});
       first = end;
     }
     std::vector<std::int64_t> ids;
@@ -252,6 +263,28 @@ void PgQueues::admission_limit(std::string_view tenant, std::string_view queue, 
     session_.run(admission_limit_sql, {text_param(tenant), text_param(queue),
                                        limit ? std::optional<std::string>(std::to_string(limit->rate)) : std::nullopt,
                                        limit ? std::optional<std::string>(interval_param(limit->per)) : std::nullopt});
+  });
+}
+
+void PgQueues::resource_limit(std::string_view tenant, std::string_view resource, const ResourceLimits& limits) {
+  session_.measure("queue.resource_limit", [&] {
+    session_.run(resource_limit_sql, {text_param(tenant), text_param(resource), resource_limits_json(limits)});
+  });
+}
+
+void PgQueues::breaker_configure(std::string_view tenant, std::string_view resource,
+                                 const std::optional<BreakerOptions>& options) {
+  session_.measure("queue.breaker_configure", [&] {
+    session_.run(breaker_configure_sql, {text_param(tenant), text_param(resource),
+                                         options ? std::optional<std::string>(breaker_json(*options)) : std::nullopt});
+  });
+}
+
+BreakerStatus PgQueues::breaker_state(std::string_view tenant, std::string_view resource) {
+  return session_.measure("queue.breaker_state", [&] {
+    const PgResult r = session_.run(breaker_state_sql, {text_param(tenant), text_param(resource)});
+    return BreakerStatus{r.text(0, 0), static_cast<int>(r.int8(0, 1)), static_cast<int>(r.int8(0, 2)),
+                         from_unix_usecs(r.int8(0, 3))};
   });
 }
 

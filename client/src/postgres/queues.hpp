@@ -31,6 +31,10 @@ class PgQueues final : public Queues {
               int max_rows) override;
   int purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) override;
   void admission_limit(std::string_view tenant, std::string_view queue, std::optional<RateLimit> limit) override;
+  void resource_limit(std::string_view tenant, std::string_view resource, const ResourceLimits& limits) override;
+  void breaker_configure(std::string_view tenant, std::string_view resource,
+                         const std::optional<BreakerOptions>& options) override;
+  BreakerStatus breaker_state(std::string_view tenant, std::string_view resource) override;
   bool inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) override;
 
  private:

@@ -2,6 +2,8 @@
 // of deliveries that lapsed on every attempt; the twin of extension/queue_claim.cpp. Writers are
 // serialized by BEGIN IMMEDIATE, so claims never overlap.
 #include <algorithm>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -28,63 +30,94 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
   fy::core::check_name("consumer", true, consumer, fy::core::max_consumer_bytes);
   std::vector<Delivery> out;
   for (int p = 0; p < fy::core::priority_classes && static_cast<int>(out.size()) < max_messages; ++p) {
-    std::vector<std::int64_t> ids;
-    {
-      auto q = db.query(
-          "SELECT msg_id FROM messages WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3"
-          " AND state = 'pending' AND is_head AND visible_at <= ?4 ORDER BY visible_at, msg_id LIMIT ?5");
-      q.bind(1, queue.tenant)
-          .bind(2, queue.name)
-          .bind(3, static_cast<std::int64_t>(p))
-          .bind(4, now)
-          .bind(5, static_cast<std::int64_t>(max_messages - out.size()));
-      while (q.step()) ids.push_back(q.int64(0));
+    const std::size_t class_start = out.size();
+    // Pages of candidates in (visible_at, msg_id) order: a message its resource refuses is skipped
+    // (it stays ready), so a page may fill less than it held and the next page is read.
+    std::optional<std::pair<std::int64_t, std::int64_t>> after;
+    for (bool more = true; more && static_cast<int>(out.size()) < max_messages;) {
+      struct Candidate {
+        std::int64_t id, visible_at, attempt;
+        std::optional<std::string> resource;
+        bool lapsed;
+      };
+      std::vector<Candidate> page;
+      {
+        auto q = db.query(
+            "SELECT msg_id, visible_at, attempt, resource, claim_token IS NOT NULL FROM messages"
+            " WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3 AND state = 'pending' AND is_head"
+            " AND visible_at <= ?4 AND (?6 IS NULL OR (visible_at, msg_id) > (?6, ?7))"
+            " ORDER BY visible_at, msg_id LIMIT ?5");
+        q.bind(1, queue.tenant)
+            .bind(2, queue.name)
+            .bind(3, static_cast<std::int64_t>(p))
+            .bind(4, now)
+            .bind(5, static_cast<std::int64_t>(max_messages - out.size()));
+        if (after)
+          q.bind(6, after->first).bind(7, after->second);
+        else
+          q.bind_null(6).bind_null(7);
+        while (q.step())
+          page.push_back({q.int64(0), q.int64(1), q.int64(2),
+                          q.is_null(3) ? std::nullopt : std::optional<std::string>(q.text(3)), q.int64(4) != 0});
+      }
+      more = static_cast<int>(page.size()) == max_messages - static_cast<int>(out.size());
+      if (!page.empty()) after = std::make_pair(page.back().visible_at, page.back().id);
+      std::vector<std::int64_t> ids;
+      for (const Candidate& c : page)
+        // A resource that refuses leaves the message ready, no attempt charged. (A delivery that
+        // lapsed on every attempt is dead-lettered whatever its resource says.)
+        if (c.attempt + 1 > queue.options.max_attempts || resource_allows(db, queue, c.resource, c.lapsed, now))
+          ids.push_back(c.id);
+      for (std::int64_t id : ids) {
+        auto token = db.query("UPDATE claim_tokens SET last = last + 1 RETURNING last");
+        token.step();
+        const std::int64_t claim_token = token.int64(0);
+        while (token.step()) {
+        }
+        auto q = db.query(
+            "UPDATE messages SET claim_token = ?2, attempt = attempt + 1, visible_at = ?3, claimed_by = ?4"
+            " WHERE msg_id = ?1 RETURNING msg_id, event_id, partition_key, priority, attempt, claim_token,"
+            // A subscription's message has no payload of its own: it is its topic event's (topic.cpp).
+            " COALESCE(payload, (SELECT e.payload FROM subscriptions s JOIN topic_events e"
+            "   ON e.tenant_id = s.tenant_id AND e.topic = s.topic WHERE s.tenant_id = messages.tenant_id"
+            "   AND s.subscription = messages.queue AND e.event_id = messages.event_id)),"
+            " enqueued_at, bytes, resource");
+        q.bind(1, id).bind(2, claim_token).bind(3, now + visibility).bind(4, consumer);
+        if (!q.step()) continue;
+        Delivery d;
+        d.msg_id = q.int64(0);
+        if (!q.is_null(1)) d.event_id = q.text(1);
+        if (!q.is_null(2)) d.partition_key = q.text(2);
+        d.priority = priority_at(static_cast<int>(q.int64(3)));
+        d.attempt = static_cast<int>(q.int64(4));
+        d.claim_token = q.int64(5);
+        d.payload = q.is_null(6) ? Bytes{} : q.blob(6);
+        d.enqueued_at = from_unix_usecs(q.int64(7));
+        const std::int64_t bytes = q.int64(8);
+        const std::optional<std::string> resource = q.is_null(9) ? std::nullopt : std::optional<std::string>(q.text(9));
+        while (q.step()) {
+        }
+        if (d.attempt > queue.options.max_attempts) {
+          // Its visibility ran out on every attempt (the consumer died or hung): dead-letter it.
+          db.query(
+                "UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, is_head = 0,"
+                " last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',"
+                " payload = CASE WHEN ?3 THEN payload END WHERE msg_id = ?1")
+              .bind(1, d.msg_id)
+              .bind(2, now)
+              .bind(3, static_cast<std::int64_t>(queue.options.keep_dead_payload ? 1 : 0))
+              .run();
+          release(db, queue, bytes, d.partition_key);
+          record_outcome(db, queue, resource, fy::core::flow::Outcome::neutral, now);
+          if (lapsed != nullptr) lapsed->push_back(std::move(d));
+          continue;
+        }
+        out.push_back(std::move(d));
+      }
     }
-    std::sort(ids.begin(), ids.end());
-    for (std::int64_t id : ids) {
-      auto token = db.query("UPDATE claim_tokens SET last = last + 1 RETURNING last");
-      token.step();
-      const std::int64_t claim_token = token.int64(0);
-      while (token.step()) {
-      }
-      auto q = db.query(
-          "UPDATE messages SET claim_token = ?2, attempt = attempt + 1, visible_at = ?3, claimed_by = ?4"
-          " WHERE msg_id = ?1 RETURNING msg_id, event_id, partition_key, priority, attempt, claim_token,"
-          // A subscription's message has no payload of its own: it is its topic event's (topic.cpp).
-          " COALESCE(payload, (SELECT e.payload FROM subscriptions s JOIN topic_events e"
-          "   ON e.tenant_id = s.tenant_id AND e.topic = s.topic WHERE s.tenant_id = messages.tenant_id"
-          "   AND s.subscription = messages.queue AND e.event_id = messages.event_id)),"
-          " enqueued_at, bytes");
-      q.bind(1, id).bind(2, claim_token).bind(3, now + visibility).bind(4, consumer);
-      if (!q.step()) continue;
-      Delivery d;
-      d.msg_id = q.int64(0);
-      if (!q.is_null(1)) d.event_id = q.text(1);
-      if (!q.is_null(2)) d.partition_key = q.text(2);
-      d.priority = priority_at(static_cast<int>(q.int64(3)));
-      d.attempt = static_cast<int>(q.int64(4));
-      d.claim_token = q.int64(5);
-      d.payload = q.is_null(6) ? Bytes{} : q.blob(6);
-      d.enqueued_at = from_unix_usecs(q.int64(7));
-      const std::int64_t bytes = q.int64(8);
-      while (q.step()) {
-      }
-      if (d.attempt > queue.options.max_attempts) {
-        // Its visibility ran out on every attempt (the consumer died or hung): dead-letter it.
-        db.query(
-              "UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, is_head = 0,"
-              " last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',"
-              " payload = CASE WHEN ?3 THEN payload END WHERE msg_id = ?1")
-            .bind(1, d.msg_id)
-            .bind(2, now)
-            .bind(3, static_cast<std::int64_t>(queue.options.keep_dead_payload ? 1 : 0))
-            .run();
-        release(db, queue, bytes, d.partition_key);
-        if (lapsed != nullptr) lapsed->push_back(std::move(d));
-        continue;
-      }
-      out.push_back(std::move(d));
-    }
+    // Delivery order within a class: oldest message first.
+    std::sort(out.begin() + static_cast<std::ptrdiff_t>(class_start), out.end(),
+              [](const Delivery& a, const Delivery& b) { return a.msg_id < b.msg_id; });
   }
   return out;
 }

@@ -40,6 +40,8 @@ std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::in
   if (bytes > o.max_payload_bytes) fy::core::throw_payload_too_large(queue.name, o, bytes);
   if (o.partitioned && !m.partition_key) fy::core::throw_partition_key_required(queue.name);
   if (m.partition_key) fy::core::check_name("partition_key", true, *m.partition_key, fy::core::max_partition_key_bytes);
+  if (m.fairness_key) fy::core::check_name("fairness_key", true, *m.fairness_key, fy::core::max_partition_key_bytes);
+  if (m.resource) fy::core::check_name("resource", true, *m.resource, fy::core::max_resource_bytes);
   if (m.delay.count() != 0)
     fy::core::check_duration("delay", {0, 0, m.delay.count()}, fy::core::max_queue_duration_usecs);
   // Only an event_id needs the payload's digest (a repeat with another payload is FY011).
@@ -64,7 +66,8 @@ std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::in
   const bool is_head = join_partition(db, queue, m.partition_key);
   auto insert = db.query(
       "INSERT INTO messages (tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes,"
-      "   enqueued_at, visible_at) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING msg_id");
+      "   enqueued_at, visible_at, fairness_key, resource)"
+      " VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING msg_id");
   insert.bind(1, queue.tenant).bind(2, queue.name).bind(3, static_cast<std::int64_t>(priority));
   if (m.partition_key)
     insert.bind(4, *m.partition_key);
@@ -76,6 +79,11 @@ std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::in
   else
     insert.bind_null(6);
   insert.bind_blob(7, m.payload).bind(8, bytes).bind(9, now).bind(10, now + m.delay.count());
+  for (const auto& [index, value] : {std::pair{11, &m.fairness_key}, std::pair{12, &m.resource}})
+    if (*value)
+      insert.bind(index, **value);
+    else
+      insert.bind_null(index);
   insert.step();
   const std::int64_t msg_id = insert.int64(0);
   while (insert.step()) {

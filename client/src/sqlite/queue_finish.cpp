@@ -20,18 +20,20 @@ struct Current {
   fy::core::DeliveryRow fence;
   std::int64_t attempt, bytes;
   std::optional<std::string> partition_key;
+  std::optional<std::string> resource;
 };
 
 std::optional<Current> current(Db& db, const Queue& queue, std::int64_t msg_id) {
   auto q = db.query(
-      "SELECT state, claim_token, visible_at, attempt, bytes, partition_key FROM messages"
+      "SELECT state, claim_token, visible_at, attempt, bytes, partition_key, resource FROM messages"
       " WHERE msg_id = ?1 AND tenant_id = ?2 AND queue = ?3");
   q.bind(1, msg_id).bind(2, queue.tenant).bind(3, queue.name);
   if (!q.step()) return std::nullopt;
   return Current{{q.text(0), q.is_null(1) ? std::nullopt : std::optional<std::int64_t>(q.int64(1)), q.int64(2)},
                  q.int64(3),
                  q.int64(4),
-                 q.is_null(5) ? std::nullopt : std::optional<std::string>(q.text(5))};
+                 q.is_null(5) ? std::nullopt : std::optional<std::string>(q.text(5)),
+                 q.is_null(6) ? std::nullopt : std::optional<std::string>(q.text(6))};
 }
 
 const fy::core::DeliveryRow* fence_of(const std::optional<Current>& c) {
@@ -43,6 +45,7 @@ const fy::core::DeliveryRow* fence_of(const std::optional<Current>& c) {
 void ack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t token, std::int64_t now) {
   std::optional<Current> c = current(db, queue, msg_id);
   if (fy::core::decide_ack(fence_of(c), msg_id, token) == fy::core::AckAction::no_op) return;
+  record_outcome(db, queue, c->resource, fy::core::flow::Outcome::success, now);
   if (queue.options.retain_acked_usecs > 0)
     db.query("UPDATE messages SET state = 'acked', finished_at = ?2, payload = NULL WHERE msg_id = ?1")
         .bind(1, msg_id)
@@ -57,6 +60,9 @@ NackOutcome nack_in(Db& db, const Queue& q, std::int64_t msg_id, std::int64_t cl
                     bool permanent, std::int64_t now) {
   std::optional<Current> c = current(db, q, msg_id);
   fy::core::check_nack(fence_of(c), msg_id, claim_token);
+  // For the resource: a failure, unless the message's own fault.
+  record_outcome(db, q, c->resource, permanent ? fy::core::flow::Outcome::neutral : fy::core::flow::Outcome::failure,
+                 now);
   if (fy::core::dead_after_failure(q.options, c->attempt, permanent)) {
     db.query(
           "UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, last_error = ?3,"

@@ -86,3 +86,204 @@ void SqliteQueues::admission_limit(std::string_view tenant, std::string_view que
 }
 
 }  // namespace forgeyard::detail
+
+namespace forgeyard::detail {
+
+namespace sqlite_queue {
+
+std::optional<fy::core::flow::ResourceConfig> resource_config(Db& db, std::string_view tenant,
+                                                              std::string_view resource) {
+  auto q = db.query(
+      "SELECT rate, per_usecs, burst, max_in_flight, failure_rate, minimum_calls, window_calls, open_for_usecs,"
+      "   half_open_calls FROM flow_resources WHERE tenant_id = ?1 AND resource = ?2");
+  q.bind(1, tenant).bind(2, resource);
+  if (!q.step()) return std::nullopt;
+  fy::core::flow::ResourceConfig c;
+  if (!q.is_null(0)) c.rate = fy::core::flow::Rate{q.int64(0), q.int64(1), q.int64(2)};
+  if (!q.is_null(3)) c.max_in_flight = q.int64(3);
+  if (!q.is_null(4))
+    c.breaker = fy::core::flow::BreakerConfig{q.real(4), q.int64(5), q.int64(6), q.int64(7), q.int64(8)};
+  return c;
+}
+
+fy::core::flow::ResourceState resource_state(Db& db, std::string_view tenant, std::string_view resource) {
+  auto q = db.query(
+      "SELECT tat, in_flight, breaker, outcomes, changed_at, open_until, half_open_in_flight, half_open_successes,"
+      "   transitions FROM flow_resource_state WHERE tenant_id = ?1 AND resource = ?2");
+  q.bind(1, tenant).bind(2, resource);
+  fy::core::flow::ResourceState s;
+  if (!q.step()) return s;
+  if (!q.is_null(0)) s.tat = q.int64(0);
+  s.in_flight = q.int64(1);
+  s.state = fy::core::flow::breaker_state_from(q.text(2));
+  s.outcomes = q.text(3);
+  s.changed_at = q.int64(4);
+  s.open_until = q.is_null(5) ? 0 : q.int64(5);
+  s.half_open_in_flight = q.int64(6);
+  s.half_open_successes = q.int64(7);
+  s.transitions = q.int64(8);
+  return s;
+}
+
+void save_resource_state(Db& db, std::string_view tenant, std::string_view resource,
+                         const fy::core::flow::ResourceState& s, std::int64_t refused) {
+  auto q = db.query(
+      "UPDATE flow_resource_state SET tat = ?3, in_flight = ?4, breaker = ?5, outcomes = ?6, changed_at = ?7,"
+      "   open_until = ?8, half_open_in_flight = ?9, half_open_successes = ?10, transitions = ?11,"
+      "   refused = refused + ?12 WHERE tenant_id = ?1 AND resource = ?2");
+  q.bind(1, tenant).bind(2, resource);
+  if (s.tat)
+    q.bind(3, *s.tat);
+  else
+    q.bind_null(3);
+  q.bind(4, s.in_flight).bind(5, fy::core::flow::to_string(s.state)).bind(6, s.outcomes).bind(7, s.changed_at);
+  if (s.open_until != 0)
+    q.bind(8, s.open_until);
+  else
+    q.bind_null(8);
+  q.bind(9, s.half_open_in_flight).bind(10, s.half_open_successes).bind(11, s.transitions).bind(12, refused).run();
+}
+
+bool resource_allows(Db& db, const Queue& queue, const std::optional<std::string>& resource, bool transfer,
+                     std::int64_t now) {
+  if (!resource) return true;
+  const auto config = resource_config(db, queue.tenant, *resource);
+  if (!config) return true;
+  fy::core::flow::ResourceState s = resource_state(db, queue.tenant, *resource);
+  const bool admitted = fy::core::flow::admit_delivery(*config, s, now, transfer) == fy::core::flow::Refusal::none;
+  save_resource_state(db, queue.tenant, *resource, s, admitted ? 0 : 1);
+  return admitted;
+}
+
+void record_outcome(Db& db, const Queue& queue, const std::optional<std::string>& resource,
+                    fy::core::flow::Outcome outcome, std::int64_t now) {
+  if (!resource) return;
+  const auto config = resource_config(db, queue.tenant, *resource);
+  if (!config) return;
+  fy::core::flow::ResourceState s = resource_state(db, queue.tenant, *resource);
+  fy::core::flow::record_outcome(*config, s, outcome, now);
+  save_resource_state(db, queue.tenant, *resource, s, 0);
+}
+
+}  // namespace sqlite_queue
+
+namespace {
+
+// The config row (made if missing) and its state row; a resource left with neither limits nor a
+// breaker is forgotten.
+void write_resource(Db& db, std::string_view tenant, std::string_view resource, const fy::core::flow::ResourceConfig& c,
+                    bool limits, bool breaker, std::int64_t now) {
+  db.query(
+        "INSERT INTO flow_resources (tenant_id, resource, updated_at) VALUES (?1, ?2, ?3)"
+        " ON CONFLICT (tenant_id, resource) DO UPDATE SET updated_at = excluded.updated_at")
+      .bind(1, tenant)
+      .bind(2, resource)
+      .bind(3, now)
+      .run();
+  db.query(
+        "INSERT INTO flow_resource_state (tenant_id, resource, changed_at) VALUES (?1, ?2, ?3)"
+        " ON CONFLICT (tenant_id, resource) DO NOTHING")
+      .bind(1, tenant)
+      .bind(2, resource)
+      .bind(3, now)
+      .run();
+  if (limits) {
+    auto q = db.query(
+        "UPDATE flow_resources SET rate = ?3, per_usecs = ?4, burst = ?5, max_in_flight = ?6"
+        " WHERE tenant_id = ?1 AND resource = ?2");
+    q.bind(1, tenant).bind(2, resource);
+    if (c.rate)
+      q.bind(3, c.rate->tokens).bind(4, c.rate->per_usecs).bind(5, c.rate->burst > 0 ? c.rate->burst : c.rate->tokens);
+    else
+      q.bind_null(3).bind_null(4).bind_null(5);
+    if (c.max_in_flight)
+      q.bind(6, *c.max_in_flight);
+    else
+      q.bind_null(6);
+    q.run();
+  }
+  if (breaker) {
+    auto q = db.query(
+        "UPDATE flow_resources SET failure_rate = ?3, minimum_calls = ?4, window_calls = ?5, open_for_usecs = ?6,"
+        "   half_open_calls = ?7 WHERE tenant_id = ?1 AND resource = ?2");
+    q.bind(1, tenant).bind(2, resource);
+    if (c.breaker)
+      q.bind_real(3, c.breaker->failure_rate)
+          .bind(4, c.breaker->minimum_calls)
+          .bind(5, c.breaker->window)
+          .bind(6, c.breaker->open_for_usecs)
+          .bind(7, c.breaker->half_open_calls);
+    else
+      q.bind_null(3).bind_null(4).bind_null(5).bind_null(6).bind_null(7);
+    q.run();
+    db.query(
+          "UPDATE flow_resource_state SET breaker = 'closed', outcomes = '', open_until = NULL,"
+          "   half_open_in_flight = 0, half_open_successes = 0, changed_at = ?3 WHERE tenant_id = ?1 AND resource = ?2")
+        .bind(1, tenant)
+        .bind(2, resource)
+        .bind(3, now)
+        .run();
+  }
+  const std::int64_t gone = db.query(
+                                  "DELETE FROM flow_resources WHERE tenant_id = ?1 AND resource = ?2 AND rate IS NULL"
+                                  " AND max_in_flight IS NULL AND failure_rate IS NULL")
+                                .bind(1, tenant)
+                                .bind(2, resource)
+                                .run();
+  if (gone > 0)
+    db.query("DELETE FROM flow_resource_state WHERE tenant_id = ?1 AND resource = ?2")
+        .bind(1, tenant)
+        .bind(2, resource)
+        .run();
+}
+
+void check_resource_name(std::string_view tenant, std::string_view resource) {
+  fy::core::check_name("tenant", true, tenant, fy::core::max_tenant_bytes);
+  fy::core::check_name("resource", true, resource, fy::core::max_resource_bytes);
+}
+
+}  // namespace
+
+void SqliteQueues::resource_limit(std::string_view tenant, std::string_view resource, const ResourceLimits& limits) {
+  session_.measure("queue.resource_limit", [&] {
+    core_guarded([&] {
+      check_resource_name(tenant, resource);
+      const fy::core::flow::ResourceConfig c = core_resource_config(limits, std::nullopt);
+      session_.write([&](Db& db) { write_resource(db, tenant, resource, c, true, false, session_.now_usecs()); });
+    });
+  });
+}
+
+void SqliteQueues::breaker_configure(std::string_view tenant, std::string_view resource,
+                                     const std::optional<BreakerOptions>& options) {
+  session_.measure("queue.breaker_configure", [&] {
+    core_guarded([&] {
+      check_resource_name(tenant, resource);
+      const fy::core::flow::ResourceConfig c = core_resource_config({}, options);
+      session_.write([&](Db& db) { write_resource(db, tenant, resource, c, false, true, session_.now_usecs()); });
+    });
+  });
+}
+
+BreakerStatus SqliteQueues::breaker_state(std::string_view tenant, std::string_view resource) {
+  return session_.measure("queue.breaker_state", [&] {
+    return core_guarded([&] {
+      check_resource_name(tenant, resource);
+      BreakerStatus out;
+      session_.read([&](Db& db) {
+        const auto config = resource_config(db, tenant, resource);
+        if (!config || !config->breaker)
+          throw Error(sqlstate::undefined_object, "resource \"" + std::string(resource) +
+                                                      "\" has no breaker for tenant \"" + std::string(tenant) + "\"");
+        const fy::core::flow::ResourceState s = resource_state(db, tenant, resource);
+        // An open breaker whose time ran out lets the next claim through: it reads half_open.
+        const bool lapsed = s.state == fy::core::flow::BreakerState::open && s.open_until <= session_.now_usecs();
+        out = {lapsed ? "half_open" : fy::core::flow::to_string(s.state), static_cast<int>(s.failures()),
+               static_cast<int>(s.outcomes.size()), from_unix_usecs(s.changed_at)};
+      });
+      return out;
+    });
+  });
+}
+
+}  // namespace forgeyard::detail

@@ -44,6 +44,10 @@ class SqliteQueues final : public Queues {
               int max_rows) override;
   int purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) override;
   void admission_limit(std::string_view tenant, std::string_view queue, std::optional<RateLimit> limit) override;
+  void resource_limit(std::string_view tenant, std::string_view resource, const ResourceLimits& limits) override;
+  void breaker_configure(std::string_view tenant, std::string_view resource,
+                         const std::optional<BreakerOptions>& options) override;
+  BreakerStatus breaker_state(std::string_view tenant, std::string_view resource) override;
   bool inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) override;
 
  private:
@@ -75,6 +79,12 @@ void admit(Db& db, Queue& queue, int priority, std::int64_t bytes, bool write_us
 // few), and decides whether a nack's retry fits the retry budget (queue_flow.cpp).
 void admit_rate(Db& db, const Queue& queue, std::int64_t count, std::int64_t now);
 fy::core::flow::RetryDecision admit_retry(Db& db, const Queue& queue, std::int64_t now);
+// Resources (queue_flow.cpp): whether a claim may hand out a message bound to `resource` (and its
+// charge, or its refusal, recorded), and how a delivery bound to it ended.
+bool resource_allows(Db& db, const Queue& queue, const std::optional<std::string>& resource, bool transfer,
+                     std::int64_t now);
+void record_outcome(Db& db, const Queue& queue, const std::optional<std::string>& resource,
+                    fy::core::flow::Outcome outcome, std::int64_t now);
 // Counts a pending message into its partition; true if it is the head.
 bool join_partition(Db& db, const Queue& queue, const std::optional<std::string>& key);
 
