@@ -14,7 +14,7 @@ std::int64_t emission_usecs(const Rate& r) {
 }
 // How far ahead of now the bucket's arrival time may be and still admit: burst - 1 emissions.
 std::int64_t tolerance_usecs(const Rate& r) {
-  return emission_usecs(r) * (r.tokens - 1);
+  return emission_usecs(r) * ((r.burst > 0 ? r.burst : r.tokens) - 1);
 }
 // "1 s", "90 s", "250 ms", "7 us": the largest unit that divides the interval.
 std::string per_text(std::int64_t usecs) {

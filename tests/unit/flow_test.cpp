@@ -100,3 +100,101 @@ BOOST_AUTO_TEST_CASE(the_retry_budget_counts_within_a_sliding_window) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(resource_rules)
+
+namespace {
+flow::ResourceConfig breaker_only() {
+  flow::ResourceConfig c;
+  c.breaker = flow::BreakerConfig{0.5, 4, 6, 60 * usecs_per_second, 2};
+  return c;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_breaker_opens_only_with_enough_calls_and_failures) {
+  const flow::ResourceConfig c = breaker_only();
+  flow::ResourceState s;
+  for (int i = 0; i < 3; ++i) {
+    BOOST_TEST((flow::admit_delivery(c, s, 0, false) == flow::Refusal::none));
+    flow::record_outcome(c, s, flow::Outcome::failure, 0);
+  }
+  BOOST_TEST((s.state == flow::BreakerState::closed));  // 3 < minimum_calls
+  flow::record_outcome(c, s, flow::Outcome::success, 0);
+  BOOST_TEST((s.state == flow::BreakerState::open));  // 3 of 4 failed
+  BOOST_TEST(s.failures() == 3);
+  BOOST_TEST((flow::admit_delivery(c, s, 10, false) == flow::Refusal::open));
+  // Half-open after open_for: two trials, then nothing until they end.
+  BOOST_TEST((flow::admit_delivery(c, s, 60 * usecs_per_second, false) == flow::Refusal::none));
+  BOOST_TEST((s.state == flow::BreakerState::half_open));
+  BOOST_TEST((flow::admit_delivery(c, s, 60 * usecs_per_second, false) == flow::Refusal::none));
+  BOOST_TEST((flow::admit_delivery(c, s, 60 * usecs_per_second, false) == flow::Refusal::open));
+  flow::record_outcome(c, s, flow::Outcome::success, 61 * usecs_per_second);
+  BOOST_TEST((s.state == flow::BreakerState::half_open));
+  flow::record_outcome(c, s, flow::Outcome::success, 61 * usecs_per_second);
+  BOOST_TEST((s.state == flow::BreakerState::closed));
+  BOOST_TEST(s.outcomes.empty());
+  BOOST_TEST(s.transitions == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_trial_opens_again_and_neutral_outcomes_do_not_count) {
+  const flow::ResourceConfig c = breaker_only();
+  flow::ResourceState s;
+  for (int i = 0; i < 10; ++i) flow::record_outcome(c, s, flow::Outcome::neutral, 0);
+  BOOST_TEST((s.state == flow::BreakerState::closed));
+  BOOST_TEST(s.outcomes.empty());
+  for (int i = 0; i < 4; ++i) flow::record_outcome(c, s, flow::Outcome::failure, 0);
+  BOOST_TEST((s.state == flow::BreakerState::open));
+  BOOST_TEST((flow::admit_delivery(c, s, 60 * usecs_per_second, false) == flow::Refusal::none));
+  flow::record_outcome(c, s, flow::Outcome::failure, 61 * usecs_per_second);
+  BOOST_TEST((s.state == flow::BreakerState::open));
+  BOOST_TEST(s.open_until == 121 * usecs_per_second);
+  // The window keeps only its last `window` outcomes.
+  flow::ResourceState w;
+  flow::ResourceConfig wide = breaker_only();
+  wide.breaker->minimum_calls = 6;
+  for (int i = 0; i < 20; ++i) flow::record_outcome(wide, w, flow::Outcome::success, 0);
+  BOOST_TEST(w.outcomes.size() == 6u);
+}
+
+BOOST_AUTO_TEST_CASE(max_in_flight_counts_places_and_a_lapsed_delivery_keeps_its_own) {
+  flow::ResourceConfig c;
+  c.max_in_flight = 2;
+  flow::ResourceState s;
+  BOOST_TEST((flow::admit_delivery(c, s, 0, false) == flow::Refusal::none));
+  BOOST_TEST((flow::admit_delivery(c, s, 0, false) == flow::Refusal::none));
+  BOOST_TEST((flow::admit_delivery(c, s, 0, false) == flow::Refusal::in_flight));
+  BOOST_TEST((flow::admit_delivery(c, s, 0, true) == flow::Refusal::none));  // a lapsed one, taken over
+  BOOST_TEST(s.in_flight == 2);
+  flow::record_outcome(c, s, flow::Outcome::success, 0);
+  BOOST_TEST(s.in_flight == 1);
+  flow::record_outcome(c, s, flow::Outcome::success, 0);
+  flow::record_outcome(c, s, flow::Outcome::success, 0);  // never below zero
+  BOOST_TEST(s.in_flight == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_rate_limit_with_a_burst_refuses_without_taking_a_place) {
+  flow::ResourceConfig c;
+  c.rate = flow::Rate{1, usecs_per_second, 3};
+  c.max_in_flight = 10;
+  flow::ResourceState s;
+  for (int i = 0; i < 3; ++i) BOOST_TEST((flow::admit_delivery(c, s, 0, false) == flow::Refusal::none));
+  BOOST_TEST((flow::admit_delivery(c, s, 0, false) == flow::Refusal::rate));
+  BOOST_TEST(s.in_flight == 3);
+  BOOST_TEST((flow::admit_delivery(c, s, usecs_per_second, false) == flow::Refusal::none));
+}
+
+BOOST_AUTO_TEST_CASE(options_are_checked_by_name) {
+  flow::ResourceConfig c;
+  BOOST_CHECK_THROW(flow::set_limit_option(c, "rate", "-1"), fy::core::Error);
+  BOOST_CHECK_THROW(flow::set_limit_option(c, "rates", "1"), fy::core::Error);
+  flow::set_limit_option(c, "burst", "4");
+  BOOST_CHECK_THROW(flow::validate(c), fy::core::Error);  // a burst without a rate
+  flow::BreakerConfig b;
+  BOOST_CHECK_THROW(flow::set_breaker_option(b, "failure_rate", "0"), fy::core::Error);
+  BOOST_CHECK_THROW(flow::set_breaker_option(b, "failure_rate", "x"), fy::core::Error);
+  flow::set_breaker_option(b, "failure_rate", "0.25");
+  BOOST_TEST(b.failure_rate == 0.25);
+  BOOST_CHECK_THROW(flow::set_breaker_option(b, "window", "0"), fy::core::Error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -113,24 +113,25 @@ const std::vector<Table>& forgeyard_tables() {
         {"admission_rate", K::integer},
         {"admission_per_usecs", K::integer}}},
       {"messages",
-       {{"msg_id", K::integer},
-        {"tenant_id", K::text},
-        {"queue", K::text},
-        {"state", K::text},
-        {"priority", K::integer},
-        {"partition_key", K::text},
-        {"is_head", K::boolean},
-        {"event_id", K::uuid},
-        {"payload", K::bytes},
-        {"bytes", K::integer},
-        {"enqueued_at", K::usecs},
-        {"visible_at", K::usecs},
-        {"attempt", K::integer},
-        {"claim_token", K::integer},
-        {"claimed_by", K::text},
-        {"last_error", K::text},
-        {"error_class", K::text},
-        {"finished_at", K::usecs}}},
+       {{"msg_id", K::integer},   {"tenant_id", K::text},      {"queue", K::text},        {"state", K::text},
+        {"priority", K::integer}, {"partition_key", K::text},  {"is_head", K::boolean},   {"event_id", K::uuid},
+        {"payload", K::bytes},    {"bytes", K::integer},       {"enqueued_at", K::usecs}, {"visible_at", K::usecs},
+        {"attempt", K::integer},  {"claim_token", K::integer}, {"claimed_by", K::text},   {"last_error", K::text},
+        {"error_class", K::text}, {"finished_at", K::usecs},   {"fairness_key", K::text}, {"resource", K::text}}},
+      // Resources and what each allows (their shared state starts afresh on the target).
+      {"flow_resources",
+       {{"tenant_id", K::text},
+        {"resource", K::text},
+        {"rate", K::integer},
+        {"per_usecs", K::integer},
+        {"burst", K::integer},
+        {"max_in_flight", K::integer},
+        {"failure_rate", K::real},
+        {"minimum_calls", K::integer},
+        {"window_calls", K::integer},
+        {"open_for_usecs", K::integer},
+        {"half_open_calls", K::integer},
+        {"updated_at", K::usecs}}},
       // Topics: event types, topics, subscriptions (a subscription is also the queue of its name,
       // copied above) and the published events that subscription messages refer to by event_id.
       {"event_types",
@@ -737,11 +738,16 @@ CopyResult sqlite_to_postgres(const std::string& from, const std::string& to, co
              {q[0], q[1], q[2], q[3]});
       pg_run(dst, "INSERT INTO forgeyard.queue_releases (tenant_id, queue, slot) VALUES ($1, $2, 0)", {q[0], q[1]});
     }
-    // An admission limit is one full bucket (the copied queues have one capacity slot).
+    // An admission limit is one full bucket (the copied queues have one capacity slot); each
+    // resource starts with a full bucket, nothing in flight and a closed breaker.
     pg_run(dst,
            "INSERT INTO forgeyard.queue_admission (tenant_id, queue, slot, tokens, per_usecs)"
            " SELECT tenant_id, queue, 0, admission_rate, admission_per_usecs FROM forgeyard.queues"
            " WHERE admission_rate IS NOT NULL",
+           {});
+    pg_run(dst,
+           "INSERT INTO forgeyard.flow_resource_state (tenant_id, resource, changed_at)"
+           " SELECT tenant_id, resource, updated_at FROM forgeyard.flow_resources",
            {});
     // The counters: nothing issued in the source is issued again by the target.
     const std::int64_t last_msg = std::max(src.scalar("SELECT max(msg_id) FROM messages"),
@@ -831,6 +837,9 @@ CopyResult postgres_to_sqlite(const std::string& from, const std::string& to, co
       dst.insert(
           "UPDATE queues SET used_messages = ?3, used_bytes = ?4, admitted_total = ?3 WHERE tenant_id = ?1 AND queue = ?2",
           {Kind::text, Kind::text, Kind::integer, Kind::integer}, q);
+    dst.exec(
+        "INSERT INTO flow_resource_state (tenant_id, resource, changed_at)"
+        " SELECT tenant_id, resource, updated_at FROM flow_resources");
     auto last = [&](const char* sequence) {
       return pg_scalar(src, std::string("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM ") + sequence);
     };

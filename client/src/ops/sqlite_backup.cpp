@@ -144,7 +144,8 @@ const std::vector<std::string>& data_tables() {
                                                "wf_runs",
                                                "wf_journal",
                                                "wf_signals",
-                                               "wf_schedules"};
+                                               "wf_schedules",
+                                               "flow_resources"};
   return tables;
 }
 
