@@ -224,14 +224,14 @@ void save_resource_state(pg::Spi& spi, const Queue& queue, const std::string& re
       "   changed_at = $7, open_until = $8, half_open_in_flight = $9, half_open_successes = $10,"
       "   transitions = $11, refused = refused OPERATOR(pg_catalog.+) $12"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2",
-      {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID,
-       INT8OID, INT8OID, INT8OID});
-  spi.run(save, {queue.t, pg::text_value(resource), s.tat ? pg::timestamptz_value(*s.tat) : pg::null_value(),
-                 pg::int8_value(s.in_flight), pg::text_value(core::flow::to_string(s.state)),
-                 pg::text_value(s.outcomes), pg::timestamptz_value(s.changed_at),
-                 s.open_until ? pg::timestamptz_value(s.open_until) : pg::null_value(),
-                 pg::int8_value(s.half_open_in_flight), pg::int8_value(s.half_open_successes),
-                 pg::int8_value(s.transitions), pg::int8_value(refused)});
+      {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, INT8OID,
+       INT8OID, INT8OID});
+  spi.run(save,
+          {queue.t, pg::text_value(resource), s.tat ? pg::timestamptz_value(*s.tat) : pg::null_value(),
+           pg::int8_value(s.in_flight), pg::text_value(core::flow::to_string(s.state)), pg::text_value(s.outcomes),
+           pg::timestamptz_value(s.changed_at), s.open_until ? pg::timestamptz_value(s.open_until) : pg::null_value(),
+           pg::int8_value(s.half_open_in_flight), pg::int8_value(s.half_open_successes), pg::int8_value(s.transitions),
+           pg::int8_value(refused)});
 }
 
 // Per resource in name order: its row locked FOR UPDATE (waiting: an ack must count), the
