@@ -198,9 +198,11 @@ sync=$(psql -X -At -h 127.0.0.1 -p "$(port_of node1)" -U postgres -d postgres -c
 echo "synchronous_standby_names = '$sync'"
 [ -n "$sync" ] || { echo "ha: the primary does not replicate synchronously" >&2; exit 1; }
 psql -X -q -h 127.0.0.1 -p "$(port_of node1)" -U postgres -d forgeyard_ha -c "CREATE EXTENSION forgeyard" || exit 1
-# A workflow run that must still be there, on the standby, after both failovers (read below).
+# A workflow run and a resource's breaker that must still be there, on the standby, after both
+# failovers (read below).
 psql -X -q -h 127.0.0.1 -p "$(port_of node1)" -U postgres -d forgeyard_ha \
-  -c "SELECT forgeyard.workflow_start('ha-drill', 'drill', 1, 'drill-1', '{\"drill\": true}')" >/dev/null || exit 1
+  -c "SELECT forgeyard.workflow_start('ha-drill', 'drill', 1, 'drill-1', '{\"drill\": true}')" \
+  -c "SELECT forgeyard.breaker_configure('ha-drill', 'drill', '{}')" >/dev/null || exit 1
 echo "== ha setup: $((SECONDS - t0)) s ($HA_DIR)"
 
 FORGEYARD_TEST_HA_URL="postgresql://postgres@127.0.0.1:$(port_of node1),127.0.0.1:$(port_of node2)/forgeyard_ha?target_session_attrs=read-write&connect_timeout=2&application_name=forgeyard-ha" \
@@ -218,6 +220,8 @@ reads=$(psql -X -At -h 127.0.0.1 -p "$(port_of "$standby")" -U postgres -d forge
   SELECT CASE WHEN object LIKE 'TABLE %' THEN 'SELECT count(*) FROM ' || substr(object, 7)
               WHEN object LIKE 'FUNCTION %()' THEN 'SELECT count(*) FROM ' || substr(object, 10)
               WHEN object = 'FUNCTION forgeyard.storage_stats(text)' THEN 'SELECT count(*) FROM forgeyard.storage_stats(NULL)'
+              WHEN object = 'FUNCTION forgeyard.breaker_state(text, text)'
+                THEN 'SELECT count(*) FROM forgeyard.breaker_state(''ha-drill'', ''drill'')'
               WHEN object LIKE 'FUNCTION forgeyard.workflow\_%(text, uuid)'
                 THEN 'SELECT 1 / count(*) FROM forgeyard.wf_runs r LEFT JOIN LATERAL '
                      || regexp_replace(substr(object, 10), '\(.*\)$', '(r.tenant_id, r.run_id)')
