@@ -132,9 +132,9 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
            m.timestamptz(c.visible_at) <= now && m.text_equals(c.tenant_id, queue.tenant) &&
            m.text_equals(c.queue, queue.name);
   };
-  // The resources this claim met: each row locked SKIP LOCKED at its first message (another
-  // claimer holds it: its messages are skipped), decided on in memory, written once after the
-  // scan by SQL (whose UPDATE finds the version locked, which this call's snapshot may not see).
+  // The resources this claim met: each row locked at its first message, decided on in memory,
+  // written once after the scan by SQL (whose UPDATE finds the version locked, which this call's
+  // snapshot may not see).
   struct Held {
     bool locked = false;
     core::flow::ResourceState state;
@@ -142,6 +142,7 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     bool changed = false;
   };
   std::map<std::string, Held, std::less<>> held;
+  bool holding = false;  // a resource row is locked by this claim
   // Opened before the scan (opening a relation takes in invalidations).
   std::optional<pg::Table> resources;
   if (resource_col != 0) resources.emplace(access, pg::OwnTable::flow_resource_state);
@@ -159,7 +160,12 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
         held.erase(it);  // configured a moment ago, its state row not yet visible: not limited
         return true;
       }
-      h.locked = resources->lock(pg::LockMode::no_key_update, pg::Wait::skip) != pg::Locked::skipped;
+      // The first resource is waited for (its row is held only while a claim, ack or nack of
+      // it commits; skipping it would hand out nothing while its work is ready); any further one
+      // is skipped if taken, so that no two claims wait for each other's rows.
+      h.locked = resources->lock(pg::LockMode::no_key_update, holding ? pg::Wait::skip : pg::Wait::block) !=
+                 pg::Locked::skipped;
+      holding = holding || h.locked;
       if (h.locked) h.state = resource_state_of(*resources);
     }
     if (!h.locked) return false;
