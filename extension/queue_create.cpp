@@ -20,12 +20,7 @@ using core::sqlstate::invalid_parameter;
 
 // Options from jsonb over `base`: numbers and names as text, durations as interval text.
 core::QueueOptions parse_options(pg::Spi& spi, const pg::Value& json, core::QueueOptions base) {
-  static pg::Statement entries("SELECT e.key, e.value OPERATOR(pg_catalog.#>>) '{}' FROM pg_catalog.jsonb_each($1) e",
-                               {JSONBOID});
-  if (!pg::jsonb_object_keys(json)) throw core::Error(invalid_parameter, "options must be a JSON object");
-  std::vector<std::pair<std::string, std::string>> pairs;
-  spi.run(entries, {json}, [&](const pg::Row& r) { pairs.emplace_back(*r.text(1), r.text(2).value_or("null")); });
-  for (const auto& [key, value] : pairs) {
+  for (const auto& [key, value] : pg::jsonb_option_pairs(spi, json)) {
     if (core::is_duration_option(key))
       core::set_queue_duration(base, key, pg::parse_interval(value, "queue option " + key));
     else

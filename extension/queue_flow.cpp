@@ -272,18 +272,6 @@ void record_outcomes(pg::Spi& spi, const Queue& queue, const Releases& releases,
 
 namespace {
 
-// resource_limit's and breaker_configure's options from jsonb (numbers as text, durations as
-// interval text), checked by the core.
-std::vector<std::pair<std::string, std::string>> option_pairs(pg::Spi& spi, const pg::Value& json) {
-  static pg::Statement entries("SELECT e.key, e.value OPERATOR(pg_catalog.#>>) '{}' FROM pg_catalog.jsonb_each($1) e",
-                               {JSONBOID});
-  if (!pg::jsonb_object_keys(json))
-    throw core::Error(core::sqlstate::invalid_parameter, "options must be a JSON object");
-  std::vector<std::pair<std::string, std::string>> pairs;
-  spi.run(entries, {json}, [&](const pg::Row& r) { pairs.emplace_back(*r.text(1), r.text(2).value_or("null")); });
-  return pairs;
-}
-
 std::string resource_arg(FunctionCallInfo fcinfo) {
   return pg::name_arg(fcinfo, 1, "resource", core::max_resource_bytes);
 }
@@ -327,7 +315,7 @@ FY_FUNCTION(fy_resource_limit) {
   pg::Spi spi;
   check_tenant(spi, tenant);
   core::flow::ResourceConfig c;
-  for (const auto& [key, value] : option_pairs(spi, pg::jsonb_arg(fcinfo, 2, "options"))) {
+  for (const auto& [key, value] : pg::jsonb_option_pairs(spi, pg::jsonb_arg(fcinfo, 2, "options"))) {
     if (core::flow::is_limit_duration(key))
       core::flow::set_limit_duration(c, key, pg::parse_interval(value, "resource option " + key));
     else
@@ -365,7 +353,7 @@ FY_FUNCTION(fy_breaker_configure) {
   std::optional<core::flow::BreakerConfig> b;
   if (!pg::arg_is_null(fcinfo, 2)) {
     b.emplace();
-    for (const auto& [key, value] : option_pairs(spi, pg::jsonb_arg(fcinfo, 2, "options"))) {
+    for (const auto& [key, value] : pg::jsonb_option_pairs(spi, pg::jsonb_arg(fcinfo, 2, "options"))) {
       if (core::flow::is_breaker_duration(key))
         core::flow::set_breaker_duration(*b, key, pg::parse_interval(value, "breaker option " + key));
       else

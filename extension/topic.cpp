@@ -178,17 +178,6 @@ using namespace fy::topic;
 
 namespace {
 
-// jsonb options as (key, value text) pairs; 22023 unless an object.
-std::vector<std::pair<std::string, std::string>> option_pairs(pg::Spi& spi, const pg::Value& json) {
-  static pg::Statement entries("SELECT e.key, e.value OPERATOR(pg_catalog.#>>) '{}' FROM pg_catalog.jsonb_each($1) e",
-                               {JSONBOID});
-  if (!pg::jsonb_object_keys(json))
-    throw core::Error(core::sqlstate::invalid_parameter, "options must be a JSON object");
-  std::vector<std::pair<std::string, std::string>> pairs;
-  spi.run(entries, {json}, [&](const pg::Row& r) { pairs.emplace_back(*r.text(1), r.text(2).value_or("null")); });
-  return pairs;
-}
-
 std::string event_type_arg(FunctionCallInfo fcinfo, int n) {
   return pg::name_arg(fcinfo, n, "event_type", core::max_event_type_bytes);
 }
@@ -213,7 +202,7 @@ FY_FUNCTION(fy_event_type_register) {
   check_tenant(spi, tenant);
   std::string retention_class = core::default_retention_class;
   if (!pg::arg_is_null(fcinfo, 3))
-    for (const auto& [key, value] : option_pairs(spi, pg::jsonb_arg(fcinfo, 3, "options"))) {
+    for (const auto& [key, value] : pg::jsonb_option_pairs(spi, pg::jsonb_arg(fcinfo, 3, "options"))) {
       if (key != "retention_class")
         throw core::Error(core::sqlstate::invalid_parameter, "event type option " + key + " is unknown");
       core::check_retention_class(value);
@@ -268,7 +257,7 @@ FY_FUNCTION(fy_topic_create) {
   check_tenant(spi, tenant);
   core::TopicOptions o;
   if (!pg::arg_is_null(fcinfo, 2))
-    for (const auto& [key, value] : option_pairs(spi, pg::jsonb_arg(fcinfo, 2, "options"))) {
+    for (const auto& [key, value] : pg::jsonb_option_pairs(spi, pg::jsonb_arg(fcinfo, 2, "options"))) {
       if (core::is_topic_duration_option(key))
         core::set_topic_duration(o, key, pg::parse_interval(value, "topic option " + key));
       else

@@ -94,6 +94,15 @@ std::string jsonb_text(const Value& json) {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> jsonb_option_pairs(Spi& spi, const Value& json) {
+  static Statement entries("SELECT e.key, e.value OPERATOR(pg_catalog.#>>) '{}' FROM pg_catalog.jsonb_each($1) e",
+                           {JSONBOID});
+  if (!jsonb_object_keys(json)) throw core::Error(core::sqlstate::invalid_parameter, "options must be a JSON object");
+  std::vector<std::pair<std::string, std::string>> pairs;
+  spi.run(entries, {json}, [&](const Row& r) { pairs.emplace_back(*r.text(1), r.text(2).value_or("null")); });
+  return pairs;
+}
+
 std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json) {
   std::optional<std::map<std::string, JsonMember>> members = jsonb_object_members(json);
   if (!members) return std::nullopt;

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pg/spi.hpp"
@@ -40,6 +41,9 @@ std::string quote_identifier(const std::string& name);
 Value jsonb_value(const std::string& text);
 // The top-level keys of a jsonb object, sorted; nullopt when the value is not an object.
 std::optional<std::vector<std::string>> jsonb_object_keys(const Value& json);
+// An options object's members as (key, value text) pairs: numbers, booleans and strings as their
+// text, null as "null"; 22023 "options must be a JSON object" unless an object.
+std::vector<std::pair<std::string, std::string>> jsonb_option_pairs(Spi& spi, const Value& json);
 // Whether two jsonb values are equal (jsonb's = operator).
 bool jsonb_equal(const Value& a, const Value& b);
 // A jsonb value's text, as jsonb_out prints it.
