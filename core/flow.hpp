@@ -1,6 +1,7 @@
 // Flow control's rules, once for both backends (docs/flow-control-design.md): rate limits as GCRA
-// (admission limits of producers; resources later), and the retry budget's window. The backends
-// only read and write the rows around these functions.
+// (admission limits of producers, and resources), the retry budget's window, and a resource's
+// concurrency limit and circuit breaker. The backends only read and write the rows around these
+// functions.
 #pragma once
 
 #include <cstdint>
