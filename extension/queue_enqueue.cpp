@@ -1,5 +1,6 @@
 // Producing: enqueue and enqueue_batch, the transactional outbox, with admission into the capacity
 // slots by priority class, event_id deduplication and partition heads (docs/sql-api.md#queues).
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -200,27 +201,38 @@ void insert_messages(const Queue& queue, const std::vector<NewRow>& rows, Timest
   if (rows.empty()) return;
   pg::Access access;
   pg::Table messages(access, pg::OwnTable::messages);
-  auto col = [&](const char* name) { return messages.column(name); };
+  // Column numbers once per call, the same values array for every row (only its data changes);
+  // the columns of 0.7.0 only when given: a catalog before it has neither, and its calls pass neither.
+  std::array<std::pair<int, pg::Value>, 16> values{{
+      {messages.column("msg_id"), {}},
+      {messages.column("tenant_id"), queue.t},
+      {messages.column("queue"), queue.q},
+      {messages.column("state"), pg::text_value("pending")},
+      {messages.column("priority"), {}},
+      {messages.column("partition_key"), {}},
+      {messages.column("is_head"), {}},
+      {messages.column("event_id"), {}},
+      {messages.column("payload"), {}},
+      {messages.column("bytes"), {}},
+      {messages.column("slot"), {}},
+      {messages.column("enqueued_at"), pg::timestamptz_value(now)},
+      {messages.column("visible_at"), {}},
+      {messages.column("attempt"), pg::int4_value(0)},
+  }};
+  std::size_t n = 14;
+  if (flow.fairness_key) values[n++] = {messages.column("fairness_key"), pg::text_value(*flow.fairness_key)};
+  if (flow.resource) values[n++] = {messages.column("resource"), pg::text_value(*flow.resource)};
   for (const NewRow& r : rows) {
-    std::vector<std::pair<int, pg::Value>> values{
-        {col("msg_id"), pg::int8_value(r.msg_id)},
-        {col("tenant_id"), queue.t},
-        {col("queue"), queue.q},
-        {col("state"), pg::text_value("pending")},
-        {col("priority"), {Int16GetDatum(static_cast<std::int16_t>(r.priority)), false}},
-        {col("partition_key"), pg::optional_text_value(r.m->partition_key)},
-        {col("is_head"), pg::bool_value(r.is_head)},
-        {col("event_id"), pg::optional_uuid_value(r.m->event_id)},
-        {col("payload"), pg::bytea_value(r.m->payload)},
-        {col("bytes"), pg::int8_value(r.bytes)},
-        {col("slot"), {Int16GetDatum(static_cast<std::int16_t>(r.slot)), false}},
-        {col("enqueued_at"), pg::timestamptz_value(now)},
-        {col("visible_at"), pg::timestamptz_value(r.visible_at)},
-        {col("attempt"), pg::int4_value(0)}};
-    // (Columns of 0.7.0: a catalog before it has neither, and its calls pass neither.)
-    if (flow.fairness_key) values.emplace_back(col("fairness_key"), pg::text_value(*flow.fairness_key));
-    if (flow.resource) values.emplace_back(col("resource"), pg::text_value(*flow.resource));
-    messages.insert(values);
+    values[0].second = pg::int8_value(r.msg_id);
+    values[4].second = {Int16GetDatum(static_cast<std::int16_t>(r.priority)), false};
+    values[5].second = pg::optional_text_value(r.m->partition_key);
+    values[6].second = pg::bool_value(r.is_head);
+    values[7].second = pg::optional_uuid_value(r.m->event_id);
+    values[8].second = pg::bytea_value(r.m->payload);
+    values[9].second = pg::int8_value(r.bytes);
+    values[10].second = {Int16GetDatum(static_cast<std::int16_t>(r.slot)), false};
+    values[12].second = pg::timestamptz_value(r.visible_at);
+    messages.insert(std::span<const std::pair<int, pg::Value>>(values.data(), n));
   }
   messages.finish();
   access.finish();

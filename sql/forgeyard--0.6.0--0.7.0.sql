@@ -661,6 +661,16 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
 -- (end of section)
 
 -------------------------------------------------------------------------------------------------
+-- The message indexes without deduplication (msg_id makes every key unique: the pass only spent time)
+-------------------------------------------------------------------------------------------------
+
+ALTER INDEX forgeyard.messages_claim SET (deduplicate_items = off);
+ALTER INDEX forgeyard.messages_partition SET (deduplicate_items = off);
+ALTER INDEX forgeyard.messages_finished SET (deduplicate_items = off);
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
 -- Access changes take turns (two grants on one object at once failed with XX000)
 -------------------------------------------------------------------------------------------------
 

@@ -479,11 +479,14 @@ CREATE TABLE forgeyard.messages (
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02,
         autovacuum_vacuum_cost_delay = 0);
 -- The claim path: per class, the visible heads in visibility order. Only pending heads are in it.
+-- msg_id makes every key of these three unique, so a deduplication pass at a full leaf page
+-- could only spend time: it is off.
 CREATE INDEX messages_claim ON forgeyard.messages (tenant_id, queue, priority, visible_at, msg_id)
-    WHERE state = 'pending' AND is_head;
+    WITH (deduplicate_items = off) WHERE state = 'pending' AND is_head;
 CREATE INDEX messages_partition ON forgeyard.messages (tenant_id, queue, partition_key, msg_id)
-    WHERE state = 'pending' AND partition_key IS NOT NULL;
-CREATE INDEX messages_finished ON forgeyard.messages (tenant_id, queue, msg_id) WHERE state <> 'pending';
+    WITH (deduplicate_items = off) WHERE state = 'pending' AND partition_key IS NOT NULL;
+CREATE INDEX messages_finished ON forgeyard.messages (tenant_id, queue, msg_id) WITH (deduplicate_items = off)
+    WHERE state <> 'pending';
 COMMENT ON TABLE forgeyard.messages IS
   'Queued messages: pending (ready, delayed or in flight by visible_at and claim_token), acked (kept for retain_acked) or dead (dead letters). Use the API, not DML.';
 
