@@ -124,6 +124,8 @@ void set_queue_option(QueueOptions& o, std::string_view key, std::string_view va
     o.notify = boolean(key, value);
   else if (key == "retry_budget")
     o.retry_budget = value == "null" ? std::nullopt : std::optional<double>(fraction(key, value));
+  else if (key == "max_in_flight_per_key")
+    o.max_in_flight_per_key = value == "null" ? 0 : positive_integer(key, value, max_key_limit);
   else if (key == "retry_budget_min")
     o.retry_budget_min = non_negative_integer(key, value, big);
   else if (key == "ordering") {
@@ -162,6 +164,13 @@ void validate(const QueueOptions& o) {
   if (o.retry_budget && (*o.retry_budget < 0 || *o.retry_budget > 1))
     bad_option("retry_budget", "must be a number between 0 and 1");
   if (o.retry_budget_min < 0) bad_option("retry_budget_min", "must not be negative");
+  // (0 is none; the client's option maps a value below 1 to -1.)
+  if (o.max_in_flight_per_key < 0) bad_option("max_in_flight_per_key", "must be a positive integer");
+  if (o.max_in_flight_per_key > max_key_limit)
+    bad_option("max_in_flight_per_key", "must be at most " + std::to_string(max_key_limit));
+  if (o.partitioned && o.max_in_flight_per_key > 0)
+    bad_option("max_in_flight_per_key",
+               "cannot be combined with ordering partition (which hands out one message of a partition_key at a time)");
   if (o.visibility_usecs > max_queue_duration_usecs || o.backoff_max_usecs > max_queue_duration_usecs)
     bad_option("visibility_timeout", "and backoff_max must be at most 30 days");
   for (int p = 0; p < priority_classes; ++p)

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "core/input.hpp"
@@ -53,7 +54,36 @@ struct QueueOptions {
   // admission_limit(): producers' enqueues per interval (0: none); set by its own function.
   std::int64_t admission_rate = 0;
   std::int64_t admission_per_usecs = 0;
+  // max_in_flight_per_key: at most this many messages of one fairness key are heads, ready or in
+  // flight, at a time (0: no limit). Never with ordering partition (which is the case 1 by
+  // partition_key).
+  std::int64_t max_in_flight_per_key = 0;
 };
+
+inline constexpr std::int64_t max_key_limit = 1000000;
+
+// The key a pending message is counted under in queue_partitions, whose heads alone are
+// claimable: its partition_key in a partition-ordered queue (one head per key), its fairness_key
+// in a queue with max_in_flight_per_key; none elsewhere (every message is a head).
+inline const std::optional<std::string>& group_key(const QueueOptions& o, const std::optional<std::string>& partition_key,
+                                                   const std::optional<std::string>& fairness_key) {
+  static const std::optional<std::string> none;
+  if (o.partitioned) return partition_key;
+  return o.max_in_flight_per_key > 0 ? fairness_key : none;
+}
+
+// How many waiting messages of a key of a max_in_flight_per_key queue become heads once its
+// counts are `pending` (heads and waiting) and `heads`: up to the limit, never more than wait.
+inline std::int64_t heads_to_promote(std::int64_t limit, std::int64_t pending, std::int64_t heads) {
+  const std::int64_t room = limit - heads, waiting = pending - heads;
+  return room <= 0 || waiting <= 0 ? 0 : (room < waiting ? room : waiting);
+}
+// How many of `n` messages just added to a key are heads, from the key's counts after adding them
+// (the enqueue made min(n, limit - heads) heads only if none was waiting, so what waits now says it).
+inline std::int64_t heads_made(std::int64_t n, std::int64_t pending, std::int64_t heads) {
+  const std::int64_t waiting = pending - heads;
+  return waiting >= n ? 0 : n - waiting;
+}
 
 // Sets one option from its JSON text (numbers, booleans and names as text; durations as
 // microseconds, already converted by the caller). 22023 naming the option when unknown or invalid.

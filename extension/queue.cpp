@@ -1,5 +1,6 @@
 // What the queue functions share (queue.hpp): loading a queue and its options, the usage of its
 // capacity slots, giving capacity back, and argument checks (docs/sql-api.md#queues).
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -30,9 +31,10 @@ namespace {
   " admit_security_control, admit_realtime, admit_interactive, admit_background, admit_bulk, notify, slots"
 // Flow control's columns (0.7.0): a database still at 0.6.0 reads the defaults instead.
 #define FY_QUEUE_FLOW_COLUMNS \
-  ", retry_budget, retry_budget_min, retry_budget_window_usecs, admission_rate, admission_per_usecs"
-#define FY_QUEUE_NO_FLOW_COLUMNS \
-  ", NULL::pg_catalog.float8, 10::pg_catalog.int8, 60000000::pg_catalog.int8, NULL::pg_catalog.int8, NULL::pg_catalog.int8"
+  ", retry_budget, retry_budget_min, retry_budget_window_usecs, admission_rate, admission_per_usecs, max_in_flight_per_key"
+#define FY_QUEUE_NO_FLOW_COLUMNS                                                                                       \
+  ", NULL::pg_catalog.float8, 10::pg_catalog.int8, 60000000::pg_catalog.int8, NULL::pg_catalog.int8, NULL::pg_catalog.int8," \
+  " NULL::pg_catalog.int8"
 
 core::QueueOptions options_from(const pg::Row& r, int* slots) {
   core::QueueOptions o;
@@ -57,6 +59,7 @@ core::QueueOptions options_from(const pg::Row& r, int* slots) {
   o.retry_budget_window_usecs = *r.int8(24);
   o.admission_rate = r.int8(25).value_or(0);
   o.admission_per_usecs = r.int8(26).value_or(0);
+  o.max_in_flight_per_key = r.int8(27).value_or(0);
   return o;
 }
 
@@ -165,7 +168,7 @@ void Releases::add(const Queue& queue, int slot, std::int64_t bytes, const std::
   core::Usage& u = slots[slot];
   u.messages += 1;
   u.bytes += bytes;
-  if (key && queue.options.partitioned) keys[*key] += 1;
+  if (key && (queue.options.partitioned || queue.options.max_in_flight_per_key > 0)) keys[*key] += 1;
 }
 
 void Releases::outcome(const std::optional<std::string>& resource, core::flow::Outcome o) {
@@ -196,6 +199,43 @@ void give_back(const Queue& queue, const std::map<int, core::Usage>& slots) {
 
 }  // namespace
 
+// The heads of a key of a max_in_flight_per_key queue that finished: its counts under the key's
+// row lock, then up to the limit of its waiting messages promoted, oldest first.
+void leave_key(pg::Spi& spi, const Queue& queue, const pg::Value& key, std::int64_t count) {
+  static pg::Statement lock_key(
+      "SELECT pending, heads FROM forgeyard.queue_partitions WHERE tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND queue OPERATOR(pg_catalog.=) $2 AND partition_key OPERATOR(pg_catalog.=) $3 FOR NO KEY UPDATE",
+      {TEXTOID, TEXTOID, TEXTOID});
+  static pg::Statement set_key(
+      "UPDATE forgeyard.queue_partitions SET pending = $4, heads = $5 WHERE tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND queue OPERATOR(pg_catalog.=) $2 AND partition_key OPERATOR(pg_catalog.=) $3",
+      {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID});
+  static pg::Statement drop_key(
+      "DELETE FROM forgeyard.queue_partitions WHERE tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND queue OPERATOR(pg_catalog.=) $2 AND partition_key OPERATOR(pg_catalog.=) $3",
+      {TEXTOID, TEXTOID, TEXTOID});
+  static pg::Statement promote(
+      "UPDATE forgeyard.messages SET is_head = true WHERE msg_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+      "  SELECT n.msg_id FROM forgeyard.messages n WHERE n.tenant_id OPERATOR(pg_catalog.=) $1"
+      "     AND n.queue OPERATOR(pg_catalog.=) $2 AND n.fairness_key OPERATOR(pg_catalog.=) $3"
+      "     AND n.state OPERATOR(pg_catalog.=) 'pending' AND NOT n.is_head ORDER BY n.msg_id LIMIT $4))",
+      {TEXTOID, TEXTOID, TEXTOID, INT8OID});
+  std::optional<std::pair<std::int64_t, std::int64_t>> counts;
+  spi.run(lock_key, {queue.t, queue.q, key}, [&](const pg::Row& r) { counts = {{*r.int8(1), *r.int8(2)}}; });
+  if (!counts) return;  // (the queue was dropped under us)
+  // (Clamped: a message enqueued while max_in_flight_per_key was being set is not counted.)
+  const std::int64_t pending = counts->first - count, heads = std::max<std::int64_t>(0, counts->second - count);
+  if (pending <= 0) {
+    spi.run(drop_key, {queue.t, queue.q, key});
+    return;
+  }
+  const std::int64_t promote_n = core::heads_to_promote(queue.options.max_in_flight_per_key, pending, heads);
+  const std::uint64_t promoted =
+      promote_n > 0 ? spi.run(promote, {queue.t, queue.q, key, pg::int8_value(promote_n)}) : 0;
+  spi.run(set_key, {queue.t, queue.q, key, pg::int8_value(pending),
+                    pg::int8_value(heads + static_cast<std::int64_t>(promoted))});
+}
+
 void apply(pg::Spi& spi, const Queue& queue, const Releases& releases) {
   static pg::Statement leave_partition(
       "UPDATE forgeyard.queue_partitions SET pending = pending OPERATOR(pg_catalog.-) $4"
@@ -217,6 +257,10 @@ void apply(pg::Spi& spi, const Queue& queue, const Releases& releases) {
   if (!releases.outcomes.empty()) record_outcomes(spi, queue, releases, pg::now());
   for (const auto& [key, count] : releases.keys) {
     const pg::Value k = pg::text_value(key);
+    if (!queue.options.partitioned) {
+      leave_key(spi, queue, k, count);
+      continue;
+    }
     std::int64_t pending = 0;
     spi.run(leave_partition, {queue.t, queue.q, k, pg::int8_value(count)},
             [&](const pg::Row& r) { pending = *r.int8(1); });

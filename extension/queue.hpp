@@ -55,9 +55,10 @@ void save_resource_state(pg::Spi& spi, const Queue& queue, const std::string& re
                          const core::flow::ResourceState& state, std::int64_t refused);
 
 core::flow::RetryDecision admit_retry(pg::Spi& spi, const Queue& queue, TimestampTz now);
-// Counts a pending message into its partition (a keyed message of a partition-ordered queue);
-// true if it is the head (always, for any other message).
-bool join_partition(pg::Spi& spi, const Queue& queue, const std::optional<std::string>& key);
+// Counts `n` new pending messages into their key's row (core::group_key: the partition_key of a
+// partition-ordered queue, the fairness_key of a queue with max_in_flight_per_key) and returns how
+// many of them, from the first, are heads (claimable): all of them for a message of no key.
+std::int64_t join_key(pg::Spi& spi, const Queue& queue, const std::optional<std::string>& key, std::int64_t n = 1);
 // Messages and bytes admitted and not yet released, summed over the slots.
 core::Usage usage(pg::Spi& spi, const Queue& queue);
 // Inserts a queue with its capacity counters; false (and nothing changed) if it exists.
@@ -78,6 +79,7 @@ struct Releases {
   std::map<std::string, std::int64_t> keys;
   // How deliveries bound to resources ended: per resource, in order (success, failure, neutral).
   std::map<std::string, std::array<std::int64_t, 3>> outcomes;
+  // `key`: the message's core::group_key (none: not counted by key).
   void add(const Queue& queue, int slot, std::int64_t bytes, const std::optional<std::string>& key);
   void outcome(const std::optional<std::string>& resource, core::flow::Outcome outcome);
 };

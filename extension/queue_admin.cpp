@@ -81,13 +81,16 @@ FY_FUNCTION(fy_dead_list) {
 // queue (attempt 0, visible now, admitted like new messages: FY020 when full). Without msg_ids,
 // the oldest max_rows that kept their payload; a listed one without payload is 22023.
 FY_FUNCTION(fy_dead_redrive) {
-  static pg::Statement pick(
-      "SELECT msg_id, priority, bytes, partition_key, payload IS NOT NULL FROM forgeyard.messages"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
-      "   AND state OPERATOR(pg_catalog.=) 'dead' AND ($3::pg_catalog.int8[] IS NULL OR msg_id OPERATOR(pg_catalog.=) ANY ($3))"
-      "   AND ($3::pg_catalog.int8[] IS NOT NULL OR payload IS NOT NULL)"
-      " ORDER BY msg_id LIMIT $4 FOR UPDATE",
-      {TEXTOID, TEXTOID, INT8ARRAYOID, INT4OID});
+#define FY_PICK_DEAD(fairness_key)                                                                                      \
+  "SELECT msg_id, priority, bytes, partition_key, payload IS NOT NULL, " fairness_key " FROM forgeyard.messages"           \
+  " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"                                         \
+  "   AND state OPERATOR(pg_catalog.=) 'dead' AND ($3::pg_catalog.int8[] IS NULL OR msg_id OPERATOR(pg_catalog.=) ANY ($3))" \
+  "   AND ($3::pg_catalog.int8[] IS NOT NULL OR payload IS NOT NULL)"                                                      \
+  " ORDER BY msg_id LIMIT $4 FOR UPDATE"
+  static pg::Statement pick(FY_PICK_DEAD("fairness_key"), {TEXTOID, TEXTOID, INT8ARRAYOID, INT4OID});
+  // (A catalog before 0.7.0 has no fairness_key.)
+  static pg::Statement pick_old(FY_PICK_DEAD("NULL::pg_catalog.text"), {TEXTOID, TEXTOID, INT8ARRAYOID, INT4OID});
+#undef FY_PICK_DEAD
   static pg::Statement revive(
       "UPDATE forgeyard.messages SET state = 'pending', attempt = 0, claim_token = NULL, claimed_by = NULL,"
       "   visible_at = $2, finished_at = NULL, error_class = NULL, slot = $3, is_head = $4"
@@ -103,16 +106,18 @@ FY_FUNCTION(fy_dead_redrive) {
     std::int64_t msg_id, priority, bytes;
     std::optional<std::string> key;
     bool has_payload;
+    std::optional<std::string> fairness_key;
   };
   std::vector<Dead> dead;
-  spi.run(pick, {q.t, q.q, id_array, pg::int4_value(ids ? static_cast<int>(ids->size()) : max_rows)},
+  spi.run(q.flow ? pick : pick_old,
+          {q.t, q.q, id_array, pg::int4_value(ids ? static_cast<int>(ids->size()) : max_rows)},
           [&](const pg::Row& r) {
-            dead.push_back({*r.int8(1), *r.int8(2), *r.int8(3), r.text(4), *r.boolean(5)});
+            dead.push_back({*r.int8(1), *r.int8(2), *r.int8(3), r.text(4), *r.boolean(5), r.text(6)});
           });
   for (const Dead& d : dead) {
     if (!d.has_payload) core::throw_not_redrivable(d.msg_id);
     const int slot = queue::admit(spi, q, static_cast<int>(d.priority), d.bytes);
-    const bool is_head = queue::join_partition(spi, q, d.key);
+    const bool is_head = queue::join_key(spi, q, core::group_key(q.options, d.key, d.fairness_key)) > 0;
     spi.run(
         revive,
         {pg::int8_value(d.msg_id), pg::timestamptz_value(now), {Int16GetDatum(slot), false}, pg::bool_value(is_head)});

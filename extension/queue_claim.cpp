@@ -124,6 +124,8 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   pg::Table m(access, pg::OwnTable::messages);
   const MessageColumns c(m);
   const int resource_col = configs.empty() ? 0 : m.column("resource");
+  // What a lapsed delivery is counted under in queue_partitions (core::group_key).
+  const int key_col = queue.options.max_in_flight_per_key > 0 ? m.column("fairness_key") : c.partition_key;
   const pg::Value until = pg::timestamptz_value(now + visibility);
   const pg::Value claimed_by = pg::text_value(consumer);
   // Does the newest version of a locked row still qualify for class p?
@@ -205,7 +207,7 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     // Lapsed deliveries taken here do not count: the scan goes on for the rest (they are now
     // locked and no longer visible, so they are not taken twice).
     if (attempt > queue.options.max_attempts) {
-      lapsed.add(queue, m.int2(c.slot), m.int8(c.bytes), m.text(c.partition_key));
+      lapsed.add(queue, m.int2(c.slot), m.int8(c.bytes), m.text(key_col));
       if (resource_col != 0) lapsed.outcome(m.text(resource_col), core::flow::Outcome::neutral);
       doomed.push_back(msg_id);
       if (lapsed_out != nullptr)

@@ -110,17 +110,34 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
   return chosen;
 }
 
-bool join_partition(pg::Spi& spi, const Queue& queue, const std::optional<std::string>& key) {
+std::int64_t join_key(pg::Spi& spi, const Queue& queue, const std::optional<std::string>& key, std::int64_t n) {
   static pg::Statement partition(
       "INSERT INTO forgeyard.queue_partitions AS p (tenant_id, queue, partition_key, pending) VALUES ($1, $2, $3, 1)"
       " ON CONFLICT (tenant_id, queue, partition_key) DO UPDATE SET pending = p.pending OPERATOR(pg_catalog.+) 1"
       " RETURNING pending",
       {TEXTOID, TEXTOID, TEXTOID});
-  // Only partition-ordered queues order by key; elsewhere a partition_key is carried, not enforced.
-  if (!key || !queue.options.partitioned) return true;
-  bool is_head = true;
-  spi.run(partition, {queue.t, queue.q, pg::text_value(*key)}, [&](const pg::Row& r) { is_head = *r.int8(1) == 1; });
-  return is_head;
+  // A key of a max_in_flight_per_key queue ($5) makes heads of the new messages up to the limit
+  // only while none of its messages waits (older ones are promoted first, as heads finish).
+  static pg::Statement limited(
+      "INSERT INTO forgeyard.queue_partitions AS p (tenant_id, queue, partition_key, pending, heads)"
+      " VALUES ($1, $2, $3, $4, pg_catalog.int8smaller($4, $5))"
+      " ON CONFLICT (tenant_id, queue, partition_key) DO UPDATE SET pending = p.pending OPERATOR(pg_catalog.+) $4,"
+      "   heads = p.heads OPERATOR(pg_catalog.+) CASE WHEN p.pending OPERATOR(pg_catalog.=) p.heads"
+      "     AND p.heads OPERATOR(pg_catalog.<) $5 THEN pg_catalog.int8smaller($4, $5 OPERATOR(pg_catalog.-) p.heads)"
+      "     ELSE 0 END"
+      " RETURNING pending, heads",
+      {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID});
+  if (!key || n <= 0) return n;
+  std::int64_t heads = 0;
+  if (queue.options.partitioned) {
+    // (One message at a time: the head only if it is the key's only pending message.)
+    spi.run(partition, {queue.t, queue.q, pg::text_value(*key)}, [&](const pg::Row& r) { heads = *r.int8(1) == 1; });
+    return heads;
+  }
+  spi.run(limited, {queue.t, queue.q, pg::text_value(*key), pg::int8_value(n),
+                    pg::int8_value(queue.options.max_in_flight_per_key)},
+          [&](const pg::Row& r) { heads = core::heads_made(n, *r.int8(1), *r.int8(2)); });
+  return heads;
 }
 
 namespace {
@@ -282,12 +299,21 @@ std::int64_t enqueue_one(pg::Spi& spi, const Queue& queue, const Message& m, int
     }
   }
   const int slot = batch ? batch->admit(priority, bytes) : admit(spi, queue, priority, bytes);
-  const bool is_head = join_partition(spi, queue, m.partition_key);
+  // (A key of a max_in_flight_per_key queue is joined once per call, for all its new messages.)
+  const bool is_head = !o.partitioned || join_key(spi, queue, m.partition_key) > 0;
   rows.push_back({&m, msg_id, priority, is_head, bytes, slot, now + delay});
   // Any role may LISTEN, so the payload names the queue without showing tenant or queue names:
   // the first 32 hex digits of SHA-256 of "<tenant>/<queue>" (listeners compute the same).
   if (o.notify) pg::notify("forgeyard_queue", core::sha256_hex(queue.tenant + "/" + queue.name).substr(0, 32));
   return msg_id;
+}
+
+// In a queue with max_in_flight_per_key, the new messages of a call (one fairness key) join the
+// key's row at once; the first of them up to the limit are heads, the rest wait.
+void join_fairness_key(pg::Spi& spi, const Queue& queue, const Flow& flow, std::vector<NewRow>& rows) {
+  if (queue.options.max_in_flight_per_key <= 0 || !flow.fairness_key) return;
+  const std::int64_t heads = join_key(spi, queue, flow.fairness_key, static_cast<std::int64_t>(rows.size()));
+  for (std::size_t i = static_cast<std::size_t>(heads); i < rows.size(); ++i) rows[i].is_head = false;
 }
 
 Flow flow_args(FunctionCallInfo fcinfo) {
@@ -330,6 +356,7 @@ FY_FUNCTION(fy_enqueue) {
   std::vector<NewRow> rows;
   const std::int64_t msg_id = enqueue_one(spi, queue, m, priority, delay, now, rows);
   admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
+  join_fairness_key(spi, queue, flow, rows);
   insert_messages(queue, rows, now, flow);
   spi.finish();
   return Int64GetDatum(msg_id);
@@ -364,6 +391,7 @@ FY_FUNCTION(fy_enqueue_batch) {
   for (const Message& m : messages) ids.push_back(enqueue_one(spi, queue, m, priority, delay, now, rows, &admission));
   admission.flush();
   admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
+  join_fairness_key(spi, queue, flow, rows);
   insert_messages(queue, rows, now, flow);
   spi.finish();
   pg::TableResult out(fcinfo);

@@ -27,16 +27,22 @@ struct Delivery {
   std::int64_t bytes = 0;
   std::optional<std::string> partition_key;
   std::optional<std::string> resource;
+  std::optional<std::string> fairness_key;
+  // What the message is counted under in queue_partitions (core::group_key), if anything.
+  const std::optional<std::string>& key(const Queue& queue) const {
+    return core::group_key(queue.options, partition_key, fairness_key);
+  }
 };
 
 std::optional<Delivery> lock_delivery(pg::Spi& spi, const Queue& queue, std::int64_t msg_id) {
-  // (A catalog before 0.7.0 has no resource column.)
+  // (A catalog before 0.7.0 has no resource or fairness_key column.)
   static const std::string head = "SELECT state, claim_token, visible_at, attempt, slot, bytes, partition_key";
   static const std::string tail =
       " FROM forgeyard.messages WHERE msg_id OPERATOR(pg_catalog.=) $3 AND tenant_id OPERATOR(pg_catalog.=) $1"
       "   AND queue OPERATOR(pg_catalog.=) $2 FOR UPDATE";
-  static pg::Statement lock(head + ", resource" + tail, {TEXTOID, TEXTOID, INT8OID});
-  static pg::Statement lock_old(head + ", NULL::pg_catalog.text" + tail, {TEXTOID, TEXTOID, INT8OID});
+  static pg::Statement lock(head + ", resource, fairness_key" + tail, {TEXTOID, TEXTOID, INT8OID});
+  static pg::Statement lock_old(head + ", NULL::pg_catalog.text, NULL::pg_catalog.text" + tail,
+                                {TEXTOID, TEXTOID, INT8OID});
   std::optional<Delivery> d;
   spi.run(queue.flow ? lock : lock_old, {queue.t, queue.q, pg::int8_value(msg_id)}, [&](const pg::Row& r) {
     d = Delivery{{*r.text(1), r.int8(2), *r.timestamptz(3)},
@@ -44,7 +50,8 @@ std::optional<Delivery> lock_delivery(pg::Spi& spi, const Queue& queue, std::int
                  static_cast<int>(*r.int8(5)),
                  *r.int8(6),
                  r.text(7),
-                 r.text(8)};
+                 r.text(8),
+                 r.text(9)};
   });
   return d;
 }
@@ -70,7 +77,8 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
   pg::Table m(access, pg::OwnTable::messages);
   const int tenant_col = m.column("tenant_id"), queue_col = m.column("queue"), state_col = m.column("state"),
             token_col = m.column("claim_token"), slot_col = m.column("slot"), bytes_col = m.column("bytes"),
-            key_col = m.column("partition_key"), finished_col = m.column("finished_at"),
+            key_col = m.column(queue.options.max_in_flight_per_key > 0 ? "fairness_key" : "partition_key"),
+            finished_col = m.column("finished_at"),
             payload_col = m.column("payload"), resource_col = resources ? m.column("resource") : 0;
   const bool keep = queue.options.retain_acked_usecs > 0;
   const pg::Value acked = keep ? pg::text_value("acked") : pg::null_value();
@@ -116,7 +124,7 @@ Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64
     spi.run(keep, {pg::int8_value(msg_id), pg::timestamptz_value(now)});
   else
     spi.run(remove, {pg::int8_value(msg_id)});
-  releases.add(queue, d->slot, d->bytes, d->partition_key);
+  releases.add(queue, d->slot, d->bytes, d->key(queue));
   releases.outcome(d->resource, core::flow::Outcome::success);
   return Finish::done;
 }
@@ -153,7 +161,7 @@ std::string nack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std:
     spi.run(dead, {pg::int8_value(msg_id), pg::timestamptz_value(now), pg::text_value(error),
                    pg::text_value(permanent ? "permanent" : "max_attempts"),
                    pg::bool_value(queue.options.keep_dead_payload)});
-    releases.add(queue, d->slot, d->bytes, d->partition_key);
+    releases.add(queue, d->slot, d->bytes, d->key(queue));
     return "dead";
   }
   TimestampTz visible = now + core::retry_delay_usecs(queue.options, d->attempt, core::unit_random());

@@ -117,7 +117,7 @@ Delivered deliver(pg::Spi& spi, const queue::Queue& queue, const Route& route, c
     dead(core::backlog_full_message(queue.name), core::backlog_full_class);
     return Delivered::backlog_full;
   }
-  const bool is_head = queue::join_partition(spi, queue, event.partition_key);
+  const bool is_head = queue::join_key(spi, queue, core::group_key(o, event.partition_key, std::nullopt)) > 0;
   spi.run(insert, {queue.t,
                    queue.q,
                    {Int16GetDatum(event.priority), false},

@@ -579,11 +579,31 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.flow_resources', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.flow_resource_state', '');
 
+-- Per-key concurrency limits (queue option max_in_flight_per_key = k): a fairness key's pending
+-- messages of such a queue are counted in queue_partitions, whose `heads` are the ones in
+-- messages_claim (ready or in flight, at most k); the rest wait, in msg_id order, in
+-- messages_key_waiting, and finishing a head promotes the next under the key's row lock. (In a
+-- partition-ordered queue a key's row counts its partition_key's messages and `heads` stays 1.)
+ALTER TABLE forgeyard.queues
+    ADD COLUMN max_in_flight_per_key bigint CHECK (max_in_flight_per_key BETWEEN 1 AND 1000000);
+ALTER TABLE forgeyard.queue_partitions
+    ADD COLUMN heads bigint NOT NULL DEFAULT 1 CHECK (heads >= 0);
+CREATE INDEX messages_key_waiting ON forgeyard.messages (tenant_id, queue, fairness_key, msg_id)
+    WITH (deduplicate_items = off) WHERE state = 'pending' AND NOT is_head AND fairness_key IS NOT NULL;
+COMMENT ON FUNCTION forgeyard.queue_create(text, text, jsonb) IS
+  'Create a queue of the tenant. Options (each validated, 22023 naming it): max_messages, max_bytes, max_payload_bytes (64 KiB), visibility_timeout, max_attempts, backoff_base, backoff_max, ordering (none|partition), dead_letter_payload (drop|keep), retain_acked, max_dead, dead_letter_retention, dedup_window (24 h), admit_<class> percentages (bulk 70, background 80, interactive 90, realtime 95, security_control and emergency 100), notify; flow control: retry_budget, retry_budget_min, retry_budget_window, max_in_flight_per_key (not with ordering partition). 42710 if it exists.';
+COMMENT ON FUNCTION forgeyard.queue_alter(text, text, jsonb) IS
+  'Change the given options of a queue (ordering cannot change; max_in_flight_per_key can be set or removed only while the queue holds no messages, and changed any time). 42704 for an unknown queue.';
+COMMENT ON TABLE forgeyard.queue_partitions IS
+  'Pending messages (and heads: the claimable ones) per partition key of partition-ordered queues and per fairness key of queues with max_in_flight_per_key.';
+
 -- Flow control as operators read it: one row per limit, of a queue (subject NULL) or of a
 -- resource (queue NULL, subject the resource). `available`: tokens a rate limit holds now;
 -- `in_flight`: deliveries a resource has out; `counted` and `delayed`: the retry budget's window,
 -- or a breaker's failures and outcomes in its window; `refused`: claims a resource turned away;
--- `state`: a breaker's; `since`: when the window or the breaker's state began.
+-- `state`: a breaker's; `since`: when the window or the breaker's state began. A key of a queue
+-- with max_in_flight_per_key: `in_flight` its heads (ready or in flight), `counted` its pending
+-- messages, `delayed` those waiting behind the limit, `available` the heads it may still add.
 CREATE VIEW forgeyard.flow_state WITH (security_barrier) AS
 WITH RECURSIVE member_of(oid) AS (
     SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
@@ -647,12 +667,16 @@ WITH RECURSIVE member_of(oid) AS (
                 ELSE coalesce(s.breaker, 'closed') END,
            s.changed_at
       FROM forgeyard.flow_resources r LEFT JOIN forgeyard.flow_resource_state s USING (tenant_id, resource)
-     WHERE r.failure_rate IS NOT NULL
+     WHERE r.failure_rate IS NOT NULL    UNION ALL
+    SELECT q.tenant_id, q.queue, 'key_limit', p.partition_key, 'max_in_flight_per_key ' || q.max_in_flight_per_key,
+           greatest(0, q.max_in_flight_per_key - p.heads), p.heads, p.pending, p.pending - p.heads, NULL, NULL, NULL
+      FROM forgeyard.queues q JOIN forgeyard.queue_partitions p USING (tenant_id, queue)
+     WHERE q.max_in_flight_per_key IS NOT NULL
 )
 SELECT * FROM rows
  WHERE NOT EXISTS (SELECT 1 FROM scope) OR rows.tenant_id IN (SELECT scope.tenant_id FROM scope);
 COMMENT ON VIEW forgeyard.flow_state IS
-  'Flow control: each admission limit and retry budget of a queue, each resource limit and breaker, with the tokens a rate limit holds now, deliveries in flight, the retry window''s or breaker window''s counts, claims refused, the breaker''s state. A role bound to tenants sees only those.';
+  'Flow control: each admission limit and retry budget of a queue, each key of a queue with max_in_flight_per_key, each resource limit and breaker, with the tokens a rate limit holds now, deliveries in flight, the retry window''s or breaker window''s counts, claims refused, the breaker''s state. A role bound to tenants sees only those.';
 
 INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('inspect',     'SELECT',  'TABLE forgeyard.flow_state');

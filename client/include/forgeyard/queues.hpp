@@ -46,6 +46,10 @@ struct QueueOptions {
   std::optional<double> retry_budget;
   std::int64_t retry_budget_min = 10;
   Duration retry_budget_window = std::chrono::minutes(1);
+  // At most this many messages of one fairness key (OutgoingMessage::fairness_key) are ready or
+  // in flight at a time; the key's others wait in order and are never read by a claim. None: no
+  // limit. Not with partition_ordered (InvalidArgument).
+  std::optional<std::int64_t> max_in_flight_per_key;
 };
 
 // `rate` per `per`, with a burst of `rate` (a bucket of `rate` tokens refilled over `per`).

@@ -352,17 +352,25 @@ VerifyReport postgres_verify(const std::string& url, bool full) {
       finding("queue_counters", "queue " + r.text(i, 1) + " of tenant " + r.text(i, 0) + " counts " + r.text(i, 2) +
                                     " messages / " + r.text(i, 3) + " bytes, its pending rows are " + r.text(i, 4) +
                                     " / " + r.text(i, 5));
+    // A key's row counts the pending messages of its partition_key (partition-ordered queues) or
+    // of its fairness_key (max_in_flight_per_key), and of a limited key its heads.
     PgResult parts =
         query(conn,
-              "SELECT p.tenant_id, p.queue, p.partition_key, p.pending, coalesce(n.n, 0)::int8"
-              " FROM forgeyard.queue_partitions p LEFT JOIN (SELECT tenant_id, queue, partition_key,"
-              "   count(*) AS n FROM forgeyard.messages WHERE state = 'pending' AND partition_key IS NOT NULL"
-              "   GROUP BY 1, 2, 3) n USING (tenant_id, queue, partition_key)"
-              " WHERE p.pending <> coalesce(n.n, 0)");
+              "SELECT p.tenant_id, p.queue, p.partition_key, p.pending, coalesce(n.n, 0)::int8, p.heads,"
+              "   coalesce(n.h, 0)::int8"
+              " FROM forgeyard.queue_partitions p JOIN forgeyard.queues q USING (tenant_id, queue)"
+              " LEFT JOIN (SELECT m.tenant_id, m.queue,"
+              "     CASE WHEN q.ordering = 'partition' THEN m.partition_key ELSE m.fairness_key END AS partition_key,"
+              "     count(*) AS n, count(*) FILTER (WHERE m.is_head) AS h"
+              "   FROM forgeyard.messages m JOIN forgeyard.queues q USING (tenant_id, queue)"
+              "   WHERE m.state = 'pending' GROUP BY 1, 2, 3) n USING (tenant_id, queue, partition_key)"
+              " WHERE p.pending <> coalesce(n.n, 0)"
+              "    OR (q.ordering <> 'partition' AND p.heads <> coalesce(n.h, 0))");
     for (int i = 0; i < parts.rows(); ++i)
-      finding("queue_counters", "partition " + parts.text(i, 2) + " of queue " + parts.text(i, 1) + " (tenant " +
-                                    parts.text(i, 0) + ") counts " + parts.text(i, 3) + " pending, its rows are " +
-                                    parts.text(i, 4));
+      finding("queue_counters", "key " + parts.text(i, 2) + " of queue " + parts.text(i, 1) + " (tenant " +
+                                    parts.text(i, 0) + ") counts " + parts.text(i, 3) + " pending and " +
+                                    parts.text(i, 5) + " heads, its rows are " + parts.text(i, 4) + " and " +
+                                    parts.text(i, 6));
   }
 
   report.checks.push_back("message_states");

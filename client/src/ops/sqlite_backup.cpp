@@ -329,16 +329,24 @@ VerifyReport sqlite_verify(const std::string& path, bool full) {
                                     std::to_string(q.int64(5)));
   }
   {
+    // A key's row counts the pending messages of its partition_key (partition-ordered queues) or
+    // of its fairness_key (max_in_flight_per_key), and of a limited key its heads.
     auto q = db.query(
-        "SELECT p.tenant_id, p.queue, p.partition_key, p.pending,"
-        " (SELECT count(*) FROM messages m WHERE m.tenant_id = p.tenant_id AND m.queue = p.queue"
-        "  AND m.partition_key = p.partition_key AND m.state = 'pending') AS n"
-        " FROM queue_partitions p WHERE p.pending <> (SELECT count(*) FROM messages m WHERE m.tenant_id = p.tenant_id"
-        "  AND m.queue = p.queue AND m.partition_key = p.partition_key AND m.state = 'pending')");
+        "SELECT tenant_id, queue, partition_key, pending, n, heads, h FROM ("
+        " SELECT p.tenant_id, p.queue, p.partition_key, p.pending, p.heads, k.partitioned,"
+        "  (SELECT count(*) FROM messages m WHERE m.tenant_id = p.tenant_id AND m.queue = p.queue"
+        "   AND (CASE WHEN k.partitioned THEN m.partition_key ELSE m.fairness_key END) = p.partition_key"
+        "   AND m.state = 'pending') AS n,"
+        "  (SELECT count(*) FROM messages m WHERE m.tenant_id = p.tenant_id AND m.queue = p.queue"
+        "   AND m.fairness_key = p.partition_key AND m.state = 'pending' AND m.is_head) AS h"
+        " FROM queue_partitions p JOIN (SELECT tenant_id, queue, ordering = 'partition' AS partitioned FROM queues) k"
+        "  ON k.tenant_id = p.tenant_id AND k.queue = p.queue)"
+        " WHERE pending <> n OR (NOT partitioned AND heads <> h)");
     while (q.step())
-      finding("queue_counters", "partition " + q.text(2) + " of queue " + q.text(1) + " (tenant " + q.text(0) +
-                                    ") counts " + std::to_string(q.int64(3)) + " pending, its rows are " +
-                                    std::to_string(q.int64(4)));
+      finding("queue_counters", "key " + q.text(2) + " of queue " + q.text(1) + " (tenant " + q.text(0) + ") counts " +
+                                    std::to_string(q.int64(3)) + " pending and " + std::to_string(q.int64(5)) +
+                                    " heads, its rows are " + std::to_string(q.int64(4)) + " and " +
+                                    std::to_string(q.int64(6)));
   }
 
   report.checks.push_back("workflow_journals");

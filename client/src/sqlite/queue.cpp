@@ -22,7 +22,7 @@ Queue load(Db& db, std::string_view tenant, std::string_view queue) {
       "       backoff_max_usecs, ordering = 'partition', dead_letter_payload = 'keep', retain_acked_usecs, max_dead,"
       "       dead_retention_usecs, dedup_window_usecs, admit_emergency, admit_security_control, admit_realtime,"
       "       admit_interactive, admit_background, admit_bulk, notify, used_messages, used_bytes, retry_budget,"
-      "       retry_budget_min, retry_budget_window_usecs, admission_rate, admission_per_usecs"
+      "       retry_budget_min, retry_budget_window_usecs, admission_rate, admission_per_usecs, max_in_flight_per_key"
       "  FROM queues WHERE tenant_id = ?1 AND queue = ?2");
   q.bind(1, tenant).bind(2, queue);
   if (!q.step()) fy::core::throw_unknown_queue(tenant, queue);
@@ -39,6 +39,7 @@ Queue load(Db& db, std::string_view tenant, std::string_view queue) {
   if (!q.is_null(22)) o.retry_budget = q.real(22);
   o.retry_budget_min = q.int64(23), o.retry_budget_window_usecs = q.int64(24);
   if (!q.is_null(25)) o.admission_rate = q.int64(25), o.admission_per_usecs = q.int64(26);
+  if (!q.is_null(27)) o.max_in_flight_per_key = q.int64(27);
   return out;
 }
 
@@ -54,10 +55,48 @@ void change_usage(Db& db, const Queue& queue, std::int64_t messages, std::int64_
       .run();
 }
 
-// A message leaves the live queue: room back, and the next of its partition becomes the head.
+// A message leaves the live queue: room back, and the next of its key (core::group_key) becomes a
+// head: the next of its partition, or in a max_in_flight_per_key queue up to the limit of the
+// fairness key's waiting messages.
 void release(Db& db, const Queue& queue, std::int64_t bytes, const std::optional<std::string>& key) {
   change_usage(db, queue, -1, -bytes);
-  if (!key || !queue.options.partitioned) return;
+  if (!key) return;
+  if (!queue.options.partitioned) {
+    auto left = db.query(
+        "UPDATE queue_partitions SET pending = pending - 1, heads = max(heads - 1, 0)"
+        " WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3 RETURNING pending, heads");
+    left.bind(1, queue.tenant).bind(2, queue.name).bind(3, *key);
+    if (!left.step()) return;
+    const std::int64_t pending = left.int64(0), heads = left.int64(1);
+    while (left.step()) {
+    }
+    if (pending <= 0) {
+      db.query("DELETE FROM queue_partitions WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3")
+          .bind(1, queue.tenant)
+          .bind(2, queue.name)
+          .bind(3, *key)
+          .run();
+      return;
+    }
+    const std::int64_t n = fy::core::heads_to_promote(queue.options.max_in_flight_per_key, pending, heads);
+    if (n <= 0) return;
+    const std::int64_t promoted =
+        db.query(
+              "UPDATE messages SET is_head = 1 WHERE msg_id IN (SELECT msg_id FROM messages WHERE tenant_id = ?1"
+              " AND queue = ?2 AND fairness_key = ?3 AND state = 'pending' AND NOT is_head ORDER BY msg_id LIMIT ?4)")
+            .bind(1, queue.tenant)
+            .bind(2, queue.name)
+            .bind(3, *key)
+            .bind(4, n)
+            .run();
+    db.query("UPDATE queue_partitions SET heads = heads + ?4 WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3")
+        .bind(1, queue.tenant)
+        .bind(2, queue.name)
+        .bind(3, *key)
+        .bind(4, promoted)
+        .run();
+    return;
+  }
   db.query(
         "UPDATE queue_partitions SET pending = pending - 1 WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3")
       .bind(1, queue.tenant)

@@ -89,11 +89,12 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
           std::int64_t msg_id, priority, bytes;
           std::optional<std::string> key;
           bool has_payload;
+          std::optional<std::string> fairness_key;
         };
         std::vector<Dead> dead;
         auto pick = [&](std::optional<std::int64_t> id) {
           auto q = db.query(
-              "SELECT msg_id, priority, bytes, partition_key, payload IS NOT NULL FROM messages"
+              "SELECT msg_id, priority, bytes, partition_key, payload IS NOT NULL, fairness_key FROM messages"
               " WHERE tenant_id = ?1 AND queue = ?2 AND state = 'dead' AND (?3 IS NULL OR msg_id = ?3)"
               "   AND (?3 IS NOT NULL OR payload IS NOT NULL) ORDER BY msg_id LIMIT ?4");
           q.bind(1, tenant).bind(2, queue);
@@ -104,7 +105,8 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
           q.bind(4, static_cast<std::int64_t>(max_rows));
           while (q.step())
             dead.push_back({q.int64(0), q.int64(1), q.int64(2),
-                            q.is_null(3) ? std::nullopt : std::optional<std::string>(q.text(3)), q.int64(4) != 0});
+                            q.is_null(3) ? std::nullopt : std::optional<std::string>(q.text(3)), q.int64(4) != 0,
+                            q.is_null(5) ? std::nullopt : std::optional<std::string>(q.text(5))});
         };
         Queue q = load(db, tenant, queue);
         if (msg_ids.empty()) pick(std::nullopt);
@@ -112,7 +114,7 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
         for (const Dead& d : dead) {
           if (!d.has_payload) fy::core::throw_not_redrivable(d.msg_id);
           admit(db, q, static_cast<int>(d.priority), d.bytes);
-          const bool is_head = join_partition(db, q, d.key);
+          const bool is_head = join_key(db, q, fy::core::group_key(q.options, d.key, d.fairness_key));
           db.query(
                 "UPDATE messages SET state = 'pending', attempt = 0, claim_token = NULL, claimed_by = NULL,"
                 " visible_at = ?2, finished_at = NULL, error_class = NULL, is_head = ?3"

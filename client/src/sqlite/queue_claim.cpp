@@ -81,7 +81,7 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
             " COALESCE(payload, (SELECT e.payload FROM subscriptions s JOIN topic_events e"
             "   ON e.tenant_id = s.tenant_id AND e.topic = s.topic WHERE s.tenant_id = messages.tenant_id"
             "   AND s.subscription = messages.queue AND e.event_id = messages.event_id)),"
-            " enqueued_at, bytes, resource");
+            " enqueued_at, bytes, resource, fairness_key");
         q.bind(1, id).bind(2, claim_token).bind(3, now + visibility).bind(4, consumer);
         if (!q.step()) continue;
         Delivery d;
@@ -95,6 +95,8 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
         d.enqueued_at = from_unix_usecs(q.int64(7));
         const std::int64_t bytes = q.int64(8);
         const std::optional<std::string> resource = q.is_null(9) ? std::nullopt : std::optional<std::string>(q.text(9));
+        const std::optional<std::string> fairness_key =
+            q.is_null(10) ? std::nullopt : std::optional<std::string>(q.text(10));
         while (q.step()) {
         }
         if (d.attempt > queue.options.max_attempts) {
@@ -107,7 +109,7 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
               .bind(2, now)
               .bind(3, static_cast<std::int64_t>(queue.options.keep_dead_payload ? 1 : 0))
               .run();
-          release(db, queue, bytes, d.partition_key);
+          release(db, queue, bytes, fy::core::group_key(queue.options, d.partition_key, fairness_key));
           record_outcome(db, queue, resource, fy::core::flow::Outcome::neutral, now);
           if (lapsed != nullptr) lapsed->push_back(std::move(d));
           continue;

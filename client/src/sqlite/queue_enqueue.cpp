@@ -22,14 +22,23 @@ void admit(Db& db, Queue& queue, int priority, std::int64_t bytes, bool write_us
   if (write_usage) change_usage(db, queue, 1, bytes);
 }
 
-// Only partition-ordered queues track keys; elsewhere a partition_key is just carried along.
-bool join_partition(Db& db, const Queue& queue, const std::optional<std::string>& key) {
-  if (!key || !queue.options.partitioned) return true;
+// Partition-ordered queues count partition keys (the head: a key's only pending message), queues
+// with max_in_flight_per_key fairness keys (a head while fewer than the limit are and none waits).
+bool join_key(Db& db, const Queue& queue, const std::optional<std::string>& key) {
+  if (!key) return true;
+  if (queue.options.partitioned) {
+    auto q = db.query(
+        "INSERT INTO queue_partitions (tenant_id, queue, partition_key, pending) VALUES (?1, ?2, ?3, 1)"
+        " ON CONFLICT (tenant_id, queue, partition_key) DO UPDATE SET pending = pending + 1 RETURNING pending");
+    q.bind(1, queue.tenant).bind(2, queue.name).bind(3, *key);
+    return q.step() && q.int64(0) == 1;
+  }
   auto q = db.query(
-      "INSERT INTO queue_partitions (tenant_id, queue, partition_key, pending) VALUES (?1, ?2, ?3, 1)"
-      " ON CONFLICT (tenant_id, queue, partition_key) DO UPDATE SET pending = pending + 1 RETURNING pending");
-  q.bind(1, queue.tenant).bind(2, queue.name).bind(3, *key);
-  return q.step() && q.int64(0) == 1;
+      "INSERT INTO queue_partitions (tenant_id, queue, partition_key, pending, heads) VALUES (?1, ?2, ?3, 1, 1)"
+      " ON CONFLICT (tenant_id, queue, partition_key) DO UPDATE SET pending = pending + 1,"
+      "   heads = heads + (pending = heads AND heads < ?4) RETURNING pending = heads");
+  q.bind(1, queue.tenant).bind(2, queue.name).bind(3, *key).bind(4, queue.options.max_in_flight_per_key);
+  return q.step() && q.int64(0) != 0;
 }
 
 // One message; with `batch`, its admission is counted there and written by the caller.
@@ -63,7 +72,7 @@ std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::in
     batch->messages += 1, batch->bytes += bytes;
   else
     admit_rate(db, queue, 1, now);
-  const bool is_head = join_partition(db, queue, m.partition_key);
+  const bool is_head = join_key(db, queue, fy::core::group_key(o, m.partition_key, m.fairness_key));
   auto insert = db.query(
       "INSERT INTO messages (tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes,"
       "   enqueued_at, visible_at, fairness_key, resource)"

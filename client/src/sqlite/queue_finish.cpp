@@ -21,11 +21,12 @@ struct Current {
   std::int64_t attempt, bytes;
   std::optional<std::string> partition_key;
   std::optional<std::string> resource;
+  std::optional<std::string> fairness_key;
 };
 
 std::optional<Current> current(Db& db, const Queue& queue, std::int64_t msg_id) {
   auto q = db.query(
-      "SELECT state, claim_token, visible_at, attempt, bytes, partition_key, resource FROM messages"
+      "SELECT state, claim_token, visible_at, attempt, bytes, partition_key, resource, fairness_key FROM messages"
       " WHERE msg_id = ?1 AND tenant_id = ?2 AND queue = ?3");
   q.bind(1, msg_id).bind(2, queue.tenant).bind(3, queue.name);
   if (!q.step()) return std::nullopt;
@@ -33,7 +34,8 @@ std::optional<Current> current(Db& db, const Queue& queue, std::int64_t msg_id) 
                  q.int64(3),
                  q.int64(4),
                  q.is_null(5) ? std::nullopt : std::optional<std::string>(q.text(5)),
-                 q.is_null(6) ? std::nullopt : std::optional<std::string>(q.text(6))};
+                 q.is_null(6) ? std::nullopt : std::optional<std::string>(q.text(6)),
+                 q.is_null(7) ? std::nullopt : std::optional<std::string>(q.text(7))};
 }
 
 const fy::core::DeliveryRow* fence_of(const std::optional<Current>& c) {
@@ -53,7 +55,7 @@ void ack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t token,
         .run();
   else
     db.query("DELETE FROM messages WHERE msg_id = ?1").bind(1, msg_id).run();
-  release(db, queue, c->bytes, c->partition_key);
+  release(db, queue, c->bytes, fy::core::group_key(queue.options, c->partition_key, c->fairness_key));
 }
 
 NackOutcome nack_in(Db& db, const Queue& q, std::int64_t msg_id, std::int64_t claim_token, std::string_view error,
@@ -73,7 +75,7 @@ NackOutcome nack_in(Db& db, const Queue& q, std::int64_t msg_id, std::int64_t cl
         .bind(4, permanent ? "permanent" : "max_attempts")
         .bind(5, static_cast<std::int64_t>(q.options.keep_dead_payload ? 1 : 0))
         .run();
-    release(db, q, c->bytes, c->partition_key);
+    release(db, q, c->bytes, fy::core::group_key(q.options, c->partition_key, c->fairness_key));
     return NackOutcome::Dead;
   }
   std::int64_t visible = now + fy::core::retry_delay_usecs(q.options, c->attempt, fy::core::unit_random());

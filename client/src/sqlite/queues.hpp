@@ -67,7 +67,8 @@ void check_queue_name(std::string_view tenant, std::string_view queue);
 // The queue and its usage counters; 42704 if it does not exist (queue.cpp).
 Queue load(Db& db, std::string_view tenant, std::string_view queue);
 void change_usage(Db& db, const Queue& queue, std::int64_t messages, std::int64_t bytes);
-// A message leaves the live queue: room back, and the next of its partition becomes the head.
+// A message leaves the live queue: room back, and the next of its key (`key`: its
+// core::group_key) becomes a head.
 void release(Db& db, const Queue& queue, std::int64_t bytes, const std::optional<std::string>& key);
 // The forms PostgreSQL's uuid input accepts (optional braces, dashes optional), canonicalized.
 std::string canonical_uuid(std::string_view s);
@@ -85,8 +86,8 @@ bool resource_allows(Db& db, const Queue& queue, const std::optional<std::string
                      std::int64_t now);
 void record_outcome(Db& db, const Queue& queue, const std::optional<std::string>& resource,
                     fy::core::flow::Outcome outcome, std::int64_t now);
-// Counts a pending message into its partition; true if it is the head.
-bool join_partition(Db& db, const Queue& queue, const std::optional<std::string>& key);
+// Counts a pending message into its key's row (`key`: its core::group_key); true if it is a head.
+bool join_key(Db& db, const Queue& queue, const std::optional<std::string>& key);
 
 // The visibility of a claim: the argument, checked, else the queue's (queue_claim.cpp).
 std::int64_t visibility_usecs(const Queue& queue, std::optional<Duration> visibility);

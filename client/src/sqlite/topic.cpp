@@ -120,7 +120,7 @@ Delivered deliver(Db& db, Queue& queue, const Route& route, const StoredEvent& e
     insert_dead(db, queue, e, now, fy::core::backlog_full_message(queue.name), fy::core::backlog_full_class);
     return Delivered::backlog_full;
   }
-  const bool is_head = join_partition(db, queue, e.partition_key);
+  const bool is_head = join_key(db, queue, fy::core::group_key(o, e.partition_key, std::nullopt));
   auto q = db.query(
       "INSERT INTO messages (tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes,"
       "   enqueued_at, visible_at) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, NULL, ?7, ?8, ?8)");

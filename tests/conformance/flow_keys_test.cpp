@@ -1,0 +1,183 @@
+// Flow control, per-key concurrency limits (docs/operations.md, "Flow control"): a queue's
+// max_in_flight_per_key bounds the messages of one fairness key that are ready or in flight, on
+// every backend, under concurrent claimers.
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend.hpp"
+#include "check.hpp"
+
+using namespace std::chrono_literals;
+using forgeyard::ErrorKind;
+using forgeyard::OutgoingMessage;
+
+namespace {
+struct KeyFixture : conformance::Backend {
+  std::string queue = "keyed";
+  forgeyard::Queues& queues() { return store->queues(); }
+  void create(std::int64_t limit) {
+    forgeyard::QueueOptions o;
+    o.max_in_flight_per_key = limit;
+    o.backoff_base = 1ms;
+    o.backoff_max = 1ms;
+    o.keep_dead_letter_payload = true;
+    queues().create(tenant, queue, o);
+  }
+  std::int64_t send(const std::string& key) {
+    OutgoingMessage m{key};
+    m.fairness_key = key;
+    return queues().enqueue(tenant, queue, m);
+  }
+  std::vector<forgeyard::Delivery> claim(int n) {
+    auto got = queues().claim(tenant, queue, "w", n);
+    std::sort(got.begin(), got.end(), [](const auto& x, const auto& y) { return x.msg_id < y.msg_id; });
+    return got;
+  }
+  static std::vector<std::int64_t> ids(const std::vector<forgeyard::Delivery>& got) {
+    std::vector<std::int64_t> out;
+    for (const auto& d : got) out.push_back(d.msg_id);
+    return out;
+  }
+};
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(flow_keys, KeyFixture)
+
+BOOST_AUTO_TEST_CASE(a_key_at_its_limit_is_skipped_and_its_next_follows_when_one_finishes) {
+  create(2);
+  std::vector<std::int64_t> a;
+  for (int i = 0; i < 5; ++i) a.push_back(send("A"));
+  const std::int64_t b = send("B");
+  const std::int64_t plain = queues().enqueue(tenant, queue, {"no key"});
+  // Two of A (the oldest), B and the message without a key; A's others wait and are not ready.
+  auto first = claim(10);
+  BOOST_TEST(ids(first) == (std::vector<std::int64_t>{a[0], a[1], b, plain}));
+  BOOST_TEST(claim(10).empty());
+  // (queue_stats counts them as ready: visible and unclaimed; flow_state shows them per key.)
+  BOOST_TEST(queues().stats(tenant, queue).ready == 3);
+  // An ack lets A's next one in, in enqueue order; a retry keeps its place (still one of the two).
+  queues().ack(tenant, queue, first[0].msg_id, first[0].claim_token);
+  auto second = claim(10);
+  BOOST_TEST(ids(second) == (std::vector<std::int64_t>{a[2]}));
+  BOOST_TEST((queues().nack(tenant, queue, first[1].msg_id, first[1].claim_token, "again") ==
+             forgeyard::NackOutcome::Retry));
+  clock.advance(1s);
+  BOOST_TEST(ids(claim(10)) == (std::vector<std::int64_t>{a[1]}));
+  // A dead letter finishes too: A's next one follows it.
+  BOOST_TEST((queues().nack(tenant, queue, second[0].msg_id, second[0].claim_token, "bad", true) ==
+             forgeyard::NackOutcome::Dead));
+  BOOST_TEST(ids(claim(10)) == (std::vector<std::int64_t>{a[3]}));
+  BOOST_TEST(claim(10).empty());
+  BOOST_TEST(queues().stats(tenant, queue).ready == 1);  // a[4], behind a[1] and a[3]
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_of_one_key_makes_heads_up_to_the_limit_and_a_redriven_message_waits_for_room) {
+  create(2);
+  std::vector<OutgoingMessage> batch;
+  for (int i = 0; i < 4; ++i) {
+    OutgoingMessage m{"c" + std::to_string(i)};
+    m.fairness_key = "C";
+    batch.push_back(m);
+  }
+  const auto c = queues().enqueue_many(tenant, queue, batch);
+  auto got = claim(10);
+  BOOST_TEST(ids(got) == (std::vector<std::int64_t>{c[0], c[1]}));
+  // A dead letter makes room: C's next one follows it.
+  BOOST_TEST((queues().nack(tenant, queue, got[0].msg_id, got[0].claim_token, "bad", true) ==
+              forgeyard::NackOutcome::Dead));
+  const auto c2 = claim(10);
+  BOOST_TEST(ids(c2) == (std::vector<std::int64_t>{c[2]}));
+  // Redriven, it joins the key at its limit and waits; as the oldest of C it is the next one in.
+  BOOST_TEST(queues().redrive(tenant, queue, {c[0]}) == 1);
+  BOOST_TEST(claim(10).empty());
+  queues().ack(tenant, queue, got[1].msg_id, got[1].claim_token);
+  const auto c0 = claim(10);
+  BOOST_TEST(ids(c0) == (std::vector<std::int64_t>{c[0]}));
+  queues().ack(tenant, queue, c2[0].msg_id, c2[0].claim_token);
+  BOOST_TEST(ids(claim(10)) == (std::vector<std::int64_t>{c[3]}));
+}
+
+BOOST_AUTO_TEST_CASE(eight_claimers_never_hold_more_than_the_limit_of_a_key) {
+  create(2);
+  constexpr int keys = 4, per_key = 12, total = keys * per_key;
+  for (int i = 0; i < per_key; ++i)
+    for (int k = 0; k < keys; ++k) send("k" + std::to_string(k));
+  std::array<std::atomic<int>, keys> holding{}, most{};
+  std::atomic<int> done{0};
+  std::mutex failed_mutex;
+  std::string failed;
+  std::vector<std::thread> claimers;
+  for (int t = 0; t < 8; ++t)
+    claimers.emplace_back([&] {
+      try {
+        auto own = open_another(2);
+        for (int idle = 0; done.load() < total && idle < 2000;) {
+          std::vector<forgeyard::Delivery> got;
+          try {
+            got = own->queues().claim(tenant, queue, "w", 3);
+          } catch (const forgeyard::Error& e) {
+            if (e.kind() != ErrorKind::SerializationFailure) throw;  // SQLite's busy writer: again
+          }
+          if (got.empty()) {
+            ++idle;
+            std::this_thread::sleep_for(1ms);
+            continue;
+          }
+          for (const auto& d : got) {
+            const int k = d.payload.back() - '0';
+            const int now_holding = ++holding[k];
+            for (int seen = most[k].load(); now_holding > seen && !most[k].compare_exchange_weak(seen, now_holding);) {
+            }
+          }
+          std::this_thread::sleep_for(2ms);
+          for (const auto& d : got) --holding[d.payload.back() - '0'];
+          for (const auto& d : got)
+            for (;;) try {
+                own->queues().ack(tenant, queue, d.msg_id, d.claim_token);
+                break;
+              } catch (const forgeyard::Error& e) {
+                if (e.kind() != ErrorKind::SerializationFailure) throw;
+              }
+          done += static_cast<int>(got.size());
+        }
+      } catch (const std::exception& e) {
+        const std::lock_guard lock(failed_mutex);
+        failed = e.what();
+        done = total;  // stop the others
+      }
+    });
+  for (auto& t : claimers) t.join();
+  BOOST_TEST(failed == "");
+  BOOST_TEST(done.load() == total);
+  for (int k = 0; k < keys; ++k) {
+    BOOST_TEST(most[k].load() <= 2, "key " << k << " had " << most[k].load() << " in flight");
+    BOOST_TEST(most[k].load() >= 1);
+  }
+  BOOST_TEST(queues().stats(tenant, queue).ready == 0);
+}
+
+BOOST_AUTO_TEST_CASE(bad_key_limits_are_refused) {
+  forgeyard::QueueOptions o;
+  o.max_in_flight_per_key = 0;
+  FY_CHECK_ERROR(queues().create(tenant, queue, o), ErrorKind::InvalidArgument, "22023",
+                 "queue option max_in_flight_per_key must be a positive integer");
+  o.max_in_flight_per_key = 2000000;
+  FY_CHECK_ERROR(queues().create(tenant, queue, o), ErrorKind::InvalidArgument, "22023",
+                 "queue option max_in_flight_per_key must be at most 1000000");
+  o.max_in_flight_per_key = 2;
+  o.partition_ordered = true;
+  FY_CHECK_ERROR(queues().create(tenant, queue, o), ErrorKind::InvalidArgument, "22023",
+                 "queue option max_in_flight_per_key cannot be combined with ordering partition (which hands out one "
+                 "message of a partition_key at a time)");
+  FY_CHECK_ERROR(queues().stats(tenant, queue), ErrorKind::NotFound, "42704");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
