@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(83);
+SELECT plan(106);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -261,6 +261,74 @@ SELECT lives_ok($$SELECT forgeyard.resource_limit('t1', 'pay', '{}'); SELECT for
                 'resource_limit {} and breaker_configure NULL');
 SELECT is_empty($$SELECT 1 FROM forgeyard.flow_resources UNION ALL SELECT 1 FROM forgeyard.flow_resource_state$$,
                 'a resource with neither limits nor a breaker is forgotten');
+
+-------------------------------------------------------------------------------------------------
+-- Per-key concurrency limits: max_in_flight_per_key
+-------------------------------------------------------------------------------------------------
+SELECT forgeyard.queue_create('t1', 'kq', '{"max_in_flight_per_key": 2, "dead_letter_payload": "keep"}');
+SELECT is((SELECT max_in_flight_per_key FROM forgeyard.queues WHERE tenant_id = 't1' AND queue = 'kq'), 2::bigint,
+          'queue_create stores max_in_flight_per_key');
+SELECT is(pg_temp.err($$SELECT forgeyard.queue_create('t1', 'kx', '{"max_in_flight_per_key": 0}')$$),
+          ARRAY['22023', 'queue option max_in_flight_per_key must be a positive integer', ''],
+          'max_in_flight_per_key 0: 22023 naming it');
+SELECT is(pg_temp.err($$SELECT forgeyard.queue_create('t1', 'kx', '{"max_in_flight_per_key": "two"}')$$),
+          ARRAY['22023', 'queue option max_in_flight_per_key must be a positive integer', ''],
+          'max_in_flight_per_key not a number: 22023');
+SELECT is(pg_temp.err($$SELECT forgeyard.queue_create('t1', 'kx', '{"max_in_flight_per_key": 1000001}')$$),
+          ARRAY['22023', 'queue option max_in_flight_per_key must be at most 1000000', ''],
+          'max_in_flight_per_key above 1000000: 22023');
+SELECT is(pg_temp.err($$SELECT forgeyard.queue_create('t1', 'kx', '{"max_in_flight_per_key": 2, "ordering": "partition"}')$$),
+          ARRAY['22023', 'queue option max_in_flight_per_key cannot be combined with ordering partition (which hands out one message of a partition_key at a time)', ''],
+          'max_in_flight_per_key with ordering partition: 22023');
+SELECT is_empty($$SELECT 1 FROM forgeyard.queues WHERE tenant_id = 't1' AND queue = 'kx'$$, 'the refused queues were not made');
+
+SELECT forgeyard.enqueue('t1', 'kq', 'a', fairness_key => 'A') FROM generate_series(1, 3);
+SELECT forgeyard.enqueue_batch('t1', 'kq', ARRAY['b', 'b', 'b']::bytea[], fairness_key => 'B');
+SELECT forgeyard.enqueue('t1', 'kq', 'n');
+SELECT results_eq($$SELECT fairness_key, is_head FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'kq' ORDER BY msg_id$$,
+                  $$VALUES ('A', true), ('A', true), ('A', false), ('B', true), ('B', true), ('B', false), (NULL, true)$$,
+                  'each key''s first two are heads (one by one and in a batch), the rest wait; no key, no limit');
+SELECT results_eq($$SELECT partition_key, pending, heads FROM forgeyard.queue_partitions WHERE tenant_id = 't1' AND queue = 'kq' ORDER BY 1$$,
+                  $$VALUES ('A', 3::bigint, 2::bigint), ('B', 3, 2)$$, 'the keys'' counts: pending and heads');
+SELECT results_eq($$SELECT kind, subject, "limit", available, in_flight, counted, delayed FROM forgeyard.flow_state
+                    WHERE tenant_id = 't1' AND queue = 'kq' ORDER BY subject$$,
+                  $$VALUES ('key_limit', 'A', 'max_in_flight_per_key 2', 0::bigint, 2::bigint, 3::bigint, 1::bigint),
+                           ('key_limit', 'B', 'max_in_flight_per_key 2', 0, 2, 3, 1)$$,
+                  'flow_state: a row per key, its heads in flight and its waiting messages delayed');
+CREATE TEMP TABLE kc AS SELECT * FROM forgeyard.claim('t1', 'kq', 'w', 10);
+SELECT is((SELECT count(*) FROM kc), 5::bigint, 'a claim hands out the heads only: two per key and the one without');
+SELECT is_empty($$SELECT * FROM forgeyard.claim('t1', 'kq', 'w', 10)$$, 'keys at their limit are skipped');
+SELECT lives_ok($$SELECT forgeyard.ack('t1', 'kq', msg_id, claim_token) FROM kc
+                   WHERE msg_id = (SELECT min(m.msg_id) FROM forgeyard.messages m WHERE m.queue = 'kq' AND m.fairness_key = 'A')$$,
+                'ack of A''s first');
+SELECT results_eq($$SELECT m.fairness_key, count(*) FILTER (WHERE m.is_head), count(*) FROM forgeyard.messages m
+                    WHERE m.tenant_id = 't1' AND m.queue = 'kq' AND m.state = 'pending' GROUP BY 1 ORDER BY 1$$,
+                  $$VALUES ('A', 2::bigint, 2::bigint), ('B', 2, 3), (NULL, 1, 1)$$,
+                  'the ack promoted A''s waiting message');
+SELECT results_eq($$SELECT partition_key, pending, heads FROM forgeyard.queue_partitions WHERE tenant_id = 't1' AND queue = 'kq' ORDER BY 1$$,
+                  $$VALUES ('A', 2::bigint, 2::bigint), ('B', 3, 2)$$, 'and counted it');
+SELECT results_eq($$SELECT payload FROM forgeyard.claim('t1', 'kq', 'w', 10)$$, $$VALUES ('a'::bytea)$$,
+                  'the promoted message is claimable');
+-- A dead letter releases its place as an ack does.
+SELECT is((SELECT forgeyard.nack('t1', 'kq', msg_id, claim_token, 'bad', true) FROM kc
+            WHERE msg_id = (SELECT min(m.msg_id) FROM forgeyard.messages m WHERE m.queue = 'kq' AND m.fairness_key = 'B')),
+          'dead', 'a permanent nack of B''s first');
+SELECT results_eq($$SELECT partition_key, pending, heads FROM forgeyard.queue_partitions WHERE tenant_id = 't1' AND queue = 'kq' ORDER BY 1$$,
+                  $$VALUES ('A', 2::bigint, 2::bigint), ('B', 2, 2)$$, 'a dead letter promoted B''s waiting message');
+-- Setting or removing the limit needs an empty queue; changing it does not.
+SELECT is(pg_temp.err($$SELECT forgeyard.queue_alter('t1', 'kq', '{"max_in_flight_per_key": null}')$$),
+          ARRAY['22023', 'queue option max_in_flight_per_key can be set or removed only while the queue holds no messages',
+                'it can be changed to another limit at any time'],
+          'removing the limit from a queue with messages: 22023');
+SELECT lives_ok($$SELECT forgeyard.queue_alter('t1', 'kq', '{"max_in_flight_per_key": 3}')$$, 'raising the limit');
+CREATE TEMP TABLE ka AS SELECT forgeyard.enqueue('t1', 'kq', 'a', fairness_key => 'A') AS id;
+SELECT results_eq($$SELECT m.is_head FROM forgeyard.messages m JOIN ka ON m.msg_id = ka.id$$,
+                  $$VALUES (true)$$, 'a raised limit makes the next message of a key a head');
+SELECT forgeyard.queue_create('t1', 'kq2');
+SELECT lives_ok($$SELECT forgeyard.queue_alter('t1', 'kq2', '{"max_in_flight_per_key": 1}')$$, 'setting the limit on an empty queue');
+SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'kq')$$, 'queue_drop');
+SELECT is_empty($$SELECT 1 FROM forgeyard.queue_partitions WHERE tenant_id = 't1' AND queue = 'kq'$$,
+                'queue_drop removes the keys'' rows');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -3,9 +3,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include <optional>
+#include <string>
 
 #include "core/errors.hpp"
 #include "core/flow.hpp"
+#include "core/queue_options.hpp"
 
 namespace flow = fy::core::flow;
 using fy::core::usecs_per_second;
@@ -195,6 +197,43 @@ BOOST_AUTO_TEST_CASE(options_are_checked_by_name) {
   flow::set_breaker_option(b, "failure_rate", "0.25");
   BOOST_TEST(b.failure_rate == 0.25);
   BOOST_CHECK_THROW(flow::set_breaker_option(b, "window", "0"), fy::core::Error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(key_limit_rules)
+
+BOOST_AUTO_TEST_CASE(a_key_is_counted_by_its_partition_or_by_its_fairness_key_under_a_limit) {
+  fy::core::QueueOptions o;
+  const std::optional<std::string> p = "p", f = "f";
+  BOOST_TEST(!fy::core::group_key(o, p, f).has_value());  // neither ordering nor a limit
+  o.max_in_flight_per_key = 2;
+  BOOST_TEST(*fy::core::group_key(o, p, f) == "f");
+  o.max_in_flight_per_key = 0;
+  o.partitioned = true;
+  BOOST_TEST(*fy::core::group_key(o, p, f) == "p");
+  o.max_in_flight_per_key = 2;
+  BOOST_CHECK_THROW(fy::core::validate(o), fy::core::Error);  // not both
+}
+
+BOOST_AUTO_TEST_CASE(heads_are_promoted_up_to_the_limit_and_never_beyond_what_waits) {
+  BOOST_TEST(fy::core::heads_to_promote(2, 5, 1) == 1);  // one place free
+  BOOST_TEST(fy::core::heads_to_promote(3, 5, 0) == 3);  // all free, five pending
+  BOOST_TEST(fy::core::heads_to_promote(3, 2, 0) == 2);  // fewer waiting than places
+  BOOST_TEST(fy::core::heads_to_promote(2, 4, 2) == 0);  // at the limit
+  BOOST_TEST(fy::core::heads_to_promote(1, 4, 3) == 0);  // above it (the limit was lowered)
+  BOOST_TEST(fy::core::heads_to_promote(2, 1, 1) == 0);  // nothing waits
+}
+
+BOOST_AUTO_TEST_CASE(heads_made_by_an_enqueue_are_read_back_from_the_counts_after_it) {
+  // A new key of 5 with a limit of 2: pending 5, heads 2: the first two are heads.
+  BOOST_TEST(fy::core::heads_made(5, 5, 2) == 2);
+  // One more to a key with room and none waiting: pending 2, heads 2: a head.
+  BOOST_TEST(fy::core::heads_made(1, 2, 2) == 1);
+  // One more to a key at its limit (none waiting before): pending 3, heads 2: waits.
+  BOOST_TEST(fy::core::heads_made(1, 3, 2) == 0);
+  // Room after a raised limit, but two were waiting: they go first, this one waits too.
+  BOOST_TEST(fy::core::heads_made(1, 5, 2) == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
