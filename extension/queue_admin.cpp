@@ -184,7 +184,8 @@ FY_FUNCTION(fy_queue_list) {
   static pg::Statement list(head +
                                 ", 'retry_budget', q.retry_budget, 'retry_budget_min', q.retry_budget_min,"
                                 "  'retry_budget_window', (q.retry_budget_window_usecs OPERATOR(pg_catalog.*)"
-                                "    '1 microsecond'::pg_catalog.interval)::pg_catalog.text" +
+                                "    '1 microsecond'::pg_catalog.interval)::pg_catalog.text,"
+                                "  'max_in_flight_per_key', q.max_in_flight_per_key" +
                                 tail,
                             {TEXTOID});
   static pg::Statement list_old(head + tail, {TEXTOID});

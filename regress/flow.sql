@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(106);
+SELECT plan(107);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -268,6 +268,8 @@ SELECT is_empty($$SELECT 1 FROM forgeyard.flow_resources UNION ALL SELECT 1 FROM
 SELECT forgeyard.queue_create('t1', 'kq', '{"max_in_flight_per_key": 2, "dead_letter_payload": "keep"}');
 SELECT is((SELECT max_in_flight_per_key FROM forgeyard.queues WHERE tenant_id = 't1' AND queue = 'kq'), 2::bigint,
           'queue_create stores max_in_flight_per_key');
+SELECT is((SELECT options->'max_in_flight_per_key' FROM forgeyard.queue_list('t1') WHERE queue = 'kq'), '2'::jsonb,
+          'queue_list shows it, as queue_create takes it');
 SELECT is(pg_temp.err($$SELECT forgeyard.queue_create('t1', 'kx', '{"max_in_flight_per_key": 0}')$$),
           ARRAY['22023', 'queue option max_in_flight_per_key must be a positive integer', ''],
           'max_in_flight_per_key 0: 22023 naming it');
