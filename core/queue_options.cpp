@@ -122,6 +122,8 @@ void set_queue_option(QueueOptions& o, std::string_view key, std::string_view va
     o.max_dead = positive_integer(key, value, big);
   else if (key == "notify")
     o.notify = boolean(key, value);
+  else if (key == "fairness")
+    o.fairness = boolean(key, value);
   else if (key == "retry_budget")
     o.retry_budget = value == "null" ? std::nullopt : std::optional<double>(fraction(key, value));
   else if (key == "max_in_flight_per_key")
@@ -142,6 +144,18 @@ void set_queue_option(QueueOptions& o, std::string_view key, std::string_view va
   } else {
     bad_option(key, "is unknown");
   }
+}
+
+std::int64_t fair_weight(std::optional<std::int64_t> weight) {
+  if (!weight) return 1;
+  if (*weight < 1 || *weight > max_fair_weight)
+    throw Error(sqlstate::invalid_parameter, "weight must be between 1 and " + std::to_string(max_fair_weight));
+  return *weight;
+}
+
+void throw_not_fair(std::string_view queue) {
+  throw Error(sqlstate::invalid_parameter, "queue \"" + std::string(queue) + "\" is not fair",
+              "set its option fairness first: forgeyard.queue_alter(tenant, queue, '{\"fairness\": true}')");
 }
 
 void validate(const QueueOptions& o) {

@@ -58,6 +58,9 @@ struct QueueOptions {
   // flight, at a time (0: no limit). Never with ordering partition (which is the case 1 by
   // partition_key).
   std::int64_t max_in_flight_per_key = 0;
+  // fairness: within a class, claims go by each message's virtual pass (stride scheduling over
+  // its fairness key's weight), not by age.
+  bool fairness = false;
 };
 
 inline constexpr std::int64_t max_key_limit = 1000000;
@@ -80,6 +83,26 @@ inline std::int64_t heads_to_promote(std::int64_t limit, std::int64_t pending, s
 }
 // How many of `n` messages just added to a key are heads, from the key's counts after adding them
 // (the enqueue made min(n, limit - heads) heads only if none was waiting, so what waits now says it).
+// Fair queues: a message's pass is its key's last pass or the class's lowest pending pass,
+// whichever is later, plus pass_unit / weight (weights 1..max_fair_weight).
+inline constexpr std::int64_t pass_unit = 1000000;
+inline constexpr std::int64_t max_fair_weight = 1000;
+inline std::int64_t pass_step(std::int64_t weight) {
+  return pass_unit / (weight < 1 ? 1 : weight);
+}
+// The passes of `n` messages of one key, given the key's last pass after they were added (the
+// last of them): from the first to the last.
+inline std::int64_t nth_pass(std::int64_t last_pass, std::int64_t weight, std::int64_t n, std::int64_t i) {
+  return last_pass - (n - 1 - i) * pass_step(weight);
+}
+// fairness_weight's weight (none: 1), 22023 outside 1..max_fair_weight; and its refusal of a queue
+// without fairness.
+std::int64_t fair_weight(std::optional<std::int64_t> weight);
+[[noreturn]] void throw_not_fair(std::string_view queue);
+// The fairness key a message is scheduled under ("" for one without: they share a key).
+inline std::string fair_key(const std::optional<std::string>& fairness_key) {
+  return fairness_key.value_or(std::string());
+}
 inline std::int64_t heads_made(std::int64_t n, std::int64_t pending, std::int64_t heads) {
   const std::int64_t waiting = pending - heads;
   return waiting >= n ? 0 : n - waiting;

@@ -185,7 +185,7 @@ FY_FUNCTION(fy_queue_list) {
                                 ", 'retry_budget', q.retry_budget, 'retry_budget_min', q.retry_budget_min,"
                                 "  'retry_budget_window', (q.retry_budget_window_usecs OPERATOR(pg_catalog.*)"
                                 "    '1 microsecond'::pg_catalog.interval)::pg_catalog.text,"
-                                "  'max_in_flight_per_key', q.max_in_flight_per_key" +
+                                "  'max_in_flight_per_key', q.max_in_flight_per_key, 'fairness', q.fairness" +
                                 tail,
                             {TEXTOID});
   static pg::Statement list_old(head + tail, {TEXTOID});

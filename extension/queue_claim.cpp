@@ -184,11 +184,15 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
                                    {2, pg::Compare::eq, queue.q},
                                    {3, pg::Compare::ge, {Int16GetDatum(static_cast<std::int16_t>(p)), false}}}};
   };
+  // A fair queue's classes are in pass order (messages_fair), where a row not yet visible (in
+  // flight, or delayed) says nothing of the rows after it: it is skipped, not a stop.
+  const bool fair = queue.options.fairness;
   const std::array<pg::Key, 3> first = from_class(0);
-  pg::Table::Scan scan(m, pg::OwnIndex::messages_claim, first);
+  pg::Table::Scan scan(m, fair ? pg::OwnIndex::messages_fair : pg::OwnIndex::messages_claim, first);
   while (static_cast<int>(out.size()) < max_messages && scan.next()) {
     const int p = m.int2(c.priority);
     if (m.timestamptz(c.visible_at) > now) {
+      if (fair) continue;
       if (p + 1 >= core::priority_classes) break;
       const std::array<pg::Key, 3> next = from_class(p + 1);
       scan.restart(next);
@@ -231,10 +235,12 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   // A subscription's message has no payload of its own: it is its topic event's.
   for (Claimed& d : out)
     if (!d.payload && d.event_id) d.payload = event_payload(spi, queue, *d.event_id);
-  // Delivery order: class, then oldest first (the scan's order within a class is visible_at).
-  std::sort(out.begin(), out.end(), [](const Claimed& a, const Claimed& b) {
-    return a.priority != b.priority ? a.priority < b.priority : a.msg_id < b.msg_id;
-  });
+  // Delivery order: class, then oldest first (the scan's order within a class is visible_at); a
+  // fair queue's is the scan's (class, then pass).
+  if (!fair)
+    std::sort(out.begin(), out.end(), [](const Claimed& a, const Claimed& b) {
+      return a.priority != b.priority ? a.priority < b.priority : a.msg_id < b.msg_id;
+    });
   for (std::int64_t msg_id : doomed)
     spi.run(dead,
             {pg::int8_value(msg_id), pg::timestamptz_value(now), pg::bool_value(queue.options.keep_dead_payload)});

@@ -35,22 +35,26 @@ core::QueueOptions parse_options(pg::Spi& spi, const pg::Value& json, core::Queu
 void write_flow_options(pg::Spi& spi, const pg::Value& t, const pg::Value& q, const core::QueueOptions& o) {
   static pg::Statement set_flow(
       "UPDATE forgeyard.queues SET retry_budget = $3, retry_budget_min = $4, retry_budget_window_usecs = $5,"
-      "   max_in_flight_per_key = $6"
+      "   max_in_flight_per_key = $6, fairness = $7"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
-      {TEXTOID, TEXTOID, FLOAT8OID, INT8OID, INT8OID, INT8OID});
+      {TEXTOID, TEXTOID, FLOAT8OID, INT8OID, INT8OID, INT8OID, BOOLOID});
   const core::QueueOptions d;
   if (!flow_schema()) {
     if (o.retry_budget || o.retry_budget_min != d.retry_budget_min ||
-        o.retry_budget_window_usecs != d.retry_budget_window_usecs || o.max_in_flight_per_key > 0)
+        o.retry_budget_window_usecs != d.retry_budget_window_usecs || o.max_in_flight_per_key > 0 || o.fairness)
       throw core::Error(invalid_parameter,
-                        std::string("queue option ") + (o.max_in_flight_per_key > 0 ? "max_in_flight_per_key" : "retry_budget") +
+                        std::string("queue option ") +
+                            (o.fairness                    ? "fairness"
+                             : o.max_in_flight_per_key > 0 ? "max_in_flight_per_key"
+                                                           : "retry_budget") +
                             " needs the extension at 0.7.0",
                         "run ALTER EXTENSION forgeyard UPDATE");
     return;
   }
   spi.run(set_flow, {t, q, pg::optional_float8_value(o.retry_budget), pg::int8_value(o.retry_budget_min),
                      pg::int8_value(o.retry_budget_window_usecs),
-                     o.max_in_flight_per_key > 0 ? pg::int8_value(o.max_in_flight_per_key) : pg::null_value()});
+                     o.max_in_flight_per_key > 0 ? pg::int8_value(o.max_in_flight_per_key) : pg::null_value(),
+                     pg::bool_value(o.fairness)});
 }
 
 std::vector<pg::Value> option_values(const core::QueueOptions& o) {
@@ -174,13 +178,17 @@ FY_FUNCTION(fy_queue_alter) {
     throw core::Error(invalid_parameter, "queue option ordering cannot change after the queue is created");
   // Setting or removing the per-key limit while messages are pending would leave their keys
   // uncounted, or their waiting messages with nothing to promote them; changing it is safe.
-  // The queue's drop lock waits for open producers, which enqueued under the old options.
+  // The queue's drop lock waits for open producers, which enqueued under the old options. Setting
+  // or removing fairness while messages are pending would leave them without a pass, or with one
+  // the claim no longer reads.
   const bool toggles_key_limit = (o.max_in_flight_per_key > 0) != (queue.options.max_in_flight_per_key > 0);
-  if (toggles_key_limit) pg::lock_queue(queue.tenant, queue.name, pg::QueueLock::drop);
-  if (toggles_key_limit && usage(spi, queue).messages > 0)
+  const bool toggles_fairness = o.fairness != queue.options.fairness;
+  if (toggles_key_limit || toggles_fairness) pg::lock_queue(queue.tenant, queue.name, pg::QueueLock::drop);
+  if ((toggles_key_limit || toggles_fairness) && usage(spi, queue).messages > 0)
     throw core::Error(invalid_parameter,
-                      "queue option max_in_flight_per_key can be set or removed only while the queue holds no messages",
-                      "it can be changed to another limit at any time");
+                      std::string("queue option ") + (toggles_fairness ? "fairness" : "max_in_flight_per_key") +
+                          " can be set or removed only while the queue holds no messages",
+                      toggles_fairness ? "" : "it can be changed to another limit at any time");
   const std::vector<pg::Value> v = option_values(o);
   spi.run(alter, {queue.t, queue.q, v[0],  v[1],  v[2],  v[3],  v[4],  v[5],  v[6],  v[7],  v[8],
                   v[9],    v[10],   v[11], v[12], v[13], v[14], v[15], v[16], v[17], v[18], v[19]});
@@ -211,7 +219,8 @@ FY_FUNCTION(fy_queue_drop) {
   pg::lock_queue(tenant, name, pg::QueueLock::drop);
   const pg::Value t = pg::text_value(tenant), q = pg::text_value(name);
   static pg::Statement drop_flow(
-      "WITH a AS (DELETE FROM forgeyard.queue_admission WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2)"
+      "WITH a AS (DELETE FROM forgeyard.queue_admission WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2),"
+      " k AS (DELETE FROM forgeyard.queue_fair_keys WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2)"
       " DELETE FROM forgeyard.queue_retry_windows WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
       {TEXTOID, TEXTOID});
   const bool dropped = spi.run(drop_queue, {t, q}) > 0;

@@ -210,6 +210,7 @@ struct NewRow {
   std::int64_t bytes;
   int slot;
   TimestampTz visible_at;
+  std::int64_t pass = 0;  // (a fair queue's)
 };
 
 // The message rows, below SPI (pg/table_access.hpp): constraints checked and every index entry
@@ -220,7 +221,7 @@ void insert_messages(const Queue& queue, const std::vector<NewRow>& rows, Timest
   pg::Table messages(access, pg::OwnTable::messages);
   // Column numbers once per call, the same values array for every row (only its data changes);
   // the columns of 0.7.0 only when given: a catalog before it has neither, and its calls pass neither.
-  std::array<std::pair<int, pg::Value>, 16> values{{
+  std::array<std::pair<int, pg::Value>, 17> values{{
       {messages.column("msg_id"), {}},
       {messages.column("tenant_id"), queue.t},
       {messages.column("queue"), queue.q},
@@ -239,6 +240,8 @@ void insert_messages(const Queue& queue, const std::vector<NewRow>& rows, Timest
   std::size_t n = 14;
   if (flow.fairness_key) values[n++] = {messages.column("fairness_key"), pg::text_value(*flow.fairness_key)};
   if (flow.resource) values[n++] = {messages.column("resource"), pg::text_value(*flow.resource)};
+  const std::size_t pass_at = n;
+  if (queue.options.fairness) values[n++] = {messages.column("pass"), {}};
   for (const NewRow& r : rows) {
     values[0].second = pg::int8_value(r.msg_id);
     values[4].second = {Int16GetDatum(static_cast<std::int16_t>(r.priority)), false};
@@ -249,6 +252,7 @@ void insert_messages(const Queue& queue, const std::vector<NewRow>& rows, Timest
     values[9].second = pg::int8_value(r.bytes);
     values[10].second = {Int16GetDatum(static_cast<std::int16_t>(r.slot)), false};
     values[12].second = pg::timestamptz_value(r.visible_at);
+    if (queue.options.fairness) values[pass_at].second = pg::int8_value(r.pass);
     messages.insert(std::span<const std::pair<int, pg::Value>>(values.data(), n));
   }
   messages.finish();
@@ -316,6 +320,44 @@ void join_fairness_key(pg::Spi& spi, const Queue& queue, const Flow& flow, std::
   for (std::size_t i = static_cast<std::size_t>(heads); i < rows.size(); ++i) rows[i].is_head = false;
 }
 
+// In a fair queue, the passes of a call's new messages (one key, one class): after the key's last
+// pass or the class's lowest pending pass, whichever is later, one step of the key's weight apart.
+// When the class has no pending message, the queue's highest last pass stands for the present.
+void assign_passes(pg::Spi& spi, const Queue& queue, const Flow& flow, int priority, std::vector<NewRow>& rows) {
+  static pg::Statement lowest(
+      "SELECT pass FROM forgeyard.messages WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
+      "   AND priority OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) 'pending' AND is_head"
+      "   AND pass IS NOT NULL ORDER BY pass LIMIT 1",
+      {TEXTOID, TEXTOID, INT2OID});
+  static pg::Statement highest_key(
+      "SELECT pg_catalog.max(last_pass) FROM forgeyard.queue_fair_keys"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
+  static pg::Statement take(
+      "INSERT INTO forgeyard.queue_fair_keys AS k (tenant_id, queue, fairness_key, last_pass)"
+      " VALUES ($1, $2, $3, $4 OPERATOR(pg_catalog.+) ($5 OPERATOR(pg_catalog.*) $6))"
+      " ON CONFLICT (tenant_id, queue, fairness_key) DO UPDATE"
+      "   SET last_pass = pg_catalog.int8larger(COALESCE(k.last_pass, $4), $4)"
+      "       OPERATOR(pg_catalog.+) ($5 OPERATOR(pg_catalog.*) ($6 OPERATOR(pg_catalog./) k.weight))"
+      " RETURNING last_pass, weight::pg_catalog.int8",
+      {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID});
+  if (!queue.options.fairness || rows.empty()) return;
+  std::optional<std::int64_t> start;
+  spi.run(lowest, {queue.t, queue.q, {Int16GetDatum(static_cast<std::int16_t>(priority)), false}},
+          [&](const pg::Row& r) { start = r.int8(1); });
+  if (!start) spi.run(highest_key, {queue.t, queue.q}, [&](const pg::Row& r) { start = r.int8(1); });
+  const std::int64_t n = static_cast<std::int64_t>(rows.size());
+  std::int64_t last = 0, weight = 1;
+  spi.run(take,
+          {queue.t, queue.q, pg::text_value(core::fair_key(flow.fairness_key)), pg::int8_value(start.value_or(0)),
+           pg::int8_value(n), pg::int8_value(core::pass_unit)},
+          [&](const pg::Row& r) {
+            last = *r.int8(1);
+            weight = *r.int8(2);
+          });
+  for (std::int64_t i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)].pass = core::nth_pass(last, weight, n, i);
+}
+
 Flow flow_args(FunctionCallInfo fcinfo) {
   auto key = [&](int n, const char* argument, std::size_t max) -> std::optional<std::string> {
     if (PG_NARGS() <= n || pg::arg_is_null(fcinfo, n)) return std::nullopt;
@@ -357,6 +399,7 @@ FY_FUNCTION(fy_enqueue) {
   const std::int64_t msg_id = enqueue_one(spi, queue, m, priority, delay, now, rows);
   admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
   join_fairness_key(spi, queue, flow, rows);
+  assign_passes(spi, queue, flow, priority, rows);
   insert_messages(queue, rows, now, flow);
   spi.finish();
   return Int64GetDatum(msg_id);
@@ -392,6 +435,7 @@ FY_FUNCTION(fy_enqueue_batch) {
   admission.flush();
   admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
   join_fairness_key(spi, queue, flow, rows);
+  assign_passes(spi, queue, flow, priority, rows);
   insert_messages(queue, rows, now, flow);
   spi.finish();
   pg::TableResult out(fcinfo);

@@ -165,6 +165,23 @@ FY_FUNCTION(fy_admission_limit) {
   return (Datum)0;
 }
 
+// fairness_weight(tenant, queue, fairness_key, weight): NULL weight resets it to 1.
+FY_FUNCTION(fy_fairness_weight) {
+  static pg::Statement set_weight(
+      "INSERT INTO forgeyard.queue_fair_keys AS k (tenant_id, queue, fairness_key, weight) VALUES ($1, $2, $3, $4)"
+      " ON CONFLICT (tenant_id, queue, fairness_key) DO UPDATE SET weight = excluded.weight",
+      {TEXTOID, TEXTOID, TEXTOID, INT4OID});
+  pg::Spi spi;
+  const Queue queue = load(spi, fcinfo);
+  const std::string key = pg::name_arg(fcinfo, 2, "fairness_key", core::max_partition_key_bytes);
+  const std::int64_t weight = core::fair_weight(
+      pg::arg_is_null(fcinfo, 3) ? std::nullopt : std::optional<std::int64_t>(pg::int4_arg(fcinfo, 3, "weight")));
+  if (!queue.options.fairness) core::throw_not_fair(queue.name);
+  spi.run(set_weight, {queue.t, queue.q, pg::text_value(key), pg::int4_value(static_cast<std::int32_t>(weight))});
+  spi.finish();
+  return (Datum)0;
+}
+
 namespace fy::queue {
 
 const ResourceConfigs& resource_configs(pg::Spi& spi, const Queue& queue) {

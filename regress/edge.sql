@@ -191,7 +191,8 @@ INSERT INTO nullable VALUES
     ('forgeyard.workflow_cancel(text, uuid, text)', 'reason', 'NULL is stored as an empty reason'),
     ('forgeyard.workflow_signal(text, uuid, text, jsonb, uuid)', 'signal_id', 'NULL: a new signal id'),
     ('forgeyard.admission_limit(text, text, integer, interval)', 'rate', 'NULL removes the limit'),
-    ('forgeyard.breaker_configure(text, text, jsonb)', 'options', 'NULL removes the breaker');
+    ('forgeyard.breaker_configure(text, text, jsonb)', 'options', 'NULL removes the breaker'),
+    ('forgeyard.fairness_weight(text, text, text, integer)', 'weight', 'NULL resets the weight to 1');
 
 CREATE TEMP VIEW undocumented AS
 SELECT fn, arg, label, sqlstate, message FROM outcome

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(107);
+SELECT plan(124);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -331,6 +331,48 @@ SELECT lives_ok($$SELECT forgeyard.queue_alter('t1', 'kq2', '{"max_in_flight_per
 SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'kq')$$, 'queue_drop');
 SELECT is_empty($$SELECT 1 FROM forgeyard.queue_partitions WHERE tenant_id = 't1' AND queue = 'kq'$$,
                 'queue_drop removes the keys'' rows');
+
+-------------------------------------------------------------------------------------------------
+-- Fair queues: fairness and fairness_weight
+-------------------------------------------------------------------------------------------------
+SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.fairness_weight(text, text, text, integer)'::regprocedure),
+          'tenant text, queue text, fairness_key text, weight integer', 'fairness_weight(tenant, queue, fairness_key, weight)');
+SELECT ok(obj_description('forgeyard.fairness_weight(text, text, text, integer)'::regprocedure) IS NOT NULL,
+          'fairness_weight has a COMMENT');
+SELECT ok(NOT has_function_privilege('public', 'forgeyard.fairness_weight(text, text, text, integer)', 'EXECUTE'),
+          'PUBLIC cannot execute fairness_weight');
+SELECT forgeyard.queue_create('t1', 'fq', '{"fairness": true}');
+SELECT is((SELECT fairness FROM forgeyard.queues WHERE tenant_id = 't1' AND queue = 'fq'), true, 'queue_create stores fairness');
+SELECT is(pg_temp.err($$SELECT forgeyard.queue_create('t1', 'fx', '{"fairness": 1}')$$),
+          ARRAY['22023', 'queue option fairness must be true or false', ''], 'fairness not a boolean: 22023');
+SELECT lives_ok($$SELECT forgeyard.fairness_weight('t1', 'fq', 'b', 3)$$, 'fairness_weight b 3');
+SELECT is(pg_temp.err($$SELECT forgeyard.fairness_weight('t1', 'fq', 'b', 0)$$),
+          ARRAY['22023', 'weight must be between 1 and 1000', ''], 'a weight of 0: 22023');
+SELECT is(pg_temp.err($$SELECT forgeyard.fairness_weight('t1', 'fq', 'b', 1001)$$),
+          ARRAY['22023', 'weight must be between 1 and 1000', ''], 'a weight above 1000: 22023');
+SELECT is(pg_temp.err($$SELECT forgeyard.fairness_weight('t1', 'ra', 'b', 2)$$),
+          ARRAY['22023', 'queue "ra" is not fair', 'set its option fairness first: forgeyard.queue_alter(tenant, queue, ''{"fairness": true}'')'],
+          'a weight on a queue without fairness: 22023');
+SELECT results_eq($$SELECT fairness_key, weight FROM forgeyard.queue_fair_keys WHERE tenant_id = 't1' AND queue = 'fq'$$,
+                  $$VALUES ('b'::text, 3)$$, 'the refused weights changed nothing');
+SELECT results_eq($$SELECT kind, subject, "limit" FROM forgeyard.flow_state WHERE tenant_id = 't1' AND queue = 'fq'$$,
+                  $$VALUES ('fairness_weight'::text, 'b'::text, 'weight 3'::text)$$, 'flow_state shows a weight');
+SELECT count(*) FROM forgeyard.enqueue_batch('t1', 'fq', array_fill('a'::bytea, ARRAY[6]), fairness_key => 'a');
+SELECT count(*) FROM forgeyard.enqueue_batch('t1', 'fq', array_fill('b'::bytea, ARRAY[6]), fairness_key => 'b');
+SELECT results_eq($$SELECT fairness_key, pass FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'fq' ORDER BY msg_id LIMIT 3$$,
+                  $$VALUES ('a'::text, 1000000::bigint), ('a', 2000000), ('a', 3000000)$$,
+                  'a key of weight 1 in an empty class: passes one unit apart from the start');
+SELECT results_eq($$SELECT pass FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'fq' AND fairness_key = 'b' ORDER BY msg_id LIMIT 2$$,
+                  $$VALUES (1333333::bigint), (1666666)$$,
+                  'a key of weight 3 starts at the class''s lowest pending pass, a third of a unit apart');
+SELECT is((SELECT string_agg(convert_from(payload, 'UTF8'), '') FROM forgeyard.claim('t1', 'fq', 'w', 8)), 'abbbabbb',
+          'claims go by pass: three of b for each of a');
+SELECT is(pg_temp.err($$SELECT forgeyard.queue_alter('t1', 'fq', '{"fairness": false}')$$),
+          ARRAY['22023', 'queue option fairness can be set or removed only while the queue holds no messages', ''],
+          'removing fairness from a queue with messages: 22023');
+SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'fq')$$, 'queue_drop of a fair queue');
+SELECT is_empty($$SELECT 1 FROM forgeyard.queue_fair_keys WHERE tenant_id = 't1' AND queue = 'fq'$$,
+                'queue_drop removes its keys'' weights and passes');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -516,13 +516,13 @@ CREATE FUNCTION forgeyard.queue_create(tenant text, queue text, options jsonb DE
     RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_queue_create';
 COMMENT ON FUNCTION forgeyard.queue_create(text, text, jsonb) IS
-  'Create a queue of the tenant. Options (each validated, 22023 naming it): max_messages, max_bytes, max_payload_bytes (64 KiB), visibility_timeout, max_attempts, backoff_base, backoff_max, ordering (none|partition), dead_letter_payload (drop|keep), retain_acked, max_dead, dead_letter_retention, dedup_window (24 h), admit_<class> percentages (bulk 70, background 80, interactive 90, realtime 95, security_control and emergency 100), notify; flow control: retry_budget, retry_budget_min, retry_budget_window, max_in_flight_per_key (not with ordering partition). 42710 if it exists.';
+  'Create a queue of the tenant. Options (each validated, 22023 naming it): max_messages, max_bytes, max_payload_bytes (64 KiB), visibility_timeout, max_attempts, backoff_base, backoff_max, ordering (none|partition), dead_letter_payload (drop|keep), retain_acked, max_dead, dead_letter_retention, dedup_window (24 h), admit_<class> percentages (bulk 70, background 80, interactive 90, realtime 95, security_control and emergency 100), notify; flow control: retry_budget, retry_budget_min, retry_budget_window, max_in_flight_per_key (not with ordering partition), fairness (true|false). 42710 if it exists.';
 
 CREATE FUNCTION forgeyard.queue_alter(tenant text, queue text, options jsonb)
     RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_queue_alter';
 COMMENT ON FUNCTION forgeyard.queue_alter(text, text, jsonb) IS
-  'Change the given options of a queue (ordering cannot change; max_in_flight_per_key can be set or removed only while the queue holds no messages, and changed any time). 42704 for an unknown queue.';
+  'Change the given options of a queue (ordering cannot change; max_in_flight_per_key and fairness can be set or removed only while the queue holds no messages; the limit can be changed any time). 42704 for an unknown queue.';
 
 CREATE FUNCTION forgeyard.queue_drop(tenant text, queue text)
     RETURNS boolean LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -2375,6 +2375,39 @@ CREATE INDEX messages_key_waiting ON forgeyard.messages (tenant_id, queue, fairn
 COMMENT ON TABLE forgeyard.queue_partitions IS
   'Pending messages (and heads: the claimable ones) per partition key of partition-ordered queues and per fairness key of queues with max_in_flight_per_key.';
 
+-- Fair queues (queue option fairness): within a class, claims take messages by a virtual pass
+-- (stride scheduling) instead of by age. Each message's pass is fixed at enqueue: its key's last
+-- pass or the lowest pass of its class's pending heads, whichever is later, plus 1,000,000 /
+-- weight; so a key with a backlog does not delay another key's next message by more than a few
+-- claims, and a key that was idle starts at the present (it banks no credit). The keys' rows are
+-- written by producers only.
+ALTER TABLE forgeyard.queues ADD COLUMN fairness boolean NOT NULL DEFAULT false;
+ALTER TABLE forgeyard.messages ADD COLUMN pass bigint;
+CREATE INDEX messages_fair ON forgeyard.messages (tenant_id, queue, priority, pass, msg_id)
+    WITH (deduplicate_items = off) WHERE state = 'pending' AND is_head AND pass IS NOT NULL;
+CREATE TABLE forgeyard.queue_fair_keys (
+    tenant_id    text    NOT NULL,
+    queue        text    NOT NULL,
+    fairness_key text    NOT NULL,
+    weight       integer NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 1000),
+    last_pass    bigint,
+    PRIMARY KEY (tenant_id, queue, fairness_key)
+) WITH (fillfactor = 70);
+COMMENT ON TABLE forgeyard.queue_fair_keys IS
+  'Per key of a fair queue: its weight (fairness_weight) and the pass of its last message (fairness_key '''' is the messages without one).';
+
+CREATE FUNCTION forgeyard.fairness_weight(tenant text, queue text, fairness_key text, weight integer)
+    RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'fy_fairness_weight';
+COMMENT ON FUNCTION forgeyard.fairness_weight(text, text, text, integer) IS
+  'The share of a fairness key in a fair queue (option fairness), relative to other keys (1 each by default): a key of weight 3 gets three messages claimed for each one of a key of weight 1 while both have a backlog. Applies to messages enqueued after it. weight NULL resets it to 1. 22023 for a weight outside 1..1000 or a queue without fairness.';
+
+INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.fairness_weight(text, text, text, integer)'),
+    ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.fairness_weight(text, text, text, integer)');
+
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_fair_keys', '');
+
 -- Flow control as operators read it: one row per limit, of a queue (subject NULL) or of a
 -- resource (queue NULL, subject the resource). `available`: tokens a rate limit holds now;
 -- `in_flight`: deliveries a resource has out; `counted` and `delayed`: the retry budget's window,
@@ -2382,6 +2415,7 @@ COMMENT ON TABLE forgeyard.queue_partitions IS
 -- `state`: a breaker's; `since`: when the window or the breaker's state began. A key of a queue
 -- with max_in_flight_per_key: `in_flight` its heads (ready or in flight), `counted` its pending
 -- messages, `delayed` those waiting behind the limit, `available` the heads it may still add.
+-- A key of a fair queue with a weight other than 1: `limit` says it.
 CREATE VIEW forgeyard.flow_state WITH (security_barrier) AS
 WITH RECURSIVE member_of(oid) AS (
     SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN (current_user, session_user)
@@ -2449,12 +2483,16 @@ WITH RECURSIVE member_of(oid) AS (
     SELECT q.tenant_id, q.queue, 'key_limit', p.partition_key, 'max_in_flight_per_key ' || q.max_in_flight_per_key,
            greatest(0, q.max_in_flight_per_key - p.heads), p.heads, p.pending, p.pending - p.heads, NULL, NULL, NULL
       FROM forgeyard.queues q JOIN forgeyard.queue_partitions p USING (tenant_id, queue)
-     WHERE q.max_in_flight_per_key IS NOT NULL
+     WHERE q.max_in_flight_per_key IS NOT NULL    UNION ALL
+    SELECT k.tenant_id, k.queue, 'fairness_weight', k.fairness_key, 'weight ' || k.weight, NULL, NULL, NULL, NULL,
+           NULL, NULL, NULL
+      FROM forgeyard.queue_fair_keys k
+     WHERE k.weight <> 1
 )
 SELECT * FROM rows
  WHERE NOT EXISTS (SELECT 1 FROM scope) OR rows.tenant_id IN (SELECT scope.tenant_id FROM scope);
 COMMENT ON VIEW forgeyard.flow_state IS
-  'Flow control: each admission limit and retry budget of a queue, each key of a queue with max_in_flight_per_key, each resource limit and breaker, with the tokens a rate limit holds now, deliveries in flight, the retry window''s or breaker window''s counts, claims refused, the breaker''s state. A role bound to tenants sees only those.';
+  'Flow control: each admission limit and retry budget of a queue, each key of a queue with max_in_flight_per_key, each fairness weight, each resource limit and breaker, with the tokens a rate limit holds now, deliveries in flight, the retry window''s or breaker window''s counts, claims refused, the breaker''s state. A role bound to tenants sees only those.';
 
 INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('inspect',     'SELECT',  'TABLE forgeyard.flow_state');

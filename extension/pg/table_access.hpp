@@ -45,6 +45,7 @@ enum class OwnTable : int {
 enum class OwnIndex : int {
   messages_pkey,
   messages_claim,
+  messages_fair,
   queue_releases_pkey,
   queue_slots_pkey,
   leases_pkey,

@@ -50,6 +50,9 @@ struct QueueOptions {
   // in flight at a time; the key's others wait in order and are never read by a claim. None: no
   // limit. Not with partition_ordered (InvalidArgument).
   std::optional<std::int64_t> max_in_flight_per_key;
+  // Within a class, claims interleave fairness keys by their weights (stride scheduling) instead
+  // of taking the oldest first; see fairness_weight.
+  bool fairness = false;
 };
 
 // `rate` per `per`, with a burst of `rate` (a bucket of `rate` tokens refilled over `per`).
@@ -172,6 +175,11 @@ class FORGEYARD_API Queues {
   // message); over it enqueue fails with QueueFull whose retry_after() says when to try again.
   // nullopt removes the limit. InvalidArgument for a rate outside 1..1e9 or a bad per.
   virtual void admission_limit(std::string_view tenant, std::string_view queue, std::optional<RateLimit> limit) = 0;
+  // The share of a fairness key in a fair queue (QueueOptions::fairness), relative to the other
+  // keys' (1 each by default), for messages enqueued after it; nullopt resets it to 1.
+  // InvalidArgument for a weight outside 1..1000 or a queue without fairness.
+  virtual void fairness_weight(std::string_view tenant, std::string_view queue, std::string_view fairness_key,
+                               std::optional<int> weight) = 0;
   // Sets what a resource allows (replacing its limits; all empty removes them). A message whose
   // resource refuses it stays ready and is skipped by claims, no attempt charged.
   virtual void resource_limit(std::string_view tenant, std::string_view resource, const ResourceLimits& limits) = 0;

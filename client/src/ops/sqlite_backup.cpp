@@ -145,7 +145,8 @@ const std::vector<std::string>& data_tables() {
                                                "wf_journal",
                                                "wf_signals",
                                                "wf_schedules",
-                                               "flow_resources"};
+                                               "flow_resources",
+                                               "queue_fair_keys"};
   return tables;
 }
 

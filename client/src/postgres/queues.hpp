@@ -31,6 +31,8 @@ class PgQueues final : public Queues {
               int max_rows) override;
   int purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) override;
   void admission_limit(std::string_view tenant, std::string_view queue, std::optional<RateLimit> limit) override;
+  void fairness_weight(std::string_view tenant, std::string_view queue, std::string_view fairness_key,
+                       std::optional<int> weight) override;
   void resource_limit(std::string_view tenant, std::string_view resource, const ResourceLimits& limits) override;
   void breaker_configure(std::string_view tenant, std::string_view resource,
                          const std::optional<BreakerOptions>& options) override;

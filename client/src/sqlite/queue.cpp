@@ -22,7 +22,8 @@ Queue load(Db& db, std::string_view tenant, std::string_view queue) {
       "       backoff_max_usecs, ordering = 'partition', dead_letter_payload = 'keep', retain_acked_usecs, max_dead,"
       "       dead_retention_usecs, dedup_window_usecs, admit_emergency, admit_security_control, admit_realtime,"
       "       admit_interactive, admit_background, admit_bulk, notify, used_messages, used_bytes, retry_budget,"
-      "       retry_budget_min, retry_budget_window_usecs, admission_rate, admission_per_usecs, max_in_flight_per_key"
+      "       retry_budget_min, retry_budget_window_usecs, admission_rate, admission_per_usecs, max_in_flight_per_key,"
+      "       fairness"
       "  FROM queues WHERE tenant_id = ?1 AND queue = ?2");
   q.bind(1, tenant).bind(2, queue);
   if (!q.step()) fy::core::throw_unknown_queue(tenant, queue);
@@ -40,6 +41,7 @@ Queue load(Db& db, std::string_view tenant, std::string_view queue) {
   o.retry_budget_min = q.int64(23), o.retry_budget_window_usecs = q.int64(24);
   if (!q.is_null(25)) o.admission_rate = q.int64(25), o.admission_per_usecs = q.int64(26);
   if (!q.is_null(27)) o.max_in_flight_per_key = q.int64(27);
+  o.fairness = q.int64(28) != 0;
   return out;
 }
 

@@ -31,22 +31,28 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
   std::vector<Delivery> out;
   for (int p = 0; p < fy::core::priority_classes && static_cast<int>(out.size()) < max_messages; ++p) {
     const std::size_t class_start = out.size();
-    // Pages of candidates in (visible_at, msg_id) order: a message its resource refuses is skipped
-    // (it stays ready), so a page may fill less than it held and the next page is read.
+    // Pages of candidates in (visible_at, msg_id) order, or a fair queue's (pass, msg_id): a
+    // message its resource refuses is skipped (it stays ready), so a page may fill less than it
+    // held and the next page is read.
     std::optional<std::pair<std::int64_t, std::int64_t>> after;
     for (bool more = true; more && static_cast<int>(out.size()) < max_messages;) {
       struct Candidate {
-        std::int64_t id, visible_at, attempt;
+        std::int64_t id, order, attempt;
         std::optional<std::string> resource;
         bool lapsed;
       };
       std::vector<Candidate> page;
       {
         auto q = db.query(
-            "SELECT msg_id, visible_at, attempt, resource, claim_token IS NOT NULL FROM messages"
-            " WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3 AND state = 'pending' AND is_head"
-            " AND visible_at <= ?4 AND (?6 IS NULL OR (visible_at, msg_id) > (?6, ?7))"
-            " ORDER BY visible_at, msg_id LIMIT ?5");
+            queue.options.fairness
+                ? "SELECT msg_id, pass, attempt, resource, claim_token IS NOT NULL FROM messages"
+                  " WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3 AND state = 'pending' AND is_head"
+                  " AND pass IS NOT NULL AND visible_at <= ?4 AND (?6 IS NULL OR (pass, msg_id) > (?6, ?7))"
+                  " ORDER BY pass, msg_id LIMIT ?5"
+                : "SELECT msg_id, visible_at, attempt, resource, claim_token IS NOT NULL FROM messages"
+                  " WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3 AND state = 'pending' AND is_head"
+                  " AND visible_at <= ?4 AND (?6 IS NULL OR (visible_at, msg_id) > (?6, ?7))"
+                  " ORDER BY visible_at, msg_id LIMIT ?5");
         q.bind(1, queue.tenant)
             .bind(2, queue.name)
             .bind(3, static_cast<std::int64_t>(p))
@@ -61,7 +67,7 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
                           q.is_null(3) ? std::nullopt : std::optional<std::string>(q.text(3)), q.int64(4) != 0});
       }
       more = static_cast<int>(page.size()) == max_messages - static_cast<int>(out.size());
-      if (!page.empty()) after = std::make_pair(page.back().visible_at, page.back().id);
+      if (!page.empty()) after = std::make_pair(page.back().order, page.back().id);
       std::vector<std::int64_t> ids;
       for (const Candidate& c : page)
         // A resource that refuses leaves the message ready, no attempt charged. (A delivery that
@@ -117,9 +123,10 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
         out.push_back(std::move(d));
       }
     }
-    // Delivery order within a class: oldest message first.
-    std::sort(out.begin() + static_cast<std::ptrdiff_t>(class_start), out.end(),
-              [](const Delivery& a, const Delivery& b) { return a.msg_id < b.msg_id; });
+    // Delivery order within a class: oldest message first; a fair queue's in pass order.
+    if (!queue.options.fairness)
+      std::sort(out.begin() + static_cast<std::ptrdiff_t>(class_start), out.end(),
+                [](const Delivery& a, const Delivery& b) { return a.msg_id < b.msg_id; });
   }
   return out;
 }

@@ -21,9 +21,9 @@ bool create_in(Db& db, std::string_view tenant, std::string_view queue, const fy
       "   max_attempts, backoff_base_usecs, backoff_max_usecs, ordering, dead_letter_payload, retain_acked_usecs,"
       "   max_dead, dead_retention_usecs, dedup_window_usecs, admit_emergency, admit_security_control,"
       "   admit_realtime, admit_interactive, admit_background, admit_bulk, notify, created_at, retry_budget,"
-      "   retry_budget_min, retry_budget_window_usecs, max_in_flight_per_key)"
+      "   retry_budget_min, retry_budget_window_usecs, max_in_flight_per_key, fairness)"
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,"
-      "         ?22, ?23, ?24, ?25, ?26, ?27) ON CONFLICT DO NOTHING");
+      "         ?22, ?23, ?24, ?25, ?26, ?27, ?28) ON CONFLICT DO NOTHING");
   q.bind(1, tenant)
       .bind(2, queue)
       .bind(3, o.max_messages)
@@ -50,6 +50,7 @@ bool create_in(Db& db, std::string_view tenant, std::string_view queue, const fy
     q.bind(27, o.max_in_flight_per_key);
   else
     q.bind_null(27);
+  q.bind(28, static_cast<std::int64_t>(o.fairness ? 1 : 0));
   return q.run() > 0;
 }
 
@@ -81,7 +82,8 @@ bool SqliteQueues::drop(std::string_view tenant, std::string_view queue) {
         for (const char* sql : {"DELETE FROM messages WHERE tenant_id = ?1 AND queue = ?2",
                                 "DELETE FROM queue_events WHERE tenant_id = ?1 AND queue = ?2",
                                 "DELETE FROM queue_partitions WHERE tenant_id = ?1 AND queue = ?2",
-                                "DELETE FROM queue_retry_windows WHERE tenant_id = ?1 AND queue = ?2"})
+                                "DELETE FROM queue_retry_windows WHERE tenant_id = ?1 AND queue = ?2",
+                                "DELETE FROM queue_fair_keys WHERE tenant_id = ?1 AND queue = ?2"})
           db.query(sql).bind(1, tenant).bind(2, queue).run();
         dropped =
             db.query("DELETE FROM queues WHERE tenant_id = ?1 AND queue = ?2").bind(1, tenant).bind(2, queue).run() > 0;

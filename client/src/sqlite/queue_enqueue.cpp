@@ -75,8 +75,12 @@ std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::in
   const bool is_head = join_key(db, queue, fy::core::group_key(o, m.partition_key, m.fairness_key));
   auto insert = db.query(
       "INSERT INTO messages (tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes,"
-      "   enqueued_at, visible_at, fairness_key, resource)"
-      " VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING msg_id");
+      "   enqueued_at, visible_at, fairness_key, resource, pass)"
+      " VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING msg_id");
+  if (o.fairness)
+    insert.bind(13, next_pass(db, queue, priority, m.fairness_key));
+  else
+    insert.bind_null(13);
   insert.bind(1, queue.tenant).bind(2, queue.name).bind(3, static_cast<std::int64_t>(priority));
   if (m.partition_key)
     insert.bind(4, *m.partition_key);

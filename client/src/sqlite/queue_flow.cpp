@@ -85,11 +85,66 @@ void SqliteQueues::admission_limit(std::string_view tenant, std::string_view que
   });
 }
 
+void SqliteQueues::fairness_weight(std::string_view tenant, std::string_view queue, std::string_view fairness_key,
+                                   std::optional<int> weight) {
+  session_.measure("queue.fairness_weight", [&] {
+    core_guarded([&] {
+      check_queue_name(tenant, queue);
+      fy::core::check_name("fairness_key", true, fairness_key, fy::core::max_partition_key_bytes);
+      const std::int64_t w = fy::core::fair_weight(weight ? std::optional<std::int64_t>(*weight) : std::nullopt);
+      session_.write([&](Db& db) {
+        if (!load(db, tenant, queue).options.fairness) fy::core::throw_not_fair(queue);
+        db.query(
+              "INSERT INTO queue_fair_keys (tenant_id, queue, fairness_key, weight) VALUES (?1, ?2, ?3, ?4)"
+              " ON CONFLICT (tenant_id, queue, fairness_key) DO UPDATE SET weight = excluded.weight")
+            .bind(1, tenant)
+            .bind(2, queue)
+            .bind(3, fairness_key)
+            .bind(4, w)
+            .run();
+      });
+    });
+  });
+}
+
 }  // namespace forgeyard::detail
 
 namespace forgeyard::detail {
 
 namespace sqlite_queue {
+
+// After the key's last pass or the class's lowest pending pass, whichever is later (the queue's
+// highest last pass when the class has none), one step of the key's weight.
+std::int64_t next_pass(Db& db, const Queue& queue, int priority, const std::optional<std::string>& fairness_key) {
+  std::int64_t start = 0;
+  {
+    auto q = db.query(
+        "SELECT pass FROM messages WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3 AND state = 'pending'"
+        " AND is_head AND pass IS NOT NULL ORDER BY pass LIMIT 1");
+    q.bind(1, queue.tenant).bind(2, queue.name).bind(3, static_cast<std::int64_t>(priority));
+    if (q.step()) {
+      start = q.int64(0);
+    } else {
+      auto h = db.query("SELECT coalesce(max(last_pass), 0) FROM queue_fair_keys WHERE tenant_id = ?1 AND queue = ?2");
+      h.bind(1, queue.tenant).bind(2, queue.name);
+      if (h.step()) start = h.int64(0);
+    }
+  }
+  auto q = db.query(
+      "INSERT INTO queue_fair_keys (tenant_id, queue, fairness_key, last_pass) VALUES (?1, ?2, ?3, ?4 + ?5)"
+      " ON CONFLICT (tenant_id, queue, fairness_key) DO UPDATE"
+      "   SET last_pass = max(coalesce(last_pass, ?4), ?4) + ?5 / weight RETURNING last_pass");
+  q.bind(1, queue.tenant)
+      .bind(2, queue.name)
+      .bind(3, fy::core::fair_key(fairness_key))
+      .bind(4, start)
+      .bind(5, fy::core::pass_unit);
+  std::int64_t pass = 0;
+  if (q.step()) pass = q.int64(0);
+  while (q.step()) {
+  }
+  return pass;
+}
 
 std::optional<fy::core::flow::ResourceConfig> resource_config(Db& db, std::string_view tenant,
                                                               std::string_view resource) {

@@ -44,6 +44,8 @@ class SqliteQueues final : public Queues {
               int max_rows) override;
   int purge_dead(std::string_view tenant, std::string_view queue, const std::vector<std::int64_t>& msg_ids) override;
   void admission_limit(std::string_view tenant, std::string_view queue, std::optional<RateLimit> limit) override;
+  void fairness_weight(std::string_view tenant, std::string_view queue, std::string_view fairness_key,
+                       std::optional<int> weight) override;
   void resource_limit(std::string_view tenant, std::string_view resource, const ResourceLimits& limits) override;
   void breaker_configure(std::string_view tenant, std::string_view resource,
                          const std::optional<BreakerOptions>& options) override;
@@ -86,6 +88,9 @@ bool resource_allows(Db& db, const Queue& queue, const std::optional<std::string
                      std::int64_t now);
 void record_outcome(Db& db, const Queue& queue, const std::optional<std::string>& resource,
                     fy::core::flow::Outcome outcome, std::int64_t now);
+// In a fair queue, the pass of a new message of class `priority` and key `fairness_key`
+// (queue_flow.cpp).
+std::int64_t next_pass(Db& db, const Queue& queue, int priority, const std::optional<std::string>& fairness_key);
 // Counts a pending message into its key's row (`key`: its core::group_key); true if it is a head.
 bool join_key(Db& db, const Queue& queue, const std::optional<std::string>& key);
 
