@@ -71,6 +71,26 @@ fill_limited() {
     -c "VACUUM ANALYZE forgeyard.messages" -c "VACUUM ANALYZE forgeyard.queue_slots" \
     -c "VACUUM ANALYZE forgeyard.flow_resource_state" -c "CHECKPOINT"
 }
+# fill, and a second queue of $1 ready messages of a fair queue over 1,000 fairness keys (weights
+# 1 to 4), with the passes its enqueue would give them (the keys in turn, each key's messages a
+# step of its weight apart): the claim in pass order, against the same claim in age order.
+fill_fair() {
+  local n=$1
+  fill "$n"
+  sql -c "SELECT forgeyard.queue_drop('bench', 'qf')" \
+    -c "SELECT forgeyard.queue_create('bench', 'qf', '{\"max_messages\": 100000000, \"max_bytes\": 100000000000, \"fairness\": true}')" \
+    -c "SELECT forgeyard.fairness_weight('bench', 'qf', 'k' || k, 1 + k % 4) FROM generate_series(0, 999) k" \
+    -c "INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, is_head, payload, bytes, slot,
+                                        enqueued_at, visible_at, fairness_key, pass)
+        SELECT pg_catalog.nextval('forgeyard.message_ids'), 'bench', 'qf', 'pending', 3, true,
+               '\x7b226f72646572223a2031323334357d'::bytea, 16, g % q.slots, now(), now(), 'k' || (g % 1000),
+               (g / 1000 + 1) * (1000000 / (1 + (g % 1000) % 4))
+          FROM generate_series(1, $n) g, forgeyard.queues q WHERE q.tenant_id = 'bench' AND q.queue = 'qf'" \
+    -c "UPDATE forgeyard.queue_slots a SET admitted_messages = c.n, admitted_bytes = 16 * c.n
+          FROM (SELECT slot, count(*) AS n FROM forgeyard.messages WHERE tenant_id = 'bench' AND queue = 'qf' GROUP BY slot) c
+         WHERE a.tenant_id = 'bench' AND a.queue = 'qf' AND a.slot = c.slot" \
+    -c "VACUUM ANALYZE forgeyard.messages" -c "VACUUM ANALYZE forgeyard.queue_slots" -c "CHECKPOINT"
+}
 # The compare-and-set rows back at version 1 (each run starts from v=1), both tables.
 reset_cas() {
   sql -c "UPDATE bench_cas_plain SET value = 0, entity_version = 1" -c "DROP TABLE bench_cas" \
@@ -101,6 +121,7 @@ prepare() {  # kind messages
   case $1 in
     queue) fill "$2" ;;
     limits) fill_limited "$2" ;;
+    fair) fill_fair "$2" ;;
     producer) fill 1000 ;;
     cas) reset_cas ;;
     workflow) own_runs ;;
@@ -126,7 +147,8 @@ run() {  # script clients transactions_per_client messages_per_transaction
 
 # name baseline-script forgeyard-script script-runs-per-client operations-per-run target kind
 # (claim1@limits compares forgeyard with itself: the claim of messages bound to a resource whose
-# limits never bind, against the plain claim: flow control's cost when configured.)
+# limits never bind, against the plain claim: flow control's cost when configured. claim1@fair
+# likewise: the claim of a fair queue over 1,000 keys against the plain claim.)
 # (A timed run of a queue line gets a queue of 12,000 script runs per client and second: more than
 # this machine claims; a queue that runs dry aborts the run, which then prints 0.)
 lines=(
@@ -134,6 +156,7 @@ lines=(
   "ack_and_claim1 baseline_claim1_ack forgeyard_ack_and_claim1 4000 1 1.5 queue"
   "claim100+ack baseline_claim100_ack forgeyard_claim100_ack 200 100 1.4 queue"
   "claim1@limits forgeyard_claim1_ack forgeyard_claim1_ack_limited 4000 1 0.9 limits"
+  "claim1@fair forgeyard_claim1_ack forgeyard_claim1_ack_fair 4000 1 0.9 fair"
   "enqueue1 baseline_enqueue forgeyard_enqueue 4000 1 0.95 producer"
   "enqueue100 baseline_enqueue100 forgeyard_enqueue100 200 100 1.0 producer"
   "lease baseline_lease forgeyard_lease 1500 1 0.9 none"

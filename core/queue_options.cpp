@@ -54,6 +54,7 @@ constexpr DurationOption duration_options[] = {
     {"dead_letter_retention", &QueueOptions::dead_retention_usecs, max_queue_retention_usecs},
     {"dedup_window", &QueueOptions::dedup_window_usecs, max_queue_retention_usecs},
     {"retry_budget_window", &QueueOptions::retry_budget_window_usecs, max_queue_duration_usecs},
+    {"aging", &QueueOptions::aging_usecs, max_queue_duration_usecs},
 };
 
 // A fraction in [0, 1] as JSON writes it: digits, an optional point and digits (no exponent).
@@ -97,8 +98,8 @@ bool is_duration_option(std::string_view key) {
 void set_queue_duration(QueueOptions& options, std::string_view key, const Duration& value) {
   for (const DurationOption& d : duration_options)
     if (key == d.key) {
-      // retain_acked may be zero: acked messages are then deleted at once.
-      if (key == "retain_acked" && value.months == 0 && value.days == 0 && value.usecs == 0) {
+      // retain_acked may be zero: acked messages are then deleted at once; aging zero is none.
+      if ((key == "retain_acked" || key == "aging") && value.months == 0 && value.days == 0 && value.usecs == 0) {
         options.*d.field = 0;
         return;
       }
@@ -175,6 +176,10 @@ void validate(const QueueOptions& o) {
   if (o.max_attempts > max_queue_attempts)
     bad_option("max_attempts", "must be at most " + std::to_string(max_queue_attempts));
   if (o.retain_acked_usecs < 0) bad_option("retain_acked", "must not be negative");
+  if (o.aging_usecs < 0 || o.aging_usecs > max_queue_duration_usecs)
+    bad_option("aging", "must be an interval of at least 0 and at most 30 days");
+  if (o.aging_usecs > 0 && o.fairness)
+    bad_option("aging", "cannot be combined with fairness (a fair queue orders a class by pass, not by age)");
   if (o.retry_budget && (*o.retry_budget < 0 || *o.retry_budget > 1))
     bad_option("retry_budget", "must be a number between 0 and 1");
   if (o.retry_budget_min < 0) bad_option("retry_budget_min", "must not be negative");

@@ -61,14 +61,27 @@ struct QueueOptions {
   // fairness: within a class, claims go by each message's virtual pass (stride scheduling over
   // its fairness key's weight), not by age.
   bool fairness = false;
+  // aging: a message of a class below realtime that waited this long competes one class higher
+  // per such interval, up to realtime (0: none). emergency and security_control keep their lead.
+  std::int64_t aging_usecs = 0;
 };
+
+// The class a ready message competes in under aging: its own, or one higher per `aging_usecs` it
+// has waited since it became visible, never above realtime (and realtime and above never move).
+inline int aged_class(int priority, std::int64_t waited_usecs, std::int64_t aging_usecs) {
+  constexpr int realtime = 2;
+  if (aging_usecs <= 0 || priority <= realtime || waited_usecs < aging_usecs) return priority;
+  const std::int64_t steps = waited_usecs / aging_usecs;
+  return steps >= priority - realtime ? realtime : priority - static_cast<int>(steps);
+}
 
 inline constexpr std::int64_t max_key_limit = 1000000;
 
 // The key a pending message is counted under in queue_partitions, whose heads alone are
 // claimable: its partition_key in a partition-ordered queue (one head per key), its fairness_key
 // in a queue with max_in_flight_per_key; none elsewhere (every message is a head).
-inline const std::optional<std::string>& group_key(const QueueOptions& o, const std::optional<std::string>& partition_key,
+inline const std::optional<std::string>& group_key(const QueueOptions& o,
+                                                   const std::optional<std::string>& partition_key,
                                                    const std::optional<std::string>& fairness_key) {
   static const std::optional<std::string> none;
   if (o.partitioned) return partition_key;

@@ -30,12 +30,12 @@ namespace {
   " retain_acked_usecs, max_dead, dead_retention_usecs, dedup_window_usecs, admit_emergency,"                           \
   " admit_security_control, admit_realtime, admit_interactive, admit_background, admit_bulk, notify, slots"
 // Flow control's columns (0.7.0): a database still at 0.6.0 reads the defaults instead.
-#define FY_QUEUE_FLOW_COLUMNS \
+#define FY_QUEUE_FLOW_COLUMNS                                                                         \
   ", retry_budget, retry_budget_min, retry_budget_window_usecs, admission_rate, admission_per_usecs," \
-  " max_in_flight_per_key, fairness"
-#define FY_QUEUE_NO_FLOW_COLUMNS                                                                                       \
+  " max_in_flight_per_key, fairness, aging_usecs"
+#define FY_QUEUE_NO_FLOW_COLUMNS                                                                                             \
   ", NULL::pg_catalog.float8, 10::pg_catalog.int8, 60000000::pg_catalog.int8, NULL::pg_catalog.int8, NULL::pg_catalog.int8," \
-  " NULL::pg_catalog.int8, false"
+  " NULL::pg_catalog.int8, false, 0::pg_catalog.int8"
 
 core::QueueOptions options_from(const pg::Row& r, int* slots) {
   core::QueueOptions o;
@@ -62,6 +62,7 @@ core::QueueOptions options_from(const pg::Row& r, int* slots) {
   o.admission_per_usecs = r.int8(26).value_or(0);
   o.max_in_flight_per_key = r.int8(27).value_or(0);
   o.fairness = *r.boolean(28);
+  o.aging_usecs = *r.int8(29);
   return o;
 }
 

@@ -112,7 +112,7 @@ std::int64_t visibility_arg(FunctionCallInfo fcinfo, int n, const Queue& queue);
 // The claim statement of up to `limit` messages ($1 tenant, $2 queue, $3 visible until,
 // $4 consumer, $5 now), highest class first: per class an index range scan that stops at the
 // first message not yet visible. Planned once per backend and limit, generic (queue_claim.cpp).
-std::string claim_sql(int limit);
+std::string claim_sql(int limit, bool flow);
 pg::Statement& claim_statement(int limit);
 
 }  // namespace fy::queue

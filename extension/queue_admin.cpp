@@ -81,11 +81,12 @@ FY_FUNCTION(fy_dead_list) {
 // queue (attempt 0, visible now, admitted like new messages: FY020 when full). Without msg_ids,
 // the oldest max_rows that kept their payload; a listed one without payload is 22023.
 FY_FUNCTION(fy_dead_redrive) {
-#define FY_PICK_DEAD(fairness_key)                                                                                      \
-  "SELECT msg_id, priority, bytes, partition_key, payload IS NOT NULL, " fairness_key " FROM forgeyard.messages"           \
-  " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"                                         \
+#define FY_PICK_DEAD(fairness_key)                                                                                           \
+  "SELECT msg_id, priority, bytes, partition_key, payload IS NOT NULL, " fairness_key                                        \
+  " FROM forgeyard.messages"                                                                                                 \
+  " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"                                           \
   "   AND state OPERATOR(pg_catalog.=) 'dead' AND ($3::pg_catalog.int8[] IS NULL OR msg_id OPERATOR(pg_catalog.=) ANY ($3))" \
-  "   AND ($3::pg_catalog.int8[] IS NOT NULL OR payload IS NOT NULL)"                                                      \
+  "   AND ($3::pg_catalog.int8[] IS NOT NULL OR payload IS NOT NULL)"                                                        \
   " ORDER BY msg_id LIMIT $4 FOR UPDATE"
   static pg::Statement pick(FY_PICK_DEAD("fairness_key"), {TEXTOID, TEXTOID, INT8ARRAYOID, INT4OID});
   // (A catalog before 0.7.0 has no fairness_key.)
@@ -110,8 +111,7 @@ FY_FUNCTION(fy_dead_redrive) {
   };
   std::vector<Dead> dead;
   spi.run(q.flow ? pick : pick_old,
-          {q.t, q.q, id_array, pg::int4_value(ids ? static_cast<int>(ids->size()) : max_rows)},
-          [&](const pg::Row& r) {
+          {q.t, q.q, id_array, pg::int4_value(ids ? static_cast<int>(ids->size()) : max_rows)}, [&](const pg::Row& r) {
             dead.push_back({*r.int8(1), *r.int8(2), *r.int8(3), r.text(4), *r.boolean(5), r.text(6)});
           });
   for (const Dead& d : dead) {
@@ -185,7 +185,9 @@ FY_FUNCTION(fy_queue_list) {
                                 ", 'retry_budget', q.retry_budget, 'retry_budget_min', q.retry_budget_min,"
                                 "  'retry_budget_window', (q.retry_budget_window_usecs OPERATOR(pg_catalog.*)"
                                 "    '1 microsecond'::pg_catalog.interval)::pg_catalog.text,"
-                                "  'max_in_flight_per_key', q.max_in_flight_per_key, 'fairness', q.fairness" +
+                                "  'max_in_flight_per_key', q.max_in_flight_per_key, 'fairness', q.fairness,"
+                                "  'aging', (q.aging_usecs OPERATOR(pg_catalog.*)"
+                                "    '1 microsecond'::pg_catalog.interval)::pg_catalog.text" +
                                 tail,
                             {TEXTOID});
   static pg::Statement list_old(head + tail, {TEXTOID});

@@ -25,8 +25,10 @@ namespace fy::queue {
 // scan whatever the depth: never a scan or sort of the queue, never planned again per call. The
 // rows picked (and locked) are updated by their tuple ids: a nested loop over a Tid Scan, whatever
 // the table size was when the plan was made (a row we locked cannot move under us).
-std::string claim_sql(int limit) {
+std::string claim_sql(int limit, bool flow) {
   const std::string n = std::to_string(limit);
+  // (From 0.7.0 on, messages_claim holds the messages without a fair queue's pass only.)
+  const std::string no_pass = flow ? " AND c.pass IS NULL" : "";
   std::string picks;
   for (int p = 0; p < core::priority_classes; ++p) {
     if (p > 0) picks += " UNION ALL ";
@@ -34,8 +36,7 @@ std::string claim_sql(int limit) {
         "SELECT * FROM (SELECT c.ctid FROM forgeyard.messages c"
         "  WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.queue OPERATOR(pg_catalog.=) $2"
         "    AND c.priority OPERATOR(pg_catalog.=) " +
-        std::to_string(p) +
-        "::pg_catalog.int2 AND c.state OPERATOR(pg_catalog.=) 'pending' AND c.is_head"
+        std::to_string(p) + "::pg_catalog.int2 AND c.state OPERATOR(pg_catalog.=) 'pending' AND c.is_head" + no_pass +
         "    AND c.visible_at OPERATOR(pg_catalog.<=) $5"
         "  ORDER BY c.visible_at, c.msg_id LIMIT " +
         n + " FOR UPDATE SKIP LOCKED) c" + std::to_string(p);
@@ -55,8 +56,8 @@ std::string claim_sql(int limit) {
 }
 
 pg::Statement& claim_statement(int limit) {
-  return pg::Statement::cached(claim_sql(limit), {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID},
-                               pg::Planning::generic);
+  return pg::Statement::cached(claim_sql(limit, flow_schema()),
+                               {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID}, pg::Planning::generic);
 }
 
 namespace {
@@ -97,6 +98,40 @@ std::optional<std::string> event_payload(pg::Spi& spi, const Queue& queue, const
   return payload;
 }
 
+// A ready message of a queue with aging, and the class it competes in now.
+struct Aged {
+  std::int64_t msg_id;
+  int priority, aged;
+  TimestampTz visible_at;
+};
+
+// Aging (queue option aging): the oldest ready heads of each class, up to max_messages each (one
+// index range of messages_claim per class), ordered by the class each has aged into, then by
+// age. Within a class the older message is never in a lower aged class, so the first
+// max_messages of that order are among these.
+std::vector<Aged> aged_candidates(pg::Spi& spi, const Queue& queue, int max_messages, TimestampTz now) {
+  static pg::Statement oldest(
+      "SELECT c.msg_id, c.priority::pg_catalog.int8, c.visible_at FROM pg_catalog.generate_series(0, 5) p,"
+      " LATERAL (SELECT m.msg_id, m.priority, m.visible_at FROM forgeyard.messages m"
+      "   WHERE m.tenant_id OPERATOR(pg_catalog.=) $1 AND m.queue OPERATOR(pg_catalog.=) $2"
+      "     AND m.priority OPERATOR(pg_catalog.=) p::pg_catalog.int2 AND m.state OPERATOR(pg_catalog.=) 'pending'"
+      "     AND m.is_head AND m.pass IS NULL AND m.visible_at OPERATOR(pg_catalog.<=) $3"
+      "   ORDER BY m.visible_at, m.msg_id LIMIT $4) c",
+      {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4OID});
+  std::vector<Aged> out;
+  if (queue.options.aging_usecs <= 0) return out;
+  spi.run(oldest, {queue.t, queue.q, pg::timestamptz_value(now), pg::int4_value(max_messages)}, [&](const pg::Row& r) {
+    const int p = static_cast<int>(*r.int8(2));
+    const TimestampTz visible = *r.timestamptz(3);
+    out.push_back({*r.int8(1), p, core::aged_class(p, now - visible, queue.options.aging_usecs), visible});
+  });
+  std::sort(out.begin(), out.end(), [](const Aged& a, const Aged& b) {
+    if (a.aged != b.aged) return a.aged < b.aged;
+    return a.visible_at != b.visible_at ? a.visible_at < b.visible_at : a.msg_id < b.msg_id;
+  });
+  return out;
+}
+
 }  // namespace
 
 // The claim below SPI (pg/table_access.hpp), the same work as claim_sql(): per class, highest
@@ -120,6 +155,7 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   // The tenant's resources, read before the direct access (it runs SQL); none configured: the
   // claim never looks at a message's resource.
   const ResourceConfigs& configs = resource_configs(spi, queue);
+  const std::vector<Aged> aged = aged_candidates(spi, queue, max_messages, now);
   pg::Access access;
   pg::Table m(access, pg::OwnTable::messages);
   const MessageColumns c(m);
@@ -184,28 +220,14 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
                                    {2, pg::Compare::eq, queue.q},
                                    {3, pg::Compare::ge, {Int16GetDatum(static_cast<std::int16_t>(p)), false}}}};
   };
-  // A fair queue's classes are in pass order (messages_fair), where a row not yet visible (in
-  // flight, or delayed) says nothing of the rows after it: it is skipped, not a stop.
-  const bool fair = queue.options.fairness;
-  const std::array<pg::Key, 3> first = from_class(0);
-  pg::Table::Scan scan(m, fair ? pg::OwnIndex::messages_fair : pg::OwnIndex::messages_claim, first);
-  while (static_cast<int>(out.size()) < max_messages && scan.next()) {
-    const int p = m.int2(c.priority);
-    if (m.timestamptz(c.visible_at) > now) {
-      if (fair) continue;
-      if (p + 1 >= core::priority_classes) break;
-      const std::array<pg::Key, 3> next = from_class(p + 1);
-      scan.restart(next);
-      continue;
-    }
-    const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
-    if (locked == pg::Locked::skipped) continue;
-    if (locked == pg::Locked::newer_version && !still_ready(p)) continue;
+  // The message in m's slot, locked and ready in class p: handed out, or dead-lettered when its
+  // delivery lapsed on every attempt, or left ready when its resource refuses it.
+  auto hand_out = [&](int p) {
     const std::int64_t attempt = static_cast<std::int64_t>(m.int4(c.attempt)) + 1;
     // A resource that refuses leaves the message ready, no attempt charged. (A delivery that lapsed
     // on every attempt is dead-lettered whatever its resource says.)
     if (resource_col != 0 && attempt <= queue.options.max_attempts && !resource_allows(!m.is_null(c.claim_token)))
-      continue;
+      return;
     const std::int64_t token = pg::next_value(pg::CachedTable::claim_tokens);
     const std::int64_t msg_id = m.int8(c.msg_id);
     // Lapsed deliveries taken here do not count: the scan goes on for the rest (they are now
@@ -225,8 +247,42 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
               {c.claim_token, pg::int8_value(token)},
               {c.visible_at, until},
               {c.claimed_by, claimed_by}});
+  };
+  // A fair queue's classes are in pass order (messages_fair), where a row not yet visible (in
+  // flight, or delayed) says nothing of the rows after it: it is skipped, not a stop.
+  const bool fair = queue.options.fairness;
+  if (queue.options.aging_usecs > 0) {
+    // Aging: the candidates read before, in the order of the class they aged into, each found by
+    // its key and taken if it is still ready in its own class.
+    for (const Aged& a : aged) {
+      if (static_cast<int>(out.size()) >= max_messages) break;
+      if (!m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(a.msg_id)}}) ||
+          !still_ready(a.priority))
+        continue;
+      const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
+      if (locked == pg::Locked::skipped) continue;
+      if (locked == pg::Locked::newer_version && !still_ready(a.priority)) continue;
+      hand_out(a.priority);
+    }
+  } else {
+    const std::array<pg::Key, 3> first = from_class(0);
+    pg::Table::Scan scan(m, fair ? pg::OwnIndex::messages_fair : pg::OwnIndex::messages_claim, first);
+    while (static_cast<int>(out.size()) < max_messages && scan.next()) {
+      const int p = m.int2(c.priority);
+      if (m.timestamptz(c.visible_at) > now) {
+        if (fair) continue;
+        if (p + 1 >= core::priority_classes) break;
+        const std::array<pg::Key, 3> next = from_class(p + 1);
+        scan.restart(next);
+        continue;
+      }
+      const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
+      if (locked == pg::Locked::skipped) continue;
+      if (locked == pg::Locked::newer_version && !still_ready(p)) continue;
+      hand_out(p);
+    }
+    scan.end();
   }
-  scan.end();
   if (resources) resources->finish();
   m.finish();
   access.finish();

@@ -21,7 +21,9 @@ using core::sqlstate::invalid_parameter;
 // Options from jsonb over `base`: numbers and names as text, durations as interval text.
 core::QueueOptions parse_options(pg::Spi& spi, const pg::Value& json, core::QueueOptions base) {
   for (const auto& [key, value] : pg::jsonb_option_pairs(spi, json)) {
-    if (core::is_duration_option(key))
+    if (key == "aging" && value == "null")  // (null: no aging, as 0)
+      base.aging_usecs = 0;
+    else if (core::is_duration_option(key))
       core::set_queue_duration(base, key, pg::parse_interval(value, "queue option " + key));
     else
       core::set_queue_option(base, key, value);
@@ -35,16 +37,18 @@ core::QueueOptions parse_options(pg::Spi& spi, const pg::Value& json, core::Queu
 void write_flow_options(pg::Spi& spi, const pg::Value& t, const pg::Value& q, const core::QueueOptions& o) {
   static pg::Statement set_flow(
       "UPDATE forgeyard.queues SET retry_budget = $3, retry_budget_min = $4, retry_budget_window_usecs = $5,"
-      "   max_in_flight_per_key = $6, fairness = $7"
+      "   max_in_flight_per_key = $6, fairness = $7, aging_usecs = $8"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
-      {TEXTOID, TEXTOID, FLOAT8OID, INT8OID, INT8OID, INT8OID, BOOLOID});
+      {TEXTOID, TEXTOID, FLOAT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INT8OID});
   const core::QueueOptions d;
   if (!flow_schema()) {
     if (o.retry_budget || o.retry_budget_min != d.retry_budget_min ||
-        o.retry_budget_window_usecs != d.retry_budget_window_usecs || o.max_in_flight_per_key > 0 || o.fairness)
+        o.retry_budget_window_usecs != d.retry_budget_window_usecs || o.max_in_flight_per_key > 0 || o.fairness ||
+        o.aging_usecs > 0)
       throw core::Error(invalid_parameter,
                         std::string("queue option ") +
-                            (o.fairness                    ? "fairness"
+                            (o.aging_usecs > 0             ? "aging"
+                             : o.fairness                  ? "fairness"
                              : o.max_in_flight_per_key > 0 ? "max_in_flight_per_key"
                                                            : "retry_budget") +
                             " needs the extension at 0.7.0",
@@ -54,7 +58,7 @@ void write_flow_options(pg::Spi& spi, const pg::Value& t, const pg::Value& q, co
   spi.run(set_flow, {t, q, pg::optional_float8_value(o.retry_budget), pg::int8_value(o.retry_budget_min),
                      pg::int8_value(o.retry_budget_window_usecs),
                      o.max_in_flight_per_key > 0 ? pg::int8_value(o.max_in_flight_per_key) : pg::null_value(),
-                     pg::bool_value(o.fairness)});
+                     pg::bool_value(o.fairness), pg::int8_value(o.aging_usecs)});
 }
 
 std::vector<pg::Value> option_values(const core::QueueOptions& o) {

@@ -134,9 +134,10 @@ std::int64_t join_key(pg::Spi& spi, const Queue& queue, const std::optional<std:
     spi.run(partition, {queue.t, queue.q, pg::text_value(*key)}, [&](const pg::Row& r) { heads = *r.int8(1) == 1; });
     return heads;
   }
-  spi.run(limited, {queue.t, queue.q, pg::text_value(*key), pg::int8_value(n),
-                    pg::int8_value(queue.options.max_in_flight_per_key)},
-          [&](const pg::Row& r) { heads = core::heads_made(n, *r.int8(1), *r.int8(2)); });
+  spi.run(
+      limited,
+      {queue.t, queue.q, pg::text_value(*key), pg::int8_value(n), pg::int8_value(queue.options.max_in_flight_per_key)},
+      [&](const pg::Row& r) { heads = core::heads_made(n, *r.int8(1), *r.int8(2)); });
   return heads;
 }
 

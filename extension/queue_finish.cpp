@@ -78,8 +78,8 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
   const int tenant_col = m.column("tenant_id"), queue_col = m.column("queue"), state_col = m.column("state"),
             token_col = m.column("claim_token"), slot_col = m.column("slot"), bytes_col = m.column("bytes"),
             key_col = m.column(queue.options.max_in_flight_per_key > 0 ? "fairness_key" : "partition_key"),
-            finished_col = m.column("finished_at"),
-            payload_col = m.column("payload"), resource_col = resources ? m.column("resource") : 0;
+            finished_col = m.column("finished_at"), payload_col = m.column("payload"),
+            resource_col = resources ? m.column("resource") : 0;
   const bool keep = queue.options.retain_acked_usecs > 0;
   const pg::Value acked = keep ? pg::text_value("acked") : pg::null_value();
   const pg::Value finished = pg::timestamptz_value(now);

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(124);
+SELECT plan(131);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -373,6 +373,38 @@ SELECT is(pg_temp.err($$SELECT forgeyard.queue_alter('t1', 'fq', '{"fairness": f
 SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'fq')$$, 'queue_drop of a fair queue');
 SELECT is_empty($$SELECT 1 FROM forgeyard.queue_fair_keys WHERE tenant_id = 't1' AND queue = 'fq'$$,
                 'queue_drop removes its keys'' weights and passes');
+
+-------------------------------------------------------------------------------------------------
+-- Priority aging
+-------------------------------------------------------------------------------------------------
+SELECT forgeyard.queue_create('t1', 'aq', '{"aging": "1 minute"}');
+SELECT is((SELECT aging_usecs FROM forgeyard.queues WHERE tenant_id = 't1' AND queue = 'aq'), 60000000::bigint,
+          'queue_create stores aging');
+SELECT is((SELECT options->>'aging' FROM forgeyard.queue_list('t1') WHERE queue = 'aq'), '00:01:00',
+          'queue_list shows it as an interval');
+SELECT is(pg_temp.err($$SELECT forgeyard.queue_create('t1', 'ax', '{"aging": "31 days"}')$$),
+          ARRAY['22023', 'queue option aging is too long', 'the maximum is 2592000 seconds'], 'aging above 30 days: 22023');
+SELECT is(pg_temp.err($$SELECT forgeyard.queue_create('t1', 'ax', '{"aging": "1 minute", "fairness": true}')$$),
+          ARRAY['22023', 'queue option aging cannot be combined with fairness (a fair queue orders a class by pass, not by age)', ''],
+          'aging with fairness: 22023');
+SET forgeyard.now_override = '2030-04-01 00:00:00+00';
+SELECT forgeyard.enqueue('t1', 'aq', 'bulk', priority => 'bulk');
+SET forgeyard.now_override = '2030-04-01 01:00:00+00';
+SELECT forgeyard.enqueue('t1', 'aq', 'realtime', priority => 'realtime');
+SELECT forgeyard.enqueue('t1', 'aq', 'security', priority => 'security_control');
+SELECT forgeyard.enqueue('t1', 'aq', 'interactive', priority => 'interactive');
+CREATE TEMP TABLE aged (n serial, payload text, priority text);
+INSERT INTO aged (payload, priority) SELECT convert_from(payload, 'UTF8'), priority FROM forgeyard.claim('t1', 'aq', 'w', 1);
+INSERT INTO aged (payload, priority) SELECT convert_from(payload, 'UTF8'), priority FROM forgeyard.claim('t1', 'aq', 'w', 1);
+INSERT INTO aged (payload, priority) SELECT convert_from(payload, 'UTF8'), priority FROM forgeyard.claim('t1', 'aq', 'w', 1);
+INSERT INTO aged (payload, priority) SELECT convert_from(payload, 'UTF8'), priority FROM forgeyard.claim('t1', 'aq', 'w', 1);
+SELECT results_eq($$SELECT payload, priority FROM aged ORDER BY n$$,
+                  $$VALUES ('security'::text, 'security_control'::text), ('bulk', 'bulk'), ('realtime', 'realtime'),
+                           ('interactive', 'interactive')$$,
+                  'an hour-old bulk message competes as realtime (older than the realtime one), never above security_control; its class stays bulk');
+SELECT lives_ok($$SELECT forgeyard.queue_alter('t1', 'aq', '{"aging": null}')$$, 'aging null removes it');
+SELECT is((SELECT aging_usecs FROM forgeyard.queues WHERE tenant_id = 't1' AND queue = 'aq'), 0::bigint, 'no aging');
+RESET forgeyard.now_override;
 
 SELECT * FROM finish();
 ROLLBACK;

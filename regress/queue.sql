@@ -56,7 +56,7 @@ CREATE TEMP TABLE defaults AS SELECT '{"max_messages": 100000, "max_bytes": 1073
     "dead_letter_retention": "168:00:00", "dedup_window": "24:00:00", "admit_emergency": 100,
     "admit_security_control": 100, "admit_realtime": 95, "admit_interactive": 90, "admit_background": 80,
     "admit_bulk": 70, "notify": false, "retry_budget": null, "retry_budget_min": 10, "retry_budget_window": "00:01:00",
-    "max_in_flight_per_key": null, "fairness": false}'::jsonb AS o;
+    "max_in_flight_per_key": null, "fairness": false, "aging": "00:00:00"}'::jsonb AS o;
 
 SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'dflt')$$, 'queue_create without options');
 SELECT is(pg_temp.options('t1', 'dflt'), (SELECT o FROM defaults),
@@ -90,7 +90,7 @@ SELECT is(pg_temp.options('t1', 'every'),
             "dedup_window": "01:30:00", "admit_emergency": 100, "admit_security_control": 99, "admit_realtime": 90,
             "admit_interactive": 80, "admit_background": 60, "admit_bulk": 50, "notify": true, "retry_budget": 0.25,
             "retry_budget_min": 3, "retry_budget_window": "00:05:00", "max_in_flight_per_key": null,
-            "fairness": false}'::jsonb,
+            "fairness": false, "aging": "00:00:00"}'::jsonb,
           'every option is stored and listed as given (a day counts as 24 hours)');
 SELECT results_eq(
     $$SELECT visibility_usecs, backoff_base_usecs, backoff_max_usecs, retain_acked_usecs, dead_retention_usecs,

@@ -516,7 +516,7 @@ CREATE FUNCTION forgeyard.queue_create(tenant text, queue text, options jsonb DE
     RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_queue_create';
 COMMENT ON FUNCTION forgeyard.queue_create(text, text, jsonb) IS
-  'Create a queue of the tenant. Options (each validated, 22023 naming it): max_messages, max_bytes, max_payload_bytes (64 KiB), visibility_timeout, max_attempts, backoff_base, backoff_max, ordering (none|partition), dead_letter_payload (drop|keep), retain_acked, max_dead, dead_letter_retention, dedup_window (24 h), admit_<class> percentages (bulk 70, background 80, interactive 90, realtime 95, security_control and emergency 100), notify; flow control: retry_budget, retry_budget_min, retry_budget_window, max_in_flight_per_key (not with ordering partition), fairness (true|false). 42710 if it exists.';
+  'Create a queue of the tenant. Options (each validated, 22023 naming it): max_messages, max_bytes, max_payload_bytes (64 KiB), visibility_timeout, max_attempts, backoff_base, backoff_max, ordering (none|partition), dead_letter_payload (drop|keep), retain_acked, max_dead, dead_letter_retention, dedup_window (24 h), admit_<class> percentages (bulk 70, background 80, interactive 90, realtime 95, security_control and emergency 100), notify; flow control: retry_budget, retry_budget_min, retry_budget_window, max_in_flight_per_key (not with ordering partition), fairness (true|false), aging (an interval; 0 or null: none). 42710 if it exists.';
 
 CREATE FUNCTION forgeyard.queue_alter(tenant text, queue text, options jsonb)
     RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -2382,9 +2382,19 @@ COMMENT ON TABLE forgeyard.queue_partitions IS
 -- claims, and a key that was idle starts at the present (it banks no credit). The keys' rows are
 -- written by producers only.
 ALTER TABLE forgeyard.queues ADD COLUMN fairness boolean NOT NULL DEFAULT false;
+-- Priority aging (queue option aging): a ready message below realtime competes one class higher
+-- per interval waited, never above realtime; nothing is rewritten (the claim reads the oldest of
+-- each class and orders them by the class they have aged into). 0: none.
+ALTER TABLE forgeyard.queues ADD COLUMN aging_usecs bigint NOT NULL DEFAULT 0
+    CHECK (aging_usecs BETWEEN 0 AND 2592000000000);
 ALTER TABLE forgeyard.messages ADD COLUMN pass bigint;
 CREATE INDEX messages_fair ON forgeyard.messages (tenant_id, queue, priority, pass, msg_id)
     WITH (deduplicate_items = off) WHERE state = 'pending' AND is_head AND pass IS NOT NULL;
+-- The age-ordered claim index keeps the messages without a pass only: a fair queue's claims
+-- read messages_fair, and an entry in both would cost every enqueue and claim a second insert.
+DROP INDEX forgeyard.messages_claim;
+CREATE INDEX messages_claim ON forgeyard.messages (tenant_id, queue, priority, visible_at, msg_id)
+    WITH (deduplicate_items = off) WHERE state = 'pending' AND is_head AND pass IS NULL;
 CREATE TABLE forgeyard.queue_fair_keys (
     tenant_id    text    NOT NULL,
     queue        text    NOT NULL,

@@ -39,6 +39,7 @@ fy::core::QueueOptions core_options(const QueueOptions& o) {
   c.retry_budget_window_usecs = o.retry_budget_window.count();
   // (0 in the core is "none": a value below 1 becomes -1, which the core's validate() refuses.)
   c.fairness = o.fairness;
+  c.aging_usecs = o.aging.count();
   if (o.max_in_flight_per_key) c.max_in_flight_per_key = *o.max_in_flight_per_key > 0 ? *o.max_in_flight_per_key : -1;
   return c;
 }
@@ -68,6 +69,7 @@ std::string options_json(const QueueOptions& o) {
   if (o.retry_budget) json += ",\"retry_budget\":" + fraction_text(*o.retry_budget);
   if (o.max_in_flight_per_key) json += ",\"max_in_flight_per_key\":" + std::to_string(*o.max_in_flight_per_key);
   if (o.fairness) json += ",\"fairness\":true";
+  if (o.aging.count() != 0) json += ",\"aging\":" + us(o.aging);
   json += ",\"retry_budget_min\":" + std::to_string(o.retry_budget_min) +
           ",\"retry_budget_window\":" + us(o.retry_budget_window);
   return json + "}";

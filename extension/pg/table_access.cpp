@@ -45,13 +45,13 @@ std::array<Named, 9> tables{{{"messages"},
 std::array<Named, 10> indexes{{{"messages_pkey"},
                                {"messages_claim"},
                                {"messages_fair"},
-                              {"queue_releases_pkey"},
-                              {"queue_slots_pkey"},
-                              {"leases_pkey"},
-                              {"wf_runs_pkey"},
-                              {"wf_journal_pkey"},
-                              {"wf_cursors_pkey"},
-                              {"flow_resource_state_pkey"}}};
+                               {"queue_releases_pkey"},
+                               {"queue_slots_pkey"},
+                               {"leases_pkey"},
+                               {"wf_runs_pkey"},
+                               {"wf_journal_pkey"},
+                               {"wf_cursors_pkey"},
+                               {"flow_resource_state_pkey"}}};
 // Per table: column name -> attribute number.
 std::array<std::map<std::string, int, std::less<>>, tables.size()> columns;
 // Per index: (column, strategy) -> comparison function, and the column's collation.

@@ -21,3 +21,6 @@ CREATE TABLE queue_fair_keys (
     last_pass    INTEGER,
     PRIMARY KEY (tenant_id, queue, fairness_key)
 ) STRICT, WITHOUT ROWID;
+
+-- Priority aging (the twin of the extension's aging_usecs): 0 is none.
+ALTER TABLE queues ADD COLUMN aging_usecs INTEGER NOT NULL DEFAULT 0 CHECK (aging_usecs BETWEEN 0 AND 2592000000000);

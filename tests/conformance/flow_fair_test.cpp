@@ -120,7 +120,8 @@ BOOST_AUTO_TEST_CASE(messages_without_a_key_share_one_and_a_plain_queue_keeps_it
     queues().enqueue(tenant, "plain", m);
   }
   std::string order;
-  for (const auto& d : queues().claim(tenant, "plain", "w", 3)) order += std::string(d.payload.begin(), d.payload.end());
+  for (const auto& d : queues().claim(tenant, "plain", "w", 3))
+    order += std::string(d.payload.begin(), d.payload.end());
   BOOST_TEST(order == "xxy");
 }
 
@@ -136,6 +137,72 @@ BOOST_AUTO_TEST_CASE(bad_weights_and_queues_without_fairness_are_refused) {
   FY_CHECK_ERROR(queues().fairness_weight(tenant, "plain", "a", 2), ErrorKind::InvalidArgument, "22023",
                  "queue \"plain\" is not fair");
   queues().fairness_weight(tenant, queue, "a", std::nullopt);  // back to 1: allowed
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+struct AgingFixture : conformance::Backend {
+  std::string queue = "aging";
+  forgeyard::Queues& queues() { return store->queues(); }
+  void send(const std::string& payload, forgeyard::Priority p) {
+    OutgoingMessage m{payload};
+    m.priority = p;
+    queues().enqueue(tenant, queue, m);
+  }
+  std::string next() {
+    auto got = queues().claim(tenant, queue, "w", 1);
+    if (got.empty()) return "";
+    queues().ack(tenant, queue, got[0].msg_id, got[0].claim_token);
+    return std::string(got[0].payload.begin(), got[0].payload.end());
+  }
+};
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(flow_aging, AgingFixture)
+
+BOOST_AUTO_TEST_CASE(a_waiting_message_climbs_a_class_per_interval_but_never_above_realtime) {
+  using forgeyard::Priority;
+  forgeyard::QueueOptions o;
+  o.aging = std::chrono::minutes(1);
+  queues().create(tenant, queue, o);
+  send("bulk-old", Priority::Bulk);
+  clock.advance(std::chrono::seconds(150));  // two intervals: bulk competes as interactive
+  send("interactive", Priority::Interactive);
+  send("bulk-new", Priority::Bulk);
+  // In class interactive the older message goes first; the new bulk one has not aged.
+  BOOST_TEST(next() == "bulk-old");
+  BOOST_TEST(next() == "interactive");
+  BOOST_TEST(next() == "bulk-new");
+  // An hour of waiting lifts bulk to realtime and no further.
+  send("bulk", Priority::Bulk);
+  clock.advance(std::chrono::hours(1));
+  send("realtime", Priority::Realtime);
+  send("security", Priority::SecurityControl);
+  send("emergency", Priority::Emergency);
+  BOOST_TEST(next() == "emergency");
+  BOOST_TEST(next() == "security");
+  BOOST_TEST(next() == "bulk");  // realtime now, and older than the realtime message
+  BOOST_TEST(next() == "realtime");
+  BOOST_TEST(next() == "");
+}
+
+BOOST_AUTO_TEST_CASE(without_aging_classes_keep_their_order_and_bad_aging_is_refused) {
+  using forgeyard::Priority;
+  queues().create(tenant, queue, {});
+  send("bulk", Priority::Bulk);
+  clock.advance(std::chrono::hours(1));
+  send("interactive", Priority::Interactive);
+  BOOST_TEST(next() == "interactive");
+  BOOST_TEST(next() == "bulk");
+  forgeyard::QueueOptions o;
+  o.aging = std::chrono::hours(24 * 31);
+  FY_CHECK_ERROR(queues().create(tenant, "bad", o), ErrorKind::InvalidArgument, "22023");
+  o.aging = std::chrono::minutes(1);
+  o.fairness = true;
+  FY_CHECK_ERROR(
+      queues().create(tenant, "bad", o), ErrorKind::InvalidArgument, "22023",
+      "queue option aging cannot be combined with fairness (a fair queue orders a class by pass, not by age)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -67,13 +67,13 @@ BOOST_AUTO_TEST_CASE(a_key_at_its_limit_is_skipped_and_its_next_follows_when_one
   queues().ack(tenant, queue, first[0].msg_id, first[0].claim_token);
   auto second = claim(10);
   BOOST_TEST(ids(second) == (std::vector<std::int64_t>{a[2]}));
-  BOOST_TEST((queues().nack(tenant, queue, first[1].msg_id, first[1].claim_token, "again") ==
-             forgeyard::NackOutcome::Retry));
+  BOOST_TEST(
+      (queues().nack(tenant, queue, first[1].msg_id, first[1].claim_token, "again") == forgeyard::NackOutcome::Retry));
   clock.advance(1s);
   BOOST_TEST(ids(claim(10)) == (std::vector<std::int64_t>{a[1]}));
   // A dead letter finishes too: A's next one follows it.
   BOOST_TEST((queues().nack(tenant, queue, second[0].msg_id, second[0].claim_token, "bad", true) ==
-             forgeyard::NackOutcome::Dead));
+              forgeyard::NackOutcome::Dead));
   BOOST_TEST(ids(claim(10)) == (std::vector<std::int64_t>{a[3]}));
   BOOST_TEST(claim(10).empty());
   BOOST_TEST(queues().stats(tenant, queue).ready == 1);  // a[4], behind a[1] and a[3]
@@ -91,8 +91,8 @@ BOOST_AUTO_TEST_CASE(a_batch_of_one_key_makes_heads_up_to_the_limit_and_a_redriv
   auto got = claim(10);
   BOOST_TEST(ids(got) == (std::vector<std::int64_t>{c[0], c[1]}));
   // A dead letter makes room: C's next one follows it.
-  BOOST_TEST((queues().nack(tenant, queue, got[0].msg_id, got[0].claim_token, "bad", true) ==
-              forgeyard::NackOutcome::Dead));
+  BOOST_TEST(
+      (queues().nack(tenant, queue, got[0].msg_id, got[0].claim_token, "bad", true) == forgeyard::NackOutcome::Dead));
   const auto c2 = claim(10);
   BOOST_TEST(ids(c2) == (std::vector<std::int64_t>{c[2]}));
   // Redriven, it joins the key at its limit and waits; as the oldest of C it is the next one in.

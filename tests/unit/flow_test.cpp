@@ -225,6 +225,23 @@ BOOST_AUTO_TEST_CASE(heads_are_promoted_up_to_the_limit_and_never_beyond_what_wa
   BOOST_TEST(fy::core::heads_to_promote(2, 1, 1) == 0);  // nothing waits
 }
 
+BOOST_AUTO_TEST_CASE(aging_lifts_a_class_per_interval_waited_and_never_above_realtime) {
+  constexpr std::int64_t a = 1000;
+  BOOST_TEST(fy::core::aged_class(5, 999, a) == 5);      // bulk, not yet an interval
+  BOOST_TEST(fy::core::aged_class(5, 1000, a) == 4);     // one interval: background
+  BOOST_TEST(fy::core::aged_class(5, 2500, a) == 3);     // two: interactive
+  BOOST_TEST(fy::core::aged_class(5, 3000, a) == 2);     // three: realtime
+  BOOST_TEST(fy::core::aged_class(5, 1000000, a) == 2);  // never above realtime
+  BOOST_TEST(fy::core::aged_class(2, 1000000, a) == 2);  // realtime does not move
+  BOOST_TEST(fy::core::aged_class(1, 1000000, a) == 1);  // nor security_control
+  BOOST_TEST(fy::core::aged_class(0, 1000000, a) == 0);  // nor emergency
+  BOOST_TEST(fy::core::aged_class(5, 1000000, 0) == 5);  // no aging
+  fy::core::QueueOptions o;
+  o.aging_usecs = a;
+  o.fairness = true;
+  BOOST_CHECK_THROW(fy::core::validate(o), fy::core::Error);  // not with fairness
+}
+
 BOOST_AUTO_TEST_CASE(heads_made_by_an_enqueue_are_read_back_from_the_counts_after_it) {
   // A new key of 5 with a limit of 2: pending 5, heads 2: the first two are heads.
   BOOST_TEST(fy::core::heads_made(5, 5, 2) == 2);

@@ -35,6 +35,8 @@ BOOST_AUTO_TEST_CASE(client_defaults_equal_the_cores_field_by_field) {
   BOOST_TEST(client.retry_budget_min == c.retry_budget_min);
   BOOST_TEST(client.retry_budget_window.count() == c.retry_budget_window_usecs);
   BOOST_TEST(client.max_in_flight_per_key.has_value() == (c.max_in_flight_per_key > 0));
+  BOOST_TEST(client.fairness == c.fairness);
+  BOOST_TEST(client.aging.count() == c.aging_usecs);
 }
 
 BOOST_AUTO_TEST_CASE(the_conversion_to_the_core_keeps_every_default) {
@@ -61,6 +63,8 @@ BOOST_AUTO_TEST_CASE(the_conversion_to_the_core_keeps_every_default) {
   BOOST_TEST(o.retry_budget_min == c.retry_budget_min);
   BOOST_TEST(o.retry_budget_window_usecs == c.retry_budget_window_usecs);
   BOOST_TEST(o.max_in_flight_per_key == c.max_in_flight_per_key);
+  BOOST_TEST(o.fairness == c.fairness);
+  BOOST_TEST(o.aging_usecs == c.aging_usecs);
   BOOST_CHECK_NO_THROW(core::validate(c));
 }
 

@@ -53,6 +53,10 @@ struct QueueOptions {
   // Within a class, claims interleave fairness keys by their weights (stride scheduling) instead
   // of taking the oldest first; see fairness_weight.
   bool fairness = false;
+  // Priority aging: a ready message below Realtime that waited this long competes one class
+  // higher per such interval, never above Realtime (Emergency and SecurityControl keep their
+  // lead). Zero: none. Not with fairness.
+  Duration aging = Duration::zero();
 };
 
 // `rate` per `per`, with a burst of `rate` (a bucket of `rate` tokens refilled over `per`).

@@ -52,8 +52,8 @@ const PgStatement dead_list_sql{
     4};
 const PgStatement redrive_sql{"fy_dead_redrive", "SELECT forgeyard.dead_redrive($1, $2, $3::pg_catalog.int8[], $4)", 4};
 const PgStatement purge_dead_sql{"fy_dead_purge", "SELECT forgeyard.dead_purge($1, $2, $3::pg_catalog.int8[])", 3};
-const PgStatement fairness_weight_sql{
-    "fy_fairness_weight", "SELECT forgeyard.fairness_weight($1, $2, $3, $4::pg_catalog.int4)", 4};
+const PgStatement fairness_weight_sql{"fy_fairness_weight",
+                                      "SELECT forgeyard.fairness_weight($1, $2, $3, $4::pg_catalog.int4)", 4};
 const PgStatement admission_limit_sql{
     "fy_admission_limit", "SELECT forgeyard.admission_limit($1, $2, $3::pg_catalog.int4, $4::pg_catalog.interval)", 4};
 const PgStatement inbox_sql{"fy_inbox_accept", "SELECT forgeyard.inbox_accept($1, $2, $3::pg_catalog.uuid)", 3};
@@ -271,9 +271,8 @@ void PgQueues::admission_limit(std::string_view tenant, std::string_view queue, 
 void PgQueues::fairness_weight(std::string_view tenant, std::string_view queue, std::string_view fairness_key,
                                std::optional<int> weight) {
   session_.measure("queue.fairness_weight", [&] {
-    session_.run(fairness_weight_sql,
-                 {text_param(tenant), text_param(queue), text_param(fairness_key),
-                  weight ? std::optional<std::string>(std::to_string(*weight)) : std::nullopt});
+    session_.run(fairness_weight_sql, {text_param(tenant), text_param(queue), text_param(fairness_key),
+                                       weight ? std::optional<std::string>(std::to_string(*weight)) : std::nullopt});
   });
 }
 

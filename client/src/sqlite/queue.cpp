@@ -23,7 +23,7 @@ Queue load(Db& db, std::string_view tenant, std::string_view queue) {
       "       dead_retention_usecs, dedup_window_usecs, admit_emergency, admit_security_control, admit_realtime,"
       "       admit_interactive, admit_background, admit_bulk, notify, used_messages, used_bytes, retry_budget,"
       "       retry_budget_min, retry_budget_window_usecs, admission_rate, admission_per_usecs, max_in_flight_per_key,"
-      "       fairness"
+      "       fairness, aging_usecs"
       "  FROM queues WHERE tenant_id = ?1 AND queue = ?2");
   q.bind(1, tenant).bind(2, queue);
   if (!q.step()) fy::core::throw_unknown_queue(tenant, queue);
@@ -42,6 +42,7 @@ Queue load(Db& db, std::string_view tenant, std::string_view queue) {
   if (!q.is_null(25)) o.admission_rate = q.int64(25), o.admission_per_usecs = q.int64(26);
   if (!q.is_null(27)) o.max_in_flight_per_key = q.int64(27);
   o.fairness = q.int64(28) != 0;
+  o.aging_usecs = q.int64(29);
   return out;
 }
 
@@ -91,7 +92,8 @@ void release(Db& db, const Queue& queue, std::int64_t bytes, const std::optional
             .bind(3, *key)
             .bind(4, n)
             .run();
-    db.query("UPDATE queue_partitions SET heads = heads + ?4 WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3")
+    db.query(
+          "UPDATE queue_partitions SET heads = heads + ?4 WHERE tenant_id = ?1 AND queue = ?2 AND partition_key = ?3")
         .bind(1, queue.tenant)
         .bind(2, queue.name)
         .bind(3, *key)

@@ -29,6 +29,99 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
                 "max_messages must be between 1 and " + std::to_string(fy::core::max_claim_batch));
   fy::core::check_name("consumer", true, consumer, fy::core::max_consumer_bytes);
   std::vector<Delivery> out;
+  // Hands out the messages `ids` (each locked by the write transaction): a claim token each, or
+  // the dead letter of a delivery that lapsed on every attempt.
+  auto claim_ids = [&](const std::vector<std::int64_t>& ids) {
+    for (std::int64_t id : ids) {
+      auto token = db.query("UPDATE claim_tokens SET last = last + 1 RETURNING last");
+      token.step();
+      const std::int64_t claim_token = token.int64(0);
+      while (token.step()) {
+      }
+      auto q = db.query(
+          "UPDATE messages SET claim_token = ?2, attempt = attempt + 1, visible_at = ?3, claimed_by = ?4"
+          " WHERE msg_id = ?1 RETURNING msg_id, event_id, partition_key, priority, attempt, claim_token,"
+          // A subscription's message has no payload of its own: it is its topic event's (topic.cpp).
+          " COALESCE(payload, (SELECT e.payload FROM subscriptions s JOIN topic_events e"
+          "   ON e.tenant_id = s.tenant_id AND e.topic = s.topic WHERE s.tenant_id = messages.tenant_id"
+          "   AND s.subscription = messages.queue AND e.event_id = messages.event_id)),"
+          " enqueued_at, bytes, resource, fairness_key");
+      q.bind(1, id).bind(2, claim_token).bind(3, now + visibility).bind(4, consumer);
+      if (!q.step()) continue;
+      Delivery d;
+      d.msg_id = q.int64(0);
+      if (!q.is_null(1)) d.event_id = q.text(1);
+      if (!q.is_null(2)) d.partition_key = q.text(2);
+      d.priority = priority_at(static_cast<int>(q.int64(3)));
+      d.attempt = static_cast<int>(q.int64(4));
+      d.claim_token = q.int64(5);
+      d.payload = q.is_null(6) ? Bytes{} : q.blob(6);
+      d.enqueued_at = from_unix_usecs(q.int64(7));
+      const std::int64_t bytes = q.int64(8);
+      const std::optional<std::string> resource = q.is_null(9) ? std::nullopt : std::optional<std::string>(q.text(9));
+      const std::optional<std::string> fairness_key =
+          q.is_null(10) ? std::nullopt : std::optional<std::string>(q.text(10));
+      while (q.step()) {
+      }
+      if (d.attempt > queue.options.max_attempts) {
+        // Its visibility ran out on every attempt (the consumer died or hung): dead-letter it.
+        db.query(
+              "UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, is_head = 0,"
+              " last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',"
+              " payload = CASE WHEN ?3 THEN payload END WHERE msg_id = ?1")
+            .bind(1, d.msg_id)
+            .bind(2, now)
+            .bind(3, static_cast<std::int64_t>(queue.options.keep_dead_payload ? 1 : 0))
+            .run();
+        release(db, queue, bytes, fy::core::group_key(queue.options, d.partition_key, fairness_key));
+        record_outcome(db, queue, resource, fy::core::flow::Outcome::neutral, now);
+        if (lapsed != nullptr) lapsed->push_back(std::move(d));
+        continue;
+      }
+      out.push_back(std::move(d));
+    }
+  };
+  if (queue.options.aging_usecs > 0) {
+    // Aging: the oldest ready messages of each class, up to max_messages each, in the order of
+    // the class each has aged into, then by age (the first max_messages of that order are among
+    // them: within a class the older message never competes in a lower class).
+    struct Aged {
+      std::int64_t id;
+      int aged;
+      std::int64_t visible_at;
+      std::optional<std::string> resource;
+      bool lapsed;
+      std::int64_t attempt;
+    };
+    std::vector<Aged> aged;
+    for (int p = 0; p < fy::core::priority_classes; ++p) {
+      auto q = db.query(
+          "SELECT msg_id, visible_at, attempt, resource, claim_token IS NOT NULL FROM messages"
+          " WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3 AND state = 'pending' AND is_head"
+          " AND visible_at <= ?4 ORDER BY visible_at, msg_id LIMIT ?5");
+      q.bind(1, queue.tenant)
+          .bind(2, queue.name)
+          .bind(3, static_cast<std::int64_t>(p))
+          .bind(4, now)
+          .bind(5, static_cast<std::int64_t>(max_messages));
+      while (q.step())
+        aged.push_back({q.int64(0), fy::core::aged_class(p, now - q.int64(1), queue.options.aging_usecs), q.int64(1),
+                        q.is_null(3) ? std::nullopt : std::optional<std::string>(q.text(3)), q.int64(4) != 0,
+                        q.int64(2)});
+    }
+    std::sort(aged.begin(), aged.end(), [](const Aged& a, const Aged& b) {
+      if (a.aged != b.aged) return a.aged < b.aged;
+      return a.visible_at != b.visible_at ? a.visible_at < b.visible_at : a.id < b.id;
+    });
+    std::vector<std::int64_t> ids;
+    for (const Aged& a : aged) {
+      if (static_cast<int>(ids.size()) >= max_messages) break;
+      if (a.attempt + 1 > queue.options.max_attempts || resource_allows(db, queue, a.resource, a.lapsed, now))
+        ids.push_back(a.id);
+    }
+    claim_ids(ids);
+    return out;
+  }
   for (int p = 0; p < fy::core::priority_classes && static_cast<int>(out.size()) < max_messages; ++p) {
     const std::size_t class_start = out.size();
     // Pages of candidates in (visible_at, msg_id) order, or a fair queue's (pass, msg_id): a
@@ -43,16 +136,16 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
       };
       std::vector<Candidate> page;
       {
-        auto q = db.query(
-            queue.options.fairness
-                ? "SELECT msg_id, pass, attempt, resource, claim_token IS NOT NULL FROM messages"
-                  " WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3 AND state = 'pending' AND is_head"
-                  " AND pass IS NOT NULL AND visible_at <= ?4 AND (?6 IS NULL OR (pass, msg_id) > (?6, ?7))"
-                  " ORDER BY pass, msg_id LIMIT ?5"
-                : "SELECT msg_id, visible_at, attempt, resource, claim_token IS NOT NULL FROM messages"
-                  " WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3 AND state = 'pending' AND is_head"
-                  " AND visible_at <= ?4 AND (?6 IS NULL OR (visible_at, msg_id) > (?6, ?7))"
-                  " ORDER BY visible_at, msg_id LIMIT ?5");
+        auto q =
+            db.query(queue.options.fairness
+                         ? "SELECT msg_id, pass, attempt, resource, claim_token IS NOT NULL FROM messages"
+                           " WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3 AND state = 'pending' AND is_head"
+                           " AND pass IS NOT NULL AND visible_at <= ?4 AND (?6 IS NULL OR (pass, msg_id) > (?6, ?7))"
+                           " ORDER BY pass, msg_id LIMIT ?5"
+                         : "SELECT msg_id, visible_at, attempt, resource, claim_token IS NOT NULL FROM messages"
+                           " WHERE tenant_id = ?1 AND queue = ?2 AND priority = ?3 AND state = 'pending' AND is_head"
+                           " AND visible_at <= ?4 AND (?6 IS NULL OR (visible_at, msg_id) > (?6, ?7))"
+                           " ORDER BY visible_at, msg_id LIMIT ?5");
         q.bind(1, queue.tenant)
             .bind(2, queue.name)
             .bind(3, static_cast<std::int64_t>(p))
@@ -74,54 +167,7 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
         // lapsed on every attempt is dead-lettered whatever its resource says.)
         if (c.attempt + 1 > queue.options.max_attempts || resource_allows(db, queue, c.resource, c.lapsed, now))
           ids.push_back(c.id);
-      for (std::int64_t id : ids) {
-        auto token = db.query("UPDATE claim_tokens SET last = last + 1 RETURNING last");
-        token.step();
-        const std::int64_t claim_token = token.int64(0);
-        while (token.step()) {
-        }
-        auto q = db.query(
-            "UPDATE messages SET claim_token = ?2, attempt = attempt + 1, visible_at = ?3, claimed_by = ?4"
-            " WHERE msg_id = ?1 RETURNING msg_id, event_id, partition_key, priority, attempt, claim_token,"
-            // A subscription's message has no payload of its own: it is its topic event's (topic.cpp).
-            " COALESCE(payload, (SELECT e.payload FROM subscriptions s JOIN topic_events e"
-            "   ON e.tenant_id = s.tenant_id AND e.topic = s.topic WHERE s.tenant_id = messages.tenant_id"
-            "   AND s.subscription = messages.queue AND e.event_id = messages.event_id)),"
-            " enqueued_at, bytes, resource, fairness_key");
-        q.bind(1, id).bind(2, claim_token).bind(3, now + visibility).bind(4, consumer);
-        if (!q.step()) continue;
-        Delivery d;
-        d.msg_id = q.int64(0);
-        if (!q.is_null(1)) d.event_id = q.text(1);
-        if (!q.is_null(2)) d.partition_key = q.text(2);
-        d.priority = priority_at(static_cast<int>(q.int64(3)));
-        d.attempt = static_cast<int>(q.int64(4));
-        d.claim_token = q.int64(5);
-        d.payload = q.is_null(6) ? Bytes{} : q.blob(6);
-        d.enqueued_at = from_unix_usecs(q.int64(7));
-        const std::int64_t bytes = q.int64(8);
-        const std::optional<std::string> resource = q.is_null(9) ? std::nullopt : std::optional<std::string>(q.text(9));
-        const std::optional<std::string> fairness_key =
-            q.is_null(10) ? std::nullopt : std::optional<std::string>(q.text(10));
-        while (q.step()) {
-        }
-        if (d.attempt > queue.options.max_attempts) {
-          // Its visibility ran out on every attempt (the consumer died or hung): dead-letter it.
-          db.query(
-                "UPDATE messages SET state = 'dead', claim_token = NULL, finished_at = ?2, is_head = 0,"
-                " last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',"
-                " payload = CASE WHEN ?3 THEN payload END WHERE msg_id = ?1")
-              .bind(1, d.msg_id)
-              .bind(2, now)
-              .bind(3, static_cast<std::int64_t>(queue.options.keep_dead_payload ? 1 : 0))
-              .run();
-          release(db, queue, bytes, fy::core::group_key(queue.options, d.partition_key, fairness_key));
-          record_outcome(db, queue, resource, fy::core::flow::Outcome::neutral, now);
-          if (lapsed != nullptr) lapsed->push_back(std::move(d));
-          continue;
-        }
-        out.push_back(std::move(d));
-      }
+      claim_ids(ids);
     }
     // Delivery order within a class: oldest message first; a fair queue's in pass order.
     if (!queue.options.fairness)

@@ -21,9 +21,9 @@ bool create_in(Db& db, std::string_view tenant, std::string_view queue, const fy
       "   max_attempts, backoff_base_usecs, backoff_max_usecs, ordering, dead_letter_payload, retain_acked_usecs,"
       "   max_dead, dead_retention_usecs, dedup_window_usecs, admit_emergency, admit_security_control,"
       "   admit_realtime, admit_interactive, admit_background, admit_bulk, notify, created_at, retry_budget,"
-      "   retry_budget_min, retry_budget_window_usecs, max_in_flight_per_key, fairness)"
+      "   retry_budget_min, retry_budget_window_usecs, max_in_flight_per_key, fairness, aging_usecs)"
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,"
-      "         ?22, ?23, ?24, ?25, ?26, ?27, ?28) ON CONFLICT DO NOTHING");
+      "         ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29) ON CONFLICT DO NOTHING");
   q.bind(1, tenant)
       .bind(2, queue)
       .bind(3, o.max_messages)
@@ -50,7 +50,7 @@ bool create_in(Db& db, std::string_view tenant, std::string_view queue, const fy
     q.bind(27, o.max_in_flight_per_key);
   else
     q.bind_null(27);
-  q.bind(28, static_cast<std::int64_t>(o.fairness ? 1 : 0));
+  q.bind(28, static_cast<std::int64_t>(o.fairness ? 1 : 0)).bind(29, o.aging_usecs);
   return q.run() > 0;
 }
 
