@@ -39,6 +39,13 @@ std::int64_t wait_usecs(const Rate& rate, const std::optional<std::int64_t>& tat
   return std::max<std::int64_t>(0, *tat - tolerance_usecs(rate) - now);
 }
 
+std::int64_t available(const Rate& rate, const std::optional<std::int64_t>& tat, std::int64_t now) {
+  const std::int64_t burst = rate.burst > 0 ? rate.burst : rate.tokens;
+  if (!tat) return burst;
+  const std::int64_t e = emission_usecs(rate);
+  return std::clamp<std::int64_t>((now + tolerance_usecs(rate) - std::max(*tat, now)) / e + 1, 0, burst);
+}
+
 int admission_slots(const Rate& rate, int capacity_slots) {
   return static_cast<int>(std::clamp<std::int64_t>(rate.tokens, 1, std::max(capacity_slots, 1)));
 }

@@ -25,6 +25,8 @@ struct Rate {
 // GCRA: the bucket is its theoretical arrival time `tat` (none: full). Takes up to `count`
 // tokens at `now` and returns how many it took; `tat` moves by the tokens taken.
 std::int64_t take(const Rate& rate, std::optional<std::int64_t>& tat, std::int64_t now, std::int64_t count);
+// The tokens the bucket holds at `now` (at most its burst), as forgeyard.flow_state shows them.
+std::int64_t available(const Rate& rate, const std::optional<std::int64_t>& tat, std::int64_t now);
 // Microseconds from `now` until the bucket holds one token (0: it holds one now).
 std::int64_t wait_usecs(const Rate& rate, const std::optional<std::int64_t>& tat, std::int64_t now);
 // The part of `rate` that capacity slot `slot` of `slots` keeps, so that the slots' buckets add

@@ -66,6 +66,7 @@ void add_lease_commands(CLI::App& app, Commands& commands);
 void add_cas_commands(CLI::App& app, Commands& commands);
 void add_idem_commands(CLI::App& app, Commands& commands);
 void add_queue_commands(CLI::App& app, Commands& commands);
+void add_flow_commands(CLI::App& queue, Commands& commands);  // queue flow (called by add_queue_commands)
 void add_audit_commands(CLI::App& app, Commands& commands);
 void add_migrate_commands(CLI::App& app, Commands& commands);   // storage migrate (after storage)
 void add_topic_commands(CLI::App& app, Commands& commands);     // event-type, topic

@@ -1,5 +1,5 @@
-// queue create | send | claim | ack | nack | stats | dead | redrive | work (docs/sql-api.md,
-// "Queues"). `queue work` runs job_runner.cpp.
+// queue create | send | claim | ack | nack | stats | dead | redrive | work | flow (docs/sql-api.md,
+// "Queues"). `queue work` runs job_runner.cpp, `queue flow` is commands_flow.cpp.
 #include <iostream>
 #include <optional>
 
@@ -23,13 +23,17 @@ struct CreateArgs {
   std::string backoff_max = format_duration(core.backoff_max_usecs);
   std::string ordering = core.partitioned ? "partition" : "none";
   std::string dead_letter_payload = core.keep_dead_payload ? "keep" : "drop";
+  // Flow control (docs/operations.md, "Flow control").
+  bool fairness = core.fairness;
+  std::string aging = "0s";
+  std::int64_t max_in_flight_per_key = 0;
 };
 
 struct QueueArgs {
   std::string tenant, queue;
   std::int64_t msg_id = 0, claim_token = 0;
   // send
-  std::string payload, event_id, partition_key;
+  std::string payload, event_id, partition_key, fairness_key, resource;
   std::string priority{to_string(OutgoingMessage{}.priority)};
   std::string delay = "0s";
   // claim, dead, redrive
@@ -95,6 +99,15 @@ void add_queue_commands(CLI::App& app, Commands& commands) {
       ->capture_default_str()
       ->check(CLI::IsMember({"drop", "keep"}).description(""))
       ->type_name("drop|keep");
+  create->add_flag("--fairness", o->fairness, "claims interleave fairness keys by weight (queue flow weight)");
+  create->add_option("--aging", o->aging, "a ready message climbs a class per this long waited, up to realtime")
+      ->type_name("D")
+      ->capture_default_str();
+  create
+      ->add_option("--max-in-flight-per-key", o->max_in_flight_per_key,
+                   "messages of one fairness key ready or in flight at a time (0: no limit)")
+      ->type_name("N")
+      ->capture_default_str();
   commands.on(create, [o, a](Context& ctx) {
     QueueOptions q;
     q.max_messages = o->max_messages;
@@ -106,6 +119,9 @@ void add_queue_commands(CLI::App& app, Commands& commands) {
     q.backoff_max = parse_duration(o->backoff_max);
     q.partition_ordered = o->ordering == "partition";
     q.keep_dead_letter_payload = o->dead_letter_payload == "keep";
+    q.fairness = o->fairness;
+    q.aging = parse_duration(o->aging);
+    if (o->max_in_flight_per_key != 0) q.max_in_flight_per_key = o->max_in_flight_per_key;
     ctx.store().queues().create(a->tenant, a->queue, q);
     std::cout << "created=" << a->queue << "\n";
     return 0;
@@ -121,10 +137,16 @@ void add_queue_commands(CLI::App& app, Commands& commands) {
       ->type_name("P")
       ->capture_default_str();
   send->add_option("--delay", a->delay, "deliver no earlier than this")->type_name("D")->capture_default_str();
+  send->add_option("--fairness-key", a->fairness_key, "whose message it is (fair queues, per-key limits)")
+      ->type_name("K");
+  send->add_option("--resource", a->resource, "the downstream it will hit (queue flow resource, breaker)")
+      ->type_name("R");
   commands.on(send, [a](Context& ctx) {
     OutgoingMessage m;
     if (!a->event_id.empty()) m.event_id = a->event_id;
     if (!a->partition_key.empty()) m.partition_key = a->partition_key;
+    if (!a->fairness_key.empty()) m.fairness_key = a->fairness_key;
+    if (!a->resource.empty()) m.resource = a->resource;
     m.priority = priority_from_string(a->priority);
     m.delay = parse_duration(a->delay);
     m.payload = a->payload == "-" ? read_stdin() : a->payload;
@@ -227,6 +249,7 @@ void add_queue_commands(CLI::App& app, Commands& commands) {
               << "\n";
     return 0;
   });
+  add_flow_commands(*queue, commands);
 }
 
 }  // namespace forgeyard::cli

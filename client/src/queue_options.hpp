@@ -4,6 +4,7 @@
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/core.hpp"
 #include "core/flow.hpp"
@@ -20,6 +21,8 @@ std::string resource_limits_json(const ResourceLimits& limits);
 std::string breaker_json(const BreakerOptions& options);
 fy::core::flow::ResourceConfig core_resource_config(const ResourceLimits& limits,
                                                     const std::optional<BreakerOptions>& breaker);
+// flow_state's order on both backends: kind, then queue (none first), then subject.
+void sort_flow(std::vector<FlowLimit>& rows);
 int priority_index(Priority p);
 Priority priority_at(int index);  // Corruption when out of range
 

@@ -1,6 +1,8 @@
 #include "forgeyard/queues.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "error_map.hpp"
 #include "queue_options.hpp"
@@ -73,6 +75,12 @@ std::string options_json(const QueueOptions& o) {
   json += ",\"retry_budget_min\":" + std::to_string(o.retry_budget_min) +
           ",\"retry_budget_window\":" + us(o.retry_budget_window);
   return json + "}";
+}
+
+void sort_flow(std::vector<FlowLimit>& rows) {
+  std::sort(rows.begin(), rows.end(), [](const FlowLimit& a, const FlowLimit& b) {
+    return std::tie(a.kind, a.queue, a.subject) < std::tie(b.kind, b.queue, b.subject);
+  });
 }
 
 std::string resource_limits_json(const ResourceLimits& l) {

@@ -383,6 +383,45 @@ BOOST_AUTO_TEST_CASE(boolean_flags_work_bare_and_with_the_old_value) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(queue_flow_sets_limits_and_shows_them_as_lines_and_as_json) {
+  const Sqlite run;
+  BOOST_REQUIRE_EQUAL(run({"queue", "create", "acme", "fair", "--fairness", "--max-in-flight-per-key", "2"}).code, 0);
+  BOOST_TEST(run({"queue", "flow", "weight", "acme", "fair", "vip", "3"}).out == "weight=3\n");
+  BOOST_TEST(run({"queue", "flow", "admission", "acme", "fair", "--rate", "10", "--per", "1m"}).out ==
+             "admission_limit=10/1m\n");
+  BOOST_TEST(run({"queue", "flow", "resource", "acme", "smtp", "--max-in-flight", "4"}).out == "resource=smtp\n");
+  BOOST_TEST(run({"queue", "flow", "breaker", "acme", "smtp", "--failure-rate", "0.5"}).out ==
+             "breaker=closed\nfailures=0\ncalls=0\n");
+  for (int i = 0; i < 3; ++i)
+    BOOST_REQUIRE_EQUAL(run({"queue", "send", "acme", "fair", "x", "--fairness-key", "vip"}).code, 0);
+  const Run shown = run({"queue", "flow", "show", "acme"});
+  BOOST_TEST(shown.code == 0, shown.err);
+  BOOST_TEST(shown.out.find("kind=admission_limit queue=fair subject= limit=\"10 per 00:01:00\" available=7\n") !=
+                 std::string::npos,
+             shown.out);
+  BOOST_TEST(shown.out.find("kind=key_limit queue=fair subject=vip limit=\"max_in_flight_per_key 2\" available=0 "
+                            "in_flight=2 counted=3 delayed=1\n") != std::string::npos,
+             shown.out);
+  BOOST_TEST(shown.out.find("kind=fairness_weight queue=fair subject=vip limit=\"weight 3\"\n") != std::string::npos);
+  BOOST_TEST(shown.out.find("kind=breaker queue= subject=smtp") != std::string::npos);
+  BOOST_TEST(shown.out.ends_with("limits=5\n"), shown.out);
+  const Run json = run({"queue", "flow", "show", "acme", "--json"});
+  BOOST_TEST(json.code == 0, json.err);
+  std::istringstream in(json.out);
+  boost::property_tree::ptree tree;
+  boost::property_tree::read_json(in, tree);
+  BOOST_TEST(tree.get_child("limits").size() == 5u);
+  BOOST_TEST(tree.get_child("limits").front().second.get<std::string>("kind") == "admission_limit");
+  // Bad input: the store's InvalidArgument exit code, nothing changed.
+  const Run bad = run({"queue", "flow", "weight", "acme", "fair", "vip", "0"});
+  BOOST_TEST(bad.code == forgeyard::cli::exit_code_for(forgeyard::ErrorKind::InvalidArgument));
+  BOOST_TEST(bad.err.find("weight must be between 1 and 1000") != std::string::npos, bad.err);
+  BOOST_TEST(run({"queue", "flow", "show", "acme"}).out.find("limit=\"weight 3\"") != std::string::npos);
+  BOOST_TEST(run({"queue", "flow", "breaker", "acme", "smtp", "--off"}).out == "breaker=none\n");
+  BOOST_TEST(run({"queue", "flow", "admission", "acme", "fair", "--off"}).out == "admission_limit=none\n");
+  BOOST_TEST(run({"queue", "flow", "show", "acme"}).out.ends_with("limits=3\n"));
+}
+
 BOOST_AUTO_TEST_CASE(global_options_may_follow_the_command_and_arguments_may_be_named_like_commands) {
   const Sqlite store;
   const Run acquired = cli({"lease", "acquire", "acme", "queue", "status", "--store", store.url, "--ttl", "1m"});

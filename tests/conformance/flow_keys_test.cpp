@@ -164,6 +164,54 @@ BOOST_AUTO_TEST_CASE(eight_claimers_never_hold_more_than_the_limit_of_a_key) {
   BOOST_TEST(queues().stats(tenant, queue).ready == 0);
 }
 
+BOOST_AUTO_TEST_CASE(flow_state_shows_every_limit_and_what_it_holds_alike_on_every_backend) {
+  create(2);
+  queues().admission_limit(tenant, queue, forgeyard::RateLimit{10, std::chrono::minutes(1)});
+  forgeyard::QueueOptions fair;
+  fair.fairness = true;
+  queues().create(tenant, "fair", fair);
+  queues().fairness_weight(tenant, "fair", "vip", 3);
+  forgeyard::ResourceLimits limits;
+  limits.rate = forgeyard::RateLimit{5, std::chrono::seconds(1)};
+  limits.max_in_flight = 3;
+  queues().resource_limit(tenant, "smtp", limits);
+  queues().breaker_configure(tenant, "smtp", forgeyard::BreakerOptions{});
+  for (int i = 0; i < 3; ++i) send("A");
+  OutgoingMessage bound{"mail"};
+  bound.resource = "smtp";
+  queues().enqueue(tenant, queue, bound);
+  BOOST_TEST(claim(10).size() == 3u);  // A's two and the mail
+  const auto rows = queues().flow_state(tenant);
+  BOOST_REQUIRE_EQUAL(rows.size(), 5u);
+  auto check = [&](std::size_t i, const char* kind, std::optional<std::string> q, std::optional<std::string> subject,
+                   const char* limit) {
+    BOOST_TEST_CONTEXT("row " << i) {
+      BOOST_TEST(rows[i].kind == kind);
+      BOOST_TEST(rows[i].queue.value_or("(none)") == q.value_or("(none)"));
+      BOOST_TEST(rows[i].subject.value_or("(none)") == subject.value_or("(none)"));
+      BOOST_TEST(rows[i].limit == limit);
+    }
+  };
+  check(0, "admission_limit", queue, std::nullopt, "10 per 00:01:00");
+  BOOST_TEST(rows[0].available.value_or(-1) == 6);  // four of ten taken
+  check(1, "breaker", std::nullopt, std::string("smtp"),
+        "opens at 0.5 of the last 100 (at least 10), open for 00:00:30, 1 half-open");
+  BOOST_TEST(rows[1].state.value_or("(none)") == "closed");
+  BOOST_TEST(rows[1].in_flight.value_or(-1) == 1);
+  BOOST_TEST(rows[1].counted.value_or(-1) == 0);
+  check(2, "fairness_weight", std::string("fair"), std::string("vip"), "weight 3");
+  check(3, "key_limit", queue, std::string("A"), "max_in_flight_per_key 2");
+  BOOST_TEST(rows[3].available.value_or(-1) == 0);
+  BOOST_TEST(rows[3].in_flight.value_or(-1) == 2);
+  BOOST_TEST(rows[3].counted.value_or(-1) == 3);
+  BOOST_TEST(rows[3].delayed.value_or(-1) == 1);
+  check(4, "resource_limit", std::nullopt, std::string("smtp"), "5 per 00:00:01 burst 5, max_in_flight 3");
+  BOOST_TEST(rows[4].available.value_or(-1) == 4);
+  BOOST_TEST(rows[4].in_flight.value_or(-1) == 1);
+  BOOST_TEST(rows[4].refused.value_or(-1) == 0);
+  BOOST_TEST(queues().flow_state("nobody").empty());
+}
+
 BOOST_AUTO_TEST_CASE(bad_key_limits_are_refused) {
   forgeyard::QueueOptions o;
   o.max_in_flight_per_key = 0;

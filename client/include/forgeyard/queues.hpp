@@ -90,6 +90,19 @@ struct BreakerStatus {
   TimePoint changed_at;
 };
 
+// One limit of flow control, as the view forgeyard.flow_state shows it (docs/sql-api.md): of a
+// queue (admission_limit, retry_budget, key_limit, fairness_weight) or of a resource
+// (resource_limit, breaker; no queue).
+struct FlowLimit {
+  std::optional<std::string> queue;
+  std::string kind;
+  std::optional<std::string> subject;  // the resource, or the fairness key
+  std::string limit;                   // what it allows, in words
+  std::optional<std::int64_t> available, in_flight, counted, delayed, refused;
+  std::optional<std::string> state;  // a breaker's: closed, open, half_open
+  std::optional<TimePoint> since;
+};
+
 struct OutgoingMessage {
   Bytes payload;
   std::optional<std::string> event_id;  // a UUID: a repeat within the dedup window returns the first msg_id
@@ -192,6 +205,9 @@ class FORGEYARD_API Queues {
                                  const std::optional<BreakerOptions>& options) = 0;
   // NotFound for a resource without a breaker.
   virtual BreakerStatus breaker_state(std::string_view tenant, std::string_view resource) = 0;
+  // Every limit of the tenant's flow control and what it holds now, ordered by kind, queue and
+  // subject.
+  virtual std::vector<FlowLimit> flow_state(std::string_view tenant) = 0;
   // Inside the consumer's transaction: true the first time an event is seen, false after.
   virtual bool inbox_accept(std::string_view tenant, std::string_view consumer, std::string_view event_id) = 0;
 };

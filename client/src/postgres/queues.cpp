@@ -52,6 +52,11 @@ const PgStatement dead_list_sql{
     4};
 const PgStatement redrive_sql{"fy_dead_redrive", "SELECT forgeyard.dead_redrive($1, $2, $3::pg_catalog.int8[], $4)", 4};
 const PgStatement purge_dead_sql{"fy_dead_purge", "SELECT forgeyard.dead_purge($1, $2, $3::pg_catalog.int8[])", 3};
+const PgStatement flow_state_sql{
+    "fy_flow_state",
+    "SELECT queue, kind, subject, \"limit\", available, in_flight, counted, delayed, refused, state, " FY_USECS(
+        "since") " FROM forgeyard.flow_state WHERE tenant_id OPERATOR(pg_catalog.=) $1",
+    1};
 const PgStatement fairness_weight_sql{"fy_fairness_weight",
                                       "SELECT forgeyard.fairness_weight($1, $2, $3, $4::pg_catalog.int4)", 4};
 const PgStatement admission_limit_sql{
@@ -273,6 +278,23 @@ void PgQueues::fairness_weight(std::string_view tenant, std::string_view queue, 
   session_.measure("queue.fairness_weight", [&] {
     session_.run(fairness_weight_sql, {text_param(tenant), text_param(queue), text_param(fairness_key),
                                        weight ? std::optional<std::string>(std::to_string(*weight)) : std::nullopt});
+  });
+}
+
+std::vector<FlowLimit> PgQueues::flow_state(std::string_view tenant) {
+  return session_.measure("queue.flow_state", [&] {
+    const PgResult r = session_.run(flow_state_sql, {text_param(tenant)});
+    std::vector<FlowLimit> rows;
+    auto text = [&](int i, int j) { return r.is_null(i, j) ? std::nullopt : std::optional<std::string>(r.text(i, j)); };
+    auto number = [&](int i, int j) {
+      return r.is_null(i, j) ? std::nullopt : std::optional<std::int64_t>(r.int8(i, j));
+    };
+    for (int i = 0; i < r.rows(); ++i)
+      rows.push_back({text(i, 0), r.text(i, 1), text(i, 2), r.is_null(i, 3) ? std::string() : r.text(i, 3),
+                      number(i, 4), number(i, 5), number(i, 6), number(i, 7), number(i, 8), text(i, 9),
+                      r.is_null(i, 10) ? std::nullopt : std::optional<TimePoint>(from_unix_usecs(r.int8(i, 10)))});
+    sort_flow(rows);
+    return rows;
   });
 }
 

@@ -46,6 +46,7 @@ class SqliteQueues final : public Queues {
   void admission_limit(std::string_view tenant, std::string_view queue, std::optional<RateLimit> limit) override;
   void fairness_weight(std::string_view tenant, std::string_view queue, std::string_view fairness_key,
                        std::optional<int> weight) override;
+  std::vector<FlowLimit> flow_state(std::string_view tenant) override;
   void resource_limit(std::string_view tenant, std::string_view resource, const ResourceLimits& limits) override;
   void breaker_configure(std::string_view tenant, std::string_view resource,
                          const std::optional<BreakerOptions>& options) override;
