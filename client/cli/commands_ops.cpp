@@ -59,7 +59,7 @@ void print_pool(const PoolStats& p) {
 }
 
 std::string stats_json(const StoreStats& s) {
-  std::vector<std::string> tables, queues, tenants, workflows;
+  std::vector<std::string> tables, queues, tenants, workflows, flow;
   for (const TableStats& t : s.tables)
     tables.push_back(obj({{"name", json_string(t.name)},
                           {"rows", num(t.rows)},
@@ -92,12 +92,26 @@ std::string stats_json(const StoreStats& s) {
                              {"workflow", json_string(w.definition)},
                              {"state", json_string(w.state)},
                              {"runs", num(w.runs)}}));
+  auto opt_text = [](const std::optional<std::string>& v) { return v ? json_string(*v) : std::string("null"); };
+  for (const TenantFlowLimit& f : s.flow)
+    flow.push_back(obj({{"tenant", json_string(f.tenant)},
+                        {"queue", opt_text(f.limit.queue)},
+                        {"kind", json_string(f.limit.kind)},
+                        {"subject", opt_text(f.limit.subject)},
+                        {"limit", json_string(f.limit.limit)},
+                        {"available", opt(f.limit.available)},
+                        {"in_flight", opt(f.limit.in_flight)},
+                        {"counted", opt(f.limit.counted)},
+                        {"delayed", opt(f.limit.delayed)},
+                        {"refused", opt(f.limit.refused)},
+                        {"state", opt_text(f.limit.state)}}));
   return obj({{"backend", json_string(s.backend)},
               {"database_bytes", opt(s.database_bytes)},
               {"tables", arr(tables)},
               {"queues", arr(queues)},
               {"tenants", arr(tenants)},
-              {"workflows", arr(workflows)}});
+              {"workflows", arr(workflows)},
+              {"flow", arr(flow)}});
 }
 
 void print_stats(const StoreStats& s) {
@@ -126,6 +140,16 @@ void print_stats(const StoreStats& s) {
   for (const WorkflowRunCount& w : s.workflows)
     std::cout << "workflow=" << w.definition << " tenant=" << w.tenant << " state=" << w.state << " runs=" << w.runs
               << "\n";
+  for (const TenantFlowLimit& f : s.flow) {
+    std::cout << "flow=" << f.limit.kind << " tenant=" << f.tenant << " queue=" << f.limit.queue.value_or("")
+              << " subject=" << f.limit.subject.value_or("");
+    for (const auto& [name, v] : {std::pair{"available", f.limit.available}, std::pair{"in_flight", f.limit.in_flight},
+                                  std::pair{"counted", f.limit.counted}, std::pair{"delayed", f.limit.delayed},
+                                  std::pair{"refused", f.limit.refused}})
+      if (v) std::cout << " " << name << "=" << *v;
+    if (f.limit.state) std::cout << " state=" << *f.limit.state;
+    std::cout << "\n";
+  }
 }
 
 std::string replicas_json(const std::vector<ReplicaStatus>& replicas) {

@@ -1,6 +1,8 @@
 // Names of the doctor's groups and statuses, and the Prometheus text of a store's figures
 // (docs/operations.md, "forgeyard metrics").
+#include <array>
 #include <charconv>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -154,6 +156,45 @@ std::string prometheus_text(const StoreStats& stats, const Metrics& client) {
     Family runs(out, "forgeyard_workflow_runs", "gauge", "Workflow runs by definition (workflow@version) and state.");
     for (const WorkflowRunCount& w : stats.workflows)
       runs.sample({{"tenant", w.tenant}, {"workflow", w.definition}, {"state", w.state}}, static_cast<double>(w.runs));
+  }
+  {
+    // Flow control (Queues::flow_state): one sample per limit and figure it has; the keys of a
+    // queue with max_in_flight_per_key summed per queue (a series per key would be unbounded).
+    Family available(out, "forgeyard_flow_available", "gauge", "Tokens a rate limit holds now.");
+    Family in_flight(out, "forgeyard_flow_in_flight", "gauge",
+                     "Deliveries out under a resource limit or breaker; claimable messages of limited keys.");
+    Family counted(out, "forgeyard_flow_counted", "gauge",
+                   "Retries admitted in the retry window, a breaker's failures, limited keys' pending messages.");
+    Family delayed(out, "forgeyard_flow_delayed", "gauge",
+                   "Retries held back in the window, a breaker's outcomes, messages waiting behind key limits.");
+    Family refused(out, "forgeyard_flow_refused_total", "counter", "Claims a resource turned its messages away.");
+    Family breaker(out, "forgeyard_flow_breaker_state", "gauge", "A breaker: 0 closed, 1 half-open, 2 open.");
+    std::map<std::pair<std::string, std::string>, std::array<std::int64_t, 3>> keys;  // in_flight, counted, delayed
+    for (const TenantFlowLimit& f : stats.flow) {
+      const FlowLimit& l = f.limit;
+      if (l.kind == "fairness_weight") continue;  // a setting, no figure
+      if (l.kind == "key_limit") {
+        auto& k = keys[{f.tenant, l.queue.value_or("")}];
+        k[0] += l.in_flight.value_or(0), k[1] += l.counted.value_or(0), k[2] += l.delayed.value_or(0);
+        continue;
+      }
+      Labels labels{{"tenant", f.tenant}};
+      if (l.queue) labels.emplace_back("queue", *l.queue);
+      labels.emplace_back("kind", l.kind);
+      if (!l.queue && l.subject) labels.emplace_back("resource", *l.subject);
+      if (l.available) available.sample(labels, static_cast<double>(*l.available));
+      if (l.in_flight) in_flight.sample(labels, static_cast<double>(*l.in_flight));
+      if (l.counted) counted.sample(labels, static_cast<double>(*l.counted));
+      if (l.delayed) delayed.sample(labels, static_cast<double>(*l.delayed));
+      if (l.refused) refused.sample(labels, static_cast<double>(*l.refused));
+      if (l.state) breaker.sample(labels, *l.state == "open" ? 2 : *l.state == "half_open" ? 1 : 0);
+    }
+    for (const auto& [tq, k] : keys) {
+      const Labels labels{{"tenant", tq.first}, {"queue", tq.second}, {"kind", "key_limit"}};
+      in_flight.sample(labels, static_cast<double>(k[0]));
+      counted.sample(labels, static_cast<double>(k[1]));
+      delayed.sample(labels, static_cast<double>(k[2]));
+    }
   }
   {
     Family calls(out, "forgeyard_client_operations_total", "counter", "Calls of each client operation.");

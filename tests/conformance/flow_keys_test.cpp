@@ -210,6 +210,24 @@ BOOST_AUTO_TEST_CASE(flow_state_shows_every_limit_and_what_it_holds_alike_on_eve
   BOOST_TEST(rows[4].in_flight.value_or(-1) == 1);
   BOOST_TEST(rows[4].refused.value_or(-1) == 0);
   BOOST_TEST(queues().flow_state("nobody").empty());
+  // storage stats and metrics carry the same rows, with their tenant.
+  std::size_t seen = 0;
+  const forgeyard::StoreStats stats = store->stats();
+  for (const auto& f : stats.flow)
+    if (f.tenant == tenant) {
+      BOOST_TEST(f.limit.kind == rows[seen].kind);
+      BOOST_TEST(f.limit.in_flight.value_or(-1) == rows[seen].in_flight.value_or(-1));
+      ++seen;
+    }
+  BOOST_TEST(seen == rows.size());
+  const std::string metrics = forgeyard::prometheus_text(stats, store->metrics());
+  // (A queue's keys summed: a series per key would be unbounded.)
+  BOOST_TEST(metrics.find("forgeyard_flow_delayed{tenant=\"" + tenant + "\",queue=\"" + queue +
+                          "\",kind=\"key_limit\"} 1\n") != std::string::npos);
+  BOOST_TEST(metrics.find("forgeyard_flow_breaker_state{tenant=\"" + tenant +
+                          "\",kind=\"breaker\",resource=\"smtp\"} 0\n") != std::string::npos);
+  BOOST_TEST(metrics.find("forgeyard_flow_available{tenant=\"" + tenant + "\",queue=\"" + queue +
+                          "\",kind=\"admission_limit\"} 6\n") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(bad_key_limits_are_refused) {

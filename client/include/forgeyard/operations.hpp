@@ -54,6 +54,12 @@ struct WorkflowRunCount {
   std::int64_t runs = 0;
 };
 
+// A limit of flow control and the tenant it belongs to (Queues::flow_state across tenants).
+struct TenantFlowLimit {
+  std::string tenant;
+  FlowLimit limit;
+};
+
 struct StoreStats {
   std::string backend;  // "postgresql" or "sqlite"
   std::optional<std::int64_t> database_bytes;
@@ -61,6 +67,7 @@ struct StoreStats {
   std::vector<QueueBacklog> queues;         // by tenant, queue
   std::vector<TenantStats> tenants;         // by tenant
   std::vector<WorkflowRunCount> workflows;  // by tenant, definition, state (bytewise)
+  std::vector<TenantFlowLimit> flow;        // by tenant, then as flow_state orders them
 };
 
 enum class CheckGroup { Required, Optional, Performance, Security };

@@ -9,6 +9,7 @@
 
 #include "forgeyard/error.hpp"
 #include "forgeyard/version.hpp"
+#include "queue_options.hpp"
 
 namespace forgeyard::detail {
 
@@ -163,8 +164,36 @@ UrlFacts url_facts(const std::string& url) {
 
 }  // namespace
 
+// Flow control's limits of every tenant (a catalog before 0.7.0 has no flow_state: none).
+const PgStatement has_flow_sql{"fy_stats_has_flow", "SELECT pg_catalog.to_regclass('forgeyard.flow_state') IS NOT NULL",
+                               0};
+const PgStatement flow_sql{
+    "fy_stats_flow",
+    "SELECT tenant_id, queue, kind, subject, \"limit\", available, in_flight, counted, delayed, refused, state, " FY_USECS(
+        "since") " FROM forgeyard.flow_state",
+    0};
+
 StoreStats pg_stats(PgSession& session) {
-  return session.measure("store.stats", [&] { return parse(session.run(store_stats_sql, {}), nullptr); });
+  return session.measure("store.stats", [&] {
+    StoreStats s = parse(session.run(store_stats_sql, {}), nullptr);
+    if (!session.run(has_flow_sql, {}).boolean(0, 0)) return s;
+    const PgResult r = session.run(flow_sql, {});
+    auto text = [&](int i, int j) { return r.is_null(i, j) ? std::nullopt : std::optional<std::string>(r.text(i, j)); };
+    auto number = [&](int i, int j) {
+      return r.is_null(i, j) ? std::nullopt : std::optional<std::int64_t>(r.int8(i, j));
+    };
+    std::map<std::string, std::vector<FlowLimit>> by_tenant;
+    for (int i = 0; i < r.rows(); ++i)
+      by_tenant[r.text(i, 0)].push_back(
+          {text(i, 1), r.text(i, 2), text(i, 3), r.is_null(i, 4) ? std::string() : r.text(i, 4), number(i, 5),
+           number(i, 6), number(i, 7), number(i, 8), number(i, 9), text(i, 10),
+           r.is_null(i, 11) ? std::nullopt : std::optional<TimePoint>(from_unix_usecs(r.int8(i, 11)))});
+    for (auto& [tenant, rows] : by_tenant) {
+      sort_flow(rows);
+      for (FlowLimit& l : rows) s.flow.push_back({tenant, std::move(l)});
+    }
+    return s;
+  });
 }
 
 DoctorFacts pg_doctor_facts(PgConnection& conn, PgSession& session, const std::string& url) {

@@ -12,6 +12,7 @@
 
 #include "forgeyard/error.hpp"
 #include "sqlite/file_lock.hpp"
+#include "sqlite/queues.hpp"
 
 namespace forgeyard::detail {
 
@@ -115,6 +116,13 @@ StoreStats sqlite_stats(Db& db, Queues& queues, std::int64_t now_usecs) {
         "SELECT tenant_id, workflow || '@' || version, state, count(*) FROM wf_runs"
         " GROUP BY tenant_id, workflow, version, state ORDER BY 1, 2, 3");
     while (q.step()) s.workflows.push_back({q.text(0), q.text(1), q.text(2), q.int64(3)});
+  }
+  {
+    std::vector<std::string> tenants;
+    auto q = db.query("SELECT tenant_id FROM queues UNION SELECT tenant_id FROM flow_resources ORDER BY 1");
+    while (q.step()) tenants.push_back(q.text(0));
+    for (const std::string& tenant : tenants)
+      for (FlowLimit& l : sqlite_queue::flow_rows(db, tenant, now_usecs)) s.flow.push_back({tenant, std::move(l)});
   }
   return s;
 }

@@ -372,100 +372,104 @@ std::string number_text(double v) {
 
 }  // namespace
 
+namespace sqlite_queue {
+
 // The twin of the view forgeyard.flow_state, from the same rows and the same rules.
+std::vector<FlowLimit> flow_rows(Db& db, std::string_view tenant, std::int64_t now) {
+  std::vector<FlowLimit> rows;
+  auto q = db.query(
+      "SELECT q.queue, q.admission_rate, q.admission_per_usecs, q.admission_tat, q.retry_budget,"
+      "   q.retry_budget_min, q.retry_budget_window_usecs, w.window_start, w.retries, w.delayed"
+      " FROM queues q LEFT JOIN queue_retry_windows w ON w.tenant_id = q.tenant_id AND w.queue = q.queue"
+      " WHERE q.tenant_id = ?1 AND (q.admission_rate IS NOT NULL OR q.retry_budget IS NOT NULL)");
+  q.bind(1, tenant);
+  while (q.step()) {
+    if (!q.is_null(1)) {
+      const fy::core::flow::Rate rate{q.int64(1), q.int64(2), 0};
+      const std::optional<std::int64_t> tat = q.is_null(3) ? std::nullopt : std::optional(q.int64(3));
+      rows.push_back({q.text(0), "admission_limit", std::nullopt,
+                      std::to_string(rate.tokens) + " per " + interval_text(rate.per_usecs),
+                      fy::core::flow::available(rate, tat, now)});
+    }
+    if (!q.is_null(4)) {
+      FlowLimit r{q.text(0), "retry_budget", std::nullopt,
+                  number_text(q.real(4)) + " of admitted, at least " + std::to_string(q.int64(5)) + " per " +
+                      interval_text(q.int64(6))};
+      r.counted = q.is_null(8) ? 0 : q.int64(8);
+      r.delayed = q.is_null(9) ? 0 : q.int64(9);
+      if (!q.is_null(7)) r.since = from_unix_usecs(q.int64(7));
+      rows.push_back(r);
+    }
+  }
+  auto k = db.query(
+      "SELECT p.queue, p.partition_key, q.max_in_flight_per_key, p.heads, p.pending FROM queue_partitions p"
+      " JOIN queues q ON q.tenant_id = p.tenant_id AND q.queue = p.queue"
+      " WHERE p.tenant_id = ?1 AND q.max_in_flight_per_key IS NOT NULL");
+  k.bind(1, tenant);
+  while (k.step()) {
+    FlowLimit r{k.text(0), "key_limit", k.text(1), "max_in_flight_per_key " + std::to_string(k.int64(2))};
+    r.available = std::max<std::int64_t>(0, k.int64(2) - k.int64(3));
+    r.in_flight = k.int64(3);
+    r.counted = k.int64(4);
+    r.delayed = k.int64(4) - k.int64(3);
+    rows.push_back(r);
+  }
+  auto f = db.query("SELECT queue, fairness_key, weight FROM queue_fair_keys WHERE tenant_id = ?1 AND weight <> 1");
+  f.bind(1, tenant);
+  while (f.step()) rows.push_back({f.text(0), "fairness_weight", f.text(1), "weight " + std::to_string(f.int64(2))});
+  auto r = db.query(
+      "SELECT c.resource, c.rate, c.per_usecs, c.burst, c.max_in_flight, c.failure_rate, c.minimum_calls,"
+      "   c.window_calls, c.open_for_usecs, c.half_open_calls, s.resource IS NOT NULL, s.tat, s.in_flight,"
+      "   s.breaker, s.outcomes, s.changed_at, s.open_until, s.refused"
+      " FROM flow_resources c LEFT JOIN flow_resource_state s"
+      "   ON s.tenant_id = c.tenant_id AND s.resource = c.resource WHERE c.tenant_id = ?1");
+  r.bind(1, tenant);
+  while (r.step()) {
+    const bool state = r.int64(10) != 0;
+    const std::int64_t in_flight = state ? r.int64(12) : 0, refused = state ? r.int64(17) : 0;
+    if (!r.is_null(1) || !r.is_null(4)) {
+      FlowLimit l{std::nullopt, "resource_limit", r.text(0), ""};
+      if (!r.is_null(1)) {
+        const fy::core::flow::Rate rate{r.int64(1), r.int64(2), r.int64(3)};
+        l.limit = std::to_string(rate.tokens) + " per " + interval_text(rate.per_usecs) + " burst " +
+                  std::to_string(rate.burst);
+        l.available =
+            fy::core::flow::available(rate, state && !r.is_null(11) ? std::optional(r.int64(11)) : std::nullopt, now);
+      }
+      if (!r.is_null(4))
+        l.limit += (l.limit.empty() ? "" : ", ") + std::string("max_in_flight ") + std::to_string(r.int64(4));
+      l.in_flight = in_flight;
+      l.refused = refused;
+      rows.push_back(l);
+    }
+    if (!r.is_null(5)) {
+      FlowLimit b{std::nullopt, "breaker", r.text(0),
+                  "opens at " + number_text(r.real(5)) + " of the last " + std::to_string(r.int64(7)) + " (at least " +
+                      std::to_string(r.int64(6)) + "), open for " + interval_text(r.int64(8)) + ", " +
+                      std::to_string(r.int64(9)) + " half-open"};
+      const std::string outcomes = state ? r.text(14) : std::string();
+      b.in_flight = in_flight;
+      b.counted = static_cast<std::int64_t>(std::count(outcomes.begin(), outcomes.end(), '1'));
+      b.delayed = static_cast<std::int64_t>(outcomes.size());
+      b.refused = refused;
+      const std::string s = state ? r.text(13) : std::string("closed");
+      b.state = s == "open" && state && !r.is_null(16) && r.int64(16) <= now ? "half_open" : s;
+      if (state) b.since = from_unix_usecs(r.int64(15));
+      rows.push_back(b);
+    }
+  }
+  sort_flow(rows);
+  return rows;
+}
+
+}  // namespace sqlite_queue
+
 std::vector<FlowLimit> SqliteQueues::flow_state(std::string_view tenant) {
   return session_.measure("queue.flow_state", [&] {
     return core_guarded([&] {
       fy::core::check_name("tenant", true, tenant, fy::core::max_tenant_bytes);
       std::vector<FlowLimit> rows;
-      const std::int64_t now = session_.now_usecs();
-      session_.read([&](Db& db) {
-        rows.clear();
-        auto q = db.query(
-            "SELECT q.queue, q.admission_rate, q.admission_per_usecs, q.admission_tat, q.retry_budget,"
-            "   q.retry_budget_min, q.retry_budget_window_usecs, w.window_start, w.retries, w.delayed"
-            " FROM queues q LEFT JOIN queue_retry_windows w ON w.tenant_id = q.tenant_id AND w.queue = q.queue"
-            " WHERE q.tenant_id = ?1 AND (q.admission_rate IS NOT NULL OR q.retry_budget IS NOT NULL)");
-        q.bind(1, tenant);
-        while (q.step()) {
-          if (!q.is_null(1)) {
-            const fy::core::flow::Rate rate{q.int64(1), q.int64(2), 0};
-            const std::optional<std::int64_t> tat = q.is_null(3) ? std::nullopt : std::optional(q.int64(3));
-            rows.push_back({q.text(0), "admission_limit", std::nullopt,
-                            std::to_string(rate.tokens) + " per " + interval_text(rate.per_usecs),
-                            fy::core::flow::available(rate, tat, now)});
-          }
-          if (!q.is_null(4)) {
-            FlowLimit r{q.text(0), "retry_budget", std::nullopt,
-                        number_text(q.real(4)) + " of admitted, at least " + std::to_string(q.int64(5)) + " per " +
-                            interval_text(q.int64(6))};
-            r.counted = q.is_null(8) ? 0 : q.int64(8);
-            r.delayed = q.is_null(9) ? 0 : q.int64(9);
-            if (!q.is_null(7)) r.since = from_unix_usecs(q.int64(7));
-            rows.push_back(r);
-          }
-        }
-        auto k = db.query(
-            "SELECT p.queue, p.partition_key, q.max_in_flight_per_key, p.heads, p.pending FROM queue_partitions p"
-            " JOIN queues q ON q.tenant_id = p.tenant_id AND q.queue = p.queue"
-            " WHERE p.tenant_id = ?1 AND q.max_in_flight_per_key IS NOT NULL");
-        k.bind(1, tenant);
-        while (k.step()) {
-          FlowLimit r{k.text(0), "key_limit", k.text(1), "max_in_flight_per_key " + std::to_string(k.int64(2))};
-          r.available = std::max<std::int64_t>(0, k.int64(2) - k.int64(3));
-          r.in_flight = k.int64(3);
-          r.counted = k.int64(4);
-          r.delayed = k.int64(4) - k.int64(3);
-          rows.push_back(r);
-        }
-        auto f =
-            db.query("SELECT queue, fairness_key, weight FROM queue_fair_keys WHERE tenant_id = ?1 AND weight <> 1");
-        f.bind(1, tenant);
-        while (f.step())
-          rows.push_back({f.text(0), "fairness_weight", f.text(1), "weight " + std::to_string(f.int64(2))});
-        auto r = db.query(
-            "SELECT c.resource, c.rate, c.per_usecs, c.burst, c.max_in_flight, c.failure_rate, c.minimum_calls,"
-            "   c.window_calls, c.open_for_usecs, c.half_open_calls, s.resource IS NOT NULL, s.tat, s.in_flight,"
-            "   s.breaker, s.outcomes, s.changed_at, s.open_until, s.refused"
-            " FROM flow_resources c LEFT JOIN flow_resource_state s"
-            "   ON s.tenant_id = c.tenant_id AND s.resource = c.resource WHERE c.tenant_id = ?1");
-        r.bind(1, tenant);
-        while (r.step()) {
-          const bool state = r.int64(10) != 0;
-          const std::int64_t in_flight = state ? r.int64(12) : 0, refused = state ? r.int64(17) : 0;
-          if (!r.is_null(1) || !r.is_null(4)) {
-            FlowLimit l{std::nullopt, "resource_limit", r.text(0), ""};
-            if (!r.is_null(1)) {
-              const fy::core::flow::Rate rate{r.int64(1), r.int64(2), r.int64(3)};
-              l.limit = std::to_string(rate.tokens) + " per " + interval_text(rate.per_usecs) + " burst " +
-                        std::to_string(rate.burst);
-              l.available = fy::core::flow::available(
-                  rate, state && !r.is_null(11) ? std::optional(r.int64(11)) : std::nullopt, now);
-            }
-            if (!r.is_null(4))
-              l.limit += (l.limit.empty() ? "" : ", ") + std::string("max_in_flight ") + std::to_string(r.int64(4));
-            l.in_flight = in_flight;
-            l.refused = refused;
-            rows.push_back(l);
-          }
-          if (!r.is_null(5)) {
-            FlowLimit b{std::nullopt, "breaker", r.text(0),
-                        "opens at " + number_text(r.real(5)) + " of the last " + std::to_string(r.int64(7)) +
-                            " (at least " + std::to_string(r.int64(6)) + "), open for " + interval_text(r.int64(8)) +
-                            ", " + std::to_string(r.int64(9)) + " half-open"};
-            const std::string outcomes = state ? r.text(14) : std::string();
-            b.in_flight = in_flight;
-            b.counted = static_cast<std::int64_t>(std::count(outcomes.begin(), outcomes.end(), '1'));
-            b.delayed = static_cast<std::int64_t>(outcomes.size());
-            b.refused = refused;
-            const std::string s = state ? r.text(13) : std::string("closed");
-            b.state = s == "open" && state && !r.is_null(16) && r.int64(16) <= now ? "half_open" : s;
-            if (state) b.since = from_unix_usecs(r.int64(15));
-            rows.push_back(b);
-          }
-        }
-      });
-      sort_flow(rows);
+      session_.read([&](Db& db) { rows = flow_rows(db, tenant, session_.now_usecs()); });
       return rows;
     });
   });

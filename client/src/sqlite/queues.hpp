@@ -92,6 +92,9 @@ void record_outcome(Db& db, const Queue& queue, const std::optional<std::string>
 // In a fair queue, the pass of a new message of class `priority` and key `fairness_key`
 // (queue_flow.cpp).
 std::int64_t next_pass(Db& db, const Queue& queue, int priority, const std::optional<std::string>& fairness_key);
+// Flow control's limits of a tenant and what they hold at `now`, as forgeyard.flow_state shows
+// them (queue_flow.cpp).
+std::vector<FlowLimit> flow_rows(Db& db, std::string_view tenant, std::int64_t now);
 // Counts a pending message into its key's row (`key`: its core::group_key); true if it is a head.
 bool join_key(Db& db, const Queue& queue, const std::optional<std::string>& key);
 
