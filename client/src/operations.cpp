@@ -4,6 +4,7 @@
 #include <charconv>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -158,43 +159,49 @@ std::string prometheus_text(const StoreStats& stats, const Metrics& client) {
       runs.sample({{"tenant", w.tenant}, {"workflow", w.definition}, {"state", w.state}}, static_cast<double>(w.runs));
   }
   {
-    // Flow control (Queues::flow_state): one sample per limit and figure it has; the keys of a
-    // queue with max_in_flight_per_key summed per queue (a series per key would be unbounded).
-    Family available(out, "forgeyard_flow_available", "gauge", "Tokens a rate limit holds now.");
+    // Flow control (Queues::flow_state): a queue's limits per queue; its limited keys, and a
+    // tenant's resources, summed (no key or resource name appears in a label, and a series per key
+    // would be unbounded); breakers counted by state.
+    Family available(out, "forgeyard_flow_available", "gauge", "Tokens a queue's admission limit holds now.");
     Family in_flight(out, "forgeyard_flow_in_flight", "gauge",
-                     "Deliveries out under a resource limit or breaker; claimable messages of limited keys.");
+                     "Claimable messages of a queue's limited keys; deliveries out under a tenant's resources.");
     Family counted(out, "forgeyard_flow_counted", "gauge",
-                   "Retries admitted in the retry window, a breaker's failures, limited keys' pending messages.");
+                   "Retries admitted in a queue's retry window; pending messages of its limited keys.");
     Family delayed(out, "forgeyard_flow_delayed", "gauge",
-                   "Retries held back in the window, a breaker's outcomes, messages waiting behind key limits.");
-    Family refused(out, "forgeyard_flow_refused_total", "counter", "Claims a resource turned its messages away.");
-    Family breaker(out, "forgeyard_flow_breaker_state", "gauge", "A breaker: 0 closed, 1 half-open, 2 open.");
-    std::map<std::pair<std::string, std::string>, std::array<std::int64_t, 3>> keys;  // in_flight, counted, delayed
+                   "Retries held back in a queue's retry window; messages waiting behind its key limits.");
+    Family refused(out, "forgeyard_flow_refused_total", "counter", "Claims a tenant's resources turned away.");
+    Family breakers(out, "forgeyard_flow_breakers", "gauge", "A tenant's circuit breakers by state.");
+    using Sums = std::array<std::int64_t, 4>;                                  // available, in_flight, counted, delayed
+    std::map<std::tuple<std::string, std::string, std::string>, Sums> queues;  // tenant, queue, kind
+    std::map<std::string, std::array<std::int64_t, 2>> resources;              // in flight, refused
+    std::map<std::pair<std::string, std::string>, std::int64_t> states;        // tenant, breaker state
     for (const TenantFlowLimit& f : stats.flow) {
       const FlowLimit& l = f.limit;
       if (l.kind == "fairness_weight") continue;  // a setting, no figure
-      if (l.kind == "key_limit") {
-        auto& k = keys[{f.tenant, l.queue.value_or("")}];
-        k[0] += l.in_flight.value_or(0), k[1] += l.counted.value_or(0), k[2] += l.delayed.value_or(0);
+      if (l.queue) {
+        Sums& q = queues[{f.tenant, *l.queue, l.kind}];
+        q[0] += l.available.value_or(0), q[1] += l.in_flight.value_or(0);
+        q[2] += l.counted.value_or(0), q[3] += l.delayed.value_or(0);
         continue;
       }
-      Labels labels{{"tenant", f.tenant}};
-      if (l.queue) labels.emplace_back("queue", *l.queue);
-      labels.emplace_back("kind", l.kind);
-      if (!l.queue && l.subject) labels.emplace_back("resource", *l.subject);
-      if (l.available) available.sample(labels, static_cast<double>(*l.available));
-      if (l.in_flight) in_flight.sample(labels, static_cast<double>(*l.in_flight));
-      if (l.counted) counted.sample(labels, static_cast<double>(*l.counted));
-      if (l.delayed) delayed.sample(labels, static_cast<double>(*l.delayed));
-      if (l.refused) refused.sample(labels, static_cast<double>(*l.refused));
-      if (l.state) breaker.sample(labels, *l.state == "open" ? 2 : *l.state == "half_open" ? 1 : 0);
+      if (l.kind == "resource_limit")
+        resources[f.tenant][0] += l.in_flight.value_or(0), resources[f.tenant][1] += l.refused.value_or(0);
+      if (l.state) ++states[{f.tenant, *l.state}];
     }
-    for (const auto& [tq, k] : keys) {
-      const Labels labels{{"tenant", tq.first}, {"queue", tq.second}, {"kind", "key_limit"}};
-      in_flight.sample(labels, static_cast<double>(k[0]));
-      counted.sample(labels, static_cast<double>(k[1]));
-      delayed.sample(labels, static_cast<double>(k[2]));
+    for (const auto& [key, q] : queues) {
+      const auto& [tenant, queue, kind] = key;
+      const Labels l{{"tenant", tenant}, {"queue", queue}, {"kind", kind}};
+      if (kind == "admission_limit") available.sample(l, static_cast<double>(q[0]));
+      if (kind == "key_limit") in_flight.sample(l, static_cast<double>(q[1]));
+      counted.sample(l, static_cast<double>(q[2]));
+      delayed.sample(l, static_cast<double>(q[3]));
     }
+    for (const auto& [tenant, r] : resources) {
+      const Labels l{{"tenant", tenant}, {"kind", "resource_limit"}};
+      in_flight.sample(l, static_cast<double>(r[0]));
+      refused.sample(l, static_cast<double>(r[1]));
+    }
+    for (const auto& [key, n] : states) breakers.sample({{"tenant", key.first}, {"state", key.second}}, n);
   }
   {
     Family calls(out, "forgeyard_client_operations_total", "counter", "Calls of each client operation.");

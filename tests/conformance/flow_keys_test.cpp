@@ -224,8 +224,11 @@ BOOST_AUTO_TEST_CASE(flow_state_shows_every_limit_and_what_it_holds_alike_on_eve
   // (A queue's keys summed: a series per key would be unbounded.)
   BOOST_TEST(metrics.find("forgeyard_flow_delayed{tenant=\"" + tenant + "\",queue=\"" + queue +
                           "\",kind=\"key_limit\"} 1\n") != std::string::npos);
-  BOOST_TEST(metrics.find("forgeyard_flow_breaker_state{tenant=\"" + tenant +
-                          "\",kind=\"breaker\",resource=\"smtp\"} 0\n") != std::string::npos);
+  BOOST_TEST(metrics.find("forgeyard_flow_breakers{tenant=\"" + tenant + "\",state=\"closed\"} 1\n") !=
+             std::string::npos);
+  BOOST_TEST(metrics.find("forgeyard_flow_in_flight{tenant=\"" + tenant + "\",kind=\"resource_limit\"} 1\n") !=
+             std::string::npos);
+  BOOST_TEST(metrics.find("smtp") == std::string::npos);  // no resource name in a label
   BOOST_TEST(metrics.find("forgeyard_flow_available{tenant=\"" + tenant + "\",queue=\"" + queue +
                           "\",kind=\"admission_limit\"} 6\n") != std::string::npos);
 }

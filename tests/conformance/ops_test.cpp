@@ -283,8 +283,7 @@ BOOST_AUTO_TEST_CASE(cli_metrics_is_valid_prometheus_text) {
   const std::regex type(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter))");
   const std::regex sample(R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?))");
   const std::regex label(R"(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)\"(,|$))");
-  const std::set<std::string> allowed_labels{"tenant",    "queue",    "state", "table",
-                                             "operation", "workflow", "kind",  "resource"};
+  const std::set<std::string> allowed_labels{"tenant", "queue", "state", "table", "operation", "workflow", "kind"};
   std::map<std::string, std::string> types;
   std::set<std::string> helped;
   std::map<std::string, double> ours;  // state -> value of forgeyard_queue_messages for this queue
