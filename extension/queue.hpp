@@ -59,6 +59,11 @@ core::flow::RetryDecision admit_retry(pg::Spi& spi, const Queue& queue, Timestam
 // partition-ordered queue, the fairness_key of a queue with max_in_flight_per_key) and returns how
 // many of them, from the first, are heads (claimable): all of them for a message of no key.
 std::int64_t join_key(pg::Spi& spi, const Queue& queue, const std::optional<std::string>& key, std::int64_t n = 1);
+// A fair queue's passes for `n` new messages of one key and class (queue_enqueue.cpp): after the
+// key's last pass or the class's lowest pending pass, whichever is later (the queue's highest
+// last pass when the class has none), one step of the key's weight apart. None elsewhere.
+std::vector<std::int64_t> fair_passes(pg::Spi& spi, const Queue& queue, int priority,
+                                      const std::optional<std::string>& fairness_key, std::int64_t n);
 // Messages and bytes admitted and not yet released, summed over the slots.
 core::Usage usage(pg::Spi& spi, const Queue& queue);
 // Inserts a queue with its capacity counters; false (and nothing changed) if it exists.

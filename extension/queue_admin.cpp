@@ -97,6 +97,10 @@ FY_FUNCTION(fy_dead_redrive) {
       "   visible_at = $2, finished_at = NULL, error_class = NULL, slot = $3, is_head = $4"
       " WHERE msg_id OPERATOR(pg_catalog.=) $1",
       {INT8OID, TIMESTAMPTZOID, INT2OID, BOOLOID});
+  // In a fair queue a redriven message takes a new pass, as a new message would; elsewhere none
+  // (fairness may have been set or removed while it was dead: dead letters do not count).
+  static pg::Statement set_pass("UPDATE forgeyard.messages SET pass = $2 WHERE msg_id OPERATOR(pg_catalog.=) $1",
+                                {INT8OID, INT8OID});
   pg::Spi spi;
   const queue::Queue q = queue::load(spi, fcinfo, true);
   const auto ids = pg::int8_array_arg(fcinfo, 2);
@@ -118,9 +122,15 @@ FY_FUNCTION(fy_dead_redrive) {
     if (!d.has_payload) core::throw_not_redrivable(d.msg_id);
     const int slot = queue::admit(spi, q, static_cast<int>(d.priority), d.bytes);
     const bool is_head = queue::join_key(spi, q, core::group_key(q.options, d.key, d.fairness_key)) > 0;
+    // (Its pass is taken while it is still dead, so that it is not its own class's lowest.)
+    const pg::Value pass =
+        q.options.fairness
+            ? pg::int8_value(queue::fair_passes(spi, q, static_cast<int>(d.priority), d.fairness_key, 1)[0])
+            : pg::null_value();
     spi.run(
         revive,
         {pg::int8_value(d.msg_id), pg::timestamptz_value(now), {Int16GetDatum(slot), false}, pg::bool_value(is_head)});
+    if (q.flow) spi.run(set_pass, {pg::int8_value(d.msg_id), pass});
   }
   spi.finish();
   return Int32GetDatum(static_cast<std::int32_t>(dead.size()));

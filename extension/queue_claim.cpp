@@ -105,10 +105,10 @@ struct Aged {
   TimestampTz visible_at;
 };
 
-// Aging (queue option aging): the oldest ready heads of each class, up to max_messages each (one
-// index range of messages_claim per class), ordered by the class each has aged into, then by
-// age. Within a class the older message is never in a lower aged class, so the first
-// max_messages of that order are among these.
+// Aging (queue option aging): the oldest ready heads of each class, up to max_messages (and some
+// more) each (one index range of messages_claim per class), ordered by the class each has aged
+// into, then by age. Within a class the older message is never in a lower aged class, so the
+// first max_messages of that order are among these.
 std::vector<Aged> aged_candidates(pg::Spi& spi, const Queue& queue, int max_messages, TimestampTz now) {
   static pg::Statement oldest(
       "SELECT c.msg_id, c.priority::pg_catalog.int8, c.visible_at FROM pg_catalog.generate_series(0, 5) p,"
@@ -120,11 +120,13 @@ std::vector<Aged> aged_candidates(pg::Spi& spi, const Queue& queue, int max_mess
       {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4OID});
   std::vector<Aged> out;
   if (queue.options.aging_usecs <= 0) return out;
-  spi.run(oldest, {queue.t, queue.q, pg::timestamptz_value(now), pg::int4_value(max_messages)}, [&](const pg::Row& r) {
-    const int p = static_cast<int>(*r.int8(2));
-    const TimestampTz visible = *r.timestamptz(3);
-    out.push_back({*r.int8(1), p, core::aged_class(p, now - visible, queue.options.aging_usecs), visible});
-  });
+  // (Up to 32 more per class than asked for: the rows other claimers hold are skipped.)
+  spi.run(oldest, {queue.t, queue.q, pg::timestamptz_value(now), pg::int4_value(max_messages + 32)},
+          [&](const pg::Row& r) {
+            const int p = static_cast<int>(*r.int8(2));
+            const TimestampTz visible = *r.timestamptz(3);
+            out.push_back({*r.int8(1), p, core::aged_class(p, now - visible, queue.options.aging_usecs), visible});
+          });
   std::sort(out.begin(), out.end(), [](const Aged& a, const Aged& b) {
     if (a.aged != b.aged) return a.aged < b.aged;
     return a.visible_at != b.visible_at ? a.visible_at < b.visible_at : a.msg_id < b.msg_id;

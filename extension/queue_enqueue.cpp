@@ -141,6 +141,43 @@ std::int64_t join_key(pg::Spi& spi, const Queue& queue, const std::optional<std:
   return heads;
 }
 
+std::vector<std::int64_t> fair_passes(pg::Spi& spi, const Queue& queue, int priority,
+                                      const std::optional<std::string>& fairness_key, std::int64_t n) {
+  static pg::Statement lowest(
+      "SELECT pass FROM forgeyard.messages WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
+      "   AND priority OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) 'pending' AND is_head"
+      "   AND pass IS NOT NULL ORDER BY pass LIMIT 1",
+      {TEXTOID, TEXTOID, INT2OID});
+  static pg::Statement highest_key(
+      "SELECT pg_catalog.max(last_pass) FROM forgeyard.queue_fair_keys"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
+  static pg::Statement take(
+      "INSERT INTO forgeyard.queue_fair_keys AS k (tenant_id, queue, fairness_key, last_pass)"
+      " VALUES ($1, $2, $3, $4 OPERATOR(pg_catalog.+) ($5 OPERATOR(pg_catalog.*) $6))"
+      " ON CONFLICT (tenant_id, queue, fairness_key) DO UPDATE"
+      "   SET last_pass = pg_catalog.int8larger(COALESCE(k.last_pass, $4), $4)"
+      "       OPERATOR(pg_catalog.+) ($5 OPERATOR(pg_catalog.*) ($6 OPERATOR(pg_catalog./) k.weight))"
+      " RETURNING last_pass, weight::pg_catalog.int8",
+      {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID});
+  std::vector<std::int64_t> passes;
+  if (!queue.options.fairness || n <= 0) return passes;
+  std::optional<std::int64_t> start;
+  spi.run(lowest, {queue.t, queue.q, {Int16GetDatum(static_cast<std::int16_t>(priority)), false}},
+          [&](const pg::Row& r) { start = r.int8(1); });
+  if (!start) spi.run(highest_key, {queue.t, queue.q}, [&](const pg::Row& r) { start = r.int8(1); });
+  std::int64_t last = 0, weight = 1;
+  spi.run(take,
+          {queue.t, queue.q, pg::text_value(core::fair_key(fairness_key)), pg::int8_value(start.value_or(0)),
+           pg::int8_value(n), pg::int8_value(core::pass_unit)},
+          [&](const pg::Row& r) {
+            last = *r.int8(1);
+            weight = *r.int8(2);
+          });
+  for (std::int64_t i = 0; i < n; ++i) passes.push_back(core::nth_pass(last, weight, n, i));
+  return passes;
+}
+
 namespace {
 
 // A batch keeps the slot it last locked and counts what it admits there in memory, writing the
@@ -321,42 +358,11 @@ void join_fairness_key(pg::Spi& spi, const Queue& queue, const Flow& flow, std::
   for (std::size_t i = static_cast<std::size_t>(heads); i < rows.size(); ++i) rows[i].is_head = false;
 }
 
-// In a fair queue, the passes of a call's new messages (one key, one class): after the key's last
-// pass or the class's lowest pending pass, whichever is later, one step of the key's weight apart.
-// When the class has no pending message, the queue's highest last pass stands for the present.
+// In a fair queue, the passes of a call's new messages (one key, one class).
 void assign_passes(pg::Spi& spi, const Queue& queue, const Flow& flow, int priority, std::vector<NewRow>& rows) {
-  static pg::Statement lowest(
-      "SELECT pass FROM forgeyard.messages WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
-      "   AND priority OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) 'pending' AND is_head"
-      "   AND pass IS NOT NULL ORDER BY pass LIMIT 1",
-      {TEXTOID, TEXTOID, INT2OID});
-  static pg::Statement highest_key(
-      "SELECT pg_catalog.max(last_pass) FROM forgeyard.queue_fair_keys"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
-      {TEXTOID, TEXTOID});
-  static pg::Statement take(
-      "INSERT INTO forgeyard.queue_fair_keys AS k (tenant_id, queue, fairness_key, last_pass)"
-      " VALUES ($1, $2, $3, $4 OPERATOR(pg_catalog.+) ($5 OPERATOR(pg_catalog.*) $6))"
-      " ON CONFLICT (tenant_id, queue, fairness_key) DO UPDATE"
-      "   SET last_pass = pg_catalog.int8larger(COALESCE(k.last_pass, $4), $4)"
-      "       OPERATOR(pg_catalog.+) ($5 OPERATOR(pg_catalog.*) ($6 OPERATOR(pg_catalog./) k.weight))"
-      " RETURNING last_pass, weight::pg_catalog.int8",
-      {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID});
-  if (!queue.options.fairness || rows.empty()) return;
-  std::optional<std::int64_t> start;
-  spi.run(lowest, {queue.t, queue.q, {Int16GetDatum(static_cast<std::int16_t>(priority)), false}},
-          [&](const pg::Row& r) { start = r.int8(1); });
-  if (!start) spi.run(highest_key, {queue.t, queue.q}, [&](const pg::Row& r) { start = r.int8(1); });
-  const std::int64_t n = static_cast<std::int64_t>(rows.size());
-  std::int64_t last = 0, weight = 1;
-  spi.run(take,
-          {queue.t, queue.q, pg::text_value(core::fair_key(flow.fairness_key)), pg::int8_value(start.value_or(0)),
-           pg::int8_value(n), pg::int8_value(core::pass_unit)},
-          [&](const pg::Row& r) {
-            last = *r.int8(1);
-            weight = *r.int8(2);
-          });
-  for (std::int64_t i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)].pass = core::nth_pass(last, weight, n, i);
+  const std::vector<std::int64_t> passes =
+      fair_passes(spi, queue, priority, flow.fairness_key, static_cast<std::int64_t>(rows.size()));
+  for (std::size_t i = 0; i < passes.size(); ++i) rows[i].pass = passes[i];
 }
 
 Flow flow_args(FunctionCallInfo fcinfo) {

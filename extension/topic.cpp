@@ -71,11 +71,19 @@ std::vector<Route> routes(pg::Spi& spi, const Topic& topic, const std::string& e
 }
 
 Delivered deliver(pg::Spi& spi, const queue::Queue& queue, const Route& route, const Event& event, TimestampTz now) {
-  static pg::Statement insert(
-      "INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, partition_key, is_head, event_id,"
-      "   payload, bytes, slot, enqueued_at, visible_at)"
-      " VALUES (pg_catalog.nextval('forgeyard.message_ids'), $1, $2, 'pending', $3, $4, $5, $6, NULL, $7, $8, $9, $9)",
-      {TEXTOID, TEXTOID, INT2OID, TEXTOID, BOOLOID, UUIDOID, INT8OID, INT2OID, TIMESTAMPTZOID});
+#define FY_INSERT_EVENT(pass_column, pass_value)                                                                             \
+  "INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, partition_key, is_head, event_id,"             \
+  "   payload, bytes, slot, enqueued_at, visible_at" pass_column                                                             \
+  ")"                                                                                                                        \
+  " VALUES (pg_catalog.nextval('forgeyard.message_ids'), $1, $2, 'pending', $3, $4, $5, $6, NULL, $7, $8, $9, $9" pass_value \
+  ")"
+  static pg::Statement insert(FY_INSERT_EVENT("", ""),
+                              {TEXTOID, TEXTOID, INT2OID, TEXTOID, BOOLOID, UUIDOID, INT8OID, INT2OID, TIMESTAMPTZOID});
+  // (A fair subscription queue's message gets its pass, as enqueue gives one.)
+  static pg::Statement insert_fair(
+      FY_INSERT_EVENT(", pass", ", $10"),
+      {TEXTOID, TEXTOID, INT2OID, TEXTOID, BOOLOID, UUIDOID, INT8OID, INT2OID, TIMESTAMPTZOID, INT8OID});
+#undef FY_INSERT_EVENT
   // A dead letter never took capacity (dead letters do not count against the bounds).
   static pg::Statement insert_dead(
       "INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, partition_key, is_head, event_id,"
@@ -118,15 +126,17 @@ Delivered deliver(pg::Spi& spi, const queue::Queue& queue, const Route& route, c
     return Delivered::backlog_full;
   }
   const bool is_head = queue::join_key(spi, queue, core::group_key(o, event.partition_key, std::nullopt)) > 0;
-  spi.run(insert, {queue.t,
-                   queue.q,
-                   {Int16GetDatum(event.priority), false},
-                   pg::optional_text_value(event.partition_key),
-                   pg::bool_value(is_head),
-                   pg::uuid_value(event.event_id),
-                   pg::int8_value(event.bytes),
-                   {Int16GetDatum(slot), false},
-                   pg::timestamptz_value(now)});
+  std::vector<pg::Value> values{queue.t,
+                                queue.q,
+                                {Int16GetDatum(event.priority), false},
+                                pg::optional_text_value(event.partition_key),
+                                pg::bool_value(is_head),
+                                pg::uuid_value(event.event_id),
+                                pg::int8_value(event.bytes),
+                                {Int16GetDatum(slot), false},
+                                pg::timestamptz_value(now)};
+  if (o.fairness) values.push_back(pg::int8_value(queue::fair_passes(spi, queue, event.priority, std::nullopt, 1)[0]));
+  spi.run(o.fairness ? insert_fair : insert, std::span<const pg::Value>(values), [](const pg::Row&) {});
   // The same wake-up payload as enqueue: a digest of "<tenant>/<queue>".
   if (o.notify) spi.run(notify, {pg::text_value(core::sha256_hex(queue.tenant + "/" + queue.name).substr(0, 32))});
   return Delivered::message;

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(131);
+SELECT plan(134);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -370,6 +370,15 @@ SELECT is((SELECT string_agg(convert_from(payload, 'UTF8'), '') FROM forgeyard.c
 SELECT is(pg_temp.err($$SELECT forgeyard.queue_alter('t1', 'fq', '{"fairness": false}')$$),
           ARRAY['22023', 'queue option fairness can be set or removed only while the queue holds no messages', ''],
           'removing fairness from a queue with messages: 22023');
+SELECT forgeyard.event_type_register('t1', 'fair.ev', 1);
+SELECT forgeyard.topic_create('t1', 'fairtopic');
+SELECT forgeyard.subscribe('t1', 'fairtopic', 'fairsub');
+SELECT lives_ok($$SELECT forgeyard.queue_alter('t1', 'fairsub', '{"fairness": true}')$$, 'a subscription''s queue made fair');
+SELECT forgeyard.publish('t1', 'fairtopic', 'fair.ev', 1, 'x');
+SELECT isnt((SELECT pass FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'fairsub'), NULL,
+            'a published event''s message in a fair subscription queue gets a pass');
+SELECT is((SELECT count(*) FROM forgeyard.subscription_claim('t1', 'fairsub', 'w', 10)), 1::bigint,
+          'and is claimed');
 SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'fq')$$, 'queue_drop of a fair queue');
 SELECT is_empty($$SELECT 1 FROM forgeyard.queue_fair_keys WHERE tenant_id = 't1' AND queue = 'fq'$$,
                 'queue_drop removes its keys'' weights and passes');

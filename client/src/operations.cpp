@@ -191,7 +191,10 @@ std::string prometheus_text(const StoreStats& stats, const Metrics& client) {
     for (const auto& [key, q] : queues) {
       const auto& [tenant, queue, kind] = key;
       const Labels l{{"tenant", tenant}, {"queue", queue}, {"kind", kind}};
-      if (kind == "admission_limit") available.sample(l, static_cast<double>(q[0]));
+      if (kind == "admission_limit") {
+        available.sample(l, static_cast<double>(q[0]));
+        continue;
+      }
       if (kind == "key_limit") in_flight.sample(l, static_cast<double>(q[1]));
       counted.sample(l, static_cast<double>(q[2]));
       delayed.sample(l, static_cast<double>(q[3]));

@@ -125,6 +125,25 @@ BOOST_AUTO_TEST_CASE(messages_without_a_key_share_one_and_a_plain_queue_keeps_it
   BOOST_TEST(order == "xxy");
 }
 
+BOOST_AUTO_TEST_CASE(a_redriven_dead_letter_of_a_fair_queue_is_claimed_again) {
+  forgeyard::QueueOptions o;
+  o.fairness = true;
+  o.keep_dead_letter_payload = true;
+  queues().create(tenant, queue, o);
+  send("a", 1);
+  auto got = queues().claim(tenant, queue, "w", 1);
+  BOOST_REQUIRE_EQUAL(got.size(), 1u);
+  BOOST_TEST(
+      (queues().nack(tenant, queue, got[0].msg_id, got[0].claim_token, "bad", true) == forgeyard::NackOutcome::Dead));
+  send("b", 2);
+  BOOST_TEST(queues().redrive(tenant, queue, {got[0].msg_id}) == 1);
+  // It takes a new pass, as a new message of a would: after b's first (b, a, b).
+  const auto order = take(3);
+  BOOST_TEST(order.size() == 3u);
+  BOOST_TEST(order.front() == "b");
+  BOOST_TEST(std::count(order.begin(), order.end(), "a") == 1);
+}
+
 BOOST_AUTO_TEST_CASE(bad_weights_and_queues_without_fairness_are_refused) {
   create();
   FY_CHECK_ERROR(queues().fairness_weight(tenant, queue, "a", 0), ErrorKind::InvalidArgument, "22023",

@@ -115,14 +115,17 @@ int SqliteQueues::redrive(std::string_view tenant, std::string_view queue, const
           if (!d.has_payload) fy::core::throw_not_redrivable(d.msg_id);
           admit(db, q, static_cast<int>(d.priority), d.bytes);
           const bool is_head = join_key(db, q, fy::core::group_key(q.options, d.key, d.fairness_key));
-          db.query(
-                "UPDATE messages SET state = 'pending', attempt = 0, claim_token = NULL, claimed_by = NULL,"
-                " visible_at = ?2, finished_at = NULL, error_class = NULL, is_head = ?3"
-                " WHERE msg_id = ?1 AND state = 'dead'")
-              .bind(1, d.msg_id)
-              .bind(2, session_.now_usecs())
-              .bind(3, static_cast<std::int64_t>(is_head ? 1 : 0))
-              .run();
+          // In a fair queue a redriven message takes a new pass, as a new message would.
+          auto revive = db.query(
+              "UPDATE messages SET state = 'pending', attempt = 0, claim_token = NULL, claimed_by = NULL,"
+              " visible_at = ?2, finished_at = NULL, error_class = NULL, is_head = ?3, pass = ?4"
+              " WHERE msg_id = ?1 AND state = 'dead'");
+          revive.bind(1, d.msg_id).bind(2, session_.now_usecs()).bind(3, static_cast<std::int64_t>(is_head ? 1 : 0));
+          if (q.options.fairness)
+            revive.bind(4, next_pass(db, q, static_cast<int>(d.priority), d.fairness_key));
+          else
+            revive.bind_null(4);
+          revive.run();
           ++redriven;
         }
       });

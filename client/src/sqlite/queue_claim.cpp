@@ -113,11 +113,16 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
       if (a.aged != b.aged) return a.aged < b.aged;
       return a.visible_at != b.visible_at ? a.visible_at < b.visible_at : a.id < b.id;
     });
+    // (A delivery that lapsed on every attempt is dead-lettered and does not count, as on PostgreSQL.)
     std::vector<std::int64_t> ids;
+    int handed = 0;
     for (const Aged& a : aged) {
-      if (static_cast<int>(ids.size()) >= max_messages) break;
-      if (a.attempt + 1 > queue.options.max_attempts || resource_allows(db, queue, a.resource, a.lapsed, now))
+      if (handed >= max_messages) break;
+      const bool doomed = a.attempt + 1 > queue.options.max_attempts;
+      if (doomed || resource_allows(db, queue, a.resource, a.lapsed, now)) {
         ids.push_back(a.id);
+        if (!doomed) ++handed;
+      }
     }
     claim_ids(ids);
     return out;

@@ -121,9 +121,16 @@ Delivered deliver(Db& db, Queue& queue, const Route& route, const StoredEvent& e
     return Delivered::backlog_full;
   }
   const bool is_head = join_key(db, queue, fy::core::group_key(o, e.partition_key, std::nullopt));
+  // (A fair subscription queue's message gets its pass, as enqueue gives one.)
+  const std::optional<std::int64_t> pass =
+      o.fairness ? std::optional(next_pass(db, queue, e.priority, std::nullopt)) : std::nullopt;
   auto q = db.query(
       "INSERT INTO messages (tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes,"
-      "   enqueued_at, visible_at) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, NULL, ?7, ?8, ?8)");
+      "   enqueued_at, visible_at, pass) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, NULL, ?7, ?8, ?8, ?9)");
+  if (pass)
+    q.bind(9, *pass);
+  else
+    q.bind_null(9);
   q.bind(1, queue.tenant).bind(2, queue.name).bind(3, static_cast<std::int64_t>(e.priority));
   if (e.partition_key)
     q.bind(4, *e.partition_key);
@@ -308,6 +315,8 @@ void drop_subscription_queue(Db& db, std::string_view tenant, std::string_view q
   for (const char* sql : {"DELETE FROM messages WHERE tenant_id = ?1 AND queue = ?2",
                           "DELETE FROM queue_events WHERE tenant_id = ?1 AND queue = ?2",
                           "DELETE FROM queue_partitions WHERE tenant_id = ?1 AND queue = ?2",
+                          "DELETE FROM queue_retry_windows WHERE tenant_id = ?1 AND queue = ?2",
+                          "DELETE FROM queue_fair_keys WHERE tenant_id = ?1 AND queue = ?2",
                           "DELETE FROM queues WHERE tenant_id = ?1 AND queue = ?2",
                           "DELETE FROM subscription_event_types WHERE tenant_id = ?1 AND subscription = ?2",
                           "DELETE FROM subscriptions WHERE tenant_id = ?1 AND subscription = ?2"})
