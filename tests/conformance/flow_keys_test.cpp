@@ -6,14 +6,13 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend.hpp"
 #include "check.hpp"
+#include "claimers.hpp"
 
 using namespace std::chrono_literals;
 using forgeyard::ErrorKind;
@@ -111,52 +110,21 @@ BOOST_AUTO_TEST_CASE(eight_claimers_never_hold_more_than_the_limit_of_a_key) {
   for (int i = 0; i < per_key; ++i)
     for (int k = 0; k < keys; ++k) send("k" + std::to_string(k));
   std::array<std::atomic<int>, keys> holding{}, most{};
-  std::atomic<int> done{0};
-  std::mutex failed_mutex;
-  std::string failed;
-  std::vector<std::thread> claimers;
-  for (int t = 0; t < 8; ++t)
-    claimers.emplace_back([&] {
-      try {
-        auto own = open_another(2);
-        for (int idle = 0; done.load() < total && idle < 2000;) {
-          std::vector<forgeyard::Delivery> got;
-          try {
-            got = own->queues().claim(tenant, queue, "w", 3);
-          } catch (const forgeyard::Error& e) {
-            if (e.kind() != ErrorKind::SerializationFailure) throw;  // SQLite's busy writer: again
+  auto key_of = [](const forgeyard::Delivery& d) { return d.payload.back() - '0'; };
+  const auto result = conformance::run_claimers(
+      *this, tenant, queue, 8, 3, total,
+      [&](const std::vector<forgeyard::Delivery>& got) {
+        for (const auto& d : got) {
+          const int k = key_of(d), now_holding = ++holding[k];
+          for (int seen = most[k].load(); now_holding > seen && !most[k].compare_exchange_weak(seen, now_holding);) {
           }
-          if (got.empty()) {
-            ++idle;
-            std::this_thread::sleep_for(1ms);
-            continue;
-          }
-          for (const auto& d : got) {
-            const int k = d.payload.back() - '0';
-            const int now_holding = ++holding[k];
-            for (int seen = most[k].load(); now_holding > seen && !most[k].compare_exchange_weak(seen, now_holding);) {
-            }
-          }
-          std::this_thread::sleep_for(2ms);
-          for (const auto& d : got) --holding[d.payload.back() - '0'];
-          for (const auto& d : got)
-            for (;;) try {
-                own->queues().ack(tenant, queue, d.msg_id, d.claim_token);
-                break;
-              } catch (const forgeyard::Error& e) {
-                if (e.kind() != ErrorKind::SerializationFailure) throw;
-              }
-          done += static_cast<int>(got.size());
         }
-      } catch (const std::exception& e) {
-        const std::lock_guard lock(failed_mutex);
-        failed = e.what();
-        done = total;  // stop the others
-      }
-    });
-  for (auto& t : claimers) t.join();
-  BOOST_TEST(failed == "");
-  BOOST_TEST(done.load() == total);
+      },
+      [&](const std::vector<forgeyard::Delivery>& got) {
+        for (const auto& d : got) --holding[key_of(d)];
+      });
+  BOOST_TEST(result.error == "");
+  BOOST_TEST(result.done == total);
   for (int k = 0; k < keys; ++k) {
     BOOST_TEST(most[k].load() <= 2, "key " << k << " had " << most[k].load() << " in flight");
     BOOST_TEST(most[k].load() >= 1);

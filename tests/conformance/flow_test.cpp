@@ -3,13 +3,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backend.hpp"
 #include "check.hpp"
+#include "claimers.hpp"
 
 using namespace std::chrono_literals;
 using forgeyard::ErrorKind;
@@ -196,49 +196,17 @@ BOOST_AUTO_TEST_CASE(eight_claimers_never_hold_more_than_max_in_flight) {
   queues().resource_limit(tenant, "db", limits);
   constexpr int total = 48;
   for (int i = 0; i < total; ++i) queues().enqueue(tenant, queue, bound("job", "db"));
-  std::atomic<int> holding{0}, most{0}, done{0};
-  std::mutex failed_mutex;
-  std::string failed;
-  std::vector<std::thread> claimers;
-  for (int t = 0; t < 8; ++t)
-    claimers.emplace_back([&] {
-      try {
-        auto own = open_another(2);
-        for (int idle = 0; done.load() < total && idle < 2000;) {
-          std::vector<forgeyard::Delivery> got;
-          try {
-            got = own->queues().claim(tenant, queue, "w", 2);
-          } catch (const forgeyard::Error& e) {
-            if (e.kind() != ErrorKind::SerializationFailure) throw;  // SQLite's busy writer: again
-          }
-          if (got.empty()) {
-            ++idle;
-            std::this_thread::sleep_for(1ms);
-            continue;
-          }
-          const int now_holding = holding += static_cast<int>(got.size());
-          for (int seen = most.load(); now_holding > seen && !most.compare_exchange_weak(seen, now_holding);) {
-          }
-          std::this_thread::sleep_for(2ms);
-          holding -= static_cast<int>(got.size());
-          for (const auto& d : got)
-            for (;;) try {
-                own->queues().ack(tenant, queue, d.msg_id, d.claim_token);
-                break;
-              } catch (const forgeyard::Error& e) {
-                if (e.kind() != ErrorKind::SerializationFailure) throw;
-              }
-          done += static_cast<int>(got.size());
+  std::atomic<int> holding{0}, most{0};
+  const auto result = conformance::run_claimers(
+      *this, tenant, queue, 8, 2, total,
+      [&](const std::vector<forgeyard::Delivery>& got) {
+        const int now_holding = holding += static_cast<int>(got.size());
+        for (int seen = most.load(); now_holding > seen && !most.compare_exchange_weak(seen, now_holding);) {
         }
-      } catch (const std::exception& e) {
-        const std::lock_guard lock(failed_mutex);
-        failed = e.what();
-        done = total;  // stop the others
-      }
-    });
-  for (auto& t : claimers) t.join();
-  BOOST_TEST(failed == "");
-  BOOST_TEST(done.load() == total);
+      },
+      [&](const std::vector<forgeyard::Delivery>& got) { holding -= static_cast<int>(got.size()); });
+  BOOST_TEST(result.error == "");
+  BOOST_TEST(result.done == total);
   BOOST_TEST(most.load() <= 3);
   BOOST_TEST(most.load() >= 1);
   BOOST_TEST(queues().stats(tenant, queue).ready == 0);
