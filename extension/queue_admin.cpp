@@ -92,15 +92,16 @@ FY_FUNCTION(fy_dead_redrive) {
   // (A catalog before 0.7.0 has no fairness_key.)
   static pg::Statement pick_old(FY_PICK_DEAD("NULL::pg_catalog.text"), {TEXTOID, TEXTOID, INT8ARRAYOID, INT4OID});
 #undef FY_PICK_DEAD
-  static pg::Statement revive(
-      "UPDATE forgeyard.messages SET state = 'pending', attempt = 0, claim_token = NULL, claimed_by = NULL,"
-      "   visible_at = $2, finished_at = NULL, error_class = NULL, slot = $3, is_head = $4"
-      " WHERE msg_id OPERATOR(pg_catalog.=) $1",
-      {INT8OID, TIMESTAMPTZOID, INT2OID, BOOLOID});
-  // In a fair queue a redriven message takes a new pass, as a new message would; elsewhere none
-  // (fairness may have been set or removed while it was dead: dead letters do not count).
-  static pg::Statement set_pass("UPDATE forgeyard.messages SET pass = $2 WHERE msg_id OPERATOR(pg_catalog.=) $1",
-                                {INT8OID, INT8OID});
+#define FY_REVIVE(pass)                                                                                  \
+  "UPDATE forgeyard.messages SET state = 'pending', attempt = 0, claim_token = NULL, claimed_by = NULL," \
+  "   visible_at = $2, finished_at = NULL, error_class = NULL, slot = $3, is_head = $4" pass             \
+  " WHERE msg_id OPERATOR(pg_catalog.=) $1"
+  static pg::Statement revive_old(FY_REVIVE(""), {INT8OID, TIMESTAMPTZOID, INT2OID, BOOLOID});
+  // From 0.7.0 on, in a fair queue a redriven message takes a new pass, as a new message would;
+  // elsewhere none (fairness may have been set or removed while it was dead: dead letters do not
+  // count against the queue, so the option could change).
+  static pg::Statement revive(FY_REVIVE(", pass = $5"), {INT8OID, TIMESTAMPTZOID, INT2OID, BOOLOID, INT8OID});
+#undef FY_REVIVE
   pg::Spi spi;
   const queue::Queue q = queue::load(spi, fcinfo, true);
   const auto ids = pg::int8_array_arg(fcinfo, 2);
@@ -122,15 +123,18 @@ FY_FUNCTION(fy_dead_redrive) {
     if (!d.has_payload) core::throw_not_redrivable(d.msg_id);
     const int slot = queue::admit(spi, q, static_cast<int>(d.priority), d.bytes);
     const bool is_head = queue::join_key(spi, q, core::group_key(q.options, d.key, d.fairness_key)) > 0;
+    const pg::Value id = pg::int8_value(d.msg_id), at = pg::timestamptz_value(now), in = {Int16GetDatum(slot), false},
+                    head = pg::bool_value(is_head);
+    if (!q.flow) {
+      spi.run(revive_old, {id, at, in, head});
+      continue;
+    }
     // (Its pass is taken while it is still dead, so that it is not its own class's lowest.)
     const pg::Value pass =
         q.options.fairness
             ? pg::int8_value(queue::fair_passes(spi, q, static_cast<int>(d.priority), d.fairness_key, 1)[0])
             : pg::null_value();
-    spi.run(
-        revive,
-        {pg::int8_value(d.msg_id), pg::timestamptz_value(now), {Int16GetDatum(slot), false}, pg::bool_value(is_head)});
-    if (q.flow) spi.run(set_pass, {pg::int8_value(d.msg_id), pass});
+    spi.run(revive, {id, at, in, head, pass});
   }
   spi.finish();
   return Int32GetDatum(static_cast<std::int32_t>(dead.size()));

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(134);
+SELECT plan(138);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -379,6 +379,17 @@ SELECT isnt((SELECT pass FROM forgeyard.messages WHERE tenant_id = 't1' AND queu
             'a published event''s message in a fair subscription queue gets a pass');
 SELECT is((SELECT count(*) FROM forgeyard.subscription_claim('t1', 'fairsub', 'w', 10)), 1::bigint,
           'and is claimed');
+-- A dead letter does not count against the queue, so fairness can change while it is dead; a
+-- redrive gives it what the queue's claim reads.
+SELECT forgeyard.queue_create('t1', 'fr', '{"fairness": true, "dead_letter_payload": "keep"}');
+SELECT forgeyard.enqueue('t1', 'fr', 'r');
+SELECT forgeyard.nack('t1', 'fr', msg_id, claim_token, 'bad', true) FROM forgeyard.claim('t1', 'fr', 'w', 1);
+SELECT lives_ok($$SELECT forgeyard.queue_alter('t1', 'fr', '{"fairness": false}')$$,
+                'fairness removed while the queue holds only a dead letter');
+SELECT is(forgeyard.dead_redrive('t1', 'fr', NULL, 10), 1, 'redriven');
+SELECT is((SELECT pass FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'fr'), NULL::bigint,
+          'a redrive into a queue no longer fair clears the pass');
+SELECT is((SELECT count(*) FROM forgeyard.claim('t1', 'fr', 'w', 10)), 1::bigint, 'and the message is claimed');
 SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'fq')$$, 'queue_drop of a fair queue');
 SELECT is_empty($$SELECT 1 FROM forgeyard.queue_fair_keys WHERE tenant_id = 't1' AND queue = 'fq'$$,
                 'queue_drop removes its keys'' weights and passes');
