@@ -13,7 +13,7 @@ passed=0
 failed=0
 # run MODEL FLAGS EXPECT: EXPECT is "ok" or a pattern the counterexample's first error line matches.
 run() {
-  local model=$1 flags=$2 expect=$3 dir out errors states verdict
+  local model=$1 flags=$2 expect=$3 dir out first errors states verdict
   dir="$work/${model%.pml}${flags// /}"
   mkdir -p "$dir" && cp "$here/$model" "$dir/"
   # shellcheck disable=SC2086
@@ -21,19 +21,22 @@ run() {
     echo "FAIL $model $flags: does not build"; cat "$dir"/*.log; failed=$((failed + 1)); return
   fi
   out=$(cd "$dir" && ./pan -m200000 -w22 2>&1)
-  errors=$(echo "$out" | grep -oE 'errors: [0-9]+' | grep -oE '[0-9]+')
-  states=$(echo "$out" | grep -oE '^ *[0-9]+ states, stored' | grep -oE '[0-9]+')
-  if echo "$out" | grep -q 'depth too small\|max search depth too small'; then
+  # Read the output with here-strings and bash patterns, not `echo | grep -q`: under pipefail a grep that
+  # stops at its first match can fail the pipeline through the writer's SIGPIPE.
+  first=$(grep -m1 '^pan:1' <<<"$out")
+  errors=$(grep -oE 'errors: [0-9]+' <<<"$out" | grep -oE '[0-9]+')
+  states=$(grep -oE '^ *[0-9]+ states, stored' <<<"$out" | grep -oE '[0-9]+')
+  if [[ $out == *"depth too small"* ]]; then
     verdict="FAIL (search depth bound reached: the check is incomplete)"
   elif [ "$expect" = ok ]; then
-    if [ "${errors:-1}" = 0 ]; then verdict="ok: verified"; else verdict="FAIL: $(echo "$out" | grep -m1 '^pan:1')"; fi
-  elif [ "${errors:-0}" -ge 1 ] && echo "$out" | grep -m1 '^pan:1' | grep -q -- "$expect"; then
-    verdict="ok: refuted, $(echo "$out" | grep -m1 '^pan:1' | sed 's/^pan:1: //')"
+    if [ "${errors:-1}" = 0 ]; then verdict="ok: verified"; else verdict="FAIL: $first"; fi
+  elif [ "${errors:-0}" -ge 1 ] && [[ $first == *"$expect"* ]]; then
+    verdict="ok: refuted, ${first#pan:1: }"
   else
     verdict="FAIL: expected a counterexample matching '$expect', got errors=${errors:-?}"
   fi
   printf '%-12s %-22s %10s states  %s\n' "$model" "${flags:-(real)}" "${states:-?}" "$verdict"
-  case $verdict in ok*) passed=$((passed + 1)) ;; *) failed=$((failed + 1)); echo "$out" | tail -n 30 ;; esac
+  case $verdict in ok*) passed=$((passed + 1)) ;; *) failed=$((failed + 1)); tail -n 30 <<<"$out" ;; esac
 }
 
 start=$SECONDS
