@@ -32,7 +32,7 @@ procs_of() {  # procs_of NAME: the pids of that service's processes
   for p in $(pgrep -u "$CLUSTER_OWNER"); do
     # A process substitution, not a pipe: under pipefail, tr's SIGPIPE after grep -q's early exit would
     # count as a miss.
-    grep -qxF "FORGEYARD_HA_NODE=$HA_DIR/$1" < <(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) && echo "$p"
+    grep -qxF "FORGEYARD_HA_NODE=$HA_DIR/$1" < <(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ") && echo "$p"
   done
 }
 port_of() { cat "$HA_DIR/$1.port"; }
