@@ -103,6 +103,11 @@ RetryDecision admit_retry(const QueueOptions& o, RetryWindow& w, std::int64_t ad
   return {false, w.start + length};
 }
 
+std::int64_t retries_delayed(const QueueOptions& o, const RetryWindow& w, std::int64_t now) {
+  if (!o.retry_budget || now < w.start || now >= w.start + o.retry_budget_window_usecs) return 0;
+  return w.delayed;
+}
+
 // ---- Resources ---------------------------------------------------------------------------------
 
 const char* to_string(BreakerState s) {

@@ -75,6 +75,10 @@ struct RetryDecision {
 RetryDecision admit_retry(const QueueOptions& options, RetryWindow& window, std::int64_t admitted_now,
                           std::int64_t now);
 
+// The retries the budget delayed in the window running at `now`: the window's count while it
+// runs, 0 once it has run out (the next retry starts a new one) or without a budget.
+std::int64_t retries_delayed(const QueueOptions& options, const RetryWindow& window, std::int64_t now);
+
 // ---- Resources: rate limits, concurrency limits and circuit breakers -----------------------
 
 inline constexpr std::int64_t max_breaker_window = 1000;

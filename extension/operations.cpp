@@ -83,7 +83,11 @@ SELECT 'queue', q.tenant_id, q.queue, v.state, v.value
                        ('dead_last_hour', q.dead_last_hour),
                        ('oldest_ready_age_usecs',
                         (EXTRACT(epoch FROM q.oldest_ready_age) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8),
-                       ('pressure', CASE q.pressure WHEN 'normal' THEN 0 WHEN 'elevated' THEN 1 ELSE 2 END::pg_catalog.int8))
+                       ('pressure', CASE q.pressure WHEN 'normal' THEN 0 WHEN 'elevated' THEN 1 ELSE 2 END::pg_catalog.int8),
+                       -- Read by name: a catalog before 0.7.0's update has no such columns (NULL, no row).
+                       ('waiting', (pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'waiting')::pg_catalog.int8),
+                       ('retries_delayed',
+                        (pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'retries_delayed')::pg_catalog.int8))
            v(state, value)
  WHERE v.value IS NOT NULL
 UNION ALL

@@ -12,7 +12,8 @@
 
 using namespace fy;
 
-// queue_stats(tenant, queue) -> (ready, in_flight, delayed, dead, bytes, oldest_ready_age, pressure)
+// queue_stats(tenant, queue) -> (ready, in_flight, delayed, dead, bytes, oldest_ready_age, pressure,
+// waiting, retries_delayed)
 FY_FUNCTION(fy_queue_stats) {
   static pg::Statement depth(
       "SELECT pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'pending' AND visible_at OPERATOR(pg_catalog.<=) $3),"
@@ -21,24 +22,39 @@ FY_FUNCTION(fy_queue_stats) {
       "       pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'pending' AND claim_token IS NULL"
       "                                    AND visible_at OPERATOR(pg_catalog.>) $3),"
       "       pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'dead'),"
-      "       pg_catalog.min(enqueued_at) FILTER (WHERE state OPERATOR(pg_catalog.=) 'pending' AND visible_at OPERATOR(pg_catalog.<=) $3)"
+      "       pg_catalog.min(enqueued_at) FILTER (WHERE state OPERATOR(pg_catalog.=) 'pending' AND visible_at OPERATOR(pg_catalog.<=) $3),"
+      "       pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'pending' AND NOT is_head"
+      "                                    AND visible_at OPERATOR(pg_catalog.<=) $3)"
       "  FROM forgeyard.messages WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
       {TEXTOID, TEXTOID, TIMESTAMPTZOID});
+  static pg::Statement retry_window(
+      "SELECT window_start, delayed FROM forgeyard.queue_retry_windows"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
   pg::Spi spi;
   const queue::Queue q = queue::load(spi, fcinfo);
   const TimestampTz now = pg::now();
-  std::int64_t ready = 0, in_flight = 0, delayed = 0, dead = 0;
+  std::int64_t ready = 0, in_flight = 0, delayed = 0, dead = 0, waiting = 0, retries_delayed = 0;
   std::optional<TimestampTz> oldest;
   spi.run(depth, {q.t, q.q, pg::timestamptz_value(now)}, [&](const pg::Row& r) {
     ready = *r.int8(1), in_flight = *r.int8(2), delayed = *r.int8(3), dead = *r.int8(4);
     oldest = r.timestamptz(5);
+    waiting = *r.int8(6);
   });
+  if (q.options.retry_budget)
+    spi.run(retry_window, {q.t, q.q}, [&](const pg::Row& r) {
+      core::flow::RetryWindow w;
+      w.start = *r.timestamptz(1);
+      w.delayed = *r.int8(2);
+      retries_delayed = core::flow::retries_delayed(q.options, w, now);
+    });
   const core::Usage used = queue::usage(spi, q);
   spi.finish();
   pg::TableResult out(fcinfo);
   out.add_row({pg::int8_value(ready), pg::int8_value(in_flight), pg::int8_value(delayed), pg::int8_value(dead),
                pg::int8_value(used.bytes), oldest ? pg::interval_value(now - *oldest) : pg::null_value(),
-               pg::text_value(core::pressure(q.options, used))});
+               pg::text_value(core::pressure(q.options, used)), pg::int8_value(waiting),
+               pg::int8_value(retries_delayed)});
   return (Datum)0;
 }
 

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(138);
+SELECT plan(142);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -141,8 +141,13 @@ SELECT results_eq($$SELECT kind, "limit", counted, delayed, since FROM forgeyard
                   $$VALUES ('retry_budget'::text, '0.5 of admitted, at least 1 per 00:01:00'::text, 2::bigint, 2::bigint,
                             '2030-03-03 00:00:00+00'::timestamptz)$$,
                   'flow_state shows the retry budget and its window');
+SELECT results_eq($$SELECT delayed, retries_delayed FROM forgeyard.queue_stats('t1', 'rb')$$, $$VALUES (4::bigint, 2::bigint)$$,
+                  'queue_stats: four delayed, two of them by the budget in its window');
+SET forgeyard.now_override = '2030-03-03 00:00:59.999999+00';
+SELECT is((SELECT retries_delayed FROM forgeyard.queue_stats('t1', 'rb')), 2::bigint, 'counted to the window''s last instant');
 -- The delayed ones are claimed after the window; their next failure dead-letters by max_attempts as usual.
 SET forgeyard.now_override = '2030-03-03 00:01:00+00';
+SELECT is((SELECT retries_delayed FROM forgeyard.queue_stats('t1', 'rb')), 0::bigint, 'and 0 once the window has run out');
 DELETE FROM got;
 INSERT INTO got SELECT * FROM forgeyard.claim('t1', 'rb', 'w', 10);
 SELECT is((SELECT count(*) FROM got), 4::bigint, 'at the window''s end all four are delivered again');
@@ -297,6 +302,8 @@ SELECT results_eq($$SELECT kind, subject, "limit", available, in_flight, counted
                   $$VALUES ('key_limit', 'A', 'max_in_flight_per_key 2', 0::bigint, 2::bigint, 3::bigint, 1::bigint),
                            ('key_limit', 'B', 'max_in_flight_per_key 2', 0, 2, 3, 1)$$,
                   'flow_state: a row per key, its heads in flight and its waiting messages delayed');
+SELECT results_eq($$SELECT ready, waiting FROM forgeyard.queue_stats('t1', 'kq')$$, $$VALUES (7::bigint, 2::bigint)$$,
+                  'queue_stats: seven ready, two of them waiting behind their key');
 CREATE TEMP TABLE kc AS SELECT * FROM forgeyard.claim('t1', 'kq', 'w', 10);
 SELECT is((SELECT count(*) FROM kc), 5::bigint, 'a claim hands out the heads only: two per key and the one without');
 SELECT is_empty($$SELECT * FROM forgeyard.claim('t1', 'kq', 'w', 10)$$, 'keys at their limit are skipped');

@@ -43,8 +43,8 @@ SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.nack(text, text, bigin
 SELECT is(pg_catalog.pg_get_function_result('forgeyard.extend(text, text, bigint, bigint, interval)'::regprocedure),
           'timestamp with time zone', 'extend returns the new visible_at');
 SELECT is(pg_catalog.pg_get_function_result('forgeyard.queue_stats(text, text)'::regprocedure),
-          'TABLE(ready bigint, in_flight bigint, delayed bigint, dead bigint, bytes bigint, oldest_ready_age interval, pressure text)',
-          'queue_stats returns (ready, in_flight, delayed, dead, bytes, oldest_ready_age, pressure)');
+          'TABLE(ready bigint, in_flight bigint, delayed bigint, dead bigint, bytes bigint, oldest_ready_age interval, pressure text, waiting bigint, retries_delayed bigint)',
+          'queue_stats returns (ready, in_flight, delayed, dead, bytes, oldest_ready_age, pressure, waiting, retries_delayed)');
 
 -------------------------------------------------------------------------------------------------
 -- queue_create: defaults, every option stored, queue_list

@@ -612,11 +612,11 @@ COMMENT ON FUNCTION forgeyard.extend_batch(text, text, bigint[], bigint[], inter
 
 CREATE FUNCTION forgeyard.queue_stats(tenant text, queue text)
     RETURNS TABLE (ready bigint, in_flight bigint, delayed bigint, dead bigint, bytes bigint,
-                   oldest_ready_age interval, pressure text)
+                   oldest_ready_age interval, pressure text, waiting bigint, retries_delayed bigint)
     LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_queue_stats';
 COMMENT ON FUNCTION forgeyard.queue_stats(text, text) IS
-  'Depth of a queue: ready (visible), in flight, delayed, dead; bytes admitted; age of the oldest ready message; pressure (normal below 70% of a limit, elevated to 90%, saturated above).';
+  'Depth of a queue: ready (visible), in flight, delayed, dead; bytes admitted; age of the oldest ready message; pressure (normal below 70% of a limit, elevated to 90%, saturated above); waiting: of the ready, those held behind their key (a later message of an ordered partition, or a key at max_in_flight_per_key); retries_delayed: retries the retry budget delayed in its current window.';
 
 CREATE FUNCTION forgeyard.dead_list(tenant text, queue text, after_msg_id bigint DEFAULT 0, max_rows integer DEFAULT 100)
     RETURNS TABLE (msg_id bigint, event_id uuid, partition_key text, priority text, attempt integer, error text,
@@ -2489,11 +2489,13 @@ WITH RECURSIVE member_of(oid) AS (
                 ELSE coalesce(s.breaker, 'closed') END,
            s.changed_at
       FROM forgeyard.flow_resources r LEFT JOIN forgeyard.flow_resource_state s USING (tenant_id, resource)
-     WHERE r.failure_rate IS NOT NULL    UNION ALL
+     WHERE r.failure_rate IS NOT NULL
+    UNION ALL
     SELECT q.tenant_id, q.queue, 'key_limit', p.partition_key, 'max_in_flight_per_key ' || q.max_in_flight_per_key,
            greatest(0, q.max_in_flight_per_key - p.heads), p.heads, p.pending, p.pending - p.heads, NULL, NULL, NULL
       FROM forgeyard.queues q JOIN forgeyard.queue_partitions p USING (tenant_id, queue)
-     WHERE q.max_in_flight_per_key IS NOT NULL    UNION ALL
+     WHERE q.max_in_flight_per_key IS NOT NULL
+    UNION ALL
     SELECT k.tenant_id, k.queue, 'fairness_weight', k.fairness_key, 'weight ' || k.weight, NULL, NULL, NULL, NULL,
            NULL, NULL, NULL
       FROM forgeyard.queue_fair_keys k

@@ -76,6 +76,8 @@ std::string stats_json(const StoreStats& s) {
                           {"bytes", num(q.depth.bytes)},
                           {"oldest_ready_age_usecs", opt(age_usecs(q))},
                           {"pressure", json_string(q.depth.pressure)},
+                          {"waiting", num(q.depth.waiting)},
+                          {"retries_delayed", num(q.depth.retries_delayed)},
                           {"max_messages", num(q.max_messages)},
                           {"retrying", num(q.retrying)},
                           {"dead_last_hour", num(q.dead_last_hour)}}));
@@ -128,7 +130,9 @@ void print_stats(const StoreStats& s) {
               << " in_flight=" << q.depth.in_flight << " delayed=" << q.depth.delayed << " dead=" << q.depth.dead
               << " bytes=" << q.depth.bytes;
     if (auto age = age_usecs(q)) std::cout << " oldest_ready_age=" << format_duration(*age);
-    std::cout << " pressure=" << q.depth.pressure << " max_messages=" << q.max_messages << " retrying=" << q.retrying
+    std::cout << " pressure=" << q.depth.pressure << " waiting=" << q.depth.waiting
+              << " retries_delayed=" << q.depth.retries_delayed << " max_messages=" << q.max_messages
+              << " retrying=" << q.retrying
               << " dead_last_hour=" << q.dead_last_hour << "\n";
   }
   for (const TenantStats& t : s.tenants)

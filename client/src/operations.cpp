@@ -128,6 +128,10 @@ std::string prometheus_text(const StoreStats& stats, const Metrics& client) {
                     "Pending messages that were delivered before (retries waiting or in flight).");
     Family dead_recent(out, "forgeyard_queue_dead_letters_last_hour", "gauge",
                        "Messages dead-lettered within the last hour.");
+    Family waiting(out, "forgeyard_queue_waiting_messages", "gauge",
+                   "Ready messages held behind their key (ordered partition or per-key limit); part of ready.");
+    Family budget(out, "forgeyard_queue_retries_delayed", "gauge",
+                  "Retries the queue's retry budget delayed in its current window.");
     for (const QueueBacklog& q : stats.queues) {
       const Labels l{{"tenant", q.tenant}, {"queue", q.queue}};
       bytes.sample(l, static_cast<double>(q.depth.bytes));
@@ -136,6 +140,8 @@ std::string prometheus_text(const StoreStats& stats, const Metrics& client) {
       pressure.sample(l, pressure_level(q.depth.pressure));
       retrying.sample(l, static_cast<double>(q.retrying));
       dead_recent.sample(l, static_cast<double>(q.dead_last_hour));
+      waiting.sample(l, static_cast<double>(q.depth.waiting));
+      budget.sample(l, static_cast<double>(q.depth.retries_delayed));
     }
   }
   {

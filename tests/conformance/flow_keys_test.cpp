@@ -60,8 +60,10 @@ BOOST_AUTO_TEST_CASE(a_key_at_its_limit_is_skipped_and_its_next_follows_when_one
   auto first = claim(10);
   BOOST_TEST(ids(first) == (std::vector<std::int64_t>{a[0], a[1], b, plain}));
   BOOST_TEST(claim(10).empty());
-  // (queue_stats counts them as ready: visible and unclaimed; flow_state shows them per key.)
+  // queue_stats counts them as ready (visible and unclaimed) and, of those, as waiting behind their
+  // key; flow_state shows them per key.
   BOOST_TEST(queues().stats(tenant, queue).ready == 3);
+  BOOST_TEST(queues().stats(tenant, queue).waiting == 3);
   // An ack lets A's next one in, in enqueue order; a retry keeps its place (still one of the two).
   queues().ack(tenant, queue, first[0].msg_id, first[0].claim_token);
   auto second = claim(10);
@@ -76,6 +78,11 @@ BOOST_AUTO_TEST_CASE(a_key_at_its_limit_is_skipped_and_its_next_follows_when_one
   BOOST_TEST(ids(claim(10)) == (std::vector<std::int64_t>{a[3]}));
   BOOST_TEST(claim(10).empty());
   BOOST_TEST(queues().stats(tenant, queue).ready == 1);  // a[4], behind a[1] and a[3]
+  BOOST_TEST(queues().stats(tenant, queue).waiting == 1);
+  // Without a waiting message of its key, a message is ready and not waiting.
+  send("D");
+  BOOST_TEST(queues().stats(tenant, queue).ready == 2);
+  BOOST_TEST(queues().stats(tenant, queue).waiting == 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_batch_of_one_key_makes_heads_up_to_the_limit_and_a_redriven_message_waits_for_room) {

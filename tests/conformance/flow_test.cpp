@@ -130,8 +130,10 @@ BOOST_AUTO_TEST_CASE(retries_over_the_budget_wait_for_the_window_without_an_atte
   auto retried = queues().claim(tenant, queue, "w", 10);
   BOOST_TEST(retried.size() == 2u);
   BOOST_TEST(queues().stats(tenant, queue).delayed == 2);
+  BOOST_TEST(queues().stats(tenant, queue).retries_delayed == 2);  // the budget's count in its window
   for (const auto& d : retried) queues().ack(tenant, queue, d.msg_id, d.claim_token);
   clock.advance(58s);
+  BOOST_TEST(queues().stats(tenant, queue).retries_delayed == 0);  // that window has run out
   auto waited = queues().claim(tenant, queue, "w", 10);
   BOOST_REQUIRE(waited.size() == 2u);
   for (const auto& d : waited) BOOST_TEST(d.attempt == 2);  // the wait charged no attempt

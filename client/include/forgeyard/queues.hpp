@@ -134,6 +134,11 @@ struct QueueStats {
   std::int64_t ready = 0, in_flight = 0, delayed = 0, dead = 0, bytes = 0;
   std::optional<Duration> oldest_ready_age;
   std::string pressure;  // normal, elevated, saturated
+  // Of the ready, those held behind their key: a later message of an ordered partition, or one of
+  // a key at max_in_flight_per_key. Not claimable until their key frees.
+  std::int64_t waiting = 0;
+  // Retries the queue's retry budget delayed in its current window (0 without a budget).
+  std::int64_t retries_delayed = 0;
 };
 
 struct DeadLetter {

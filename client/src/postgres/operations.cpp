@@ -81,6 +81,8 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
       if (state == "dead_last_hour") q.dead_last_hour = value;
       if (state == "oldest_ready_age_usecs") q.depth.oldest_ready_age = Duration(value);
       if (state == "pressure") q.depth.pressure = pressure_name(value);
+      if (state == "waiting") q.depth.waiting = value;
+      if (state == "retries_delayed") q.depth.retries_delayed = value;
     } else if (kind == "workflow") {
       s.workflows.push_back({tenant, name, state, value});
     } else if (kind == "leases" || kind == "idempotency" || kind == "audit") {

@@ -43,7 +43,8 @@ const PgStatement extend_sql{"fy_extend",
                              "SELECT " FY_USECS("forgeyard.extend($1, $2, $3, $4, $5::pg_catalog.interval)"), 5};
 const PgStatement queue_stats_sql{"fy_queue_stats",
                                   "SELECT ready, in_flight, delayed, dead, bytes, " FY_USECS(
-                                      "oldest_ready_age") ", pressure FROM forgeyard.queue_stats($1, $2)",
+                                      "oldest_ready_age") ", pressure, waiting, retries_delayed"
+                                                          " FROM forgeyard.queue_stats($1, $2)",
                                   2};
 const PgStatement dead_list_sql{
     "fy_dead_list",
@@ -219,7 +220,8 @@ TimePoint PgQueues::extend(std::string_view tenant, std::string_view queue, std:
 QueueStats PgQueues::stats(std::string_view tenant, std::string_view queue, ReadClass read) {
   return session_.measure("queue.stats", [&] {
     PgResult r = session_.read(queue_stats_sql, {text_param(tenant), text_param(queue)}, read);
-    QueueStats s{r.int8(0, 0), r.int8(0, 1), r.int8(0, 2), r.int8(0, 3), r.int8(0, 4), std::nullopt, r.text(0, 6)};
+    QueueStats s{r.int8(0, 0), r.int8(0, 1),   r.int8(0, 2), r.int8(0, 3), r.int8(0, 4),
+                 std::nullopt, r.text(0, 6), r.int8(0, 7), r.int8(0, 8)};
     if (!r.is_null(0, 5)) s.oldest_ready_age = Duration(r.int8(0, 5));
     return s;
   });

@@ -26,7 +26,8 @@ QueueStats SqliteQueues::stats(std::string_view tenant, std::string_view queue, 
             "       count(*) FILTER (WHERE state = 'pending' AND claim_token IS NOT NULL AND visible_at > ?3),"
             "       count(*) FILTER (WHERE state = 'pending' AND claim_token IS NULL AND visible_at > ?3),"
             "       count(*) FILTER (WHERE state = 'dead'),"
-            "       min(enqueued_at) FILTER (WHERE state = 'pending' AND visible_at <= ?3)"
+            "       min(enqueued_at) FILTER (WHERE state = 'pending' AND visible_at <= ?3),"
+            "       count(*) FILTER (WHERE state = 'pending' AND NOT is_head AND visible_at <= ?3)"
             "  FROM messages WHERE tenant_id = ?1 AND queue = ?2");
         r.bind(1, tenant).bind(2, queue).bind(3, now);
         r.step();
@@ -36,7 +37,18 @@ QueueStats SqliteQueues::stats(std::string_view tenant, std::string_view queue, 
                        r.int64(3),
                        q.used.bytes,
                        r.is_null(4) ? std::nullopt : std::optional<Duration>(Duration(now - r.int64(4))),
-                       fy::core::pressure(q.options, q.used)};
+                       fy::core::pressure(q.options, q.used),
+                       r.int64(5)};
+        if (q.options.retry_budget) {
+          auto w = db.query("SELECT window_start, delayed FROM queue_retry_windows WHERE tenant_id = ?1 AND queue = ?2");
+          w.bind(1, tenant).bind(2, queue);
+          if (w.step()) {
+            fy::core::flow::RetryWindow window;
+            window.start = w.int64(0);
+            window.delayed = w.int64(1);
+            s.retries_delayed = fy::core::flow::retries_delayed(q.options, window, now);
+          }
+        }
       });
       return s;
     });
