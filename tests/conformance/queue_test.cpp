@@ -427,7 +427,7 @@ BOOST_AUTO_TEST_CASE(partition_keys_are_delivered_in_order_one_at_a_time) {
   BOOST_TEST(got[0].msg_id == b1);  // class orders the heads of different keys
   BOOST_TEST(got[1].msg_id == a1);
   BOOST_TEST(take(10).empty());
-  BOOST_TEST(queues().stats(tenant, queue).ready == 1);  // a2: visible, unclaimed,
+  BOOST_TEST(queues().stats(tenant, queue).ready == 1);    // a2: visible, unclaimed,
   BOOST_TEST(queues().stats(tenant, queue).waiting == 1);  // and waiting behind a1
   queues().ack(tenant, queue, got[1].msg_id, got[1].claim_token);
   auto next = take(10);

@@ -220,7 +220,7 @@ TimePoint PgQueues::extend(std::string_view tenant, std::string_view queue, std:
 QueueStats PgQueues::stats(std::string_view tenant, std::string_view queue, ReadClass read) {
   return session_.measure("queue.stats", [&] {
     PgResult r = session_.read(queue_stats_sql, {text_param(tenant), text_param(queue)}, read);
-    QueueStats s{r.int8(0, 0), r.int8(0, 1),   r.int8(0, 2), r.int8(0, 3), r.int8(0, 4),
+    QueueStats s{r.int8(0, 0), r.int8(0, 1), r.int8(0, 2), r.int8(0, 3), r.int8(0, 4),
                  std::nullopt, r.text(0, 6), r.int8(0, 7), r.int8(0, 8)};
     if (!r.is_null(0, 5)) s.oldest_ready_age = Duration(r.int8(0, 5));
     return s;

@@ -40,7 +40,8 @@ QueueStats SqliteQueues::stats(std::string_view tenant, std::string_view queue, 
                        fy::core::pressure(q.options, q.used),
                        r.int64(5)};
         if (q.options.retry_budget) {
-          auto w = db.query("SELECT window_start, delayed FROM queue_retry_windows WHERE tenant_id = ?1 AND queue = ?2");
+          auto w =
+              db.query("SELECT window_start, delayed FROM queue_retry_windows WHERE tenant_id = ?1 AND queue = ?2");
           w.bind(1, tenant).bind(2, queue);
           if (w.step()) {
             fy::core::flow::RetryWindow window;
