@@ -132,8 +132,7 @@ void print_stats(const StoreStats& s) {
     if (auto age = age_usecs(q)) std::cout << " oldest_ready_age=" << format_duration(*age);
     std::cout << " pressure=" << q.depth.pressure << " waiting=" << q.depth.waiting
               << " retries_delayed=" << q.depth.retries_delayed << " max_messages=" << q.max_messages
-              << " retrying=" << q.retrying
-              << " dead_last_hour=" << q.dead_last_hour << "\n";
+              << " retrying=" << q.retrying << " dead_last_hour=" << q.dead_last_hour << "\n";
   }
   for (const TenantStats& t : s.tenants)
     std::cout << "tenant=" << t.tenant << " leases_live=" << t.leases_live << " leases_expired=" << t.leases_expired

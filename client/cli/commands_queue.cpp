@@ -197,8 +197,8 @@ void add_queue_commands(CLI::App& app, Commands& commands) {
     std::cout << "ready=" << s.ready << "\nin_flight=" << s.in_flight << "\ndelayed=" << s.delayed
               << "\ndead=" << s.dead << "\nbytes=" << s.bytes << "\noldest_ready_age_us="
               << (s.oldest_ready_age ? std::to_string(s.oldest_ready_age->count()) : std::string())
-              << "\npressure=" << s.pressure << "\nwaiting=" << s.waiting
-              << "\nretries_delayed=" << s.retries_delayed << "\n";
+              << "\npressure=" << s.pressure << "\nwaiting=" << s.waiting << "\nretries_delayed=" << s.retries_delayed
+              << "\n";
     return 0;
   });
 
