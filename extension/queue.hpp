@@ -48,11 +48,11 @@ void admit_rate(pg::Spi& spi, const Queue& queue, std::int64_t count, TimestampT
 // empty before 0.7.0's catalog. Read before any direct table access of a call (it runs SQL).
 using ResourceConfigs = std::map<std::string, core::flow::ResourceConfig, std::less<>>;
 const ResourceConfigs& resource_configs(pg::Spi& spi, const Queue& queue);
-// A resource's state row as the core sees it, from its columns, and written back by SQL (after the
-// direct access that locked it: the UPDATE finds the version locked) (queue_flow.cpp).
+// A resource's state row as the core sees it, from the columns of the row in the table's slot,
+// and written back into that row (locked by this transaction), `refused` claims added to its
+// count (queue_flow.cpp).
 core::flow::ResourceState resource_state_of(const pg::Table& table);
-void save_resource_state(pg::Spi& spi, const Queue& queue, const std::string& resource,
-                         const core::flow::ResourceState& state, std::int64_t refused);
+void write_resource_state(pg::Table& table, const core::flow::ResourceState& state, std::int64_t refused);
 
 core::flow::RetryDecision admit_retry(pg::Spi& spi, const Queue& queue, TimestampTz now);
 // Counts `n` new pending messages into their key's row (core::group_key: the partition_key of a

@@ -173,8 +173,8 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
            m.text_equals(c.queue, queue.name);
   };
   // The resources this claim met: each row locked at its first message, decided on in memory,
-  // written once after the scan by SQL (whose UPDATE finds the version locked, which this call's
-  // snapshot may not see).
+  // written once after the scan (found again: the lock, already held, then gives the version
+  // locked, which this call's snapshot may not see).
   struct Held {
     bool locked = false;
     core::flow::ResourceState state;
@@ -285,11 +285,15 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     }
     scan.end();
   }
+  for (const auto& [resource, h] : held)
+    if (h.changed &&
+        resources->find(pg::OwnIndex::flow_resource_state_pkey,
+                        {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, pg::text_value(resource)}}) &&
+        resources->lock(pg::LockMode::no_key_update, pg::Wait::block) != pg::Locked::skipped)
+      write_resource_state(*resources, h.state, h.refused);
   if (resources) resources->finish();
   m.finish();
   access.finish();
-  for (const auto& [resource, h] : held)
-    if (h.changed) save_resource_state(spi, queue, resource, h.state, h.refused);
   // A subscription's message has no payload of its own: it is its topic event's.
   for (Claimed& d : out)
     if (!d.payload && d.event_id) d.payload = event_payload(spi, queue, *d.event_id);

@@ -234,55 +234,45 @@ core::flow::ResourceState resource_state_of(const pg::Table& t) {
   return s;
 }
 
-void save_resource_state(pg::Spi& spi, const Queue& queue, const std::string& resource,
-                         const core::flow::ResourceState& s, std::int64_t refused) {
-  static pg::Statement save(
-      "UPDATE forgeyard.flow_resource_state SET tat = $3, in_flight = $4, breaker = $5, outcomes = $6,"
-      "   changed_at = $7, open_until = $8, half_open_in_flight = $9, half_open_successes = $10,"
-      "   transitions = $11, refused = refused OPERATOR(pg_catalog.+) $12"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2",
-      {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, INT8OID,
-       INT8OID, INT8OID});
-  spi.run(save,
-          {queue.t, pg::text_value(resource), s.tat ? pg::timestamptz_value(*s.tat) : pg::null_value(),
-           pg::int8_value(s.in_flight), pg::text_value(core::flow::to_string(s.state)), pg::text_value(s.outcomes),
-           pg::timestamptz_value(s.changed_at), s.open_until ? pg::timestamptz_value(s.open_until) : pg::null_value(),
-           pg::int8_value(s.half_open_in_flight), pg::int8_value(s.half_open_successes), pg::int8_value(s.transitions),
-           pg::int8_value(refused)});
+void write_resource_state(pg::Table& t, const core::flow::ResourceState& s, std::int64_t refused) {
+  const int refused_col = t.column("refused");
+  t.update({{t.column("tat"), s.tat ? pg::timestamptz_value(*s.tat) : pg::null_value()},
+            {t.column("in_flight"), pg::int8_value(s.in_flight)},
+            {t.column("breaker"), pg::text_value(core::flow::to_string(s.state))},
+            {t.column("outcomes"), pg::text_value(s.outcomes)},
+            {t.column("changed_at"), pg::timestamptz_value(s.changed_at)},
+            {t.column("open_until"), s.open_until ? pg::timestamptz_value(s.open_until) : pg::null_value()},
+            {t.column("half_open_in_flight"), pg::int8_value(s.half_open_in_flight)},
+            {t.column("half_open_successes"), pg::int8_value(s.half_open_successes)},
+            {t.column("transitions"), pg::int8_value(s.transitions)},
+            {refused_col, pg::int8_value(t.int8(refused_col) + refused)}});
 }
 
-// Per resource in name order: its row locked FOR UPDATE (waiting: an ack must count), the
-// outcomes recorded, the row written once.
+// Per resource in name order: its row locked (waiting: an ack must count), the outcomes
+// recorded, the row written once, all by direct table access.
 void record_outcomes(pg::Spi& spi, const Queue& queue, const Releases& releases, TimestampTz now) {
-  static pg::Statement lock(
-      "SELECT tat, in_flight, breaker, outcomes, changed_at, open_until, half_open_in_flight, half_open_successes,"
-      "   transitions FROM forgeyard.flow_resource_state"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2 FOR NO KEY UPDATE",
-      {TEXTOID, TEXTOID});
   const ResourceConfigs& configs = resource_configs(spi, queue);
+  std::optional<pg::Access> access;
+  std::optional<pg::Table> rows;
   for (const auto& [resource, counts] : releases.outcomes) {
     const auto config = configs.find(resource);
     if (config == configs.end()) continue;  // not a configured resource: nothing is counted for it
-    std::optional<core::flow::ResourceState> state;
-    spi.run(lock, {queue.t, pg::text_value(resource)}, [&](const pg::Row& r) {
-      core::flow::ResourceState s;
-      if (r.timestamptz(1)) s.tat = *r.timestamptz(1);
-      s.in_flight = *r.int8(2);
-      s.state = core::flow::breaker_state_from(*r.text(3));
-      s.outcomes = *r.text(4);
-      s.changed_at = *r.timestamptz(5);
-      s.open_until = r.timestamptz(6).value_or(0);
-      s.half_open_in_flight = *r.int8(7);
-      s.half_open_successes = *r.int8(8);
-      s.transitions = *r.int8(9);
-      state = s;
-    });
-    if (!state) continue;
+    if (!rows) {
+      access.emplace();
+      rows.emplace(*access, pg::OwnTable::flow_resource_state);
+    }
+    if (!rows->find(pg::OwnIndex::flow_resource_state_pkey,
+                    {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, pg::text_value(resource)}}))
+      continue;
+    if (rows->lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped) continue;
+    core::flow::ResourceState state = resource_state_of(*rows);
     for (int o = 0; o < 3; ++o)
       for (std::int64_t i = 0; i < counts[o]; ++i)
-        core::flow::record_outcome(config->second, *state, static_cast<core::flow::Outcome>(o), now);
-    save_resource_state(spi, queue, resource, *state, 0);
+        core::flow::record_outcome(config->second, state, static_cast<core::flow::Outcome>(o), now);
+    write_resource_state(*rows, state, 0);
   }
+  if (rows) rows->finish();
+  if (access) access->finish();
 }
 
 }  // namespace fy::queue

@@ -165,8 +165,8 @@ SELECT results_eq($$SELECT dead FROM forgeyard.queue_stats('t1', 'dl')$$, $$VALU
 SET forgeyard.now_override = '2030-02-02 00:00:00+00';
 SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'st')$$, 'queue "st"');
 SELECT results_eq($$SELECT * FROM forgeyard.queue_stats('t1', 'st')$$,
-                  $$VALUES (0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, NULL::interval, 'normal'::text)$$,
-                  'an empty queue: zeros, no oldest ready age, pressure normal');
+                  $$VALUES (0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, NULL::interval, 'normal'::text, 0::bigint, 0::bigint)$$,
+                  'an empty queue: zeros, no oldest ready age, pressure normal, none waiting or delayed by a budget');
 CALL pg_temp.enq('s1', 't1', 'st', '0123456789');
 CALL pg_temp.enq('s2', 't1', 'st', '01234567890123456789');
 SET forgeyard.now_override = '2030-02-02 00:00:10+00';
@@ -177,7 +177,8 @@ CALL pg_temp.kill('s5', 't1', 'st');
 SELECT is(pg_temp.claim('st-1', 't1', 'st', 'w'), pg_temp.ids('s1'), 's1 claimed until 00:00:40');
 SET forgeyard.now_override = '2030-02-02 00:00:20+00';
 SELECT results_eq($$SELECT * FROM forgeyard.queue_stats('t1', 'st')$$,
-                  $$VALUES (2::bigint, 1::bigint, 1::bigint, 1::bigint, 65::bigint, '20 seconds'::interval, 'normal'::text)$$,
+                  $$VALUES (2::bigint, 1::bigint, 1::bigint, 1::bigint, 65::bigint, '20 seconds'::interval, 'normal'::text,
+                           0::bigint, 0::bigint)$$,
                   'queue_stats: 2 ready (s2, s4), 1 in flight (s1), 1 delayed (s3), 1 dead (s5); 65 bytes held (not the dead 7); oldest ready 20 s old');
 SELECT results_eq(
     $$SELECT class, state, messages, bytes, oldest_age FROM forgeyard.queue_depth WHERE tenant_id = 't1' AND queue = 'st'
