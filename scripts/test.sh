@@ -54,9 +54,12 @@ configure() {  # configure DIR ARGS...
 main_args=(-DFORGEYARD_TESTS=ON -DFORGEYARD_BENCH=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
            "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 # The sanitizer build with clang: it compiles these targets in half the time g++ takes (73 s against
-# 149 s on an idle 2-core machine), and this build is the test command's longest path.
+# 149 s on an idle 2-core machine), and this build is the test command's longest path. The fuzz
+# targets are built in it too (tests/fuzz/CMakeLists.txt): the core and the CLI once, with
+# libFuzzer's coverage besides the sanitizers.
 asan_args=(-DCMAKE_CXX_COMPILER=clang++ -DFORGEYARD_SANITIZE=address,undefined -DFORGEYARD_TESTS=ON
-           -DFORGEYARD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1")
+           -DFORGEYARD_BENCH=OFF -DFORGEYARD_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1")
+fuzz_targets=(canonical_json uuid duration audit_export queue_options backup_manifest app_migration cli_args)
 
 build_extension() {
   echo "== build: extension (PGXS, -Werror)"
@@ -70,13 +73,15 @@ build_main() {
   step build/cmake-configure.log configure build "${main_args[@]}" &&
     step build/cmake-build.log cmake --build build -j"$jobs"
 }
-# The sanitizer build: the suites that need no uninstrumented binary, with ASan and UBSan.
+# The sanitizer build: the suites that need no uninstrumented binary, with ASan and UBSan, and the
+# fuzz targets.
 build_asan() {
   # A build directory configured with another compiler is configured anew.
   [ ! -f build-asan/CMakeCache.txt ] || grep -q '^CMAKE_CXX_COMPILER:.*clang++' build-asan/CMakeCache.txt ||
     rm -rf build-asan/CMakeCache.txt build-asan/CMakeFiles
   step build/asan-configure.log configure build-asan "${asan_args[@]}" &&
-    step build/asan-build.log cmake --build build-asan -j"$jobs" --target unit_tests conformance_tests forgeyard_cli
+    step build/asan-build.log cmake --build build-asan -j"$jobs" --target unit_tests conformance_tests forgeyard_cli \
+      "${fuzz_targets[@]/%/_fuzz}"
 }
 # A second configure and build of the same tree compiles and links nothing (the glob check that
 # CONFIGURE_DEPENDS adds runs, and finds no change).
@@ -85,7 +90,18 @@ rebuild_nothing() {
     cmake --build build -j"$jobs" >>build/cmake-rebuild.log 2>&1 &&
     ! grep -E 'Building|Linking|Re-running CMake' build/cmake-rebuild.log
 }
-build_fuzz() { FUZZ_PHASE=build tests/fuzz/run.sh >build/fuzz-build.log 2>&1 || { tail -n 40 build/fuzz-build.log; return 1; }; }
+# Every fuzz target for FUZZ_SECONDS (10) from its seed corpus, one at a time (beside the sanitizer
+# suites), from the sanitizer build.
+fuzz_runs() {
+  echo "== fuzz: parsers of outside input, bounded run (libFuzzer, tests/fuzz/run.sh, build-asan/)"
+  if FUZZ_PHASE=run FUZZ_BUILD_DIR=build-asan FUZZ_JOBS=1 FUZZ_SECONDS="${FUZZ_SECONDS:-10}" \
+       tests/fuzz/run.sh "${fuzz_targets[@]}" >build/fuzz.log 2>&1; then
+    count fuzz-targets "$(grep -oE '^fuzz: [0-9]+ targets' build/fuzz.log | grep -oE '[0-9]+')" 0
+  else
+    tail -n 40 build/fuzz.log 2>/dev/null; count fuzz-targets 0 1
+  fi
+  grep -E 'executions' build/fuzz.log 2>/dev/null | sed 's/^/   /'
+}
 
 # The suites that need only the installed extension and the cluster: they run beside the
 # client build. Their output goes to build/server-suites.log, shown when they end.
@@ -205,42 +221,31 @@ if [ $quick = 1 ]; then
 fi
 
 # Beside the Boost.Test suites, at nice 19 so that they keep the CPU they ask for and this takes
-# what they leave idle (they mostly wait on the server and on fsync): the sanitizer build, then its
-# suites beside the fuzz build. (Started with the client build instead, it took 60 s longer.)
+# what they leave idle: the sanitizer build, then its suites beside the fuzz runs. (Started with
+# the client build instead, it took 60 s longer.)
 (
   renice -n 19 -p "$BASHPID" >/dev/null
-  echo "== AddressSanitizer + UBSan: unit and SQLite conformance suites (build-asan/)"
+  echo "== AddressSanitizer + UBSan: unit and SQLite conformance suites, fuzz targets (build-asan/)"
   if timed asan-build build_asan; then
     timed asan-suites boost_suites asan-unit+conformance_sqlite build-asan '^(unit|conformance_sqlite)$' &
+    timed fuzz-runs fuzz_runs
+    wait
   else
     count asan-build 0 1
   fi
-  timed fuzz-build build_fuzz
-  fuzz_built=$?
-  wait
-  exit $fuzz_built
 ) >build/side.log 2>&1 &
 side_pid=$!
 
 echo "== Boost.Test (ctest: unit, conformance on SQLite, PostgreSQL and PgBouncer, CLI, history, faults)"
 timed boost-test boost_suites boost-test-cases build '.'
 # The failover drill (its own pg_auto_failover monitor and nodes) beside the tail of the sanitizer
-# and fuzz builds, at their nice 19 so that they share the CPU evenly: the drill mostly waits on
-# failure detection and promotion, and the builds are the longer path.
+# stage, at its nice 19 so that they share the CPU evenly: the drill mostly waits on failure
+# detection and promotion, and the sanitizer stage is the longer path.
 echo "== failover drill: pg_auto_failover, two failovers under load (tests/ha/failover.sh)"
 timed ha-drill check ha-failover nice -n 19 tests/ha/failover.sh build >build/ha-drill.log 2>&1 &
 ha_pid=$!
 wait "$side_pid"
-side=$?
 cat build/side.log
-
-echo "== fuzz: parsers of outside input, bounded run (libFuzzer, tests/fuzz/run.sh, build-fuzz/)"
-if [ $side -eq 0 ] && timed fuzz-runs env FUZZ_PHASE=run FUZZ_JOBS="$jobs" FUZZ_SECONDS="${FUZZ_SECONDS:-10}" tests/fuzz/run.sh >build/fuzz.log 2>&1; then
-  count fuzz-targets "$(grep -oE '^fuzz: [0-9]+ targets' build/fuzz.log | grep -oE '[0-9]+')" 0
-else
-  tail -n 40 build/fuzz.log 2>/dev/null; count fuzz-targets 0 1
-fi
-grep -E 'executions' build/fuzz.log 2>/dev/null | sed 's/^/   /'
 wait "$ha_pid"
 cat build/ha-drill.log
 grep -aE 'error: in "' build/ha-drill.log | sed 's/^/ha-drill: /' | head -n 20 >>build/failures.txt
