@@ -173,8 +173,7 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
            m.text_equals(c.queue, queue.name);
   };
   // The resources this claim met: each row locked at its first message, decided on in memory,
-  // written once after the scan (found again: the lock, already held, then gives the version
-  // locked, which this call's snapshot may not see).
+  // written once after the scan.
   struct Held {
     bool locked = false;
     core::flow::ResourceState state;
@@ -182,7 +181,8 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     bool changed = false;
   };
   std::map<std::string, Held, std::less<>> held;
-  bool holding = false;  // a resource row is locked by this claim
+  bool holding = false;                  // a resource row is locked by this claim
+  const std::string* in_slot = nullptr;  // the held resource whose locked row is in the table's slot
   // Opened before the scan (opening a relation takes in invalidations).
   std::optional<pg::Table> resources;
   if (resource_col != 0) resources.emplace(access, pg::OwnTable::flow_resource_state);
@@ -195,6 +195,7 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     auto [it, first] = held.try_emplace(*resource);
     Held& h = it->second;
     if (first) {
+      in_slot = nullptr;
       if (!resources->find(pg::OwnIndex::flow_resource_state_pkey,
                            {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, pg::text_value(*resource)}})) {
         held.erase(it);  // configured a moment ago, its state row not yet visible: not limited
@@ -206,6 +207,7 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
       h.locked = resources->lock(pg::LockMode::no_key_update, holding ? pg::Wait::skip : pg::Wait::block) !=
                  pg::Locked::skipped;
       holding = holding || h.locked;
+      in_slot = h.locked ? &it->first : nullptr;
       if (h.locked) h.state = resource_state_of(*resources);
     }
     if (!h.locked) return false;
@@ -285,12 +287,17 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     }
     scan.end();
   }
+  // The row in the slot is written as it is; another is found again (its lock, already held, then
+  // gives the version locked, which this call's snapshot may not see).
   for (const auto& [resource, h] : held)
     if (h.changed &&
-        resources->find(pg::OwnIndex::flow_resource_state_pkey,
-                        {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, pg::text_value(resource)}}) &&
-        resources->lock(pg::LockMode::no_key_update, pg::Wait::block) != pg::Locked::skipped)
+        (in_slot == &resource ||
+         (resources->find(pg::OwnIndex::flow_resource_state_pkey,
+                          {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, pg::text_value(resource)}}) &&
+          resources->lock(pg::LockMode::no_key_update, pg::Wait::block) != pg::Locked::skipped))) {
       write_resource_state(*resources, h.state, h.refused);
+      in_slot = nullptr;  // the slot holds the written row's new version now
+    }
   if (resources) resources->finish();
   m.finish();
   access.finish();

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(142);
+SELECT plan(146);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -208,6 +208,27 @@ SELECT is((SELECT in_flight FROM forgeyard.flow_resource_state WHERE resource = 
           'acks give the places back');
 SELECT is((SELECT count(*) FROM forgeyard.claim('t1', 'rb2', 'w', 10)) + (SELECT count(*) FROM forgeyard.claim('t1', 'ra', 'w', 10)),
           1::bigint, 'the last one is handed out');
+-- One claim meets three resources: each row is charged once, the one it read last and the
+-- others it finds again; an ack of each gives each its place back.
+DO $$ BEGIN
+    PERFORM forgeyard.queue_create('t1', 'r3', '{"max_messages": 1000}');
+    PERFORM forgeyard.resource_limit('t1', r, '{"rate": 5, "per": "1 minute", "max_in_flight": 5}')
+       FROM unnest(ARRAY['x1', 'x2', 'x3']) r;
+    PERFORM forgeyard.enqueue('t1', 'r3', 'p', resource => r) FROM unnest(ARRAY['x1', 'x2', 'x3', 'x1', 'x3', 'x1']) r;
+END $$;
+CREATE TEMP TABLE r3 AS SELECT * FROM forgeyard.claim('t1', 'r3', 'w', 10);
+SELECT is((SELECT count(*) FROM r3), 6::bigint, 'all six handed out');
+SELECT results_eq($$SELECT resource, in_flight, tat FROM forgeyard.flow_resource_state WHERE resource IN ('x1', 'x2', 'x3') ORDER BY 1$$,
+                  $$VALUES ('x1'::text, 3::bigint, '2030-03-04 00:01:36+00'::timestamptz), ('x2', 1, '2030-03-04 00:01:12+00'),
+                           ('x3', 2, '2030-03-04 00:01:24+00')$$,
+                  'each resource row charged with its own messages: in flight, and tokens (12 s each)');
+SELECT lives_ok($$SELECT forgeyard.ack('t1', 'r3', msg_id, claim_token) FROM r3$$, 'acking the six');
+SELECT results_eq($$SELECT resource, in_flight FROM forgeyard.flow_resource_state WHERE resource IN ('x1', 'x2', 'x3') ORDER BY 1$$,
+                  $$VALUES ('x1'::text, 0::bigint), ('x2', 0), ('x3', 0)$$, 'every place given back');
+DO $$ BEGIN
+    PERFORM forgeyard.queue_drop('t1', 'r3');
+    PERFORM forgeyard.resource_limit('t1', r, '{}') FROM unnest(ARRAY['x1', 'x2', 'x3']) r;
+END $$;
 
 -- A breaker opens, half-opens, closes
 SET forgeyard.now_override = '2030-03-05 00:00:00+00';
