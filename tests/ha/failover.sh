@@ -18,7 +18,9 @@ source scripts/lib/cluster.sh
 # as_owner [NAME] CMD...: as the unprivileged owner, with the drill's environment. Every process
 # started for service NAME (pg_autoctl forks services in sessions of their own, and PostgreSQL's
 # backends inherit the postmaster's environment) carries FORGEYARD_HA_NODE=<dir>/NAME, which is
-# how kill_node finds all of them.
+# how kill_node finds them; PostgreSQL's own processes also by their working directory, the
+# node's data directory (a long process title overwrites the environment /proc shows: the
+# monitor's logger and health-check worker outlived the drill, found by neither).
 as_owner() {
   local node=""
   case $1 in monitor | node1 | node2) node=$HA_DIR/$1; shift ;; esac
@@ -32,7 +34,10 @@ procs_of() {  # procs_of NAME: the pids of that service's processes
   for p in $(pgrep -u "$CLUSTER_OWNER"); do
     # A process substitution, not a pipe: under pipefail, tr's SIGPIPE after grep -q's early exit would
     # count as a miss.
-    grep -qxF "FORGEYARD_HA_NODE=$HA_DIR/$1" < <(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ") && echo "$p"
+    if [ "$(readlink "/proc/$p/cwd" 2>/dev/null)" = "$HA_DIR/$1" ] ||
+       grep -qxF "FORGEYARD_HA_NODE=$HA_DIR/$1" < <(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ"); then
+      echo "$p"
+    fi
   done
 }
 port_of() { cat "$HA_DIR/$1.port"; }
