@@ -92,7 +92,7 @@ rebuild_nothing() {
 }
 # Every fuzz target for FUZZ_SECONDS (5) from its seed corpus, one at a time (beside the sanitizer
 # suites), from the sanitizer build: a bounded check that the seeds and their first mutations
-# pass; the longer runs are tests/fuzz/run.sh's (docs/operations.md, "Tests").
+# pass; the longer runs are tests/fuzz/run.sh's (docs/operations.md, "Fault tests").
 fuzz_runs() {
   echo "== fuzz: parsers of outside input, bounded run (libFuzzer, tests/fuzz/run.sh, build-asan/)"
   if FUZZ_PHASE=run FUZZ_BUILD_DIR=build-asan FUZZ_JOBS=1 FUZZ_SECONDS="${FUZZ_SECONDS:-5}" \
