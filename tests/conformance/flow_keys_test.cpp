@@ -195,7 +195,21 @@ BOOST_AUTO_TEST_CASE(flow_state_shows_every_limit_and_what_it_holds_alike_on_eve
       ++seen;
     }
   BOOST_TEST(seen == rows.size());
+  // The queue's depth there counts A's third as waiting (and as ready), as queue_stats does.
+  bool found = false;
+  for (const auto& q : stats.queues)
+    if (q.tenant == tenant && q.queue == queue) {
+      found = true;
+      BOOST_TEST(q.depth.ready == 1);
+      BOOST_TEST(q.depth.waiting == 1);
+      BOOST_TEST(q.depth.retries_delayed == 0);
+    }
+  BOOST_TEST(found);
   const std::string metrics = forgeyard::prometheus_text(stats, store->metrics());
+  BOOST_TEST(metrics.find("forgeyard_queue_waiting_messages{tenant=\"" + tenant + "\",queue=\"" + queue + "\"} 1\n") !=
+             std::string::npos);
+  BOOST_TEST(metrics.find("forgeyard_queue_retries_delayed{tenant=\"" + tenant + "\",queue=\"" + queue + "\"} 0\n") !=
+             std::string::npos);
   // (A queue's keys summed: a series per key would be unbounded.)
   BOOST_TEST(metrics.find("forgeyard_flow_delayed{tenant=\"" + tenant + "\",queue=\"" + queue +
                           "\",kind=\"key_limit\"} 1\n") != std::string::npos);
