@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "core/errors.hpp"
@@ -145,6 +146,25 @@ void change(ResourceState& s, BreakerState to, std::int64_t now) {
   ++s.transitions;
 }
 }  // namespace
+
+int resource_parts(const ResourceConfig& c) {
+  if (c.breaker || (!c.rate && !c.max_in_flight)) return 1;
+  std::int64_t smallest = std::numeric_limits<std::int64_t>::max();
+  if (c.max_in_flight) smallest = std::min(smallest, *c.max_in_flight);
+  if (c.rate) smallest = std::min({smallest, c.rate->tokens, c.rate->burst > 0 ? c.rate->burst : c.rate->tokens});
+  return static_cast<int>(std::clamp<std::int64_t>(smallest / min_part_share, 1, max_resource_parts));
+}
+
+ResourceConfig part_config(const ResourceConfig& c, int part) {
+  if (c.parts <= 1) return c;
+  auto share = [&](std::int64_t total) { return total / c.parts + (part < total % c.parts ? 1 : 0); };
+  ResourceConfig p = c;
+  if (c.rate)
+    p.rate = Rate{share(c.rate->tokens), c.rate->per_usecs, share(c.rate->burst > 0 ? c.rate->burst : c.rate->tokens)};
+  if (c.max_in_flight) p.max_in_flight = share(*c.max_in_flight);
+  p.parts = 1;
+  return p;
+}
 
 Refusal admit_delivery(const ResourceConfig& c, ResourceState& s, std::int64_t now, bool transfer) {
   if (c.breaker) {

@@ -91,12 +91,26 @@ struct BreakerConfig {
   std::int64_t half_open_calls = 1;  // deliveries let through half-open; all must succeed to close
 };
 
-// What a resource (the downstream a message hits) allows; each part optional.
+// What a resource (the downstream a message hits) allows; each limit optional. `parts`: how many
+// rows share its state on PostgreSQL (resource_parts; SQLite keeps one).
 struct ResourceConfig {
   std::optional<Rate> rate;
   std::optional<std::int64_t> max_in_flight;
   std::optional<BreakerConfig> breaker;
+  int parts = 1;
 };
+
+// How many parts a resource's state is split into so that concurrent claimers do not all queue on
+// one row lock: one per min_part_share of its smallest limit (max_in_flight, rate, burst), at most
+// max_resource_parts; one for a resource with a breaker (its window is one sequence of outcomes)
+// or with no limit. Small limits are not split: the limit itself is the bottleneck there, and one
+// row keeps it exact to the token.
+inline constexpr int max_resource_parts = 8;
+inline constexpr std::int64_t min_part_share = 16;
+int resource_parts(const ResourceConfig& config);
+// Part `part` of `parts`: rate, burst and max_in_flight divided, the remainders to the first
+// parts, so that the parts add up to the resource's limits exactly (the breaker is unchanged).
+ResourceConfig part_config(const ResourceConfig& config, int part);
 
 enum class BreakerState { closed, open, half_open };
 const char* to_string(BreakerState state);

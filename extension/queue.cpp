@@ -174,8 +174,8 @@ void Releases::add(const Queue& queue, int slot, std::int64_t bytes, const std::
   if (key && (queue.options.partitioned || queue.options.max_in_flight_per_key > 0)) keys[*key] += 1;
 }
 
-void Releases::outcome(const std::optional<std::string>& resource, core::flow::Outcome o) {
-  if (resource) outcomes[*resource][static_cast<int>(o)] += 1;
+void Releases::outcome(const std::optional<std::string>& resource, int part, core::flow::Outcome o) {
+  if (resource) outcomes[{*resource, part}][static_cast<int>(o)] += 1;
 }
 
 namespace {

@@ -53,6 +53,8 @@ const ResourceConfigs& resource_configs(pg::Spi& spi, const Queue& queue);
 // count (queue_flow.cpp).
 core::flow::ResourceState resource_state_of(const pg::Table& table);
 void write_resource_state(pg::Table& table, const core::flow::ResourceState& state, std::int64_t refused);
+// Finds part `part` of a resource's state in `table`'s slot (flow_resource_state_pkey).
+bool find_resource_part(pg::Table& table, const pg::Value& tenant, const std::string& resource, int part);
 
 core::flow::RetryDecision admit_retry(pg::Spi& spi, const Queue& queue, TimestampTz now);
 // Counts `n` new pending messages into their key's row (core::group_key: the partition_key of a
@@ -82,11 +84,12 @@ std::int32_t positive_int_arg(FunctionCallInfo fcinfo, int n, const char* argume
 struct Releases {
   std::map<int, core::Usage> slots;
   std::map<std::string, std::int64_t> keys;
-  // How deliveries bound to resources ended: per resource, in order (success, failure, neutral).
-  std::map<std::string, std::array<std::int64_t, 3>> outcomes;
+  // How deliveries bound to resources ended: per resource and part of its state
+  // (messages.resource_part), in order (success, failure, neutral).
+  std::map<std::pair<std::string, int>, std::array<std::int64_t, 3>> outcomes;
   // `key`: the message's core::group_key (none: not counted by key).
   void add(const Queue& queue, int slot, std::int64_t bytes, const std::optional<std::string>& key);
-  void outcome(const std::optional<std::string>& resource, core::flow::Outcome outcome);
+  void outcome(const std::optional<std::string>& resource, int part, core::flow::Outcome outcome);
 };
 void apply(pg::Spi& spi, const Queue& queue, const Releases& releases);
 // Records the outcomes of `releases` on their resources, each row locked in name order

@@ -162,6 +162,7 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   pg::Table m(access, pg::OwnTable::messages);
   const MessageColumns c(m);
   const int resource_col = configs.empty() ? 0 : m.column("resource");
+  const int resource_part_col = configs.empty() ? 0 : m.column("resource_part");
   // What a lapsed delivery is counted under in queue_partitions (core::group_key).
   const int key_col = queue.options.max_in_flight_per_key > 0 ? m.column("fairness_key") : c.partition_key;
   const pg::Value until = pg::timestamptz_value(now + visibility);
@@ -172,48 +173,86 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
            m.timestamptz(c.visible_at) <= now && m.text_equals(c.tenant_id, queue.tenant) &&
            m.text_equals(c.queue, queue.name);
   };
-  // The resources this claim met: each row locked at its first message, decided on in memory,
-  // written once after the scan.
-  struct Held {
+  // The resources this claim met, per part of their state (flow_resources.parts): each part's
+  // row locked at its first use, decided on in memory, written once after the scan.
+  struct Part {
+    bool tried = false;  // its lock was tried (a part another claim holds is not tried again)
+    bool found = false;
     bool locked = false;
+    core::flow::ResourceConfig config;  // its share of the resource's limits
     core::flow::ResourceState state;
     std::int64_t refused = 0;
     bool changed = false;
   };
+  struct Held {
+    std::vector<Part> parts;
+    int start = 0;  // the part tried first: per claim in turn, so that claimers spread over them
+  };
   std::map<std::string, Held, std::less<>> held;
-  bool holding = false;                  // a resource row is locked by this claim
-  const std::string* in_slot = nullptr;  // the held resource whose locked row is in the table's slot
+  static unsigned rotation = static_cast<unsigned>(MyProcPid);
+  bool holding = false;           // a resource row is locked by this claim
+  const Part* in_slot = nullptr;  // the part whose locked row is in the table's slot
+  int admitted_part = -1;         // the part the message just admitted is newly counted in
   // Opened before the scan (opening a relation takes in invalidations).
   std::optional<pg::Table> resources;
   if (resource_col != 0) resources.emplace(access, pg::OwnTable::flow_resource_state);
-  // Whether the message in m's slot may be handed out now, as far as its resource goes.
+  auto lock_part = [&](const std::string& resource, Part& part, int i, pg::Wait wait) {
+    part.tried = true;
+    in_slot = nullptr;
+    part.found = find_resource_part(*resources, queue.t, resource, i);
+    if (!part.found) return;  // made a moment ago, not yet visible
+    part.locked = resources->lock(pg::LockMode::no_key_update, wait) != pg::Locked::skipped;
+    if (!part.locked) return;
+    holding = true;
+    in_slot = &part;
+    part.state = resource_state_of(*resources);
+  };
+  auto admit = [&](Part& part, int i, bool transfer) {
+    part.changed = true;
+    if (core::flow::admit_delivery(part.config, part.state, now, transfer) != core::flow::Refusal::none) return false;
+    if (!transfer) admitted_part = i;
+    return true;
+  };
+  // Whether the message in m's slot may be handed out now, as far as its resource goes: the first
+  // part that admits it, from the claim's starting part on.
   auto resource_allows = [&](bool transfer) {
+    admitted_part = -1;
     const std::optional<std::string> resource = m.text(resource_col);
     if (!resource) return true;
     const auto config = configs.find(*resource);
     if (config == configs.end()) return true;
+    const int n = config->second.parts;
     auto [it, first] = held.try_emplace(*resource);
     Held& h = it->second;
     if (first) {
-      in_slot = nullptr;
-      if (!resources->find(pg::OwnIndex::flow_resource_state_pkey,
-                           {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, pg::text_value(*resource)}})) {
-        held.erase(it);  // configured a moment ago, its state row not yet visible: not limited
-        return true;
-      }
-      // The first resource is waited for (its row is held only while a claim, ack or nack of
-      // it commits; skipping it would hand out nothing while its work is ready); any further one
-      // is skipped if taken, so that no two claims wait for each other's rows.
-      h.locked = resources->lock(pg::LockMode::no_key_update, holding ? pg::Wait::skip : pg::Wait::block) !=
-                 pg::Locked::skipped;
-      holding = holding || h.locked;
-      in_slot = h.locked ? &it->first : nullptr;
-      if (h.locked) h.state = resource_state_of(*resources);
+      h.parts.resize(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) h.parts[i].config = core::flow::part_config(config->second, i);
+      h.start = n > 1 ? static_cast<int>(rotation++ % static_cast<unsigned>(n)) : 0;
     }
-    if (!h.locked) return false;
-    h.changed = true;
-    if (core::flow::admit_delivery(config->second, h.state, now, transfer) == core::flow::Refusal::none) return true;
-    ++h.refused;
+    Part* refusing = nullptr;
+    bool any_found = false;
+    for (int k = 0; k < n; ++k) {
+      const int i = (h.start + k) % n;
+      Part& part = h.parts[i];
+      // Parts are taken without waiting: one another claim holds is passed over.
+      if (!part.tried) lock_part(*resource, part, i, pg::Wait::skip);
+      any_found = any_found || part.found;
+      if (!part.locked) continue;
+      if (admit(part, i, transfer)) return true;
+      if (refusing == nullptr) refusing = &part;
+    }
+    if (!any_found) return true;  // configured a moment ago, its state not yet visible: not limited
+    if (refusing == nullptr && !holding) {
+      // Every part is held by others and this claim holds no resource row: the starting part is
+      // waited for (a row is held only while a claim, ack or nack of it commits; skipping would
+      // hand out nothing while its work is ready). A claim that holds a row waits for none, so
+      // no two claims wait for each other.
+      Part& part = h.parts[h.start];
+      if (part.found) lock_part(*resource, part, h.start, pg::Wait::block);
+      if (part.locked && admit(part, h.start, transfer)) return true;
+      if (part.locked) refusing = &part;
+    }
+    if (refusing != nullptr) ++refusing->refused;
     return false;
   };
   // One scan from the highest class down, restarted only at a class's first row not yet visible
@@ -238,7 +277,9 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     // locked and no longer visible, so they are not taken twice).
     if (attempt > queue.options.max_attempts) {
       lapsed.add(queue, m.int2(c.slot), m.int8(c.bytes), m.text(key_col));
-      if (resource_col != 0) lapsed.outcome(m.text(resource_col), core::flow::Outcome::neutral);
+      if (resource_col != 0)
+        lapsed.outcome(m.text(resource_col), m.is_null(resource_part_col) ? 0 : m.int2(resource_part_col),
+                       core::flow::Outcome::neutral);
       doomed.push_back(msg_id);
       if (lapsed_out != nullptr)
         lapsed_out->push_back({msg_id, m.uuid(c.event_id), m.text(c.partition_key), p, attempt, token,
@@ -247,10 +288,17 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
       out.push_back({msg_id, m.uuid(c.event_id), m.text(c.partition_key), p, attempt, token, m.bytea(c.payload),
                      m.timestamptz(c.enqueued_at)});
     }
-    m.update({{c.attempt, pg::int4_value(static_cast<std::int32_t>(attempt))},
-              {c.claim_token, pg::int8_value(token)},
-              {c.visible_at, until},
-              {c.claimed_by, claimed_by}});
+    if (admitted_part >= 0)
+      m.update({{c.attempt, pg::int4_value(static_cast<std::int32_t>(attempt))},
+                {c.claim_token, pg::int8_value(token)},
+                {c.visible_at, until},
+                {c.claimed_by, claimed_by},
+                {resource_part_col, pg::int2_value(static_cast<std::int16_t>(admitted_part))}});
+    else
+      m.update({{c.attempt, pg::int4_value(static_cast<std::int32_t>(attempt))},
+                {c.claim_token, pg::int8_value(token)},
+                {c.visible_at, until},
+                {c.claimed_by, claimed_by}});
   };
   // A fair queue's classes are in pass order (messages_fair), where a row not yet visible (in
   // flight, or delayed) says nothing of the rows after it: it is skipped, not a stop.
@@ -290,13 +338,15 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   // The row in the slot is written as it is; another is found again (its lock, already held, then
   // gives the version locked, which this call's snapshot may not see).
   for (const auto& [resource, h] : held)
-    if (h.changed &&
-        (in_slot == &resource ||
-         (resources->find(pg::OwnIndex::flow_resource_state_pkey,
-                          {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, pg::text_value(resource)}}) &&
-          resources->lock(pg::LockMode::no_key_update, pg::Wait::block) != pg::Locked::skipped))) {
-      write_resource_state(*resources, h.state, h.refused);
-      in_slot = nullptr;  // the slot holds the written row's new version now
+    for (std::size_t i = 0; i < h.parts.size(); ++i) {
+      const Part& part = h.parts[i];
+      if (part.locked && part.changed &&
+          (in_slot == &part ||
+           (find_resource_part(*resources, queue.t, resource, static_cast<int>(i)) &&
+            resources->lock(pg::LockMode::no_key_update, pg::Wait::block) != pg::Locked::skipped))) {
+        write_resource_state(*resources, part.state, part.refused);
+        in_slot = nullptr;  // the slot holds the written row's new version now
+      }
     }
   if (resources) resources->finish();
   m.finish();

@@ -28,6 +28,7 @@ struct Delivery {
   std::optional<std::string> partition_key;
   std::optional<std::string> resource;
   std::optional<std::string> fairness_key;
+  int resource_part = 0;  // the part of its resource's state it is counted in
   // What the message is counted under in queue_partitions (core::group_key), if anything.
   const std::optional<std::string>& key(const Queue& queue) const {
     return core::group_key(queue.options, partition_key, fairness_key);
@@ -40,8 +41,9 @@ std::optional<Delivery> lock_delivery(pg::Spi& spi, const Queue& queue, std::int
   static const std::string tail =
       " FROM forgeyard.messages WHERE msg_id OPERATOR(pg_catalog.=) $3 AND tenant_id OPERATOR(pg_catalog.=) $1"
       "   AND queue OPERATOR(pg_catalog.=) $2 FOR UPDATE";
-  static pg::Statement lock(head + ", resource, fairness_key" + tail, {TEXTOID, TEXTOID, INT8OID});
-  static pg::Statement lock_old(head + ", NULL::pg_catalog.text, NULL::pg_catalog.text" + tail,
+  static pg::Statement lock(head + ", resource, fairness_key, coalesce(resource_part, 0)::pg_catalog.int8" + tail,
+                            {TEXTOID, TEXTOID, INT8OID});
+  static pg::Statement lock_old(head + ", NULL::pg_catalog.text, NULL::pg_catalog.text, 0::pg_catalog.int8" + tail,
                                 {TEXTOID, TEXTOID, INT8OID});
   std::optional<Delivery> d;
   spi.run(queue.flow ? lock : lock_old, {queue.t, queue.q, pg::int8_value(msg_id)}, [&](const pg::Row& r) {
@@ -51,7 +53,8 @@ std::optional<Delivery> lock_delivery(pg::Spi& spi, const Queue& queue, std::int
                  *r.int8(6),
                  r.text(7),
                  r.text(8),
-                 r.text(9)};
+                 r.text(9),
+                 static_cast<int>(*r.int8(10))};
   });
   return d;
 }
@@ -79,7 +82,7 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
             token_col = m.column("claim_token"), slot_col = m.column("slot"), bytes_col = m.column("bytes"),
             key_col = m.column(queue.options.max_in_flight_per_key > 0 ? "fairness_key" : "partition_key"),
             finished_col = m.column("finished_at"), payload_col = m.column("payload"),
-            resource_col = resources ? m.column("resource") : 0;
+            resource_col = resources ? m.column("resource") : 0, part_col = resources ? m.column("resource_part") : 0;
   const bool keep = queue.options.retain_acked_usecs > 0;
   const pg::Value acked = keep ? pg::text_value("acked") : pg::null_value();
   const pg::Value finished = pg::timestamptz_value(now);
@@ -99,7 +102,8 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
     const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::block);
     if (locked == pg::Locked::skipped || (locked == pg::Locked::newer_version && !current())) continue;
     releases.add(queue, m.int2(slot_col), m.int8(bytes_col), m.text(key_col));
-    if (resources) releases.outcome(m.text(resource_col), core::flow::Outcome::success);
+    if (resources)
+      releases.outcome(m.text(resource_col), m.is_null(part_col) ? 0 : m.int2(part_col), core::flow::Outcome::success);
     if (keep)
       m.update({{state_col, acked}, {finished_col, finished}, {payload_col, pg::null_value()}});
     else
@@ -125,7 +129,7 @@ Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64
   else
     spi.run(remove, {pg::int8_value(msg_id)});
   releases.add(queue, d->slot, d->bytes, d->key(queue));
-  releases.outcome(d->resource, core::flow::Outcome::success);
+  releases.outcome(d->resource, d->resource_part, core::flow::Outcome::success);
   return Finish::done;
 }
 
@@ -156,7 +160,8 @@ std::string nack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std:
   std::optional<Delivery> d = lock_delivery(spi, queue, msg_id);
   core::check_nack(fence_of(d), msg_id, token);
   // For the resource: a failure, unless the message's own fault.
-  releases.outcome(d->resource, permanent ? core::flow::Outcome::neutral : core::flow::Outcome::failure);
+  releases.outcome(d->resource, d->resource_part,
+                   permanent ? core::flow::Outcome::neutral : core::flow::Outcome::failure);
   if (core::dead_after_failure(queue.options, d->attempt, permanent)) {
     spi.run(dead, {pg::int8_value(msg_id), pg::timestamptz_value(now), pg::text_value(error),
                    pg::text_value(permanent ? "permanent" : "max_attempts"),

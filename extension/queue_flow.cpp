@@ -187,7 +187,8 @@ namespace fy::queue {
 const ResourceConfigs& resource_configs(pg::Spi& spi, const Queue& queue) {
   static pg::Statement read(
       "SELECT resource, rate, per_usecs, burst, max_in_flight, failure_rate, minimum_calls, window_calls,"
-      "   open_for_usecs, half_open_calls FROM forgeyard.flow_resources WHERE tenant_id OPERATOR(pg_catalog.=) $1",
+      "   open_for_usecs, half_open_calls, parts::pg_catalog.int8 FROM forgeyard.flow_resources"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1",
       {TEXTOID});
   static const ResourceConfigs none;
   static std::map<std::string, ResourceConfigs, std::less<>> cache;
@@ -206,6 +207,7 @@ const ResourceConfigs& resource_configs(pg::Spi& spi, const Queue& queue) {
     c.max_in_flight = r.int8(5);
     if (r.float8(6))
       c.breaker = core::flow::BreakerConfig{*r.float8(6), *r.int8(7), *r.int8(8), *r.int8(9), *r.int8(10)};
+    c.parts = static_cast<int>(*r.int8(11));
     configs.emplace(*r.text(1), c);
   });
   // Kept only if no invalidation came in while the rows were read (nor under a transaction
@@ -248,27 +250,41 @@ void write_resource_state(pg::Table& t, const core::flow::ResourceState& s, std:
             {refused_col, pg::int8_value(t.int8(refused_col) + refused)}});
 }
 
-// Per resource in name order: its row locked (waiting: an ack must count), the outcomes
-// recorded, the row written once, all by direct table access.
+bool find_resource_part(pg::Table& t, const pg::Value& tenant, const std::string& resource, int part) {
+  return t.find(pg::OwnIndex::flow_resource_state_pkey,
+                {{1, pg::Compare::eq, tenant},
+                 {2, pg::Compare::eq, pg::text_value(resource)},
+                 {3, pg::Compare::eq, pg::int2_value(static_cast<std::int16_t>(part))}});
+}
+
+// Per resource in name order and per part in order (every ack and nack locks in that order, so
+// two never wait for each other): the part the delivery was counted in locked (waiting: an ack
+// must count), the outcomes recorded, the row written once, all by direct table access. A part
+// the resource no longer has (its limits changed since the claim) was merged into part 0.
 void record_outcomes(pg::Spi& spi, const Queue& queue, const Releases& releases, TimestampTz now) {
   const ResourceConfigs& configs = resource_configs(spi, queue);
+  std::map<std::pair<std::string, int>, std::array<std::int64_t, 3>> by_part;
+  for (const auto& [at, counts] : releases.outcomes) {
+    const auto config = configs.find(at.first);
+    if (config == configs.end()) continue;  // not a configured resource: nothing is counted for it
+    auto& sum = by_part[{at.first, at.second < config->second.parts ? at.second : 0}];
+    for (int o = 0; o < 3; ++o) sum[o] += counts[o];
+  }
   std::optional<pg::Access> access;
   std::optional<pg::Table> rows;
-  for (const auto& [resource, counts] : releases.outcomes) {
-    const auto config = configs.find(resource);
-    if (config == configs.end()) continue;  // not a configured resource: nothing is counted for it
+  for (const auto& [at, counts] : by_part) {
+    const auto& [resource, part] = at;
     if (!rows) {
       access.emplace();
       rows.emplace(*access, pg::OwnTable::flow_resource_state);
     }
-    if (!rows->find(pg::OwnIndex::flow_resource_state_pkey,
-                    {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, pg::text_value(resource)}}))
-      continue;
+    if (!find_resource_part(*rows, queue.t, resource, part)) continue;
     if (rows->lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped) continue;
     core::flow::ResourceState state = resource_state_of(*rows);
+    const core::flow::ResourceConfig& config = configs.find(resource)->second;
     for (int o = 0; o < 3; ++o)
       for (std::int64_t i = 0; i < counts[o]; ++i)
-        core::flow::record_outcome(config->second, state, static_cast<core::flow::Outcome>(o), now);
+        core::flow::record_outcome(config, state, static_cast<core::flow::Outcome>(o), now);
     write_resource_state(*rows, state, 0);
   }
   if (rows) rows->finish();
@@ -283,18 +299,55 @@ std::string resource_arg(FunctionCallInfo fcinfo) {
   return pg::name_arg(fcinfo, 1, "resource", core::max_resource_bytes);
 }
 
-// The config row (made if missing) and its state row (made if missing, a closed breaker).
+// The config row (made if missing).
 void ensure_resource(pg::Spi& spi, const pg::Value& t, const pg::Value& r, TimestampTz now) {
   static pg::Statement config(
       "INSERT INTO forgeyard.flow_resources (tenant_id, resource, updated_at) VALUES ($1, $2, $3)"
       " ON CONFLICT (tenant_id, resource) DO UPDATE SET updated_at = excluded.updated_at",
       {TEXTOID, TEXTOID, TIMESTAMPTZOID});
-  static pg::Statement state(
-      "INSERT INTO forgeyard.flow_resource_state (tenant_id, resource, changed_at) VALUES ($1, $2, $3)"
-      " ON CONFLICT (tenant_id, resource) DO NOTHING",
-      {TEXTOID, TEXTOID, TIMESTAMPTZOID});
   spi.run(config, {t, r, pg::timestamptz_value(now)});
-  spi.run(state, {t, r, pg::timestamptz_value(now)});
+}
+
+// After the limits or the breaker changed: the parts the state is split into
+// (core::flow::resource_parts), each made if missing (a full bucket, nothing in flight, a closed
+// breaker); the parts no longer kept are merged into part 0 (what they count in flight and
+// refused), where their deliveries' acks will find it.
+void settle_parts(pg::Spi& spi, const pg::Value& t, const pg::Value& r, TimestampTz now) {
+  static pg::Statement read(
+      "SELECT rate, per_usecs, burst, max_in_flight, failure_rate IS NOT NULL FROM forgeyard.flow_resources"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
+  static pg::Statement set_parts(
+      "UPDATE forgeyard.flow_resources SET parts = $3"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
+      "   AND parts OPERATOR(pg_catalog.<>) $3",
+      {TEXTOID, TEXTOID, INT2OID});
+  static pg::Statement add(
+      "INSERT INTO forgeyard.flow_resource_state (tenant_id, resource, part, changed_at)"
+      " SELECT $1, $2, p::pg_catalog.int2, $4 FROM pg_catalog.generate_series(0, $3 - 1) p"
+      " ON CONFLICT (tenant_id, resource, part) DO NOTHING",
+      {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID});
+  static pg::Statement merge(
+      "WITH d AS (DELETE FROM forgeyard.flow_resource_state WHERE tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND resource OPERATOR(pg_catalog.=) $2 AND part OPERATOR(pg_catalog.>=) $3 RETURNING in_flight, refused)"
+      " UPDATE forgeyard.flow_resource_state"
+      "    SET in_flight = in_flight OPERATOR(pg_catalog.+) (SELECT pg_catalog.sum(in_flight) FROM d)::pg_catalog.int8,"
+      "        refused = refused OPERATOR(pg_catalog.+) (SELECT pg_catalog.sum(refused) FROM d)::pg_catalog.int8"
+      "  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND resource OPERATOR(pg_catalog.=) $2"
+      "    AND part OPERATOR(pg_catalog.=) 0 AND EXISTS (SELECT 1 FROM d)",
+      {TEXTOID, TEXTOID, INT4OID});
+  std::optional<core::flow::ResourceConfig> c;
+  spi.run(read, {t, r}, [&](const pg::Row& row) {
+    c.emplace();
+    if (row.int8(1)) c->rate = core::flow::Rate{*row.int8(1), *row.int8(2), *row.int8(3)};
+    c->max_in_flight = row.int8(4);
+    if (row.boolean(5).value_or(false)) c->breaker.emplace();
+  });
+  if (!c) return;  // dropped: drop_if_empty removed its state too
+  const int parts = core::flow::resource_parts(*c);
+  spi.run(set_parts, {t, r, pg::int2_value(static_cast<std::int16_t>(parts))});
+  spi.run(add, {t, r, pg::int4_value(parts), pg::timestamptz_value(now)});
+  spi.run(merge, {t, r, pg::int4_value(parts)});
 }
 
 // A resource with neither limits nor a breaker is forgotten, its state too.
@@ -337,6 +390,7 @@ FY_FUNCTION(fy_resource_limit) {
                        opt(c.rate ? std::optional(c.rate->burst > 0 ? c.rate->burst : c.rate->tokens) : std::nullopt),
                        opt(c.max_in_flight)});
   drop_if_empty(spi, t, r);
+  settle_parts(spi, t, r, pg::now());
   spi.finish();
   return (Datum)0;
 }
@@ -380,6 +434,7 @@ FY_FUNCTION(fy_breaker_configure) {
            b ? pg::int8_value(b->half_open_calls) : pg::null_value()});
   spi.run(reset_state, {t, r, pg::timestamptz_value(now)});
   drop_if_empty(spi, t, r);
+  settle_parts(spi, t, r, now);
   spi.finish();
   return (Datum)0;
 }
@@ -390,7 +445,7 @@ FY_FUNCTION(fy_breaker_state) {
       "SELECT s.breaker, s.outcomes, s.changed_at, s.open_until OPERATOR(pg_catalog.<=) $3"
       "  FROM forgeyard.flow_resources c JOIN forgeyard.flow_resource_state s USING (tenant_id, resource)"
       " WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.resource OPERATOR(pg_catalog.=) $2"
-      "   AND c.failure_rate IS NOT NULL",
+      "   AND c.failure_rate IS NOT NULL AND s.part OPERATOR(pg_catalog.=) 0",
       {TEXTOID, TEXTOID, TIMESTAMPTZOID});
   const std::string tenant = pg::name_arg(fcinfo, 0, "tenant", core::max_tenant_bytes);
   const std::string resource = resource_arg(fcinfo);

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(146);
+SELECT plan(166);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -229,6 +229,62 @@ DO $$ BEGIN
     PERFORM forgeyard.queue_drop('t1', 'r3');
     PERFORM forgeyard.resource_limit('t1', r, '{}') FROM unnest(ARRAY['x1', 'x2', 'x3']) r;
 END $$;
+
+-- Large limits are kept in parts (flow_resources.parts, one per 16 of the smallest limit, at most
+-- 8) so that concurrent claimers do not queue on one row: each part keeps its share, the parts
+-- add up exactly, an ack gives the place back to the part its delivery was counted in, and a
+-- change of the limits merges the parts no longer kept into part 0.
+DO $$ BEGIN
+    PERFORM forgeyard.queue_create('t1', 'rp', '{"max_messages": 1000}');
+    PERFORM forgeyard.resource_limit('t1', 'wide', '{"rate": 1000, "per": "1 minute", "burst": 100, "max_in_flight": 50}');
+    PERFORM forgeyard.enqueue('t1', 'rp', 'p', resource => 'wide') FROM generate_series(1, 60);
+END $$;
+SELECT is((SELECT parts FROM forgeyard.flow_resources WHERE resource = 'wide'), 3::smallint,
+          'a smallest limit of 50 is kept in 3 parts');
+SELECT results_eq($$SELECT part::int, in_flight, tat FROM forgeyard.flow_resource_state WHERE resource = 'wide' ORDER BY part$$,
+                  $$VALUES (0, 0::bigint, NULL::timestamptz), (1, 0, NULL), (2, 0, NULL)$$,
+                  'one state row per part, each a full bucket');
+CREATE TEMP TABLE rp AS SELECT * FROM forgeyard.claim('t1', 'rp', 'w', 100, '1 hour');
+SELECT is((SELECT count(*) FROM rp), 50::bigint, 'one claim takes the places of every part, and not one more');
+SELECT results_eq($$SELECT part::int, in_flight FROM forgeyard.flow_resource_state WHERE resource = 'wide' ORDER BY part$$,
+                  $$VALUES (0, 17::bigint), (1, 17), (2, 16)$$,
+                  'max_in_flight 50 kept as 17, 17 and 16');
+SELECT results_eq($$SELECT resource_part::int, count(*) FROM forgeyard.messages WHERE resource = 'wide' AND claim_token IS NOT NULL
+                     GROUP BY 1 ORDER BY 1$$,
+                  $$VALUES (0, 17::bigint), (1, 17), (2, 16)$$, 'each delivery records the part it is counted in');
+SELECT results_eq($$SELECT available, in_flight, refused FROM forgeyard.flow_state WHERE subject = 'wide'$$,
+                  $$VALUES (50::bigint, 50::bigint, 10::bigint)$$,
+                  'flow_state adds the parts up: burst 100 (34, 33, 33) less 50 tokens, 50 in flight, 10 refusals');
+SELECT lives_ok($$SELECT forgeyard.ack('t1', 'rp', msg_id, claim_token) FROM rp WHERE msg_id IN (SELECT msg_id FROM rp ORDER BY msg_id LIMIT 20)$$,
+                'acking twenty');
+SELECT is((SELECT sum(in_flight) FROM forgeyard.flow_resource_state WHERE resource = 'wide'), 30::numeric,
+          'each ack gives its place back to its own part');
+SELECT is((SELECT count(*) FROM forgeyard.flow_resource_state WHERE resource = 'wide' AND in_flight < 0), 0::bigint,
+          'no part below zero');
+SELECT lives_ok($$SELECT forgeyard.breaker_configure('t1', 'wide', '{}')$$, 'a breaker on the resource');
+SELECT results_eq($$SELECT r.parts, s.part, s.in_flight, s.refused
+                      FROM forgeyard.flow_resources r JOIN forgeyard.flow_resource_state s USING (tenant_id, resource)
+                     WHERE resource = 'wide'$$,
+                  $$VALUES (1::smallint, 0::smallint, 30::bigint, 10::bigint)$$,
+                  'a breaker keeps one part: the others merged into part 0 with their deliveries in flight and refusals');
+SELECT lives_ok($$SELECT forgeyard.ack('t1', 'rp', msg_id, claim_token) FROM rp$$, 'acking the rest, counted in parts 0 to 2');
+SELECT is((SELECT in_flight FROM forgeyard.flow_resource_state WHERE resource = 'wide'), 0::bigint,
+          'the acks of deliveries counted in parts no longer kept give their places to part 0');
+SELECT lives_ok($$SELECT forgeyard.breaker_configure('t1', 'wide', NULL)$$, 'the breaker removed');
+SELECT results_eq($$SELECT part::int, in_flight FROM forgeyard.flow_resource_state WHERE resource = 'wide' ORDER BY part$$,
+                  $$VALUES (0, 0::bigint), (1, 0), (2, 0)$$, 'without it, three parts again');
+SELECT lives_ok($$SELECT forgeyard.resource_limit('t1', 'wide', '{"rate": 1000000, "max_in_flight": 1000000}')$$,
+                'very large limits');
+SELECT is((SELECT count(*) FROM forgeyard.flow_resource_state WHERE resource = 'wide'), 8::bigint, 'at most 8 parts');
+SELECT lives_ok($$SELECT forgeyard.resource_limit('t1', 'wide', '{"max_in_flight": 31}')$$, 'a limit under 32');
+SELECT results_eq($$SELECT r.parts, count(s.*) FROM forgeyard.flow_resources r JOIN forgeyard.flow_resource_state s
+                      USING (tenant_id, resource) WHERE resource = 'wide' GROUP BY 1$$,
+                  $$VALUES (1::smallint, 1::bigint)$$, 'a small limit is kept in one row, exact to the place');
+DO $$ BEGIN
+    PERFORM forgeyard.queue_drop('t1', 'rp');
+    PERFORM forgeyard.resource_limit('t1', 'wide', '{}');
+END $$;
+SELECT is_empty($$SELECT 1 FROM forgeyard.flow_resource_state WHERE resource = 'wide'$$, 'a resource removed takes every part with it');
 
 -- A breaker opens, half-opens, closes
 SET forgeyard.now_override = '2030-03-05 00:00:00+00';

@@ -2281,8 +2281,11 @@ SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_retry_windows', '');
 -------------------------------------------------------------------------------------------------
 
 ALTER TABLE forgeyard.messages
-    ADD COLUMN fairness_key text,
-    ADD COLUMN resource     text;
+    ADD COLUMN fairness_key  text,
+    ADD COLUMN resource      text,
+    ADD COLUMN resource_part smallint;
+COMMENT ON COLUMN forgeyard.messages.resource_part IS
+  'Which part of its resource''s state (flow_resource_state.part) the delivery in flight is counted in; a part the resource no longer has is counted in part 0.';
 -- (enqueue and enqueue_batch take fairness_key and resource: see the queue section.)
 
 -- What each resource allows (resource_limit, breaker_configure); backends cache it.
@@ -2298,6 +2301,7 @@ CREATE TABLE forgeyard.flow_resources (
     window_calls    bigint           CHECK (window_calls BETWEEN 1 AND 1000),
     open_for_usecs  bigint           CHECK (open_for_usecs BETWEEN 1 AND 2592000000000),
     half_open_calls bigint           CHECK (half_open_calls BETWEEN 1 AND 1000),
+    parts           smallint         NOT NULL DEFAULT 1 CHECK (parts BETWEEN 1 AND 8),
     updated_at      timestamptz      NOT NULL,
     PRIMARY KEY (tenant_id, resource),
     CHECK ((rate IS NULL) = (per_usecs IS NULL) AND (rate IS NULL) = (burst IS NULL)),
@@ -2305,16 +2309,19 @@ CREATE TABLE forgeyard.flow_resources (
        AND (failure_rate IS NULL) = (open_for_usecs IS NULL) AND (failure_rate IS NULL) = (half_open_calls IS NULL))
 );
 COMMENT ON TABLE forgeyard.flow_resources IS
-  'Resources (the downstreams messages hit) and what each allows: a rate limit (rate per per_usecs, burst), a concurrency limit (max_in_flight) and a circuit breaker. Use resource_limit and breaker_configure, not DML.';
+  'Resources (the downstreams messages hit) and what each allows: a rate limit (rate per per_usecs, burst), a concurrency limit (max_in_flight) and a circuit breaker; parts is how many rows of flow_resource_state share the limits. Use resource_limit and breaker_configure, not DML.';
 CREATE TRIGGER invalidate_caches AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON forgeyard.flow_resources
     FOR EACH STATEMENT EXECUTE FUNCTION forgeyard.invalidate_caches();
 COMMENT ON TRIGGER invalidate_caches ON forgeyard.flow_resources IS
   'Backends cache resource limits; any change to this table makes them read the limits again.';
 
--- Each resource's shared state, changed by claims (SKIP LOCKED), acks and nacks under its row lock.
+-- Each resource's shared state, changed by claims (SKIP LOCKED), acks and nacks under its row
+-- lock. A resource with large limits and no breaker keeps them in up to 8 parts (rows) that add
+-- up exactly, so that concurrent claimers do not queue on one row; the breaker is part 0's.
 CREATE TABLE forgeyard.flow_resource_state (
     tenant_id           text        NOT NULL,
     resource            text        NOT NULL,
+    part                smallint    NOT NULL DEFAULT 0 CHECK (part BETWEEN 0 AND 7),
     tat                 timestamptz,
     in_flight           bigint      NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
     breaker             text        NOT NULL DEFAULT 'closed' CHECK (breaker IN ('closed', 'open', 'half_open')),
@@ -2325,10 +2332,10 @@ CREATE TABLE forgeyard.flow_resource_state (
     half_open_successes bigint      NOT NULL DEFAULT 0 CHECK (half_open_successes >= 0),
     transitions         bigint      NOT NULL DEFAULT 0,
     refused             bigint      NOT NULL DEFAULT 0,
-    PRIMARY KEY (tenant_id, resource)
+    PRIMARY KEY (tenant_id, resource, part)
 ) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 COMMENT ON TABLE forgeyard.flow_resource_state IS
-  'The shared state of each resource: the rate limit''s bucket (tat), deliveries in flight, the breaker (state, window of outcomes, open_until, half-open trials), transitions and claims refused.';
+  'The shared state of each resource, in flow_resources.parts rows (part i keeps rate / parts, burst / parts and max_in_flight / parts, the remainders to the first parts): the rate limit''s bucket (tat), deliveries in flight, claims refused, and in part 0 the breaker (state, window of outcomes, open_until, half-open trials, transitions).';
 
 CREATE FUNCTION forgeyard.resource_limit(tenant text, resource text, options jsonb)
     RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -2441,7 +2448,11 @@ WITH RECURSIVE member_of(oid) AS (
     SELECT a.tenant_id, a.queue, NULL::text AS resource, a.tokens AS burst, a.per_usecs, a.tokens, a.tat
       FROM forgeyard.queue_admission a
     UNION ALL
-    SELECT r.tenant_id, NULL, r.resource, r.burst, r.per_usecs, r.rate, s.tat
+    -- a resource's part i keeps rate / parts and burst / parts, the remainders to the first parts
+    SELECT r.tenant_id, NULL, r.resource,
+           r.burst / r.parts + CASE WHEN coalesce(s.part, 0) < r.burst % r.parts THEN 1 ELSE 0 END,
+           r.per_usecs,
+           r.rate / r.parts + CASE WHEN coalesce(s.part, 0) < r.rate % r.parts THEN 1 ELSE 0 END, s.tat
       FROM forgeyard.flow_resources r LEFT JOIN forgeyard.flow_resource_state s USING (tenant_id, resource)
      WHERE r.rate IS NOT NULL
 ), available AS (
@@ -2475,7 +2486,8 @@ WITH RECURSIVE member_of(oid) AS (
                      'max_in_flight ' || r.max_in_flight),
            a.tokens, coalesce(s.in_flight, 0), NULL, NULL, coalesce(s.refused, 0), NULL, NULL
       FROM forgeyard.flow_resources r
-      LEFT JOIN forgeyard.flow_resource_state s USING (tenant_id, resource)
+      LEFT JOIN (SELECT tenant_id, resource, sum(in_flight)::bigint AS in_flight, sum(refused)::bigint AS refused
+                   FROM forgeyard.flow_resource_state GROUP BY tenant_id, resource) s USING (tenant_id, resource)
       LEFT JOIN available a ON a.tenant_id = r.tenant_id AND a.resource = r.resource
      WHERE r.rate IS NOT NULL OR r.max_in_flight IS NOT NULL
     UNION ALL
@@ -2488,7 +2500,9 @@ WITH RECURSIVE member_of(oid) AS (
            CASE WHEN s.breaker = 'open' AND s.open_until <= forgeyard.now() THEN 'half_open'
                 ELSE coalesce(s.breaker, 'closed') END,
            s.changed_at
-      FROM forgeyard.flow_resources r LEFT JOIN forgeyard.flow_resource_state s USING (tenant_id, resource)
+      FROM forgeyard.flow_resources r
+      LEFT JOIN forgeyard.flow_resource_state s
+        ON s.tenant_id = r.tenant_id AND s.resource = r.resource AND s.part = 0  -- a breaker's resource has one part
      WHERE r.failure_rate IS NOT NULL
     UNION ALL
     SELECT q.tenant_id, q.queue, 'key_limit', p.partition_key, 'max_in_flight_per_key ' || q.max_in_flight_per_key,

@@ -24,6 +24,9 @@ Value optional_text_value(const std::optional<std::string>& s);
 inline Value int8_value(std::int64_t v) {
   return {Int64GetDatum(v), false};
 }
+inline Value int2_value(std::int16_t v) {
+  return {Int16GetDatum(v), false};
+}
 inline Value int4_value(std::int32_t v) {
   return {Int32GetDatum(v), false};
 }

@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include <libpq-fe.h>
+
 #include "backend.hpp"
 #include "check.hpp"
 #include "claimers.hpp"
@@ -211,6 +213,75 @@ BOOST_AUTO_TEST_CASE(eight_claimers_never_hold_more_than_max_in_flight) {
   BOOST_TEST(result.done == total);
   BOOST_TEST(most.load() <= 3);
   BOOST_TEST(most.load() >= 1);
+  BOOST_TEST(queues().stats(tenant, queue).ready == 0);
+}
+
+// Large limits: PostgreSQL keeps them in parts (flow_resources.parts) so that concurrent claimers
+// do not queue on one row; the parts add up to the limit exactly (SQLite keeps one).
+BOOST_AUTO_TEST_CASE(a_limit_kept_in_parts_is_exact_and_holds_up_no_second_claimer) {
+  create(1000);
+  forgeyard::ResourceLimits limits;
+  limits.max_in_flight = 50;  // on PostgreSQL 3 parts: 17, 17 and 16 places
+  limits.rate = forgeyard::RateLimit{1000, 1min};
+  queues().resource_limit(tenant, "wide", limits);
+  for (int i = 0; i < 60; ++i) queues().enqueue(tenant, queue, bound("job", "wide"));
+  const auto got = queues().claim(tenant, queue, "w", 100, 1h);
+  BOOST_TEST(got.size() == 50u);  // one claim takes from part after part, and not one more than the limit
+  auto wide = [&] {
+    for (const auto& row : queues().flow_state(tenant))
+      if (row.kind == "resource_limit" && row.subject == "wide") return row;
+    BOOST_FAIL("no resource_limit row for wide");
+    return forgeyard::FlowLimit{};
+  };
+  BOOST_TEST(wide().in_flight.value_or(-1) == 50);
+  BOOST_TEST(wide().available.value_or(-1) == 950);
+  BOOST_TEST(queues().claim(tenant, queue, "w", 100).empty());
+  for (const auto& d : got) queues().ack(tenant, queue, d.msg_id, d.claim_token);
+  BOOST_TEST(wide().in_flight.value_or(-1) == 0);  // every part got its places back
+  if (is_postgres()) {
+    // A claim whose transaction is still open holds its part's row; a second claimer takes another
+    // part instead of waiting (with one row it would wait, and run into lock_timeout: 55P03).
+    PGconn* holder = PQconnectdb(url.c_str());
+    BOOST_REQUIRE(PQstatus(holder) == CONNECTION_OK);
+    auto run = [&](const std::string& sql) {
+      PGresult* r = PQexec(holder, sql.c_str());
+      const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+      std::string value = ok && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+      PQclear(r);
+      BOOST_TEST_REQUIRE(ok, sql << ": " << PQerrorMessage(holder));
+      return value;
+    };
+    run("BEGIN");
+    BOOST_TEST(run("SELECT count(*) FROM forgeyard.claim('" + tenant + "', '" + queue + "', 'a', 1, '1 hour')") == "1");
+    BOOST_TEST(exec_sql_error("SET lock_timeout = '5s'; SELECT forgeyard.claim('" + tenant + "', '" + queue +
+                              "', 'b', 1, '1 hour')") == "");
+    run("COMMIT");
+    PQfinish(holder);
+    BOOST_TEST(wide().in_flight.value_or(-1) == 2);
+    BOOST_TEST(queues().stats(tenant, queue).ready == 8);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(eight_claimers_never_pass_a_limit_kept_in_parts) {
+  create(1000);
+  forgeyard::ResourceLimits limits;
+  limits.max_in_flight = 48;  // on PostgreSQL 3 parts of 16
+  queues().resource_limit(tenant, "wide", limits);
+  constexpr int total = 320;
+  for (int i = 0; i < total; ++i) queues().enqueue(tenant, queue, bound("job", "wide"));
+  std::atomic<int> holding{0}, most{0};
+  const auto result = conformance::run_claimers(
+      *this, tenant, queue, 8, 10, total,  // 8 claimers of 10 each could hold 80
+      [&](const std::vector<forgeyard::Delivery>& got) {
+        const int now_holding = holding += static_cast<int>(got.size());
+        for (int seen = most.load(); now_holding > seen && !most.compare_exchange_weak(seen, now_holding);) {
+        }
+      },
+      [&](const std::vector<forgeyard::Delivery>& got) { holding -= static_cast<int>(got.size()); });
+  BOOST_TEST(result.error == "");
+  BOOST_TEST(result.done == total);
+  BOOST_TEST(most.load() <= 48);
+  BOOST_TEST(most.load() > 10);  // more than one claim's worth at once
   BOOST_TEST(queues().stats(tenant, queue).ready == 0);
 }
 

@@ -185,6 +185,40 @@ BOOST_AUTO_TEST_CASE(a_rate_limit_with_a_burst_refuses_without_taking_a_place) {
   BOOST_TEST((flow::admit_delivery(c, s, usecs_per_second, false) == flow::Refusal::none));
 }
 
+BOOST_AUTO_TEST_CASE(large_limits_are_kept_in_parts_that_add_up_exactly) {
+  flow::ResourceConfig c;
+  BOOST_TEST(flow::resource_parts(c) == 1);  // no limit
+  c.max_in_flight = 31;
+  BOOST_TEST(flow::resource_parts(c) == 1);  // under two parts of 16: one row, exact to the place
+  c.max_in_flight = 50;
+  BOOST_TEST(flow::resource_parts(c) == 3);
+  c.rate = flow::Rate{1000, 60 * usecs_per_second, 20};
+  BOOST_TEST(flow::resource_parts(c) == 1);  // the burst is the smallest limit
+  c.rate->burst = 0;                         // the burst is the rate
+  c.max_in_flight = 1'000'000;
+  BOOST_TEST(flow::resource_parts(c) == 8);  // at most 8
+  c.breaker = flow::BreakerConfig{};
+  BOOST_TEST(flow::resource_parts(c) == 1);  // a breaker's window is one sequence of outcomes
+  c.breaker.reset();
+  c.rate = flow::Rate{1000, 60 * usecs_per_second, 100};
+  c.max_in_flight = 50;
+  c.parts = flow::resource_parts(c);
+  std::int64_t places = 0, tokens = 0, burst = 0;
+  for (int i = 0; i < c.parts; ++i) {
+    const flow::ResourceConfig p = flow::part_config(c, i);
+    BOOST_TEST(p.parts == 1);
+    places += *p.max_in_flight;
+    tokens += p.rate->tokens;
+    burst += p.rate->burst;
+    BOOST_TEST(p.rate->per_usecs == 60 * usecs_per_second);
+  }
+  BOOST_TEST(places == 50);
+  BOOST_TEST(tokens == 1000);
+  BOOST_TEST(burst == 100);
+  BOOST_TEST(*flow::part_config(c, 0).max_in_flight == 17);  // the remainders to the first parts
+  BOOST_TEST(*flow::part_config(c, 2).max_in_flight == 16);
+}
+
 BOOST_AUTO_TEST_CASE(options_are_checked_by_name) {
   flow::ResourceConfig c;
   BOOST_CHECK_THROW(flow::set_limit_option(c, "rate", "-1"), fy::core::Error);
