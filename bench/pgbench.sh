@@ -50,16 +50,18 @@ fill() {
     -c "VACUUM ANALYZE forgeyard.queue_releases" -c "CHECKPOINT"
 }
 
-# fill, and a second queue of $1 ready messages bound to a resource whose rate limit,
-# max_in_flight and breaker never bind: the claim with flow control configured, against the same
-# claim without (the line's "baseline" is forgeyard's own plain claim).
+# fill, and a second queue of $1 ready messages bound to a resource whose rate limit and
+# max_in_flight never bind (kept in 8 parts), and with $2 = breaker a breaker that never opens
+# (which keeps the resource in one part): the claim with flow control configured, against the
+# same claim without (the line's "baseline" is forgeyard's own plain claim).
 fill_limited() {
-  local n=$1
+  local n=$1 breaker='NULL'
+  [ "${2:-}" = breaker ] && breaker="'{}'"
   fill "$n"
   sql -c "SELECT forgeyard.queue_drop('bench', 'ql')" \
     -c "SELECT forgeyard.queue_create('bench', 'ql', '{\"max_messages\": 100000000, \"max_bytes\": 100000000000}')" \
     -c "SELECT forgeyard.resource_limit('bench', 'dep', '{\"rate\": 1000000000, \"per\": \"1 second\", \"max_in_flight\": 1000000}')" \
-    -c "SELECT forgeyard.breaker_configure('bench', 'dep', '{}')" \
+    -c "SELECT forgeyard.breaker_configure('bench', 'dep', $breaker)" \
     -c "INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, is_head, payload, bytes, slot,
                                         enqueued_at, visible_at, resource)
         SELECT pg_catalog.nextval('forgeyard.message_ids'), 'bench', 'ql', 'pending', 3, true,
@@ -121,6 +123,7 @@ prepare() {  # kind messages
   case $1 in
     queue) fill "$2" ;;
     limits) fill_limited "$2" ;;
+    breaker) fill_limited "$2" breaker ;;
     fair) fill_fair "$2" ;;
     producer) fill 1000 ;;
     cas) reset_cas ;;
@@ -147,7 +150,8 @@ run() {  # script clients transactions_per_client messages_per_transaction
 
 # name baseline-script forgeyard-script script-runs-per-client operations-per-run target kind
 # (claim1@limits compares forgeyard with itself: the claim of messages bound to a resource whose
-# limits never bind, against the plain claim: flow control's cost when configured. claim1@fair
+# limits never bind, against the plain claim: flow control's cost when configured; claim1@breaker
+# the same with a breaker that never opens. claim1@fair
 # likewise: the claim of a fair queue over 1,000 keys against the plain claim.)
 # (A timed run of a queue line gets a queue of 12,000 script runs per client and second: more than
 # this machine claims; a queue that runs dry aborts the run, which then prints 0.)
@@ -156,6 +160,7 @@ lines=(
   "ack_and_claim1 baseline_claim1_ack forgeyard_ack_and_claim1 4000 1 1.5 queue"
   "claim100+ack baseline_claim100_ack forgeyard_claim100_ack 200 100 1.4 queue"
   "claim1@limits forgeyard_claim1_ack forgeyard_claim1_ack_limited 4000 1 0.9 limits"
+  "claim1@breaker forgeyard_claim1_ack forgeyard_claim1_ack_limited 4000 1 0.9 breaker"
   "claim1@fair forgeyard_claim1_ack forgeyard_claim1_ack_fair 4000 1 0.9 fair"
   "enqueue1 baseline_enqueue forgeyard_enqueue 4000 1 0.95 producer"
   "enqueue100 baseline_enqueue100 forgeyard_enqueue100 200 100 1.0 producer"
