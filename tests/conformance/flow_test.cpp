@@ -28,6 +28,22 @@ struct FlowFixture : conformance::Backend {
     queues().create(tenant, queue, o);
   }
   std::int64_t send(const std::string& payload) { return queues().enqueue(tenant, queue, {payload}); }
+  // `threads` claimers taking up to `batch` each until `total` messages are acked
+  // (conformance::run_claimers): the most deliveries they held at once.
+  int most_held_by_claimers(int threads, int batch, int total) {
+    std::atomic<int> holding{0}, most{0};
+    const auto result = conformance::run_claimers(
+        *this, tenant, queue, threads, batch, total,
+        [&](const std::vector<forgeyard::Delivery>& got) {
+          const int now_holding = holding += static_cast<int>(got.size());
+          for (int seen = most.load(); now_holding > seen && !most.compare_exchange_weak(seen, now_holding);) {
+          }
+        },
+        [&](const std::vector<forgeyard::Delivery>& got) { holding -= static_cast<int>(got.size()); });
+    BOOST_TEST(result.error == "");
+    BOOST_TEST(result.done == total);
+    return most.load();
+  }
 };
 }  // namespace
 
@@ -200,19 +216,9 @@ BOOST_AUTO_TEST_CASE(eight_claimers_never_hold_more_than_max_in_flight) {
   queues().resource_limit(tenant, "db", limits);
   constexpr int total = 48;
   for (int i = 0; i < total; ++i) queues().enqueue(tenant, queue, bound("job", "db"));
-  std::atomic<int> holding{0}, most{0};
-  const auto result = conformance::run_claimers(
-      *this, tenant, queue, 8, 2, total,
-      [&](const std::vector<forgeyard::Delivery>& got) {
-        const int now_holding = holding += static_cast<int>(got.size());
-        for (int seen = most.load(); now_holding > seen && !most.compare_exchange_weak(seen, now_holding);) {
-        }
-      },
-      [&](const std::vector<forgeyard::Delivery>& got) { holding -= static_cast<int>(got.size()); });
-  BOOST_TEST(result.error == "");
-  BOOST_TEST(result.done == total);
-  BOOST_TEST(most.load() <= 3);
-  BOOST_TEST(most.load() >= 1);
+  const int most = most_held_by_claimers(8, 2, total);
+  BOOST_TEST(most <= 3);
+  BOOST_TEST(most >= 1);
   BOOST_TEST(queues().stats(tenant, queue).ready == 0);
 }
 
@@ -269,19 +275,9 @@ BOOST_AUTO_TEST_CASE(eight_claimers_never_pass_a_limit_kept_in_parts) {
   queues().resource_limit(tenant, "wide", limits);
   constexpr int total = 320;
   for (int i = 0; i < total; ++i) queues().enqueue(tenant, queue, bound("job", "wide"));
-  std::atomic<int> holding{0}, most{0};
-  const auto result = conformance::run_claimers(
-      *this, tenant, queue, 8, 10, total,  // 8 claimers of 10 each could hold 80
-      [&](const std::vector<forgeyard::Delivery>& got) {
-        const int now_holding = holding += static_cast<int>(got.size());
-        for (int seen = most.load(); now_holding > seen && !most.compare_exchange_weak(seen, now_holding);) {
-        }
-      },
-      [&](const std::vector<forgeyard::Delivery>& got) { holding -= static_cast<int>(got.size()); });
-  BOOST_TEST(result.error == "");
-  BOOST_TEST(result.done == total);
-  BOOST_TEST(most.load() <= 48);
-  BOOST_TEST(most.load() > 10);  // more than one claim's worth at once
+  const int most = most_held_by_claimers(8, 10, total);  // 8 claimers of 10 each could hold 80
+  BOOST_TEST(most <= 48);
+  BOOST_TEST(most > 10);  // more than one claim's worth at once
   BOOST_TEST(queues().stats(tenant, queue).ready == 0);
 }
 
