@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 
 #include "core/canonical_json.hpp"
 #include "core/errors.hpp"
@@ -71,15 +72,37 @@ bool ends_with_compensation(std::string_view state) {
   return state == "failed" || state == "cancelled" || state == "timed_out";
 }
 
+void check_same_step(const std::optional<JournalEntry>& recorded, std::string_view step, std::string_view run_id,
+                     std::int32_t position) {
+  if (!recorded || recorded->step == step) return;
+  throw Error(sqlstate::nondeterminism,
+              "workflow run " + std::string(run_id) + " called step \"" + std::string(step) + "\" at position " +
+                  std::to_string(position) + ", where its journal has step \"" + recorded->step + "\"",
+              "the workflow's code no longer replays its journal; park the run (workflow_park), then fix the "
+              "code or retry the run (workflow_retry)");
+}
+
+std::int32_t check_position(std::int64_t position) {
+  if (position < 1 || position > std::numeric_limits<std::int32_t>::max())
+    throw Error(sqlstate::invalid_parameter, "position must be 1 or more", "got " + std::to_string(position));
+  return static_cast<std::int32_t>(position);
+}
+
+void check_position_follows(std::int32_t position, const std::optional<std::string>& previous_status,
+                            std::string_view run_id, const char* function) {
+  if (position == 1 || previous_status == "done") return;
+  throw Error(sqlstate::invalid_parameter,
+              std::string(function) + " at position " + std::to_string(position) + " of workflow run " +
+                  std::string(run_id) + ", but the step at position " + std::to_string(position - 1) + " is " +
+                  (previous_status ? "not done (" + *previous_status + ")" : std::string("not recorded")),
+              "count positions from 1 for the first step call of an epoch, one more per step; a step's "
+              "position follows a step recorded done");
+}
+
 StepAnswer decide_step(const std::optional<JournalEntry>& recorded, std::string_view step, std::string_view run_id,
                        std::int32_t position, std::int64_t now) {
   if (!recorded) return StepAnswer::run;
-  if (recorded->step != step)
-    throw Error(sqlstate::nondeterminism,
-                "workflow run " + std::string(run_id) + " called step \"" + std::string(step) + "\" at position " +
-                    std::to_string(position) + ", where its journal has step \"" + recorded->step + "\"",
-                "the workflow's code no longer replays its journal; park the run (workflow_park), then fix the "
-                "code or retry the run (workflow_retry)");
+  check_same_step(recorded, step, run_id, position);
   if (recorded->status != "done") return StepAnswer::run;
   return recorded->wake_at && *recorded->wake_at > now ? StepAnswer::run : StepAnswer::done;
 }

@@ -111,6 +111,15 @@ struct Ownership {
 // 22023 unless `step` is the epoch's current step (workflow_step moved the cursor to it).
 void check_current_step(std::int32_t cursor, const std::optional<std::string>& cursor_step, std::string_view step,
                         const char* function);
+// A call that names its step's position instead of the epoch's cursor (the caller counts its
+// steps): `position` at least 1 (22023), and the step before it recorded done, since a journal is
+// contiguous from 1 (22023 otherwise: `previous_status` is the journal's status at position - 1,
+// none when no row is there); a row at `position` must be the same step (FY060, as decide_step).
+std::int32_t check_position(std::int64_t position);
+void check_position_follows(std::int32_t position, const std::optional<std::string>& previous_status,
+                            std::string_view run_id, const char* function);
+void check_same_step(const std::optional<JournalEntry>& recorded, std::string_view step, std::string_view run_id,
+                     std::int32_t position);
 // 22023: the step at `position` is recorded (done) already, with another result, or cannot fail.
 [[noreturn]] void throw_step_recorded(std::string_view step, std::string_view run_id, std::int32_t position,
                                       bool failing);

@@ -194,6 +194,37 @@ void check_current_step(const Owned& owned, const std::string& step, const char*
   wf::check_current_step(owned.cursor, owned.cursor_step, step, function);
 }
 
+// The position a step call names, its argument n (NULL: none, the epoch's cursor counts).
+std::optional<std::int32_t> position_arg(FunctionCallInfo fcinfo, int n) {
+  if (PG_NARGS() <= n || pg::arg_is_null(fcinfo, n)) return std::nullopt;
+  return wf::check_position(pg::int4_arg(fcinfo, n, "position"));
+}
+
+// A call that names its step's position: the step before it must be recorded done and, with
+// `same_step`, a row at the position must be `step` (core/workflow.hpp). Under a snapshot taken
+// after the fence, as the journal reads that follow.
+void check_named_position(const Run& run, std::int32_t position, const std::string& step, const char* function,
+                          bool same_step = true) {
+  pg::Access access;
+  pg::Table journal(access, pg::OwnTable::wf_journal);
+  const JournalColumns j(journal);
+  auto find = [&](std::int32_t at) {
+    return journal.find(
+        pg::OwnIndex::wf_journal_pkey,
+        {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}, {3, pg::Compare::eq, pg::int4_value(at)}});
+  };
+  if (position > 1) {
+    std::optional<std::string> previous;
+    if (find(position - 1)) previous = journal.text(j.status);
+    wf::check_position_follows(position, previous, run.text, function);
+  }
+  if (same_step && find(position))
+    wf::check_same_step(wf::JournalEntry{*journal.text(j.step), *journal.text(j.status), std::nullopt}, step, run.text,
+                        position);
+  journal.finish();
+  access.finish();
+}
+
 // The queue's own calls on the run's message, so its counters, retries and dead letters hold.
 void ack(pg::Spi& spi, const Run& run, const std::string& queue, std::int64_t msg_id, std::int64_t token) {
   static pg::Statement statement("SELECT forgeyard.ack($1, $2, $3, $4)", {TEXTOID, TEXTOID, INT8OID, INT8OID});
@@ -629,6 +660,10 @@ FY_FUNCTION(fy_workflow_step) {
   const std::string step = step_arg(fcinfo, 3);
   const std::optional<core::Duration> timeout_arg = pg::optional_interval_arg(fcinfo, 4);
   const std::int64_t timeout = timeout_arg ? wf::check_step_timeout(*timeout_arg) : 0;  // 0: none
+  const std::optional<std::int32_t> named = position_arg(fcinfo, 5);
+  // The cursor is read and moved unless the caller names the position, and also then for a step
+  // with a timeout: a claim that takes the run over past it reads the step from the cursor.
+  const bool with_cursor = !named || timeout > 0;
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
@@ -643,15 +678,16 @@ FY_FUNCTION(fy_workflow_step) {
     pg::Table cursors(fence, pg::OwnTable::wf_cursors, pg::Opened::for_row_locks);
     owned = lock_owned_in(runs, messages, run, epoch, now, "running",
                           timeout > 0 ? RunLock::always : RunLock::for_a_deadline);
-    read_cursor_in(cursors, run, epoch, owned, true);
+    if (with_cursor) read_cursor_in(cursors, run, epoch, owned, true);
     cursors.finish();
     messages.finish();
     runs.finish();
     fence.finish();
   }
+  if (named) check_named_position(run, *named, step, "workflow_step", false);
   pg::Access access;
   pg::Table journal(access, pg::OwnTable::wf_journal, pg::Opened::for_row_locks);
-  const std::int32_t position = owned.cursor + 1;
+  const std::int32_t position = named ? *named : owned.cursor + 1;
   const JournalColumns j(journal);
   std::optional<wf::JournalEntry> entry;
   std::optional<std::string> result;
@@ -669,7 +705,7 @@ FY_FUNCTION(fy_workflow_step) {
   // A step to run with a timeout: its deadline, and the owner's lease cut to it.
   const bool timed = !done && timeout > 0;
   const TimestampTz deadline = now + timeout;
-  {
+  if (with_cursor) {
     // The cursor's row, locked by this transaction above.
     pg::Table cursors(access, pg::OwnTable::wf_cursors);
     if (!cursors.find(pg::OwnIndex::wf_cursors_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}))
@@ -720,16 +756,21 @@ FY_FUNCTION(fy_workflow_step_complete) {
       pg::arg_is_null(fcinfo, 5)
           ? std::nullopt
           : std::optional<std::string>(pg::name_arg(fcinfo, 5, "compensation", wf::max_step_bytes));
+  const std::optional<std::int32_t> named = position_arg(fcinfo, 6);
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
   // The fence first, a statement of its own (as in workflow_step): a retry of this call that
   // waited for the first attempt's lock sees its journal row and answers as a replay.
-  const Owned owned = lock_owned(run, epoch, now, "running", WithCursor::yes);
-  check_current_step(owned, step, "workflow_step_complete");
+  const Owned owned = lock_owned(run, epoch, now, "running", named ? WithCursor::no : WithCursor::yes);
+  if (named)
+    check_named_position(run, *named, step, "workflow_step_complete");
+  else
+    check_current_step(owned, step, "workflow_step_complete");
+  const std::int32_t at = named ? *named : owned.cursor;
   pg::Access access;
   pg::Table journal(access, pg::OwnTable::wf_journal);
-  const pg::Value position = pg::int4_value(owned.cursor);
+  const pg::Value position = pg::int4_value(at);
   const JournalColumns j(journal);
   if (journal.find(pg::OwnIndex::wf_journal_pkey,
                    {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}, {3, pg::Compare::eq, position}})) {
@@ -745,7 +786,7 @@ FY_FUNCTION(fy_workflow_step_complete) {
       // Recorded before (a retried call, or a replayed step): the same result is a no-op.
       const bool same = !journal.is_null(j.result) && pg::jsonb_equal(journal.value(j.result), result) &&
                         journal.text(j.compensation) == compensation;
-      if (!same) wf::throw_step_recorded(step, run.text, owned.cursor, false);
+      if (!same) wf::throw_step_recorded(step, run.text, at, false);
     }
   } else {
     journal.insert({{j.tenant_id, run.t},
@@ -785,13 +826,17 @@ FY_FUNCTION(fy_workflow_step_fail) {
   const std::string step = step_arg(fcinfo, 3);
   const std::string error = pg::text_arg(fcinfo, 4, "error", core::max_error_bytes, true).value_or("");
   const bool permanent = pg::bool_arg(fcinfo, 5, false);
+  const std::optional<std::int32_t> named = position_arg(fcinfo, 6);
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(run, epoch, now, "running", WithCursor::yes);
-  check_current_step(owned, step, "workflow_step_fail");
-  if (!record_failed_attempt(spi, run, owned.cursor, step, error, epoch, now))
-    wf::throw_step_recorded(step, run.text, owned.cursor, true);
+  const Owned owned = lock_owned(run, epoch, now, "running", named ? WithCursor::no : WithCursor::yes);
+  if (named)
+    check_named_position(run, *named, step, "workflow_step_fail");
+  else
+    check_current_step(owned, step, "workflow_step_fail");
+  const std::int32_t at = named ? *named : owned.cursor;
+  if (!record_failed_attempt(spi, run, at, step, error, epoch, now)) wf::throw_step_recorded(step, run.text, at, true);
   std::string outcome = "failed";
   if (!permanent) {
     spi.run(nack,
@@ -913,12 +958,17 @@ FY_FUNCTION(fy_workflow_sleep) {
   const std::string step = step_arg(fcinfo, 3);
   const std::optional<TimestampTz> until = pg::optional_timestamptz_arg(fcinfo, 4);
   if (!until) throw core::Error(core::sqlstate::null_value, "until must not be NULL");
+  const std::optional<std::int32_t> named = position_arg(fcinfo, 5);
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(run, epoch, now, "running", WithCursor::yes);
-  check_current_step(owned, step, "workflow_sleep");
-  const pg::Value position = pg::int4_value(owned.cursor);
+  const Owned owned = lock_owned(run, epoch, now, "running", named ? WithCursor::no : WithCursor::yes);
+  if (named)
+    check_named_position(run, *named, step, "workflow_sleep");
+  else
+    check_current_step(owned, step, "workflow_sleep");
+  const std::int32_t at = named ? *named : owned.cursor;
+  const pg::Value position = pg::int4_value(at);
   std::optional<std::string> status;
   std::optional<TimestampTz> wake_at;
   spi.run(recorded, {run.t, run.r, position}, [&](const pg::Row& r) {
@@ -926,7 +976,7 @@ FY_FUNCTION(fy_workflow_sleep) {
     wake_at = r.timestamptz(2);
   });
   // A sleep journaled before keeps its end (replayed code may compute another one).
-  if (status == "done" && !wake_at) wf::throw_step_recorded(step, run.text, owned.cursor, false);
+  if (status == "done" && !wake_at) wf::throw_step_recorded(step, run.text, at, false);
   if (!wake_at) {
     wake_at = *until;
     const std::string result = wf::sleep_result(core::format_timestamp(pg::unix_usecs(*until)));
@@ -983,11 +1033,14 @@ FY_FUNCTION(fy_workflow_wait_signal) {
   const std::string step = step_arg(fcinfo, 3);
   const std::string signal = pg::name_arg(fcinfo, 4, "signal", wf::max_step_bytes);
   const std::int64_t timeout = pg::duration_arg(fcinfo, 5, "timeout", core::max_queue_retention_usecs);
+  const std::optional<std::int32_t> named = position_arg(fcinfo, 6);
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(run, epoch, now, "running", WithCursor::yes);
-  const std::int32_t position = owned.cursor + 1;
+  const Owned owned = lock_owned(run, epoch, now, "running", named ? WithCursor::no : WithCursor::yes);
+  // The step compared below (decide_wait: FY060 for another step at the position).
+  if (named) check_named_position(run, *named, step, "workflow_wait_signal", false);
+  const std::int32_t position = named ? *named : owned.cursor + 1;
   const pg::Value at = pg::int4_value(position);
   std::optional<wf::JournalEntry> entry;
   std::optional<std::string> result;
@@ -1029,12 +1082,12 @@ FY_FUNCTION(fy_workflow_wait_signal) {
     }
   }
   // Received or timed out: journaled, so a replay answers the same; either way but waiting, the
-  // cursor moves past the step.
+  // cursor moves past the step (a caller that names positions has none).
   if (action == wf::WaitAction::receive || action == wf::WaitAction::time_out)
     spi.run(record, {run.t, run.r, at, pg::text_value(step), pg::typed_value(JSONBOID, -1, wf::signal_result(answer)),
                      pg::int8_value(epoch), pg::timestamptz_value(now)});
   if (action != wf::WaitAction::wait) {
-    if (spi.run(advance, {run.t, run.r, at, pg::text_value(step), pg::int8_value(epoch)}) == 0)
+    if (!named && spi.run(advance, {run.t, run.r, at, pg::text_value(step), pg::int8_value(epoch)}) == 0)
       wf::throw_cursor_lost(epoch, run.text);
     spi.run(let_go, {run.t, run.r, at, pg::timestamptz_value(now)});
   }

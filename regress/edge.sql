@@ -183,7 +183,7 @@ INSERT INTO nullable VALUES
      'payload_ref', 'an audit event''s payload reference is optional'),
     ('forgeyard.app_backfill_save(text, integer, text, text, bigint, bigint, boolean)', 'cursor',
      'a backfill that has not read a row yet has no cursor'),
-    ('forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)', 'error', 'NULL is stored as an empty error'),
+    ('forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean, integer)', 'error', 'NULL is stored as an empty error'),
     ('forgeyard.workflow_compensation_fail(text, uuid, bigint, integer, text, boolean)', 'error',
      'NULL is stored as an empty error'),
     ('forgeyard.workflow_fail(text, uuid, bigint, text)', 'error', 'NULL is stored as an empty error'),

@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(220);
+SELECT plan(241);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -24,12 +24,12 @@ SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.workflow_start(text, t
 SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_claim(text, text, text[], integer, interval)'::regprocedure),
           'TABLE(run_id uuid, workflow text, version integer, epoch bigint, state text, input jsonb)',
           'workflow_claim returns (run_id, workflow, version, epoch, state, input)');
-SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_step(text, uuid, bigint, text, interval)'::regprocedure),
+SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_step(text, uuid, bigint, text, interval, integer)'::regprocedure),
           'TABLE(status text, result jsonb, idempotency_key text)', 'workflow_step returns (status, result, idempotency_key)');
-SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.workflow_step(text, uuid, bigint, text, interval)'::regprocedure),
-          'tenant text, run_id uuid, epoch bigint, step text, timeout interval DEFAULT NULL::interval',
-          'workflow_step(tenant, run_id, epoch, step, timeout = NULL)');
-SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)'::regprocedure),
+SELECT is(pg_catalog.pg_get_function_arguments('forgeyard.workflow_step(text, uuid, bigint, text, interval, integer)'::regprocedure),
+          'tenant text, run_id uuid, epoch bigint, step text, timeout interval DEFAULT NULL::interval, "position" integer DEFAULT NULL::integer',
+          'workflow_step(tenant, run_id, epoch, step, timeout = NULL, position = NULL)');
+SELECT is(pg_catalog.pg_get_function_result('forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean, integer)'::regprocedure),
           'text', 'workflow_step_fail returns retry or failed');
 SELECT ok((SELECT bool_and(obj_description(p.oid, 'pg_proc') IS NOT NULL AND NOT has_function_privilege('public', p.oid, 'EXECUTE'))
              FROM pg_proc p WHERE p.pronamespace = 'forgeyard'::regnamespace AND p.proname LIKE 'workflow\_%'),
@@ -630,6 +630,62 @@ SELECT is((SELECT untimed FROM step_wal), 0::numeric,
           'a step without a timeout writes no WAL (its commit does not wait for a flush)');
 SELECT cmp_ok((SELECT timed FROM step_wal), '>', 0::numeric,
               'a step with a timeout does (the deadline on the run''s row, the lease cut), as measured the same way');
+
+-------------------------------------------------------------------------------------------------
+-- Positions named by the caller: the worker counts its steps and passes each call its position;
+-- the calls then read and write no cursor (workflow_step without a timeout writes nothing), the
+-- journal stays contiguous (22023 for a position whose step before is not done) and a replay by
+-- position answers as by cursor.
+-------------------------------------------------------------------------------------------------
+INSERT INTO r VALUES ('pos', forgeyard.workflow_start('t1', 'positions', 1, 'positions-1', '{}'));
+CREATE TEMP TABLE pos1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['positions@1'], 1, '1 minute');
+CREATE TEMP TABLE pos_cursor AS SELECT ctid AS at FROM forgeyard.wf_cursors WHERE run_id = (SELECT run_id FROM pos1);
+SELECT results_eq($$SELECT s.status, s.idempotency_key FROM pos1, forgeyard.workflow_step('t1', pos1.run_id, pos1.epoch, 'a', NULL, 1) s$$,
+                  $$SELECT 'run'::text, run_id || ':1:a' FROM pos1$$, 'position 1: a step to run, keyed by its position');
+SELECT ok((SELECT c.ctid = (SELECT at FROM pos_cursor) AND c.position = 0 AND c.step IS NULL
+             FROM forgeyard.wf_cursors c WHERE c.run_id = (SELECT run_id FROM pos1)),
+          'the cursor was neither moved nor written');
+SELECT is((pg_temp.err($$SELECT s.status FROM pos1, forgeyard.workflow_step('t1', pos1.run_id, pos1.epoch, 'b', NULL, 2) s$$))[1:2],
+          ARRAY['22023', 'workflow_step at position 2 of workflow run ' || (SELECT run_id FROM pos1)
+                || ', but the step at position 1 is not recorded'],
+          'a position whose step before is not recorded is 22023');
+SELECT is((pg_temp.err($$SELECT s.status FROM pos1, forgeyard.workflow_step('t1', pos1.run_id, pos1.epoch, 'a', NULL, 0) s$$))[1:2],
+          ARRAY['22023', 'position must be 1 or more'], 'position 0 is 22023');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_complete('t1', run_id, epoch, 'b', '{}', NULL, 2) FROM pos1$$))[1],
+          '22023', 'so is recording a step there');
+SELECT lives_ok($$SELECT forgeyard.workflow_step_complete('t1', run_id, epoch, 'a', '{"n": 1}', NULL, 1) FROM pos1$$,
+                'position 1 recorded');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_complete('t1', run_id, epoch, 'a', '{"n": 1}') FROM pos1$$))[1],
+          '22023', 'a call without a position then finds no current step: every call of an epoch names one, or none does');
+SELECT results_eq($$SELECT s.status, s.result FROM pos1, forgeyard.workflow_step('t1', pos1.run_id, pos1.epoch, 'a', NULL, 1) s$$,
+                  $$VALUES ('done'::text, '{"n": 1}'::jsonb)$$, 'position 1 again replays its result');
+SELECT is((pg_temp.err($$SELECT s.status FROM pos1, forgeyard.workflow_step('t1', pos1.run_id, pos1.epoch, 'x', NULL, 1) s$$))[1],
+          'FY060', 'another step at a recorded position is FY060');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step_complete('t1', run_id, epoch, 'x', '{}', NULL, 1) FROM pos1$$))[1],
+          'FY060', 'and so is recording another step there');
+SELECT ok(forgeyard.workflow_signal('t1', id, 'go', '{"k": 1}'), 'a signal sent before the wait') FROM r WHERE name = 'pos';
+SELECT results_eq($$SELECT s.status, s.payload FROM pos1, forgeyard.workflow_wait_signal('t1', pos1.run_id, pos1.epoch, 'w', 'go', '1 hour', 2) s$$,
+                  $$VALUES ('received'::text, '{"k": 1}'::jsonb)$$, 'a wait at position 2 receives it');
+SELECT results_eq($$SELECT s.status FROM pos1, forgeyard.workflow_step('t1', pos1.run_id, pos1.epoch, 'c', NULL, 3) s$$,
+                  $$VALUES ('run'::text)$$, 'position 3 follows the wait');
+SELECT lives_ok($$SELECT forgeyard.workflow_sleep('t1', run_id, epoch, 'c', '2030-01-09', 3) FROM pos1$$, 'a sleep at position 3');
+SELECT results_eq($$SELECT position, step, status FROM forgeyard.wf_journal WHERE run_id = (SELECT run_id FROM pos1) ORDER BY 1$$,
+                  $$VALUES (1, 'a'::text, 'done'::text), (2, 'w', 'done'), (3, 'c', 'done')$$, 'the journal: a, w, c');
+SELECT ok((SELECT c.ctid = (SELECT at FROM pos_cursor) FROM forgeyard.wf_cursors c WHERE c.run_id = (SELECT run_id FROM pos1)),
+          'no call wrote the cursor');
+SELECT is((pg_temp.err($$SELECT s.status FROM pos1, forgeyard.workflow_step('t1', pos1.run_id, pos1.epoch, 'a', NULL, 1) s$$))[1],
+          'FY001', 'the sleeping run''s old epoch is fenced, position or not');
+SET forgeyard.now_override = '2030-01-09 00:00:01+00';
+CREATE TEMP TABLE pos2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['positions@1'], 1, '1 minute');
+SELECT results_eq($$SELECT s.status, s.result ->> 'until' IS NOT NULL FROM pos2, forgeyard.workflow_step('t1', pos2.run_id, pos2.epoch, 'c', NULL, 3) s$$,
+                  $$VALUES ('done'::text, true)$$, 'after the sleep the next epoch replays position 3 as done');
+SELECT results_eq($$SELECT s.status FROM pos2, forgeyard.workflow_step('t1', pos2.run_id, pos2.epoch, 'd', NULL, 4) s$$,
+                  $$VALUES ('run'::text)$$, 'position 4 runs');
+SELECT is(forgeyard.workflow_step_fail('t1', run_id, epoch, 'd', 'refused', true, 4), 'failed',
+          'a permanent failure at position 4 fails the run') FROM pos2;
+SELECT results_eq($$SELECT position, status, error FROM forgeyard.wf_journal WHERE run_id = (SELECT run_id FROM pos2) AND position = 4$$,
+                  $$VALUES (4, 'failed'::text, 'refused'::text)$$, 'recorded at position 4');
+SET forgeyard.now_override = '2030-01-05 00:01:43+00';
 
 CREATE ROLE fy_wf_app;
 CREATE ROLE fy_wf_insp;

@@ -1940,26 +1940,26 @@ COMMENT ON FUNCTION forgeyard.workflow_claim(text, text, text[], integer, interv
   'Claim up to max_runs runnable runs of the given definitions (''name@version''), each owned by worker under a new epoch for lease (default: the queue''s visibility timeout). A run whose owner''s lease ran out is taken over (recorded in the run; a step that ran past its timeout is recorded failed); one whose deliveries lapsed on every attempt (max_attempts) ends failed, compensating first. Never waits on other claimers.';
 
 CREATE FUNCTION forgeyard.workflow_step(tenant text, run_id uuid, epoch bigint, step text,
-                                        timeout interval DEFAULT NULL)
+                                        timeout interval DEFAULT NULL, "position" integer DEFAULT NULL)
     RETURNS TABLE (status text, result jsonb, idempotency_key text)
     LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_step';
-COMMENT ON FUNCTION forgeyard.workflow_step(text, uuid, bigint, text, interval) IS
-  'The next step of the run under epoch (the n-th call of an epoch is position n): run (with a stable idempotency key) or done (with the recorded result). With a timeout, a step to run must be recorded within it: the owner''s lease ends by then at the latest, and a run taken over past it records the attempt as failed. FY060 when the journal has another step at that position; FY001 for a stale owner.';
+COMMENT ON FUNCTION forgeyard.workflow_step(text, uuid, bigint, text, interval, integer) IS
+  'The next step of the run under epoch (the n-th call of an epoch is position n): run (with a stable idempotency key) or done (with the recorded result). With a timeout, a step to run must be recorded within it: the owner''s lease ends by then at the latest, and a run taken over past it records the attempt as failed. With position, the caller counts its steps (1 for its first call of the epoch, then one more per step): the call reads and writes no cursor (without a timeout it writes nothing at all, so its commit waits for no flush); 22023 unless the step before position is recorded done. Pass position to every step call of an epoch or to none. FY060 when the journal has another step at that position; FY001 for a stale owner.';
 
 CREATE FUNCTION forgeyard.workflow_step_complete(tenant text, run_id uuid, epoch bigint, step text, result jsonb,
-                                                 compensation text DEFAULT NULL)
+                                                 compensation text DEFAULT NULL, "position" integer DEFAULT NULL)
     RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_step_complete';
-COMMENT ON FUNCTION forgeyard.workflow_step_complete(text, uuid, bigint, text, jsonb, text) IS
-  'Record the result of the current step in the caller''s transaction (with the step''s own database work, exactly once), with the name of its compensation. FY001 for a stale owner.';
+COMMENT ON FUNCTION forgeyard.workflow_step_complete(text, uuid, bigint, text, jsonb, text, integer) IS
+  'Record the result of the current step in the caller''s transaction (with the step''s own database work, exactly once), with the name of its compensation. With position, of the step at that position (as workflow_step: 22023 unless the step before it is recorded done, FY060 for another step there). FY001 for a stale owner.';
 
 CREATE FUNCTION forgeyard.workflow_step_fail(tenant text, run_id uuid, epoch bigint, step text, error text,
-                                             permanent boolean DEFAULT false)
+                                             permanent boolean DEFAULT false, "position" integer DEFAULT NULL)
     RETURNS text LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_step_fail';
-COMMENT ON FUNCTION forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean) IS
-  'Record a failed attempt of the current step: retry (the run is released and handed out again after the queue''s backoff) or failed (permanent, or the queue''s max_attempts reached: the run ends failed). FY001 for a stale owner.';
+COMMENT ON FUNCTION forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean, integer) IS
+  'Record a failed attempt of the current step: retry (the run is released and handed out again after the queue''s backoff) or failed (permanent, or the queue''s max_attempts reached: the run ends failed). position as for workflow_step_complete. FY001 for a stale owner.';
 
 -- Sagas: a run that fails, is cancelled or times out with steps done that name a compensation is
 -- compensating until their compensations ran, newest first; then it ends as it was going to.
@@ -1983,19 +1983,20 @@ CREATE FUNCTION forgeyard.workflow_compensation_fail(tenant text, run_id uuid, e
 COMMENT ON FUNCTION forgeyard.workflow_compensation_fail(text, uuid, bigint, integer, text, boolean) IS
   'Record a failed attempt of the compensation at position: retry (the run is released for the queue''s backoff) or compensation_failed (permanent, or the queue''s max_attempts reached: the run ends compensation_failed; workflow_retry resumes it). FY001 for a stale owner.';
 
-CREATE FUNCTION forgeyard.workflow_sleep(tenant text, run_id uuid, epoch bigint, step text, until timestamptz)
+CREATE FUNCTION forgeyard.workflow_sleep(tenant text, run_id uuid, epoch bigint, step text, until timestamptz,
+                                         "position" integer DEFAULT NULL)
     RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_sleep';
-COMMENT ON FUNCTION forgeyard.workflow_sleep(text, uuid, bigint, text, timestamptz) IS
-  'A durable timer as the current step (workflow_step answered run): the step is journaled with its end, the run is released (sleeping) and handed out again at until, when the step replays as done. A sleep journaled before keeps its first until. FY001 for a stale owner.';
+COMMENT ON FUNCTION forgeyard.workflow_sleep(text, uuid, bigint, text, timestamptz, integer) IS
+  'A durable timer as the current step (workflow_step answered run): the step is journaled with its end, the run is released (sleeping) and handed out again at until, when the step replays as done. A sleep journaled before keeps its first until. position as for workflow_step_complete. FY001 for a stale owner.';
 
 CREATE FUNCTION forgeyard.workflow_wait_signal(tenant text, run_id uuid, epoch bigint, step text, signal text,
-                                               timeout interval)
+                                               timeout interval, "position" integer DEFAULT NULL)
     RETURNS TABLE (status text, payload jsonb)
     LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_workflow_wait_signal';
-COMMENT ON FUNCTION forgeyard.workflow_wait_signal(text, uuid, bigint, text, text, interval) IS
-  'The next step of the run waits for a signal: received (the oldest unconsumed signal of that name, also one sent before the wait, with its payload), waiting (the run is released until the signal or the timeout), or timed_out. Replays answer as first recorded. FY060, FY001 as workflow_step.';
+COMMENT ON FUNCTION forgeyard.workflow_wait_signal(text, uuid, bigint, text, text, interval, integer) IS
+  'The next step of the run waits for a signal: received (the oldest unconsumed signal of that name, also one sent before the wait, with its payload), waiting (the run is released until the signal or the timeout), or timed_out. Replays answer as first recorded. With position, the step at that position (no cursor moves). FY060, FY001 and position as workflow_step.';
 
 CREATE FUNCTION forgeyard.workflow_signal(tenant text, run_id uuid, signal text, payload jsonb DEFAULT '{}',
                                           signal_id uuid DEFAULT NULL)
@@ -2116,14 +2117,14 @@ COMMENT ON VIEW forgeyard.workflow_stuck IS
 INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_start(text, text, integer, text, jsonb, jsonb)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_claim(text, text, text[], integer, interval)'),
-    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step(text, uuid, bigint, text, interval)'),
-    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_complete(text, uuid, bigint, text, jsonb, text)'),
-    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step(text, uuid, bigint, text, interval, integer)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_complete(text, uuid, bigint, text, jsonb, text, integer)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_step_fail(text, uuid, bigint, text, text, boolean, integer)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_compensation(text, uuid, bigint)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_compensation_complete(text, uuid, bigint, integer)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_compensation_fail(text, uuid, bigint, integer, text, boolean)'),
-    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_sleep(text, uuid, bigint, text, timestamptz)'),
-    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_wait_signal(text, uuid, bigint, text, text, interval)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_sleep(text, uuid, bigint, text, timestamptz, integer)'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_wait_signal(text, uuid, bigint, text, text, interval, integer)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_signal(text, uuid, text, jsonb, uuid)'),
     ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.workflow_signal(text, uuid, text, jsonb, uuid)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_complete(text, uuid, bigint, jsonb)'),

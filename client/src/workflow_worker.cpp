@@ -181,13 +181,15 @@ class Context final : public WorkflowContext {
     guard();
     StepAnswer answer;
     const Steady::time_point sent = Steady::now();
+    const int at = position_ + 1;
     try {
-      answer = workflows().step(tenant_, run_.run_id, run_.epoch, name, options.timeout);
+      answer = workflows().step(tenant_, run_.run_id, run_.epoch, name, options.timeout, at);
     } catch (const Error& e) {
       interrupt(e);
     }
     if (answer.done) {
       ++counters_.steps_replayed;
+      position_ = at;
       return *answer.result;
     }
     if (options.timeout) lease_.cap(sent, *options.timeout);
@@ -198,17 +200,18 @@ class Context final : public WorkflowContext {
       throw;
     } catch (const std::exception& e) {
       guard();  // past its timeout, the attempt is the next owner's to record
-      fail_step(name, e.what());
+      fail_step(name, e.what(), at);
     }
     guard();
     const std::string canonical = detail::json_param(result, "result");
     try {
-      workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, canonical, options.compensation);
+      workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, canonical, options.compensation, at);
     } catch (const Error& e) {
       interrupt(e);
     }
     if (options.timeout) lease_.uncap();
     ++counters_.steps_run;
+    position_ = at;
     return canonical;
   }
 
@@ -222,12 +225,14 @@ class Context final : public WorkflowContext {
                       "taken over; run work that may hang in a step()");
     guard();
     std::string result;
+    const int at = position_ + 1;
     try {
       std::unique_ptr<Transaction> tx = store_.begin();
-      const StepAnswer answer = tx->workflows().step(tenant_, run_.run_id, run_.epoch, name);
+      const StepAnswer answer = tx->workflows().step(tenant_, run_.run_id, run_.epoch, name, std::nullopt, at);
       if (answer.done) {
         tx->commit();
         ++counters_.steps_replayed;
+        position_ = at;
         return *answer.result;
       }
       try {
@@ -235,42 +240,40 @@ class Context final : public WorkflowContext {
       } catch (const RunInterrupted&) {
         throw;
       } catch (const std::exception& e) {
-        // The step's work rolls back with its cursor move; the failure is recorded on its own.
+        // The step's work rolls back; the failure is recorded on its own, at the same position.
         tx.reset();
-        try {
-          workflows().step(tenant_, run_.run_id, run_.epoch, name);
-        } catch (const Error& again) {
-          interrupt(again);
-        }
-        fail_step(name, e.what());
+        fail_step(name, e.what(), at);
       }
       guard();
-      tx->workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, result, options.compensation);
+      tx->workflows().step_complete(tenant_, run_.run_id, run_.epoch, name, result, options.compensation, at);
       tx->commit();
     } catch (const Error& e) {
       interrupt(e);  // the transaction (and the run row it locked) is gone by now
     }
     ++counters_.steps_run;
+    position_ = at;
     return result;
   }
 
   void sleep_for(std::string_view name, Duration delay) override {
-    sleep(name, [&] { workflows().sleep_for(tenant_, run_.run_id, run_.epoch, name, delay); });
+    sleep(name, [&](int at) { workflows().sleep_for(tenant_, run_.run_id, run_.epoch, name, delay, at); });
   }
   void sleep_until(std::string_view name, TimePoint until) override {
-    sleep(name, [&] { workflows().sleep_until(tenant_, run_.run_id, run_.epoch, name, until); });
+    sleep(name, [&](int at) { workflows().sleep_until(tenant_, run_.run_id, run_.epoch, name, until, at); });
   }
 
   std::optional<std::string> wait_signal(std::string_view name, std::string_view signal, Duration timeout) override {
     guard();
     SignalWait answer;
+    const int at = position_ + 1;
     try {
-      answer = workflows().wait_signal(tenant_, run_.run_id, run_.epoch, name, signal, timeout);
+      answer = workflows().wait_signal(tenant_, run_.run_id, run_.epoch, name, signal, timeout, at);
     } catch (const Error& e) {
       interrupt(e);
     }
     if (answer.status == SignalWait::Status::Waiting)
       throw Interrupt(Why::sleeping, "waiting for signal \"" + std::string(signal) + "\"");
+    position_ = at;
     return answer.payload;
   }
 
@@ -321,24 +324,26 @@ class Context final : public WorkflowContext {
  private:
   Workflows& workflows() { return store_.workflows(); }
 
-  void sleep(std::string_view name, const std::function<void()>& start_timer) {
+  void sleep(std::string_view name, const std::function<void(int)>& start_timer) {
     guard();
+    const int at = position_ + 1;
     try {
-      if (workflows().step(tenant_, run_.run_id, run_.epoch, name).done) {
+      if (workflows().step(tenant_, run_.run_id, run_.epoch, name, std::nullopt, at).done) {
         ++counters_.steps_replayed;
+        position_ = at;
         return;
       }
-      start_timer();
+      start_timer(at);
     } catch (const Error& e) {
       interrupt(e);
     }
     throw Interrupt(Why::sleeping, "sleeping at step \"" + std::string(name) + "\"");
   }
 
-  [[noreturn]] void fail_step(std::string_view name, const std::string& error) {
+  [[noreturn]] void fail_step(std::string_view name, const std::string& error, int at) {
     StepFailure outcome = StepFailure::Failed;
     try {
-      outcome = workflows().step_fail(tenant_, run_.run_id, run_.epoch, name, error.substr(0, 4096));
+      outcome = workflows().step_fail(tenant_, run_.run_id, run_.epoch, name, error.substr(0, 4096), false, at);
     } catch (const Error& e) {
       interrupt(e);
     }
@@ -352,6 +357,9 @@ class Context final : public WorkflowContext {
   const ClaimedRun& run_;
   RunLease& lease_;
   Counters& counters_;
+  // The steps of this epoch so far: the next step call names position_ + 1 (the store then keeps
+  // no cursor for the epoch, and a step that only reads writes nothing).
+  int position_ = 0;
 };
 
 void count(Counters& c, Why why) {

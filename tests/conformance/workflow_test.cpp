@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include <libpq-fe.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -205,6 +206,85 @@ BOOST_AUTO_TEST_CASE(steps_replay_after_a_takeover_and_a_stale_owner_changes_not
                  "workflow run " + id + " is completed, not running under epoch " + std::to_string(second.epoch));
   BOOST_TEST(store->queues().stats(tenant, definition_queue("order", 1)).in_flight == 0);
   BOOST_TEST(!wf.cancel(tenant, id, "late"));
+}
+
+// The caller may name each step call's position (WorkflowWorker does): the same answers as the
+// epoch's cursor gives, the journal kept contiguous, and on PostgreSQL a step call that only reads
+// takes no transaction id, so its commit has nothing to wait for.
+BOOST_AUTO_TEST_CASE(steps_named_by_position_replay_fail_and_keep_the_journal_contiguous) {
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "order", 1, "k", "{}");
+  const auto first = wf.claim(tenant, "w1", {"order@1"}, 1, 60s).at(0);
+  const auto reserve = wf.step(tenant, id, first.epoch, "reserve", std::nullopt, 1);
+  BOOST_TEST(!reserve.done);
+  BOOST_TEST(reserve.idempotency_key == id + ":1:reserve");
+  FY_CHECK_ERROR(wf.step(tenant, id, first.epoch, "charge", std::nullopt, 2), ErrorKind::InvalidArgument, "22023",
+                 "workflow_step at position 2 of workflow run " + id + ", but the step at position 1 is not recorded");
+  FY_CHECK_ERROR(wf.step(tenant, id, first.epoch, "reserve", std::nullopt, 0), ErrorKind::InvalidArgument, "22023",
+                 "position must be 1 or more");
+  FY_CHECK_ERROR(wf.step_complete(tenant, id, first.epoch, "charge", "{}", std::nullopt, 2), ErrorKind::InvalidArgument,
+                 "22023");
+  wf.step_complete(tenant, id, first.epoch, "reserve", R"({"reserved": 2})", "release", 1);
+  wf.step_complete(tenant, id, first.epoch, "reserve", R"({"reserved":2})", "release", 1);  // the same: a no-op
+  FY_CHECK_ERROR(wf.step_complete(tenant, id, first.epoch, "refund", "{}", std::nullopt, 1), ErrorKind::Nondeterminism,
+                 "FY060");
+  FY_CHECK_ERROR(wf.step_complete(tenant, id, first.epoch, "reserve", R"({"reserved": 2})"), ErrorKind::InvalidArgument,
+                 "22023", "workflow_step_complete for step \"reserve\", but the run's current step is none");
+  const auto replayed = wf.step(tenant, id, first.epoch, "reserve", std::nullopt, 1);
+  BOOST_TEST(replayed.done);
+  BOOST_TEST((replayed.result == std::optional<std::string>(R"({"reserved":2})")));
+  if (is_postgres()) {
+    PGconn* conn = PQconnectdb(url.c_str());
+    BOOST_REQUIRE(PQstatus(conn) == CONNECTION_OK);
+    auto value = [&](const std::string& sql) {
+      PGresult* r = PQexec(conn, sql.c_str());
+      const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+      std::string v = ok && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+      PQclear(r);
+      BOOST_TEST_REQUIRE(ok, sql << ": " << PQerrorMessage(conn));
+      return v;
+    };
+    const std::string call = "forgeyard.workflow_step('" + tenant + "', '" + id + "', " + std::to_string(first.epoch);
+    value("BEGIN");
+    BOOST_TEST(value("SELECT status FROM " + call + ", 'reserve', NULL, 1)") == "done");
+    BOOST_TEST(value("SELECT status FROM " + call + ", 'charge', NULL, 2)") == "run");
+    BOOST_TEST(value("SELECT pg_catalog.pg_current_xact_id_if_assigned() IS NULL") == "t");  // nothing written
+    value("COMMIT");
+    value("BEGIN");
+    BOOST_TEST(value("SELECT status FROM " + call + ", 'reserve')") == "done");  // by the cursor: it moves
+    BOOST_TEST(value("SELECT pg_catalog.pg_current_xact_id_if_assigned() IS NULL") == "f");
+    value("ROLLBACK");
+    PQfinish(conn);
+  }
+  BOOST_TEST(!wf.step(tenant, id, first.epoch, "charge", std::nullopt, 2).done);
+  const auto declined = wf.step_fail(tenant, id, first.epoch, "charge", "declined", true, 2);
+  BOOST_TEST((declined == StepFailure::Failed));
+  BOOST_TEST(wf.status(tenant, id).state == "compensating");
+  const auto journal = wf.journal(tenant, id);
+  BOOST_TEST_REQUIRE(journal.size() == 2u);
+  BOOST_TEST(journal[0].step == "reserve");
+  BOOST_TEST(journal[1].step == "charge");
+  BOOST_TEST(journal[1].status == "failed");
+  BOOST_TEST((journal[1].error == std::optional<std::string>("declined")));
+
+  // A sleep and a wait by position, on another run: the wait's signal came first.
+  // (The first run is compensating now: "reserve" named a compensation.)
+  const std::string other = wf.start(tenant, "notify", 1, "k2", "{}");
+  const auto owner = wf.claim(tenant, "w1", {"notify@1"}, 1, 60s).at(0);
+  BOOST_TEST_REQUIRE(owner.run_id == other);
+  BOOST_TEST(wf.signal(tenant, other, "go", R"({"k": 1})"));
+  const auto got = wf.wait_signal(tenant, other, owner.epoch, "wait", "go", 1h, 1);
+  BOOST_TEST((got.status == forgeyard::SignalWait::Status::Received));
+  BOOST_TEST((got.payload == std::optional<std::string>(R"({"k":1})")));
+  BOOST_TEST(!wf.step(tenant, other, owner.epoch, "nap", std::nullopt, 2).done);
+  wf.sleep_for(tenant, other, owner.epoch, "nap", 10s, 2);
+  BOOST_TEST(wf.status(tenant, other).state == "sleeping");
+  clock.advance(11s);
+  const auto woken = wf.claim(tenant, "w2", {"notify@1"}, 1, 60s).at(0);
+  BOOST_TEST((wf.wait_signal(tenant, other, woken.epoch, "wait", "go", 1h, 1).payload ==
+              std::optional<std::string>(R"({"k":1})")));
+  BOOST_TEST(wf.step(tenant, other, woken.epoch, "nap", std::nullopt, 2).done);
+  BOOST_TEST(!wf.step(tenant, other, woken.epoch, "ship", std::nullopt, 3).done);
 }
 
 BOOST_AUTO_TEST_CASE(another_step_at_a_journaled_position_is_nondeterminism_and_parks_the_run) {

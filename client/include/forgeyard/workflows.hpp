@@ -139,29 +139,38 @@ class FORGEYARD_API Workflows {
                                         std::optional<Duration> lease = std::nullopt) = 0;
   // The epoch's next step: run it, or its recorded result. Nondeterminism (FY060) when the
   // journal has another step at this position; StaleFence (FY001) for an owner that lost the run.
+  // `position` (on this call and on step_complete, step_fail, sleep_* and wait_signal): the caller
+  // counts its steps, 1 for its first of the epoch and one more per step, and the store keeps no
+  // cursor for it (a step() without a timeout then writes nothing: no commit to wait for);
+  // InvalidArgument (22023) unless the step before it is recorded done. Name a position on every
+  // call of an epoch or on none (WorkflowWorker names them).
   // With a timeout, a step to run must be recorded within it: the run's lease ends by then at the
   // latest (extend never passes it; extend once the step is recorded), and a run taken over past
   // it has the attempt recorded as failed ("ran past its timeout").
   virtual StepAnswer step(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-                          std::optional<Duration> timeout = std::nullopt) = 0;
+                          std::optional<Duration> timeout = std::nullopt,
+                          std::optional<int> position = std::nullopt) = 0;
   // Records the current step's result (in the caller's transaction, with the step's own work).
   virtual void step_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
                              std::string_view step, std::string_view result_json,
-                             const std::optional<std::string>& compensation = std::nullopt) = 0;
+                             const std::optional<std::string>& compensation = std::nullopt,
+                             std::optional<int> position = std::nullopt) = 0;
   virtual StepFailure step_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                                std::string_view step, std::string_view error, bool permanent = false) = 0;
+                                std::string_view step, std::string_view error, bool permanent = false,
+                                std::optional<int> position = std::nullopt) = 0;
   // A durable timer as the current step (step() answered run): journaled with its end, the run is
   // released (sleeping) and handed out again then, when the step replays as done. A sleep
   // journaled before keeps its first end. sleep_for counts from the store's clock.
   virtual void sleep_until(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-                           TimePoint until) = 0;
+                           TimePoint until, std::optional<int> position = std::nullopt) = 0;
   virtual void sleep_for(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-                         Duration delay) = 0;
+                         Duration delay, std::optional<int> position = std::nullopt) = 0;
   // The epoch's next step waits for `signal`: Received (the oldest signal of the name not yet
   // consumed, also one sent before the wait), Waiting (the run is released until a signal or the
   // timeout: stop), or TimedOut. A replay answers as first recorded.
   virtual SignalWait wait_signal(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                                 std::string_view step, std::string_view signal, Duration timeout) = 0;
+                                 std::string_view step, std::string_view signal, Duration timeout,
+                                 std::optional<int> position = std::nullopt) = 0;
   // In the caller's transaction; a run waiting for it is handed out at once. False for a repeated
   // signal_id or a run that has finished.
   virtual bool signal(std::string_view tenant, std::string_view run_id, std::string_view signal,

@@ -15,15 +15,16 @@ const PgStatement wf_claim_sql{
     "SELECT run_id, workflow, version, epoch, state, input::pg_catalog.text"
     "  FROM forgeyard.workflow_claim($1, $2, $3::pg_catalog.text[], $4, $5::pg_catalog.interval)",
     5};
-const PgStatement wf_step_sql{"fy_workflow_step",
-                              "SELECT status, result::pg_catalog.text, idempotency_key"
-                              "  FROM forgeyard.workflow_step($1, $2, $3, $4, $5::pg_catalog.interval)",
-                              5};
-const PgStatement wf_step_complete_sql{
-    "fy_workflow_step_complete", "SELECT forgeyard.workflow_step_complete($1, $2, $3, $4, $5::pg_catalog.jsonb, $6)",
+const PgStatement wf_step_sql{
+    "fy_workflow_step",
+    "SELECT status, result::pg_catalog.text, idempotency_key"
+    "  FROM forgeyard.workflow_step($1, $2, $3, $4, $5::pg_catalog.interval, $6::pg_catalog.int4)",
     6};
-const PgStatement wf_step_fail_sql{"fy_workflow_step_fail",
-                                   "SELECT forgeyard.workflow_step_fail($1, $2, $3, $4, $5, $6)", 6};
+const PgStatement wf_step_complete_sql{
+    "fy_workflow_step_complete",
+    "SELECT forgeyard.workflow_step_complete($1, $2, $3, $4, $5::pg_catalog.jsonb, $6, $7::pg_catalog.int4)", 7};
+const PgStatement wf_step_fail_sql{
+    "fy_workflow_step_fail", "SELECT forgeyard.workflow_step_fail($1, $2, $3, $4, $5, $6, $7::pg_catalog.int4)", 7};
 const PgStatement wf_compensation_sql{"fy_workflow_compensation",
                                       "SELECT position, step, compensation, result::pg_catalog.text, idempotency_key"
                                       " FROM forgeyard.workflow_compensation($1, $2, $3)",
@@ -55,18 +56,18 @@ const PgStatement wf_journal_sql{"fy_workflow_journal",
 const PgStatement wf_sleep_until_sql{
     "fy_workflow_sleep_until",
     "SELECT forgeyard.workflow_sleep($1, $2, $3, $4, 'epoch'::pg_catalog.timestamptz OPERATOR(pg_catalog.+)"
-    " ($5::pg_catalog.int8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval))",
-    5};
+    " ($5::pg_catalog.int8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval), $6::pg_catalog.int4)",
+    6};
 const PgStatement wf_sleep_for_sql{
     "fy_workflow_sleep_for",
     "SELECT forgeyard.workflow_sleep($1, $2, $3, $4, forgeyard.now() OPERATOR(pg_catalog.+)"
-    " $5::pg_catalog.interval)",
-    5};
+    " $5::pg_catalog.interval, $6::pg_catalog.int4)",
+    6};
 const PgStatement wf_wait_signal_sql{
     "fy_workflow_wait_signal",
     "SELECT status, payload::pg_catalog.text FROM forgeyard.workflow_wait_signal($1, $2, "
-    "$3, $4, $5, $6::pg_catalog.interval)",
-    6};
+    "$3, $4, $5, $6::pg_catalog.interval, $7::pg_catalog.int4)",
+    7};
 const PgStatement wf_signal_sql{
     "fy_workflow_signal", "SELECT forgeyard.workflow_signal($1, $2, $3, $4::pg_catalog.jsonb, $5::pg_catalog.uuid)", 5};
 const PgStatement schedule_create_sql{"fy_schedule_create",
@@ -82,6 +83,11 @@ const PgStatement wf_list_sql{"fy_workflow_list",
                               "SELECT run_id, run_key, workflow, version, state, owner, epoch, error, " FY_USECS(
                                   "updated_at") " FROM forgeyard.workflow_list($1, $2, $3)",
                               3};
+
+// A step call's position, if the caller names one (NULL: the epoch's cursor).
+std::optional<std::string> position_param(std::optional<int> position) {
+  return position ? std::optional(std::to_string(*position)) : std::nullopt;
+}
 
 std::optional<std::string> wf_optional_text(const PgResult& r, int row, int col) {
   if (r.is_null(row, col)) return std::nullopt;
@@ -120,31 +126,33 @@ std::vector<ClaimedRun> PgWorkflows::claim(std::string_view tenant, std::string_
 }
 
 StepAnswer PgWorkflows::step(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                             std::string_view step, std::optional<Duration> timeout) {
+                             std::string_view step, std::optional<Duration> timeout, std::optional<int> position) {
   return session_.measure("workflow.step", [&] {
-    PgResult r =
-        session_.run(wf_step_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
-                                   timeout ? std::optional(interval_param(*timeout)) : std::nullopt});
+    PgResult r = session_.run(
+        wf_step_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
+                      timeout ? std::optional(interval_param(*timeout)) : std::nullopt, position_param(position)});
     return StepAnswer{r.text(0, 0) == "done", json_result(wf_optional_text(r, 0, 1)), r.text(0, 2)};
   });
 }
 
 void PgWorkflows::step_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
                                 std::string_view step, std::string_view result_json,
-                                const std::optional<std::string>& compensation) {
+                                const std::optional<std::string>& compensation, std::optional<int> position) {
   session_.measure("workflow.step_complete", [&] {
-    session_.run(wf_step_complete_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch),
-                                        text_param(step), json_param(result_json, "result"), compensation});
+    session_.run(wf_step_complete_sql,
+                 {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
+                  json_param(result_json, "result"), compensation, position_param(position)});
   });
 }
 
 StepFailure PgWorkflows::step_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                                   std::string_view step, std::string_view error, bool permanent) {
+                                   std::string_view step, std::string_view error, bool permanent,
+                                   std::optional<int> position) {
   return session_.measure("workflow.step_fail", [&] {
     return parse_step_failure(
         session_
             .run(wf_step_fail_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
-                                    text_param(error), permanent ? "t" : "f"})
+                                    text_param(error), permanent ? "t" : "f", position_param(position)})
             .text(0, 0));
   });
 }
@@ -181,26 +189,28 @@ StepFailure PgWorkflows::compensation_fail(std::string_view tenant, std::string_
 }
 
 void PgWorkflows::sleep_until(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                              std::string_view step, TimePoint until) {
+                              std::string_view step, TimePoint until, std::optional<int> position) {
   session_.measure("workflow.sleep", [&] {
     session_.run(wf_sleep_until_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
-                                      std::to_string(unix_usecs(until))});
+                                      std::to_string(unix_usecs(until)), position_param(position)});
   });
 }
 
 void PgWorkflows::sleep_for(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-                            Duration delay) {
+                            Duration delay, std::optional<int> position) {
   session_.measure("workflow.sleep", [&] {
     session_.run(wf_sleep_for_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
-                                    interval_param(delay)});
+                                    interval_param(delay), position_param(position)});
   });
 }
 
 SignalWait PgWorkflows::wait_signal(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                                    std::string_view step, std::string_view signal, Duration timeout) {
+                                    std::string_view step, std::string_view signal, Duration timeout,
+                                    std::optional<int> position) {
   return session_.measure("workflow.wait_signal", [&] {
-    PgResult r = session_.run(wf_wait_signal_sql, {text_param(tenant), run_id_param(run_id), std::to_string(epoch),
-                                                   text_param(step), text_param(signal), interval_param(timeout)});
+    PgResult r = session_.run(wf_wait_signal_sql,
+                              {text_param(tenant), run_id_param(run_id), std::to_string(epoch), text_param(step),
+                               text_param(signal), interval_param(timeout), position_param(position)});
     return SignalWait{parse_wait_status(r.text(0, 0)), json_result(wf_optional_text(r, 0, 1))};
   });
 }

@@ -81,6 +81,32 @@ OwnedRun owned_run(Db& db, std::string_view tenant, const std::string& run_id, s
 }
 
 // A failed attempt of the step at `position`, recorded unless the step is done there (false then).
+// A call that names its step's position (the caller counts its steps): the step before it must be
+// recorded done and, with `same_step`, a row at the position must be `step` (core/workflow.hpp).
+void check_named_position(Db& db, std::string_view tenant, const std::string& run_id, std::int32_t position,
+                          std::string_view step, const char* function, bool same_step = true) {
+  std::optional<std::string> previous;
+  std::optional<wf::JournalEntry> here;
+  auto q = db.query(
+      "SELECT position, step, status FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2"
+      " AND position IN (?3 - 1, ?3)");
+  q.bind(1, tenant).bind(2, run_id).bind(3, static_cast<std::int64_t>(position));
+  while (q.step()) {
+    if (q.int64(0) == position)
+      here = wf::JournalEntry{q.text(1), q.text(2), std::nullopt};
+    else
+      previous = q.text(2);
+  }
+  wf::check_position_follows(position, previous, run_id, function);
+  if (same_step) wf::check_same_step(here, step, run_id, position);
+}
+
+// The position a call names, checked (22023 below 1); none: the epoch's cursor.
+std::optional<std::int32_t> named_position(std::optional<int> position) {
+  if (!position) return std::nullopt;
+  return wf::check_position(*position);
+}
+
 bool record_failed_attempt(Db& db, std::string_view tenant, const std::string& run_id, std::int32_t position,
                            std::string_view step, std::string_view error, std::int64_t epoch, std::int64_t now) {
   return db.query(
@@ -455,18 +481,20 @@ std::vector<ClaimedRun> SqliteWorkflows::claim(std::string_view tenant, std::str
 }
 
 StepAnswer SqliteWorkflows::step(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                                 std::string_view step, std::optional<Duration> timeout) {
+                                 std::string_view step, std::optional<Duration> timeout, std::optional<int> at) {
   return session_.measure("workflow.step", [&] {
     const std::string id = run_id_param(run_id);
     return core_guarded([&] {
       check_tenant_name(tenant);
       check_step_name(step);
       const std::int64_t timeout_usecs = timeout ? wf::check_step_timeout({0, 0, timeout->count()}) : 0;  // 0: none
+      const std::optional<std::int32_t> named = named_position(at);
       StepAnswer answer;
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
-        const std::int32_t position = owned.cursor + 1;
+        if (named) check_named_position(db, tenant, id, *named, step, "workflow_step", false);
+        const std::int32_t position = named ? *named : owned.cursor + 1;
         std::optional<wf::JournalEntry> entry;
         std::optional<std::string> result;
         auto q = db.query(
@@ -481,10 +509,14 @@ StepAnswer SqliteWorkflows::step(std::string_view tenant, std::string_view run_i
         // A step to run with a timeout: its deadline, and the owner's lease cut to it.
         const bool timed = !done && timeout_usecs > 0;
         const std::int64_t deadline = now + timeout_usecs;
+        // The cursor moves unless the caller names positions, and then too for a step with a
+        // timeout (a takeover past it reads the step there), as on PostgreSQL.
         auto cursor = db.query(
-            "UPDATE wf_runs SET step_cursor = ?3, cursor_step = ?4, step_deadline = ?5"
+            "UPDATE wf_runs SET step_cursor = CASE WHEN ?6 THEN ?3 ELSE step_cursor END,"
+            "   cursor_step = CASE WHEN ?6 THEN ?4 ELSE cursor_step END, step_deadline = ?5"
             " WHERE tenant_id = ?1 AND run_id = ?2");
         cursor.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(position)).bind(4, step);
+        cursor.bind(6, static_cast<std::int64_t>(!named || timeout_usecs > 0 ? 1 : 0));
         if (timed)
           cursor.bind(5, deadline);
         else
@@ -507,8 +539,9 @@ StepAnswer SqliteWorkflows::step(std::string_view tenant, std::string_view run_i
 
 void SqliteWorkflows::step_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
                                     std::string_view step, std::string_view result_json,
-                                    const std::optional<std::string>& compensation) {
+                                    const std::optional<std::string>& compensation, std::optional<int> at) {
   session_.measure("workflow.step_complete", [&] {
+    const std::optional<std::int32_t> named = named_position(at);
     const std::string id = run_id_param(run_id);
     const std::string result = json_param(result_json, "result");
     core_guarded([&] {
@@ -518,7 +551,11 @@ void SqliteWorkflows::step_complete(std::string_view tenant, std::string_view ru
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
-        wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_step_complete");
+        if (named)
+          check_named_position(db, tenant, id, *named, step, "workflow_step_complete");
+        else
+          wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_step_complete");
+        const std::int32_t position = named ? *named : owned.cursor;
         if (owned.step_deadline) {  // recorded in time: the step's deadline no longer holds the lease
           db.query("UPDATE wf_runs SET step_deadline = NULL WHERE tenant_id = ?1 AND run_id = ?2")
               .bind(1, tenant)
@@ -527,12 +564,12 @@ void SqliteWorkflows::step_complete(std::string_view tenant, std::string_view ru
         }
         auto recorded = db.query(
             "SELECT status, result, compensation FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2 AND position = ?3");
-        recorded.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(owned.cursor));
+        recorded.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(position));
         if (recorded.step() && recorded.text(0) == "done") {
           // Recorded before (a retried call, or a replayed step): the same result is a no-op.
           const bool same = !recorded.is_null(1) && wf::canonical(recorded.text(1), "result") == result &&
                             column_text(recorded, 2) == compensation;
-          if (!same) wf::throw_step_recorded(step, id, owned.cursor, false);
+          if (!same) wf::throw_step_recorded(step, id, position, false);
           return;
         }
         auto q = db.query(
@@ -541,7 +578,7 @@ void SqliteWorkflows::step_complete(std::string_view tenant, std::string_view ru
             " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET status = 'done', result = excluded.result,"
             "   error = NULL, compensation = excluded.compensation, epoch = excluded.epoch,"
             "   recorded_at = excluded.recorded_at");
-        q.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(owned.cursor)).bind(4, step).bind(5, result);
+        q.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(position)).bind(4, step).bind(5, result);
         if (compensation)
           q.bind(6, *compensation);
         else
@@ -553,8 +590,10 @@ void SqliteWorkflows::step_complete(std::string_view tenant, std::string_view ru
 }
 
 StepFailure SqliteWorkflows::step_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                                       std::string_view step, std::string_view error, bool permanent) {
+                                       std::string_view step, std::string_view error, bool permanent,
+                                       std::optional<int> at) {
   return session_.measure("workflow.step_fail", [&] {
+    const std::optional<std::int32_t> named = named_position(at);
     const std::string id = run_id_param(run_id);
     return core_guarded([&] {
       check_tenant_name(tenant);
@@ -564,9 +603,13 @@ StepFailure SqliteWorkflows::step_fail(std::string_view tenant, std::string_view
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
-        wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_step_fail");
-        if (!record_failed_attempt(db, tenant, id, owned.cursor, step, error, epoch, now))
-          wf::throw_step_recorded(step, id, owned.cursor, true);
+        if (named)
+          check_named_position(db, tenant, id, *named, step, "workflow_step_fail");
+        else
+          wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_step_fail");
+        const std::int32_t position = named ? *named : owned.cursor;
+        if (!record_failed_attempt(db, tenant, id, position, step, error, epoch, now))
+          wf::throw_step_recorded(step, id, position, true);
         const Queue q = load(db, tenant, owned.queue);
         if (permanent) {
           ack_in(db, q, owned.msg_id, epoch, now);
@@ -590,18 +633,19 @@ StepFailure SqliteWorkflows::step_fail(std::string_view tenant, std::string_view
 }
 
 void SqliteWorkflows::sleep_until(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                                  std::string_view step, TimePoint until) {
-  sleep(tenant, run_id, epoch, step, [&](std::int64_t) { return unix_usecs(until); });
+                                  std::string_view step, TimePoint until, std::optional<int> position) {
+  sleep(tenant, run_id, epoch, step, position, [&](std::int64_t) { return unix_usecs(until); });
 }
 
 void SqliteWorkflows::sleep_for(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                                std::string_view step, Duration delay) {
-  sleep(tenant, run_id, epoch, step, [&](std::int64_t now) { return now + delay.count(); });
+                                std::string_view step, Duration delay, std::optional<int> position) {
+  sleep(tenant, run_id, epoch, step, position, [&](std::int64_t now) { return now + delay.count(); });
 }
 
 void SqliteWorkflows::sleep(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-                            const std::function<std::int64_t(std::int64_t)>& until_at) {
+                            std::optional<int> at, const std::function<std::int64_t(std::int64_t)>& until_at) {
   session_.measure("workflow.sleep", [&] {
+    const std::optional<std::int32_t> named = named_position(at);
     const std::string id = run_id_param(run_id);
     core_guarded([&] {
       check_tenant_name(tenant);
@@ -610,14 +654,18 @@ void SqliteWorkflows::sleep(std::string_view tenant, std::string_view run_id, st
         const std::int64_t now = session_.now_usecs();
         const std::int64_t until = until_at(now);
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
-        wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_sleep");
+        if (named)
+          check_named_position(db, tenant, id, *named, step, "workflow_sleep");
+        else
+          wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_sleep");
+        const std::int32_t position = named ? *named : owned.cursor;
         auto recorded =
             db.query("SELECT status, wake_at FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2 AND position = ?3");
-        recorded.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(owned.cursor));
+        recorded.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(position));
         std::optional<std::int64_t> wake_at;
         if (recorded.step()) {
           // A sleep journaled before keeps its end (replayed code may compute another one).
-          if (recorded.text(0) == "done" && recorded.is_null(1)) wf::throw_step_recorded(step, id, owned.cursor, false);
+          if (recorded.text(0) == "done" && recorded.is_null(1)) wf::throw_step_recorded(step, id, position, false);
           if (!recorded.is_null(1)) wake_at = recorded.int64(1);
         }
         if (!wake_at) {
@@ -629,7 +677,7 @@ void SqliteWorkflows::sleep(std::string_view tenant, std::string_view run_id, st
                 "   error = NULL, wake_at = excluded.wake_at, epoch = excluded.epoch, recorded_at = excluded.recorded_at")
               .bind(1, tenant)
               .bind(2, id)
-              .bind(3, static_cast<std::int64_t>(owned.cursor))
+              .bind(3, static_cast<std::int64_t>(position))
               .bind(4, step)
               .bind(5, wf::sleep_result(fy::core::format_timestamp(until)))
               .bind(6, until)
@@ -654,8 +702,10 @@ void SqliteWorkflows::sleep(std::string_view tenant, std::string_view run_id, st
 }
 
 SignalWait SqliteWorkflows::wait_signal(std::string_view tenant, std::string_view run_id, std::int64_t epoch,
-                                        std::string_view step, std::string_view signal, Duration timeout) {
+                                        std::string_view step, std::string_view signal, Duration timeout,
+                                        std::optional<int> at) {
   return session_.measure("workflow.wait_signal", [&] {
+    const std::optional<std::int32_t> named = named_position(at);
     const std::string id = run_id_param(run_id);
     return core_guarded([&] {
       check_tenant_name(tenant);
@@ -667,7 +717,9 @@ SignalWait SqliteWorkflows::wait_signal(std::string_view tenant, std::string_vie
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
-        const std::int32_t position = owned.cursor + 1;
+        // The step compared below (decide_wait: FY060 for another step at the position).
+        if (named) check_named_position(db, tenant, id, *named, step, "workflow_wait_signal", false);
+        const std::int32_t position = named ? *named : owned.cursor + 1;
         std::optional<wf::JournalEntry> entry;
         std::optional<std::string> result;
         auto q = db.query(
@@ -748,7 +800,8 @@ SignalWait SqliteWorkflows::wait_signal(std::string_view tenant, std::string_vie
               .run();
         if (action != wf::WaitAction::wait)
           db.query(
-                "UPDATE wf_runs SET step_cursor = ?3, cursor_step = ?4, step_deadline = NULL,"
+                "UPDATE wf_runs SET step_cursor = CASE WHEN ?6 THEN step_cursor ELSE ?3 END,"
+                "   cursor_step = CASE WHEN ?6 THEN cursor_step ELSE ?4 END, step_deadline = NULL,"
                 "   waiting_signal = CASE WHEN wait_position = ?3 THEN NULL ELSE waiting_signal END,"
                 "   wait_until = CASE WHEN wait_position = ?3 THEN NULL ELSE wait_until END,"
                 "   wait_position = CASE WHEN wait_position = ?3 THEN NULL ELSE wait_position END,"
@@ -758,6 +811,7 @@ SignalWait SqliteWorkflows::wait_signal(std::string_view tenant, std::string_vie
               .bind(3, static_cast<std::int64_t>(position))
               .bind(4, step)
               .bind(5, now)
+              .bind(6, static_cast<std::int64_t>(named ? 1 : 0))  // a caller that names positions has no cursor
               .run();
       });
       return SignalWait{parse_wait_status(answer.status), answer.payload};

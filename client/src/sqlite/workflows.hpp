@@ -25,17 +25,18 @@ class SqliteWorkflows final : public Workflows {
                                 const std::vector<std::string>& definitions, int max_runs,
                                 std::optional<Duration> lease) override;
   StepAnswer step(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-                  std::optional<Duration> timeout) override;
+                  std::optional<Duration> timeout, std::optional<int> position) override;
   void step_complete(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-                     std::string_view result_json, const std::optional<std::string>& compensation) override;
+                     std::string_view result_json, const std::optional<std::string>& compensation,
+                     std::optional<int> position) override;
   StepFailure step_fail(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-                        std::string_view error, bool permanent) override;
+                        std::string_view error, bool permanent, std::optional<int> position) override;
   void sleep_until(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-                   TimePoint until) override;
+                   TimePoint until, std::optional<int> position) override;
   void sleep_for(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-                 Duration delay) override;
+                 Duration delay, std::optional<int> position) override;
   SignalWait wait_signal(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-                         std::string_view signal, Duration timeout) override;
+                         std::string_view signal, Duration timeout, std::optional<int> position) override;
   bool signal(std::string_view tenant, std::string_view run_id, std::string_view signal, std::string_view payload_json,
               const std::optional<std::string>& signal_id) override;
   std::optional<Compensation> compensation(std::string_view tenant, std::string_view run_id,
@@ -64,7 +65,7 @@ class SqliteWorkflows final : public Workflows {
  private:
   // The end of the sleep from the store's clock (µs since 1970).
   void sleep(std::string_view tenant, std::string_view run_id, std::int64_t epoch, std::string_view step,
-             const std::function<std::int64_t(std::int64_t)>& until_at);
+             std::optional<int> position, const std::function<std::int64_t(std::int64_t)>& until_at);
   // complete, fail, park: the owner ends the run in `state`.
   void end_run(std::string_view tenant, std::string_view run_id, std::int64_t epoch, const char* operation,
                const char* state, const std::optional<std::string>& result, const std::optional<std::string>& error);
