@@ -136,7 +136,7 @@ prepare() {  # kind messages
 run() {  # script clients transactions_per_client messages_per_transaction
   local out tps length=(-t "$3")
   [ "$seconds" -gt 0 ] && length=(-T "$seconds")
-  out=$("$PG_BIN/pgbench" -n -M prepared -c "$2" -j "$2" "${length[@]}" -D ids='{}' -D toks='{}' -D v=1 \
+  out=$("$PG_BIN/pgbench" -n -M prepared -c "$2" -j "$2" "${length[@]}" -D ids='{}' -D toks='{}' -D v=1 -D p=0 \
     -f "$scripts/$1.sql" 2>&1)
   tps=$(sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' <<<"$out")
   if [ -z "$tps" ] || grep -q 'aborted\|ERROR' <<<"$out"; then
