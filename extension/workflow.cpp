@@ -675,25 +675,35 @@ FY_FUNCTION(fy_workflow_step) {
     pg::Access fence;
     pg::Table runs(fence, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
     pg::Table messages(fence, pg::OwnTable::messages, pg::Opened::for_row_locks);
-    pg::Table cursors(fence, pg::OwnTable::wf_cursors, pg::Opened::for_row_locks);
+    std::optional<pg::Table> cursors;
+    if (with_cursor) cursors.emplace(fence, pg::OwnTable::wf_cursors, pg::Opened::for_row_locks);
     owned = lock_owned_in(runs, messages, run, epoch, now, "running",
                           timeout > 0 ? RunLock::always : RunLock::for_a_deadline);
-    if (with_cursor) read_cursor_in(cursors, run, epoch, owned, true);
-    cursors.finish();
+    if (cursors) {
+      read_cursor_in(*cursors, run, epoch, owned, true);
+      cursors->finish();
+    }
     messages.finish();
     runs.finish();
     fence.finish();
   }
-  if (named) check_named_position(run, *named, step, "workflow_step", false);
   pg::Access access;
   pg::Table journal(access, pg::OwnTable::wf_journal, pg::Opened::for_row_locks);
   const std::int32_t position = named ? *named : owned.cursor + 1;
   const JournalColumns j(journal);
+  auto find = [&](std::int32_t at) {
+    return journal.find(
+        pg::OwnIndex::wf_journal_pkey,
+        {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}, {3, pg::Compare::eq, pg::int4_value(at)}});
+  };
+  if (named && position > 1) {  // as check_named_position, on this call's own snapshot and handle
+    std::optional<std::string> previous;
+    if (find(position - 1)) previous = journal.text(j.status);
+    wf::check_position_follows(position, previous, run.text, "workflow_step");
+  }
   std::optional<wf::JournalEntry> entry;
   std::optional<std::string> result;
-  if (journal.find(
-          pg::OwnIndex::wf_journal_pkey,
-          {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}, {3, pg::Compare::eq, pg::int4_value(position)}})) {
+  if (find(position)) {
     entry = wf::JournalEntry{*journal.text(j.step), *journal.text(j.status),
                              journal.is_null(j.wake_at)
                                  ? std::nullopt
