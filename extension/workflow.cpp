@@ -225,6 +225,24 @@ void check_named_position(const Run& run, std::int32_t position, const std::stri
   access.finish();
 }
 
+// The fence of a call that records the current step (step_complete, step_fail, sleep), and the
+// position it records at: the one the caller names, checked against the journal, or the epoch's
+// cursor, which must be at `step`.
+struct CurrentStep {
+  Owned owned;
+  std::int32_t position;
+};
+CurrentStep lock_current_step(const Run& run, std::int64_t epoch, TimestampTz now,
+                              const std::optional<std::int32_t>& named, const std::string& step, const char* function) {
+  CurrentStep current{lock_owned(run, epoch, now, "running", named ? WithCursor::no : WithCursor::yes), 0};
+  if (named)
+    check_named_position(run, *named, step, function);
+  else
+    check_current_step(current.owned, step, function);
+  current.position = named ? *named : current.owned.cursor;
+  return current;
+}
+
 // The queue's own calls on the run's message, so its counters, retries and dead letters hold.
 void ack(pg::Spi& spi, const Run& run, const std::string& queue, std::int64_t msg_id, std::int64_t token) {
   static pg::Statement statement("SELECT forgeyard.ack($1, $2, $3, $4)", {TEXTOID, TEXTOID, INT8OID, INT8OID});
@@ -772,12 +790,7 @@ FY_FUNCTION(fy_workflow_step_complete) {
   check_tenant(spi, run.tenant);
   // The fence first, a statement of its own (as in workflow_step): a retry of this call that
   // waited for the first attempt's lock sees its journal row and answers as a replay.
-  const Owned owned = lock_owned(run, epoch, now, "running", named ? WithCursor::no : WithCursor::yes);
-  if (named)
-    check_named_position(run, *named, step, "workflow_step_complete");
-  else
-    check_current_step(owned, step, "workflow_step_complete");
-  const std::int32_t at = named ? *named : owned.cursor;
+  const auto [owned, at] = lock_current_step(run, epoch, now, named, step, "workflow_step_complete");
   pg::Access access;
   pg::Table journal(access, pg::OwnTable::wf_journal);
   const pg::Value position = pg::int4_value(at);
@@ -840,12 +853,7 @@ FY_FUNCTION(fy_workflow_step_fail) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(run, epoch, now, "running", named ? WithCursor::no : WithCursor::yes);
-  if (named)
-    check_named_position(run, *named, step, "workflow_step_fail");
-  else
-    check_current_step(owned, step, "workflow_step_fail");
-  const std::int32_t at = named ? *named : owned.cursor;
+  const auto [owned, at] = lock_current_step(run, epoch, now, named, step, "workflow_step_fail");
   if (!record_failed_attempt(spi, run, at, step, error, epoch, now)) wf::throw_step_recorded(step, run.text, at, true);
   std::string outcome = "failed";
   if (!permanent) {
@@ -972,12 +980,7 @@ FY_FUNCTION(fy_workflow_sleep) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  const Owned owned = lock_owned(run, epoch, now, "running", named ? WithCursor::no : WithCursor::yes);
-  if (named)
-    check_named_position(run, *named, step, "workflow_sleep");
-  else
-    check_current_step(owned, step, "workflow_sleep");
-  const std::int32_t at = named ? *named : owned.cursor;
+  const auto [owned, at] = lock_current_step(run, epoch, now, named, step, "workflow_sleep");
   const pg::Value position = pg::int4_value(at);
   std::optional<std::string> status;
   std::optional<TimestampTz> wake_at;

@@ -101,6 +101,20 @@ void check_named_position(Db& db, std::string_view tenant, const std::string& ru
   if (same_step) wf::check_same_step(here, step, run_id, position);
 }
 
+// The position a call that records the current step (step_complete, step_fail, sleep) records at:
+// the one the caller names, checked against the journal, or the epoch's cursor, which must be at
+// `step`.
+std::int32_t current_step_position(Db& db, std::string_view tenant, const std::string& run_id, const OwnedRun& owned,
+                                   const std::optional<std::int32_t>& named, std::string_view step,
+                                   const char* function) {
+  if (!named) {
+    wf::check_current_step(owned.cursor, owned.cursor_step, step, function);
+    return owned.cursor;
+  }
+  check_named_position(db, tenant, run_id, *named, step, function);
+  return *named;
+}
+
 // The position a call names, checked (22023 below 1); none: the epoch's cursor.
 std::optional<std::int32_t> named_position(std::optional<int> position) {
   if (!position) return std::nullopt;
@@ -551,11 +565,8 @@ void SqliteWorkflows::step_complete(std::string_view tenant, std::string_view ru
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
-        if (named)
-          check_named_position(db, tenant, id, *named, step, "workflow_step_complete");
-        else
-          wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_step_complete");
-        const std::int32_t position = named ? *named : owned.cursor;
+        const std::int32_t position =
+            current_step_position(db, tenant, id, owned, named, step, "workflow_step_complete");
         if (owned.step_deadline) {  // recorded in time: the step's deadline no longer holds the lease
           db.query("UPDATE wf_runs SET step_deadline = NULL WHERE tenant_id = ?1 AND run_id = ?2")
               .bind(1, tenant)
@@ -603,11 +614,7 @@ StepFailure SqliteWorkflows::step_fail(std::string_view tenant, std::string_view
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
-        if (named)
-          check_named_position(db, tenant, id, *named, step, "workflow_step_fail");
-        else
-          wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_step_fail");
-        const std::int32_t position = named ? *named : owned.cursor;
+        const std::int32_t position = current_step_position(db, tenant, id, owned, named, step, "workflow_step_fail");
         if (!record_failed_attempt(db, tenant, id, position, step, error, epoch, now))
           wf::throw_step_recorded(step, id, position, true);
         const Queue q = load(db, tenant, owned.queue);
@@ -654,11 +661,7 @@ void SqliteWorkflows::sleep(std::string_view tenant, std::string_view run_id, st
         const std::int64_t now = session_.now_usecs();
         const std::int64_t until = until_at(now);
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
-        if (named)
-          check_named_position(db, tenant, id, *named, step, "workflow_sleep");
-        else
-          wf::check_current_step(owned.cursor, owned.cursor_step, step, "workflow_sleep");
-        const std::int32_t position = named ? *named : owned.cursor;
+        const std::int32_t position = current_step_position(db, tenant, id, owned, named, step, "workflow_sleep");
         auto recorded =
             db.query("SELECT status, wake_at FROM wf_journal WHERE tenant_id = ?1 AND run_id = ?2 AND position = ?3");
         recorded.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(position));
