@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(241);
+SELECT plan(245);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -685,6 +685,20 @@ SELECT is(forgeyard.workflow_step_fail('t1', run_id, epoch, 'd', 'refused', true
           'a permanent failure at position 4 fails the run') FROM pos2;
 SELECT results_eq($$SELECT position, status, error FROM forgeyard.wf_journal WHERE run_id = (SELECT run_id FROM pos2) AND position = 4$$,
                   $$VALUES (4, 'failed'::text, 'refused'::text)$$, 'recorded at position 4');
+-- A step with a timeout by position still moves the cursor: the takeover past its deadline reads
+-- the step there and records the attempt failed.
+INSERT INTO r VALUES ('pos_t', forgeyard.workflow_start('t1', 'positions', 1, 'positions-2', '{}'));
+CREATE TEMP TABLE pos3 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['positions@1'], 1, '1 hour');
+SELECT results_eq($$SELECT s.status FROM pos3, forgeyard.workflow_step('t1', pos3.run_id, pos3.epoch, 'timed', '30 seconds', 1) s$$,
+                  $$VALUES ('run'::text)$$, 'a timed step by position runs');
+SELECT is((SELECT (position, step) FROM forgeyard.wf_cursors WHERE run_id = (SELECT run_id FROM pos3)), (1, 'timed'::text),
+          'and moves the cursor to it');
+SET forgeyard.now_override = '2030-01-09 00:00:32+00';
+SELECT is((SELECT count(*)::int FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['positions@1'], 1, '1 hour')), 1,
+          'past its deadline the run is taken over');
+SELECT results_eq($$SELECT position, step, status, error FROM forgeyard.workflow_journal('t1', (SELECT run_id FROM pos3))$$,
+                  $$VALUES (1, 'timed'::text, 'failed'::text, 'step "timed" ran past its timeout'::text)$$,
+                  'and the attempt at position 1 is recorded failed');
 SET forgeyard.now_override = '2030-01-05 00:01:43+00';
 
 CREATE ROLE fy_wf_app;
