@@ -11,9 +11,18 @@
 namespace fy::core {
 
 std::string format_uuid(std::string_view b) {
-  std::string h = to_hex(b);
-  if (h.size() != 32) return h;
-  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" + h.substr(20);
+  if (b.size() != 16) return to_hex(b);
+  // One pass into one allocation: every workflow call formats its run id.
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out(36, '-');
+  std::size_t o = 0;
+  for (std::size_t i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) ++o;  // the dashes already in place
+    const auto byte = static_cast<unsigned char>(b[i]);
+    out[o++] = digits[byte >> 4];
+    out[o++] = digits[byte & 0xf];
+  }
+  return out;
 }
 
 std::optional<std::string> parse_uuid(std::string_view text) {

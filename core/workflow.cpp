@@ -149,18 +149,19 @@ std::string idempotency_key(std::string_view run_id, std::int32_t position, std:
 }
 
 void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_id, std::string_view as) {
-  const std::string which = "workflow run " + std::string(run_id);
+  // The message is built only for an error: every journal write passes here.
+  const auto which = [&] { return "workflow run " + std::string(run_id); };
   if (run.epoch != epoch)
     throw Error(
         sqlstate::stale_fence,
-        which + ": epoch " + std::to_string(epoch) + " is not the run's current epoch " + std::to_string(run.epoch),
+        which() + ": epoch " + std::to_string(epoch) + " is not the run's current epoch " + std::to_string(run.epoch),
         "another worker took the run over; stop working on it");
   if (as == "owned" ? run.state != "running" && run.state != "compensating" : run.state != as)
     throw Error(sqlstate::stale_fence,
-                which + " is " + run.state + ", not " + std::string(as) + " under epoch " + std::to_string(epoch),
+                which() + " is " + run.state + ", not " + std::string(as) + " under epoch " + std::to_string(epoch),
                 "stop working on it");
   if (!run.live)
-    throw Error(sqlstate::stale_fence, which + ": the lease of epoch " + std::to_string(epoch) + " ran out",
+    throw Error(sqlstate::stale_fence, which() + ": the lease of epoch " + std::to_string(epoch) + " ran out",
                 "extend the lease (workflow_extend) before it runs out; the run will be handed out again");
 }
 

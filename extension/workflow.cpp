@@ -58,7 +58,8 @@ std::string optional_text(FunctionCallInfo fcinfo, int n, const char* argument) 
 
 // The run under its owner's epoch, locked: what a journal write needs to know.
 struct Owned {
-  std::string workflow, queue, state;
+  std::string workflow, state;
+  std::int32_t version = 0;
   std::int64_t msg_id = 0;
   std::int32_t cursor = 0;  // the epoch's step cursor (wf_cursors), for the calls that read it
   std::optional<std::string> cursor_step;
@@ -66,6 +67,8 @@ struct Owned {
   wf::WaitState wait;  // a wait for a signal in progress
   std::optional<std::string> compensate_to, error;
   std::optional<TimestampTz> step_deadline;  // the current step's, when it has a timeout
+  // The queue of its definition, which hands out its deliveries.
+  std::string queue() const { return wf::queue_name(workflow, version); }
 };
 
 // The columns a journal write reads, resolved once per call (pg/table_access.hpp).
@@ -104,6 +107,40 @@ struct JournalColumns {
         recorded_at(j.column("recorded_at")) {}
 };
 
+// The columns of the run's delivery that say whether its owner's lease holds.
+struct DeliveryColumns {
+  int state, claim_token, visible_at;
+  explicit DeliveryColumns(const pg::Table& m)
+      : state(m.column("state")), claim_token(m.column("claim_token")), visible_at(m.column("visible_at")) {}
+};
+
+// The journal rows at `position` and the one before it, read in one descent of the journal's key:
+// the status of the step before (when `with_previous` and position > 1), and whether a row is at
+// the position (then the one in the table's slot, for the caller to read, lock or update).
+struct AtPosition {
+  std::optional<std::string> previous;
+  bool found = false;
+};
+AtPosition read_position(pg::Table& journal, const JournalColumns& j, const Run& run, std::int32_t position,
+                         bool with_previous) {
+  AtPosition at;
+  const std::int32_t first = with_previous && position > 1 ? position - 1 : position;
+  pg::Table::Scan scan(journal, pg::OwnIndex::wf_journal_pkey,
+                       {{1, pg::Compare::eq, run.t},
+                        {2, pg::Compare::eq, run.r},
+                        {3, pg::Compare::ge, pg::int4_value(first)},
+                        {3, pg::Compare::le, pg::int4_value(position)}});
+  while (scan.next()) {
+    if (journal.int4(j.position) == position) {
+      at.found = true;
+      break;
+    }
+    at.previous = journal.text(j.status);
+  }
+  scan.end();
+  return at;
+}
+
 // When the fence locks the run's row: always (every journal write), or only when the run has a
 // step deadline to let go of (workflow_step, which otherwise writes only its cursor).
 enum class RunLock { always, for_a_deadline };
@@ -116,14 +153,14 @@ enum class RunLock { always, for_a_deadline };
 // row is the snapshot's: the cursor's lock then serializes the step calls of the run.
 Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::int64_t epoch, TimestampTz now,
                     const char* as, RunLock how = RunLock::always) {
-  const RunColumns c(runs);
+  const auto c = pg::columns_of<RunColumns>(runs);
   if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}))
     unknown_run(run);
   const bool lock = how == RunLock::always || !runs.is_null(c.step_deadline);
   if (lock && runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped) unknown_run(run);
   Owned owned;
   owned.workflow = *runs.text(c.workflow);
-  owned.queue = wf::queue_name(owned.workflow, runs.int4(c.version));
+  owned.version = runs.int4(c.version);
   owned.state = *runs.text(c.state);
   owned.msg_id = runs.is_null(c.msg_id) ? 0 : runs.int8(c.msg_id);
   owned.priority = runs.int2(c.priority);
@@ -136,10 +173,9 @@ Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::i
   bool live = false;
   if (owned.msg_id != 0 &&
       messages.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(owned.msg_id)}})) {
-    const int state = messages.column("state"), token = messages.column("claim_token"),
-              visible_at = messages.column("visible_at");
-    live = messages.text_equals(state, "pending") && !messages.is_null(token) && messages.int8(token) == run_epoch &&
-           messages.timestamptz(visible_at) > now;
+    const auto m = pg::columns_of<DeliveryColumns>(messages);
+    live = messages.text_equals(m.state, "pending") && !messages.is_null(m.claim_token) &&
+           messages.int8(m.claim_token) == run_epoch && messages.timestamptz(m.visible_at) > now;
   }
   // A step with a timeout ends the lease at its deadline, whatever the delivery says (a plain
   // queue extend on the definition queue cannot move it).
@@ -203,42 +239,42 @@ std::optional<std::int32_t> position_arg(FunctionCallInfo fcinfo, int n) {
 // A call that names its step's position: the step before it must be recorded done and, with
 // `same_step`, a row at the position must be `step` (core/workflow.hpp). Under a snapshot taken
 // after the fence, as the journal reads that follow.
+// `journal` is open in an Access begun after the fence; `at` its rows there (read_position).
+void check_named_position(const pg::Table& journal, const JournalColumns& j, const AtPosition& at, const Run& run,
+                          std::int32_t position, const std::string& step, const char* function, bool same_step = true) {
+  if (position > 1) wf::check_position_follows(position, at.previous, run.text, function);
+  if (same_step && at.found)
+    wf::check_same_step(wf::JournalEntry{*journal.text(j.step), *journal.text(j.status), std::nullopt}, step, run.text,
+                        position);
+}
 void check_named_position(const Run& run, std::int32_t position, const std::string& step, const char* function,
                           bool same_step = true) {
   pg::Access access;
   pg::Table journal(access, pg::OwnTable::wf_journal);
-  const JournalColumns j(journal);
-  auto find = [&](std::int32_t at) {
-    return journal.find(
-        pg::OwnIndex::wf_journal_pkey,
-        {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}, {3, pg::Compare::eq, pg::int4_value(at)}});
-  };
-  if (position > 1) {
-    std::optional<std::string> previous;
-    if (find(position - 1)) previous = journal.text(j.status);
-    wf::check_position_follows(position, previous, run.text, function);
-  }
-  if (same_step && find(position))
-    wf::check_same_step(wf::JournalEntry{*journal.text(j.step), *journal.text(j.status), std::nullopt}, step, run.text,
-                        position);
+  const auto j = pg::columns_of<JournalColumns>(journal);
+  const AtPosition at = read_position(journal, j, run, position, true);
+  check_named_position(journal, j, at, run, position, step, function, same_step);
   journal.finish();
   access.finish();
 }
 
 // The fence of a call that records the current step (step_complete, step_fail, sleep), and the
-// position it records at: the one the caller names, checked against the journal, or the epoch's
+// position it records at: the one the caller names, checked against the journal (unless the
+// caller checks it on its own reading of the journal: NamedCheck::by_caller), or the epoch's
 // cursor, which must be at `step`.
 struct CurrentStep {
   Owned owned;
   std::int32_t position;
 };
+enum class NamedCheck { here, by_caller };
 CurrentStep lock_current_step(const Run& run, std::int64_t epoch, TimestampTz now,
-                              const std::optional<std::int32_t>& named, const std::string& step, const char* function) {
+                              const std::optional<std::int32_t>& named, const std::string& step, const char* function,
+                              NamedCheck check = NamedCheck::here) {
   CurrentStep current{lock_owned(run, epoch, now, "running", named ? WithCursor::no : WithCursor::yes), 0};
-  if (named)
-    check_named_position(run, *named, step, function);
-  else
+  if (!named)
     check_current_step(current.owned, step, function);
+  else if (check == NamedCheck::here)
+    check_named_position(run, *named, step, function);
   current.position = named ? *named : current.owned.cursor;
   return current;
 }
@@ -371,7 +407,7 @@ std::string settle(pg::Spi& spi, const Run& run, const std::string& state, const
 // Ends the run in `state` (completed, failed, parked) and lets its delivery go.
 void finish(pg::Spi& spi, const Run& run, const Owned& owned, std::int64_t epoch, const char* state,
             const pg::Value& result, const std::optional<std::string>& error, TimestampTz now) {
-  ack(spi, run, owned.queue, owned.msg_id, epoch);
+  ack(spi, run, owned.queue(), owned.msg_id, epoch);
   settle(spi, run, state, result, error, now);
 }
 
@@ -688,13 +724,15 @@ FY_FUNCTION(fy_workflow_step) {
   // The fence first, a statement of its own: what a call that held the cursor's lock before this
   // one committed (a retry on another connection) is visible to the reads below, under a new
   // snapshot. The run's row before the cursor's, as every call that locks both takes them.
+  // A fence that locks nothing (a step named by position, no timeout, no deadline to let go of)
+  // waits for nothing: the journal is read under its snapshot, in the same Access.
   Owned owned;
+  std::optional<pg::Access> access(std::in_place);
   {
-    pg::Access fence;
-    pg::Table runs(fence, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
-    pg::Table messages(fence, pg::OwnTable::messages, pg::Opened::for_row_locks);
+    pg::Table runs(*access, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
+    pg::Table messages(*access, pg::OwnTable::messages, pg::Opened::for_row_locks);
     std::optional<pg::Table> cursors;
-    if (with_cursor) cursors.emplace(fence, pg::OwnTable::wf_cursors, pg::Opened::for_row_locks);
+    if (with_cursor) cursors.emplace(*access, pg::OwnTable::wf_cursors, pg::Opened::for_row_locks);
     owned = lock_owned_in(runs, messages, run, epoch, now, "running",
                           timeout > 0 ? RunLock::always : RunLock::for_a_deadline);
     if (cursors) {
@@ -703,25 +741,19 @@ FY_FUNCTION(fy_workflow_step) {
     }
     messages.finish();
     runs.finish();
-    fence.finish();
   }
-  pg::Access access;
-  pg::Table journal(access, pg::OwnTable::wf_journal, pg::Opened::for_row_locks);
+  if (with_cursor || timeout > 0 || owned.step_deadline) {
+    access->finish();
+    access.emplace();
+  }
+  pg::Table journal(*access, pg::OwnTable::wf_journal, pg::Opened::for_row_locks);
   const std::int32_t position = named ? *named : owned.cursor + 1;
-  const JournalColumns j(journal);
-  auto find = [&](std::int32_t at) {
-    return journal.find(
-        pg::OwnIndex::wf_journal_pkey,
-        {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}, {3, pg::Compare::eq, pg::int4_value(at)}});
-  };
-  if (named && position > 1) {  // as check_named_position, on this call's own snapshot and handle
-    std::optional<std::string> previous;
-    if (find(position - 1)) previous = journal.text(j.status);
-    wf::check_position_follows(position, previous, run.text, "workflow_step");
-  }
+  const auto j = pg::columns_of<JournalColumns>(journal);
+  const AtPosition at = read_position(journal, j, run, position, named.has_value());
+  if (named && position > 1) wf::check_position_follows(position, at.previous, run.text, "workflow_step");
   std::optional<wf::JournalEntry> entry;
   std::optional<std::string> result;
-  if (find(position)) {
+  if (at.found) {
     entry = wf::JournalEntry{*journal.text(j.step), *journal.text(j.status),
                              journal.is_null(j.wake_at)
                                  ? std::nullopt
@@ -735,7 +767,7 @@ FY_FUNCTION(fy_workflow_step) {
   const TimestampTz deadline = now + timeout;
   if (with_cursor) {
     // The cursor's row, locked by this transaction above.
-    pg::Table cursors(access, pg::OwnTable::wf_cursors);
+    pg::Table cursors(*access, pg::OwnTable::wf_cursors);
     if (!cursors.find(pg::OwnIndex::wf_cursors_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}))
       wf::throw_cursor_lost(epoch, run.text);
     cursors.update(
@@ -744,7 +776,7 @@ FY_FUNCTION(fy_workflow_step) {
   }
   // A deadline to set, or an earlier step's to let go of: the fence locked the run's row then.
   if (timed || owned.step_deadline) {
-    pg::Table runs(access, pg::OwnTable::wf_runs);
+    pg::Table runs(*access, pg::OwnTable::wf_runs);
     if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}) ||
         runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped)
       unknown_run(run);
@@ -752,7 +784,7 @@ FY_FUNCTION(fy_workflow_step) {
     runs.finish();
   }
   if (timed) {
-    pg::Table messages(access, pg::OwnTable::messages);
+    pg::Table messages(*access, pg::OwnTable::messages);
     const int visible_at = messages.column("visible_at"), token = messages.column("claim_token");
     // Still this epoch's delivery. Not waited for: a claim that holds it is taking the run over
     // (and waits for this transaction's lock on the run), so the cut is moot.
@@ -763,7 +795,7 @@ FY_FUNCTION(fy_workflow_step) {
     messages.finish();
   }
   journal.finish();
-  access.finish();
+  access->finish();
   spi.finish();
   pg::TableResult out(fcinfo);
   out.add_row({pg::text_value(done ? "done" : "run"), done ? pg::typed_value(JSONBOID, -1, result) : pg::null_value(),
@@ -790,13 +822,17 @@ FY_FUNCTION(fy_workflow_step_complete) {
   check_tenant(spi, run.tenant);
   // The fence first, a statement of its own (as in workflow_step): a retry of this call that
   // waited for the first attempt's lock sees its journal row and answers as a replay.
-  const auto [owned, at] = lock_current_step(run, epoch, now, named, step, "workflow_step_complete");
+  // A named position is checked on the journal read below: one descent for the step before it
+  // and the row at it.
+  const auto [owned, at] =
+      lock_current_step(run, epoch, now, named, step, "workflow_step_complete", NamedCheck::by_caller);
   pg::Access access;
   pg::Table journal(access, pg::OwnTable::wf_journal);
   const pg::Value position = pg::int4_value(at);
-  const JournalColumns j(journal);
-  if (journal.find(pg::OwnIndex::wf_journal_pkey,
-                   {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}, {3, pg::Compare::eq, position}})) {
+  const auto j = pg::columns_of<JournalColumns>(journal);
+  const AtPosition found = read_position(journal, j, run, at, named.has_value());
+  if (named) check_named_position(journal, j, found, run, at, step, "workflow_step_complete");
+  if (found.found) {
     if (journal.text_equals(j.status, "failed")) {
       journal.lock(pg::LockMode::no_key_update, pg::Wait::block);
       journal.update({{j.status, pg::text_value("done")},
@@ -858,7 +894,7 @@ FY_FUNCTION(fy_workflow_step_fail) {
   std::string outcome = "failed";
   if (!permanent) {
     spi.run(nack,
-            {run.t, pg::text_value(owned.queue), pg::int8_value(owned.msg_id), pg::int8_value(epoch),
+            {run.t, pg::text_value(owned.queue()), pg::int8_value(owned.msg_id), pg::int8_value(epoch),
              pg::text_value(error)},
             [&](const pg::Row& r) { outcome = *r.text(1); });
   }
@@ -867,7 +903,7 @@ FY_FUNCTION(fy_workflow_step_fail) {
   } else {
     // Permanent, or the queue's max_attempts reached (nack dead-lettered the message): the run
     // fails, compensating first if it has compensations to run.
-    if (permanent) ack(spi, run, owned.queue, owned.msg_id, epoch);
+    if (permanent) ack(spi, run, owned.queue(), owned.msg_id, epoch);
     settle(spi, run, "failed", pg::null_value(), wf::step_error(step, error), now);
     outcome = "failed";
   }
@@ -912,7 +948,7 @@ FY_FUNCTION(fy_workflow_compensation_complete) {
   std::string state = "compensating";
   if (!next_compensation(spi, run)) {
     // The last one: the run ends as it was going to.
-    ack(spi, run, owned.queue, owned.msg_id, epoch);
+    ack(spi, run, owned.queue(), owned.msg_id, epoch);
     state = settle(spi, run, owned.compensate_to.value_or("failed"), pg::null_value(), owned.error, now);
   }
   spi.finish();
@@ -942,11 +978,11 @@ FY_FUNCTION(fy_workflow_compensation_fail) {
   std::string outcome = "compensation_failed";
   if (!permanent) {
     spi.run(nack,
-            {run.t, pg::text_value(owned.queue), pg::int8_value(owned.msg_id), pg::int8_value(epoch),
+            {run.t, pg::text_value(owned.queue()), pg::int8_value(owned.msg_id), pg::int8_value(epoch),
              pg::text_value(error)},
             [&](const pg::Row& r) { outcome = *r.text(1); });
   } else {
-    ack(spi, run, owned.queue, owned.msg_id, epoch);
+    ack(spi, run, owned.queue(), owned.msg_id, epoch);
   }
   if (outcome != "retry") {
     // Permanent, or the queue's max_attempts reached (the message is a dead letter now).
@@ -996,8 +1032,8 @@ FY_FUNCTION(fy_workflow_sleep) {
     spi.run(record, {run.t, run.r, position, pg::text_value(step), pg::typed_value(JSONBOID, -1, result),
                      pg::timestamptz_value(*until), pg::int8_value(epoch), pg::timestamptz_value(now)});
   }
-  ack(spi, run, owned.queue, owned.msg_id, epoch);
-  const std::int64_t msg_id = enqueue(spi, run.tenant, owned.queue, run.id, owned.priority,
+  ack(spi, run, owned.queue(), owned.msg_id, epoch);
+  const std::int64_t msg_id = enqueue(spi, run.tenant, owned.queue(), run.id, owned.priority,
                                       wf::timer_delay(pg::unix_usecs(*wake_at), pg::unix_usecs(now)));
   spi.run(sleep, {run.t, run.r, pg::int8_value(msg_id), pg::timestamptz_value(now)});
   spi.finish();
@@ -1085,9 +1121,9 @@ FY_FUNCTION(fy_workflow_wait_signal) {
       break;
     case wf::WaitAction::wait: {
       const std::int64_t until = wf::wait_end(state, position, pg::unix_usecs(now), timeout);
-      ack(spi, run, owned.queue, owned.msg_id, epoch);
+      ack(spi, run, owned.queue(), owned.msg_id, epoch);
       const std::int64_t msg_id =
-          enqueue(spi, run.tenant, owned.queue, run.id, owned.priority, wf::timer_delay(until, pg::unix_usecs(now)));
+          enqueue(spi, run.tenant, owned.queue(), run.id, owned.priority, wf::timer_delay(until, pg::unix_usecs(now)));
       spi.run(wait, {run.t, run.r, pg::int8_value(msg_id), pg::text_value(signal),
                      pg::timestamptz_value(now + (until - pg::unix_usecs(now))), at, pg::timestamptz_value(now)});
       answer = {"waiting", std::nullopt};
@@ -1187,7 +1223,7 @@ FY_FUNCTION(fy_workflow_extend) {
       capped = pg::interval_value(wf::capped_lease(usecs, owned.step_deadline, now));
   }
   TimestampTz until = 0;
-  spi.run(extend, {run.t, pg::text_value(owned.queue), pg::int8_value(owned.msg_id), pg::int8_value(epoch), capped},
+  spi.run(extend, {run.t, pg::text_value(owned.queue()), pg::int8_value(owned.msg_id), pg::int8_value(epoch), capped},
           [&](const pg::Row& r) { until = *r.timestamptz(1); });
   spi.finish();
   return TimestampTzGetDatum(until);

@@ -235,6 +235,14 @@ std::int64_t duration_arg(FunctionCallInfo fcinfo, int n, const char* argument, 
 TableResult::TableResult(FunctionCallInfo fcinfo) {
   rsinfo_ = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   guard([&]() noexcept {
+    // The executor's own description of the row (a function scan, or a set-returning call in
+    // the select list) when it has one of several columns: the same as the function's result
+    // type, without building that again from pg_proc for every call.
+    if (rsinfo_ != nullptr && IsA(rsinfo_, ReturnSetInfo) && rsinfo_->expectedDesc != nullptr &&
+        rsinfo_->expectedDesc->natts > 1) {
+      InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+      return;
+    }
     Oid type = InvalidOid;
     if (get_call_result_type(fcinfo, &type, nullptr) != TYPEFUNC_SCALAR) {
       InitMaterializedSRF(fcinfo, 0);

@@ -208,6 +208,10 @@ void refuse_if_read_only(const char* table) {
 
 }  // namespace
 
+std::uint64_t relations_generation() {
+  return forgotten;
+}
+
 // ---- Access ----------------------------------------------------------------------------------
 
 Access::Access() {

@@ -187,6 +187,27 @@ class Table {
 // for it. Unlike a row lock on the queue's row it writes nothing (no tuple header, no WAL, no
 // MultiXact for two producers). Invalidations that came in are applied after a wait for it, so
 // a producer that waited for a drop sees the queue gone.
+// Counts the relcache invalidations that made this backend forget what it resolved by name
+// (relation OIDs, attribute numbers): what a caller keeps of them is valid while it is unchanged.
+std::uint64_t relations_generation();
+
+// The attribute numbers of one table that a call reads (a struct of ints constructed from the
+// open Table), resolved by name once and kept until the next invalidation of forgeyard's relations.
+template <class Columns>
+Columns columns_of(const Table& table) {
+  static std::optional<Columns> kept;
+  static std::uint64_t kept_at = 0;
+  const std::uint64_t generation = relations_generation();
+  if (kept && kept_at == generation) return *kept;
+  Columns columns(table);
+  // An invalidation taken in while resolving (a catalog read) keeps nothing.
+  if (relations_generation() == generation) {
+    kept.emplace(columns);
+    kept_at = generation;
+  }
+  return columns;
+}
+
 enum class QueueLock { produce, drop };
 void lock_queue(const std::string& tenant, const std::string& queue, QueueLock mode);
 
