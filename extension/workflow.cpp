@@ -73,12 +73,14 @@ struct Owned {
 
 // The columns a journal write reads, resolved once per call (pg/table_access.hpp).
 struct RunColumns {
-  int state, epoch, msg_id, step_deadline, workflow, version, priority, wait_position, wait_until, compensate_to, error;
+  int state, epoch, msg_id, step_deadline, lease_until, workflow, version, priority, wait_position, wait_until,
+      compensate_to, error;
   explicit RunColumns(const pg::Table& r)
       : state(r.column("state")),
         epoch(r.column("epoch")),
         msg_id(r.column("msg_id")),
         step_deadline(r.column("step_deadline")),
+        lease_until(r.column("lease_until")),
         workflow(r.column("workflow")),
         version(r.column("version")),
         priority(r.column("priority")),
@@ -126,10 +128,10 @@ AtPosition read_position(pg::Table& journal, const JournalColumns& j, const Run&
   AtPosition at;
   const std::int32_t first = with_previous && position > 1 ? position - 1 : position;
   pg::Table::Scan scan(journal, pg::OwnIndex::wf_journal_pkey,
-                       {{1, pg::Compare::eq, run.t},
-                        {2, pg::Compare::eq, run.r},
-                        {3, pg::Compare::ge, pg::int4_value(first)},
-                        {3, pg::Compare::le, pg::int4_value(position)}});
+                       {{1, pg::Compare::eq, run.r},
+                        {2, pg::Compare::ge, pg::int4_value(first)},
+                        {2, pg::Compare::le, pg::int4_value(position)},
+                        {3, pg::Compare::eq, run.t}});
   while (scan.next()) {
     if (journal.int4(j.position) == position) {
       at.found = true;
@@ -147,14 +149,15 @@ enum class RunLock { always, for_a_deadline };
 
 // Below SPI (pg/table_access.hpp), as the SELECT ... FROM wf_runs r LEFT JOIN messages m ... FOR
 // UPDATE OF r it replaces: finds and locks the run (a claim that takes it over waits for this
-// transaction; a newer version followed while waiting is the one read), reads its message, and
-// checks that `epoch` owns the run in state `as`: FY001 otherwise, 42704 for a run the tenant does
-// not have (or one removed meanwhile). Unlocked (RunLock::for_a_deadline and no deadline), the
-// row is the snapshot's: the cursor's lock then serializes the step calls of the run.
-Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::int64_t epoch, TimestampTz now,
+// transaction; a newer version followed while waiting is the one read), reads its message when
+// it must (below), and checks that `epoch` owns the run in state `as`: FY001 otherwise, 42704 for
+// a run the tenant does not have (or one removed meanwhile). Unlocked (RunLock::for_a_deadline
+// and no deadline), the row is the snapshot's: the cursor's lock then serializes the step calls
+// of the run.
+Owned lock_owned_in(pg::Access& access, pg::Table& runs, const Run& run, std::int64_t epoch, TimestampTz now,
                     const char* as, RunLock how = RunLock::always) {
   const auto c = pg::columns_of<RunColumns>(runs);
-  if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}))
+  if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.r}, {2, pg::Compare::eq, run.t}}))
     unknown_run(run);
   const bool lock = how == RunLock::always || !runs.is_null(c.step_deadline);
   if (lock && runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped) unknown_run(run);
@@ -170,12 +173,18 @@ Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::i
   owned.error = runs.text(c.error);
   if (!runs.is_null(c.step_deadline)) owned.step_deadline = runs.timestamptz(c.step_deadline);
   const std::int64_t run_epoch = runs.int8(c.epoch);
-  bool live = false;
-  if (owned.msg_id != 0 &&
-      messages.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(owned.msg_id)}})) {
-    const auto m = pg::columns_of<DeliveryColumns>(messages);
-    live = messages.text_equals(m.state, "pending") && !messages.is_null(m.claim_token) &&
-           messages.int8(m.claim_token) == run_epoch && messages.timestamptz(m.visible_at) > now;
+  // The owner's lease holds while the end its claim or workflow_extend wrote on the run is ahead
+  // (every change of the run's message or state clears it). Past it, or not kept (a run copied in),
+  // the run's message decides: its delivery under this epoch, visible only later.
+  bool live = !runs.is_null(c.lease_until) && runs.timestamptz(c.lease_until) > now;
+  if (!live && owned.msg_id != 0) {
+    pg::Table messages(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
+    if (messages.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(owned.msg_id)}})) {
+      const auto m = pg::columns_of<DeliveryColumns>(messages);
+      live = messages.text_equals(m.state, "pending") && !messages.is_null(m.claim_token) &&
+             messages.int8(m.claim_token) == run_epoch && messages.timestamptz(m.visible_at) > now;
+    }
+    messages.finish();
   }
   // A step with a timeout ends the lease at its deadline, whatever the delivery says (a plain
   // queue extend on the definition queue cannot move it).
@@ -190,7 +199,7 @@ Owned lock_owned_in(pg::Table& runs, pg::Table& messages, const Run& run, std::i
 // the cursor meanwhile) is 40001: what this call read before the wait (the run's deadline, its
 // snapshot) is no longer current, so the caller retries with a fresh one.
 void read_cursor_in(pg::Table& cursors, const Run& run, std::int64_t epoch, Owned& owned, bool lock) {
-  if (!cursors.find(pg::OwnIndex::wf_cursors_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}))
+  if (!cursors.find(pg::OwnIndex::wf_cursors_pkey, {{1, pg::Compare::eq, run.r}, {2, pg::Compare::eq, run.t}}))
     wf::throw_cursor_lost(epoch, run.text);
   const pg::Locked locked = lock ? cursors.lock(pg::LockMode::no_key_update, pg::Wait::block) : pg::Locked::as_read;
   if (locked == pg::Locked::skipped) wf::throw_cursor_lost(epoch, run.text);
@@ -209,9 +218,7 @@ Owned lock_owned(const Run& run, std::int64_t epoch, TimestampTz now, const char
                  WithCursor with_cursor = WithCursor::no) {
   pg::Access access;
   pg::Table runs(access, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
-  pg::Table messages(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
-  Owned owned = lock_owned_in(runs, messages, run, epoch, now, as);
-  messages.finish();
+  Owned owned = lock_owned_in(access, runs, run, epoch, now, as);
   runs.finish();
   access.finish();
   if (with_cursor == WithCursor::yes) {
@@ -312,8 +319,9 @@ bool send_signal(pg::Spi& spi, const Run& run, const std::string& name, const pg
       "INSERT INTO forgeyard.wf_signals (tenant_id, run_id, signal_id, name, payload, sent_at)"
       " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
       {TEXTOID, UUIDOID, UUIDOID, TEXTOID, JSONBOID, TIMESTAMPTZOID});
-  static pg::Statement wake("UPDATE forgeyard.wf_runs SET state = 'pending', msg_id = $3, updated_at = $4" FY_RUN_KEY,
-                            {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
+  static pg::Statement wake(
+      "UPDATE forgeyard.wf_runs SET state = 'pending', msg_id = $3, lease_until = NULL, updated_at = $4" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
   std::optional<std::string> state, waiting_for, workflow;
   std::int64_t version = 0, class_number = 0;
   spi.run(lock, {run.t, run.r}, [&](const pg::Row& r) {
@@ -370,10 +378,11 @@ std::string settle(pg::Spi& spi, const Run& run, const std::string& state, const
       {TEXTOID, UUIDOID});
   static pg::Statement compensate(
       "UPDATE forgeyard.wf_runs SET state = 'compensating', compensate_to = $3, error = $4, msg_id = $5,"
+      "   lease_until = NULL,"
       "   updated_at = $6" FY_RUN_KEY,
       {TEXTOID, UUIDOID, TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
   static pg::Statement end(
-      "UPDATE forgeyard.wf_runs SET state = $3, result = $4, error = $5, updated_at = $6,"
+      "UPDATE forgeyard.wf_runs SET state = $3, result = $4, error = $5, lease_until = NULL, updated_at = $6,"
       "   finished_at = CASE WHEN $3" FY_EQ
       "'parked' THEN NULL ELSE $6 END,"
       "   purge_at = CASE WHEN $3" FY_EQ
@@ -463,7 +472,8 @@ FY_FUNCTION(fy_workflow_start) {
                                 "       version::pg_catalog.int8"
                                 "  FROM forgeyard.wf_runs WHERE tenant_id" FY_EQ "$1 AND run_key" FY_EQ "$2",
                                 {TEXTOID, TEXTOID, TEXTOID, INT4OID, JSONBOID});
-  static pg::Statement set_message("UPDATE forgeyard.wf_runs SET msg_id = $3" FY_RUN_KEY, {TEXTOID, UUIDOID, INT8OID});
+  static pg::Statement set_message("UPDATE forgeyard.wf_runs SET msg_id = $3, lease_until = NULL" FY_RUN_KEY,
+                                   {TEXTOID, UUIDOID, INT8OID});
   static pg::Statement parent_exists("SELECT 1 FROM forgeyard.wf_runs" FY_RUN_KEY, {TEXTOID, UUIDOID});
   static pg::Statement options_entries(
       "SELECT e.key, pg_catalog.jsonb_typeof(e.value), e.value OPERATOR(pg_catalog.#>>) '{}'"
@@ -559,12 +569,12 @@ FY_FUNCTION(fy_workflow_claim) {
   static pg::Statement own(
       "UPDATE forgeyard.wf_runs SET state = CASE WHEN state" FY_EQ
       "'compensating' THEN state ELSE 'running' END,"
-      "   epoch = $3, owner = $4, step_deadline = NULL,"
+      "   epoch = $3, owner = $4, step_deadline = NULL, lease_until = $7,"
       "   takeovers = takeovers OPERATOR(pg_catalog.+) $5::pg_catalog.int4,"
       "   taken_over_at = CASE WHEN $5 OPERATOR(pg_catalog.>) 0 THEN $6 ELSE taken_over_at END,"
       "   previous_owner = CASE WHEN $5 OPERATOR(pg_catalog.>) 0 THEN owner ELSE previous_owner END,"
       "   updated_at = $6" FY_RUN_KEY,
-      {TEXTOID, UUIDOID, INT8OID, TEXTOID, INT4OID, TIMESTAMPTZOID});
+      {TEXTOID, UUIDOID, INT8OID, TEXTOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID});
   // The step cursor of the run's last epoch, read after the run's lock (a statement of its own).
   static pg::Statement last_cursor("SELECT position::pg_catalog.int8, step FROM forgeyard.wf_cursors" FY_RUN_KEY
                                    " AND epoch" FY_EQ "$3",
@@ -653,9 +663,9 @@ FY_FUNCTION(fy_workflow_claim) {
     for (bool more = true; more && static_cast<std::int32_t>(out.size()) < max_runs;) {
       const queue::Queue q = queue::load(spi, tenant, name, false);
       std::vector<queue::Claimed> lapsed;
+      const std::int64_t visibility = lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs;
       const std::vector<queue::Claimed> claimed =
-          queue::claim(spi, q, worker, max_runs - static_cast<std::int32_t>(out.size()),
-                       lease_usecs > 0 ? lease_usecs : q.options.visibility_usecs, now, &lapsed);
+          queue::claim(spi, q, worker, max_runs - static_cast<std::int32_t>(out.size()), visibility, now, &lapsed);
       // A run whose deliveries lapsed on every attempt (dead-lettered by the claim) ends.
       for (const queue::Claimed& c : lapsed) {
         const Found f = find(name, c);
@@ -684,8 +694,9 @@ FY_FUNCTION(fy_workflow_claim) {
         // past its timeout records that attempt as failed (the new owner runs the step again).
         const bool takeover = *state == "running";
         record_timeout(f);
+        // The lease ends where the claim made the message visible again.
         spi.run(own, {t, run.r, pg::int8_value(c.claim_token), pg::text_value(worker), pg::int4_value(takeover ? 1 : 0),
-                      pg::timestamptz_value(now)});
+                      pg::timestamptz_value(now), pg::timestamptz_value(now + visibility)});
         spi.run(cursor, {t, run.r, pg::int8_value(c.claim_token)});
         out.push_back({*c.payload, *f.workflow, f.version, c.claim_token, *state == "compensating" ? *state : "running",
                        *f.input});
@@ -730,16 +741,14 @@ FY_FUNCTION(fy_workflow_step) {
   std::optional<pg::Access> access(std::in_place);
   {
     pg::Table runs(*access, pg::OwnTable::wf_runs, pg::Opened::for_row_locks);
-    pg::Table messages(*access, pg::OwnTable::messages, pg::Opened::for_row_locks);
     std::optional<pg::Table> cursors;
     if (with_cursor) cursors.emplace(*access, pg::OwnTable::wf_cursors, pg::Opened::for_row_locks);
-    owned = lock_owned_in(runs, messages, run, epoch, now, "running",
+    owned = lock_owned_in(*access, runs, run, epoch, now, "running",
                           timeout > 0 ? RunLock::always : RunLock::for_a_deadline);
     if (cursors) {
       read_cursor_in(*cursors, run, epoch, owned, true);
       cursors->finish();
     }
-    messages.finish();
     runs.finish();
   }
   if (with_cursor || timeout > 0 || owned.step_deadline) {
@@ -768,7 +777,7 @@ FY_FUNCTION(fy_workflow_step) {
   if (with_cursor) {
     // The cursor's row, locked by this transaction above.
     pg::Table cursors(*access, pg::OwnTable::wf_cursors);
-    if (!cursors.find(pg::OwnIndex::wf_cursors_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}))
+    if (!cursors.find(pg::OwnIndex::wf_cursors_pkey, {{1, pg::Compare::eq, run.r}, {2, pg::Compare::eq, run.t}}))
       wf::throw_cursor_lost(epoch, run.text);
     cursors.update(
         {{cursors.column("position"), pg::int4_value(position)}, {cursors.column("step"), pg::text_value(step)}});
@@ -777,10 +786,15 @@ FY_FUNCTION(fy_workflow_step) {
   // A deadline to set, or an earlier step's to let go of: the fence locked the run's row then.
   if (timed || owned.step_deadline) {
     pg::Table runs(*access, pg::OwnTable::wf_runs);
-    if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}) ||
+    if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.r}, {2, pg::Compare::eq, run.t}}) ||
         runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped)
       unknown_run(run);
-    runs.update({{runs.column("step_deadline"), timed ? pg::timestamptz_value(deadline) : pg::null_value()}});
+    const int step_deadline = runs.column("step_deadline"), lease_until = runs.column("lease_until");
+    // The owner's lease ends by the deadline at the latest, as its message's visibility below.
+    if (timed && !runs.is_null(lease_until) && runs.timestamptz(lease_until) > deadline)
+      runs.update({{step_deadline, pg::timestamptz_value(deadline)}, {lease_until, pg::timestamptz_value(deadline)}});
+    else
+      runs.update({{step_deadline, timed ? pg::timestamptz_value(deadline) : pg::null_value()}});
     runs.finish();
   }
   if (timed) {
@@ -863,7 +877,7 @@ FY_FUNCTION(fy_workflow_step_complete) {
   journal.finish();
   if (owned.step_deadline) {  // the step is recorded in time: its deadline no longer holds the lease
     pg::Table runs(access, pg::OwnTable::wf_runs);
-    if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.t}, {2, pg::Compare::eq, run.r}}) ||
+    if (!runs.find(pg::OwnIndex::wf_runs_pkey, {{1, pg::Compare::eq, run.r}, {2, pg::Compare::eq, run.t}}) ||
         runs.lock(pg::LockMode::update, pg::Wait::block) == pg::Locked::skipped)
       unknown_run(run);
     runs.update({{runs.column("step_deadline"), pg::null_value()}});
@@ -878,8 +892,9 @@ FY_FUNCTION(fy_workflow_step_complete) {
 FY_FUNCTION(fy_workflow_step_fail) {
   static pg::Statement nack("SELECT forgeyard.nack($1, $2, $3, $4, $5, false)",
                             {TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID});
-  static pg::Statement release("UPDATE forgeyard.wf_runs SET state = 'pending', updated_at = $3" FY_RUN_KEY,
-                               {TEXTOID, UUIDOID, TIMESTAMPTZOID});
+  static pg::Statement release(
+      "UPDATE forgeyard.wf_runs SET state = 'pending', lease_until = NULL, updated_at = $3" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, TIMESTAMPTZOID});
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
   const std::string step = step_arg(fcinfo, 3);
@@ -963,6 +978,8 @@ FY_FUNCTION(fy_workflow_compensation_fail) {
       {TEXTOID, UUIDOID, INT4OID, TEXTOID});
   static pg::Statement nack("SELECT forgeyard.nack($1, $2, $3, $4, $5, false)",
                             {TEXTOID, TEXTOID, INT8OID, INT8OID, TEXTOID});
+  // The run stays compensating, its delivery let go: its owner's lease ends with it.
+  static pg::Statement release("UPDATE forgeyard.wf_runs SET lease_until = NULL" FY_RUN_KEY, {TEXTOID, UUIDOID});
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
   const std::int32_t position = pg::int4_arg(fcinfo, 3, "position");
@@ -984,7 +1001,9 @@ FY_FUNCTION(fy_workflow_compensation_fail) {
   } else {
     ack(spi, run, owned.queue(), owned.msg_id, epoch);
   }
-  if (outcome != "retry") {
+  if (outcome == "retry") {
+    spi.run(release, {run.t, run.r});
+  } else {
     // Permanent, or the queue's max_attempts reached (the message is a dead letter now).
     outcome = settle(spi, run, "compensation_failed", pg::null_value(),
                      wf::compensation_error(next->compensation, next->step, position, error), now);
@@ -1005,8 +1024,9 @@ FY_FUNCTION(fy_workflow_sleep) {
       " ON CONFLICT (tenant_id, run_id, position) DO UPDATE SET status = 'done', result = excluded.result,"
       "   error = NULL, wake_at = excluded.wake_at, epoch = excluded.epoch, recorded_at = excluded.recorded_at",
       {TEXTOID, UUIDOID, INT4OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID});
-  static pg::Statement sleep("UPDATE forgeyard.wf_runs SET state = 'sleeping', msg_id = $3, updated_at = $4" FY_RUN_KEY,
-                             {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
+  static pg::Statement sleep(
+      "UPDATE forgeyard.wf_runs SET state = 'sleeping', msg_id = $3, lease_until = NULL, updated_at = $4" FY_RUN_KEY,
+      {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
   const std::string step = step_arg(fcinfo, 3);
@@ -1074,7 +1094,8 @@ FY_FUNCTION(fy_workflow_wait_signal) {
       "   updated_at = $4" FY_RUN_KEY " AND (step_deadline IS NOT NULL OR wait_position" FY_EQ "$3)",
       {TEXTOID, UUIDOID, INT4OID, TIMESTAMPTZOID});
   static pg::Statement wait(
-      "UPDATE forgeyard.wf_runs SET state = 'waiting', msg_id = $3, waiting_signal = $4, wait_until = $5,"
+      "UPDATE forgeyard.wf_runs SET state = 'waiting', msg_id = $3, lease_until = NULL, waiting_signal = $4,"
+      "   wait_until = $5,"
       "   wait_position = $6, updated_at = $7" FY_RUN_KEY,
       {TEXTOID, UUIDOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID});
   const Run run = run_args(fcinfo);
@@ -1203,6 +1224,8 @@ FY_FUNCTION(fy_workflow_park) {
 FY_FUNCTION(fy_workflow_extend) {
   static pg::Statement extend("SELECT forgeyard.extend($1, $2, $3, $4, $5)",
                               {TEXTOID, TEXTOID, INT8OID, INT8OID, INTERVALOID});
+  static pg::Statement set_lease("UPDATE forgeyard.wf_runs SET lease_until = $3" FY_RUN_KEY,
+                                 {TEXTOID, UUIDOID, TIMESTAMPTZOID});
   const Run run = run_args(fcinfo);
   const std::int64_t epoch = pg::int8_arg(fcinfo, 2, "epoch");
   const pg::Value lease = pg::raw_arg(fcinfo, 3);
@@ -1225,6 +1248,7 @@ FY_FUNCTION(fy_workflow_extend) {
   TimestampTz until = 0;
   spi.run(extend, {run.t, pg::text_value(owned.queue()), pg::int8_value(owned.msg_id), pg::int8_value(epoch), capped},
           [&](const pg::Row& r) { until = *r.timestamptz(1); });
+  spi.run(set_lease, {run.t, run.r, pg::timestamptz_value(until)});  // the run's row, locked above
   spi.finish();
   return TimestampTzGetDatum(until);
 }
@@ -1262,7 +1286,7 @@ FY_FUNCTION(fy_workflow_retry) {
   // A compensation_failed run resumes its compensations; another starts again where it failed.
   static pg::Statement requeue("UPDATE forgeyard.wf_runs SET state = CASE WHEN state" FY_EQ
                                "'compensation_failed' THEN 'compensating' ELSE 'pending' END,"
-                               "   msg_id = $3, error = CASE WHEN state" FY_EQ
+                               "   msg_id = $3, lease_until = NULL, error = CASE WHEN state" FY_EQ
                                "'compensation_failed' THEN error END, finished_at = NULL, purge_at = NULL,"
                                "   updated_at = $4" FY_RUN_KEY,
                                {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID});

@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(245);
+SELECT plan(251);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -133,7 +133,12 @@ ROLLBACK TO SAVEPOINT step_tx;
 SELECT results_eq($$SELECT status, idempotency_key FROM run_a, forgeyard.workflow_step('t1', run_a.id, run_a.epoch, 'charge')$$,
                   $$SELECT 'run'::text, id::text || ':2:charge' FROM run_a$$,
                   'a step call that rolled back took its cursor move with it: the next call is position 2');
+SELECT is((SELECT w.lease_until FROM forgeyard.wf_runs w WHERE w.run_id = (SELECT id FROM run_a)),
+          (SELECT m.visible_at FROM forgeyard.messages m, run_a WHERE m.tenant_id = 't1' AND m.claim_token = run_a.epoch),
+          'the run keeps its owner''s lease as the claim set it: where the delivery becomes visible again');
 SELECT is(forgeyard.workflow_step_fail('t1', id, epoch, 'charge', 'card declined'), 'retry', 'a failed step is retried') FROM run_a;
+SELECT is((SELECT lease_until FROM forgeyard.wf_runs WHERE run_id = (SELECT id FROM run_a)), NULL,
+          'and its released run keeps no lease');
 SELECT results_eq($$SELECT state FROM forgeyard.workflow_status('t1', (SELECT id FROM run_a))$$, $$VALUES ('pending'::text)$$,
                   'the run is released until the backoff ends');
 SELECT results_eq($$SELECT position, step, status, error, attempts FROM forgeyard.workflow_journal('t1', (SELECT id FROM run_a))$$,
@@ -172,6 +177,16 @@ SELECT results_eq($$SELECT result FROM forgeyard.workflow_journal('t1', (SELECT 
 -- Takeover: the owner's lease runs out.
 SELECT is(forgeyard.workflow_extend('t1', id, epoch, '2 minutes'), '2030-01-01 00:02:30+00'::timestamptz,
           'the owner extends its lease') FROM run_b;
+SELECT is((SELECT lease_until FROM forgeyard.wf_runs WHERE run_id = (SELECT id FROM run_b)), '2030-01-01 00:02:30+00'::timestamptz,
+          'and the run keeps the new end');
+-- Past the end the run keeps, the delivery decides: a plain queue extend of it still holds.
+SAVEPOINT queue_extend;
+SELECT is(forgeyard.extend('t1', '_wf.order@1', w.msg_id, run_b.epoch, '10 minutes'), '2030-01-01 00:10:30+00'::timestamptz,
+          'a plain extend of the run''s delivery') FROM run_b, forgeyard.wf_runs w WHERE w.run_id = run_b.id;
+SET LOCAL forgeyard.now_override = '2030-01-01 00:03:00+00';
+SELECT results_eq($$SELECT s.status FROM run_b, forgeyard.workflow_step('t1', run_b.id, run_b.epoch, 'ship') s$$,
+                  $$VALUES ('run'::text)$$, 'keeps the owner''s lease past the end the run keeps');
+ROLLBACK TO SAVEPOINT queue_extend;
 SET forgeyard.now_override = '2030-01-01 00:03:00+00';
 SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', id, epoch, 'ship') FROM run_b$$))[1:2],
           ARRAY['FY001', 'workflow run ' || (SELECT id FROM run_b) || ': the lease of epoch ' || (SELECT epoch FROM run_b) || ' ran out'],
@@ -511,6 +526,8 @@ SELECT results_eq($$SELECT s.status FROM run_t, forgeyard.workflow_step('t1', ru
 SELECT is((SELECT m.visible_at FROM forgeyard.messages m JOIN forgeyard.wf_runs w ON m.msg_id = w.msg_id
             WHERE w.run_id = (SELECT id FROM run_t)), '2030-01-05 00:00:30+00'::timestamptz,
           'the owner''s lease of an hour is cut to the step''s deadline');
+SELECT is((SELECT lease_until FROM forgeyard.wf_runs WHERE run_id = (SELECT id FROM run_t)), '2030-01-05 00:00:30+00'::timestamptz,
+          'and so is the end the run keeps');
 SELECT is(forgeyard.workflow_extend('t1', id, epoch, '1 hour'), '2030-01-05 00:00:30+00'::timestamptz,
           'extend does not pass the deadline') FROM run_t;
 SET forgeyard.now_override = '2030-01-05 00:00:29+00';

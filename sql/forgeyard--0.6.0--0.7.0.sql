@@ -26,6 +26,7 @@ CREATE TABLE forgeyard.wf_runs (
     epoch          bigint      NOT NULL DEFAULT 0,
     owner          text,
     step_deadline  timestamptz,
+    lease_until    timestamptz,
     result         jsonb,
     error          text,
     deadline       timestamptz,
@@ -42,13 +43,15 @@ CREATE TABLE forgeyard.wf_runs (
     created_at     timestamptz NOT NULL,
     updated_at     timestamptz NOT NULL,
     finished_at    timestamptz,
-    PRIMARY KEY (tenant_id, run_id),
+    -- The run id leads the keys of the run's tables (wf_cursors and wf_journal too): compared first,
+    -- a fixed-size value that tells rows apart at once.
+    PRIMARY KEY (run_id, tenant_id),
     UNIQUE (tenant_id, run_key)
 );
 CREATE INDEX wf_runs_state ON forgeyard.wf_runs (tenant_id, state, updated_at);
 CREATE INDEX wf_runs_purge ON forgeyard.wf_runs (purge_at) WHERE purge_at IS NOT NULL;
 COMMENT ON TABLE forgeyard.wf_runs IS
-  'Workflow runs: definition and version (fixed at start), input, state, the owner''s epoch (the claim token of the run''s live message), result or error, takeovers. Use the API, not DML.';
+  'Workflow runs: definition and version (fixed at start), input, state, the owner''s epoch (the claim token of the run''s live message) and the end of its lease as its claim or workflow_extend set it (lease_until: until then a journal write reads no message), result or error, takeovers. Use the API, not DML.';
 
 -- The step cursor of each run's current epoch: how many step calls its owner made and the step
 -- announced last (workflow_step moves it, each claim resets it). UNLOGGED, so that moving it
@@ -62,7 +65,7 @@ CREATE UNLOGGED TABLE forgeyard.wf_cursors (
     epoch     bigint  NOT NULL,
     position  integer NOT NULL CHECK (position >= 0),
     step      text,
-    PRIMARY KEY (tenant_id, run_id)
+    PRIMARY KEY (run_id, tenant_id)
 ) WITH (fillfactor = 50);
 COMMENT ON TABLE forgeyard.wf_cursors IS
   'The step cursor of each workflow run''s current epoch: position of the last step call and its step. UNLOGGED (emptied by a crash, failover or restore: the epoch in flight then loses the run, FY001). Use the API, not DML.';
@@ -87,7 +90,7 @@ CREATE TABLE forgeyard.wf_journal (
     attempts     integer     NOT NULL DEFAULT 1,
     epoch        bigint      NOT NULL,
     recorded_at  timestamptz NOT NULL,
-    PRIMARY KEY (tenant_id, run_id, position)
+    PRIMARY KEY (run_id, position, tenant_id)
 );
 COMMENT ON TABLE forgeyard.wf_journal IS
   'Workflow journals: per run and position the step''s name, done (with its result and compensation) or failed (with its error), the epoch that wrote it. Use the API, not DML.';
