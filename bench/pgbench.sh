@@ -11,6 +11,8 @@
 #   FY_PGBENCH_SCALE=100 transaction counts of FY_PGBENCH_SECONDS=0, in percent
 #   FY_PGBENCH_SYNC=on   synchronous_commit (off: CPU alone, no commit wait)
 #   FY_PGBENCH_ONLY=     only lines whose name matches this regular expression
+#   FY_PGBENCH_STATEMENTS=0  1: after each run, its statements' mean server execution time (µs,
+#                        pg_stat_statements, reset before the run) on stderr: where a line's time goes
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rounds=${FY_PGBENCH_ROUNDS:-3}
@@ -18,6 +20,7 @@ seconds=${FY_PGBENCH_SECONDS:-10}
 scale=${FY_PGBENCH_SCALE:-100}
 sync=${FY_PGBENCH_SYNC:-on}
 only=${FY_PGBENCH_ONLY:-}
+statements=${FY_PGBENCH_STATEMENTS:-0}
 scripts=bench/pgbench
 source scripts/lib/cluster.sh
 trap cluster_stop EXIT
@@ -28,6 +31,8 @@ psql -X -q -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM 
   -c "ALTER SYSTEM SET shared_buffers = '256MB'" -c "ALTER SYSTEM SET max_wal_size = '2GB'" >/dev/null || exit 1
 cluster_pg_ctl restart || exit 1
 psql -X -q -v ON_ERROR_STOP=1 -f "$scripts/setup.sql" >/dev/null || exit 1
+# (cluster.sh loads pg_stat_statements; its view needs the extension)
+[ "$statements" = 1 ] && { psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null || exit 1; }
 sql() { psql -X -q -v ON_ERROR_STOP=1 "$@" >/dev/null; }
 
 # Fresh queues holding $1 ready messages of 16 bytes (class interactive, as enqueue's default),
@@ -136,6 +141,7 @@ prepare() {  # kind messages
 run() {  # script clients transactions_per_client messages_per_transaction
   local out tps length=(-t "$3")
   [ "$seconds" -gt 0 ] && length=(-T "$seconds")
+  [ "$statements" = 1 ] && sql -c "SELECT pg_stat_statements_reset()"
   out=$("$PG_BIN/pgbench" -n -M prepared -c "$2" -j "$2" "${length[@]}" -D ids='{}' -D toks='{}' -D v=1 -D p=0 \
     -f "$scripts/$1.sql" 2>&1)
   tps=$(sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' <<<"$out")
@@ -145,6 +151,10 @@ run() {  # script clients transactions_per_client messages_per_transaction
     echo 0
     return
   fi
+  [ "$statements" = 1 ] && psql -X -At -F ' ' -c "SELECT round((mean_exec_time * 1000)::numeric, 1), calls,
+        left(regexp_replace(query, '\s+', ' ', 'g'), 100) FROM pg_stat_statements
+      WHERE toplevel AND calls >= 100 AND query NOT LIKE '%pg_stat_statements%' ORDER BY mean_exec_time DESC" |
+    awk -v s="$1" -v c="$2" '{ printf "  %s (%s clients): %8.1f us x %s  ", s, c, $1, $2; $1 = $2 = ""; print substr($0, 3) }' >&2
   awk -v t="$tps" -v m="$4" 'BEGIN { printf "%.0f", t * m }'
 }
 
