@@ -244,9 +244,8 @@ std::optional<std::int32_t> position_arg(FunctionCallInfo fcinfo, int n) {
 }
 
 // A call that names its step's position: the step before it must be recorded done and, with
-// `same_step`, a row at the position must be `step` (core/workflow.hpp). Under a snapshot taken
-// after the fence, as the journal reads that follow.
-// `journal` is open in an Access begun after the fence; `at` its rows there (read_position).
+// `same_step`, a row at the position must be `step` (core/workflow.hpp). `at` is what
+// read_position found in `journal`, open in an Access begun after the fence.
 void check_named_position(const pg::Table& journal, const JournalColumns& j, const AtPosition& at, const Run& run,
                           std::int32_t position, const std::string& step, const char* function, bool same_step = true) {
   if (position > 1) wf::check_position_follows(position, at.previous, run.text, function);
@@ -254,6 +253,8 @@ void check_named_position(const pg::Table& journal, const JournalColumns& j, con
     wf::check_same_step(wf::JournalEntry{*journal.text(j.step), *journal.text(j.status), std::nullopt}, step, run.text,
                         position);
 }
+// The same on a reading of its own, under a snapshot taken after the fence, as the journal reads
+// that follow.
 void check_named_position(const Run& run, std::int32_t position, const std::string& step, const char* function,
                           bool same_step = true) {
   pg::Access access;
@@ -732,11 +733,12 @@ FY_FUNCTION(fy_workflow_step) {
   const TimestampTz now = pg::now();
   pg::Spi spi;
   check_tenant(spi, run.tenant);
-  // The fence first, a statement of its own: what a call that held the cursor's lock before this
-  // one committed (a retry on another connection) is visible to the reads below, under a new
-  // snapshot. The run's row before the cursor's, as every call that locks both takes them.
-  // A fence that locks nothing (a step named by position, no timeout, no deadline to let go of)
-  // waits for nothing: the journal is read under its snapshot, in the same Access.
+  // The fence first. When it locks rows (the cursor's; the run's for a timeout or a deadline to
+  // let go of) it is a statement of its own: what a call that held a lock before this one
+  // committed (a retry on another connection) is visible to the reads below, under a new
+  // snapshot. The run's row before the cursor's, as every call that locks both takes them. A
+  // fence that locks nothing (a step named by position, no timeout, no deadline) waits for
+  // nothing: the journal is read under its snapshot, in the same Access.
   Owned owned;
   std::optional<pg::Access> access(std::in_place);
   {

@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(251);
+SELECT plan(255);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -717,6 +717,20 @@ SELECT results_eq($$SELECT position, step, status, error FROM forgeyard.workflow
                   $$VALUES (1, 'timed'::text, 'failed'::text, 'step "timed" ran past its timeout'::text)$$,
                   'and the attempt at position 1 is recorded failed');
 SET forgeyard.now_override = '2030-01-05 00:01:43+00';
+
+-- A restore: restore_reconcile releases every claimed delivery, a run's too, and with it the lease
+-- the run keeps of it.
+SET forgeyard.now_override = '2030-02-01 00:00:00+00';
+INSERT INTO r VALUES ('restored', forgeyard.workflow_start('t1', 'restorable', 1, 'restored-1', '{}'));
+CREATE TEMP TABLE rc1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['restorable@1'], 1, '1 hour');
+SELECT results_eq($$SELECT s.status FROM rc1, forgeyard.workflow_step('t1', rc1.run_id, rc1.epoch, 'a', NULL, 1) s$$,
+                  $$VALUES ('run'::text)$$, 'an owner steps while its lease holds');
+SELECT ok((SELECT count FROM forgeyard.restore_reconcile() WHERE kind = 'deliveries_released') >= 1,
+          'restore_reconcile releases the run''s delivery');
+SELECT is((SELECT lease_until FROM forgeyard.wf_runs WHERE run_id = (SELECT run_id FROM rc1)), NULL,
+          'and the run keeps no lease');
+SELECT is((pg_temp.err($$SELECT forgeyard.workflow_step('t1', run_id, epoch, 'a', NULL, 1) FROM rc1$$))[1], 'FY001',
+          'so its owner''s next step call is FY001');
 
 CREATE ROLE fy_wf_app;
 CREATE ROLE fy_wf_insp;

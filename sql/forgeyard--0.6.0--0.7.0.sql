@@ -877,3 +877,141 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA forgeyard FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA forgeyard FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA forgeyard FROM PUBLIC;
 SELECT forgeyard.apply_access(r.role_id) FROM (SELECT DISTINCT a.role_id FROM forgeyard.role_access a) r;
+
+-- restore_reconcile also ends the lease a workflow run keeps of its delivery (wf_runs.lease_until),
+-- as it releases the delivery.
+CREATE OR REPLACE FUNCTION forgeyard.restore_reconcile(anchors jsonb DEFAULT NULL)
+    RETURNS TABLE (kind text, tenant text, count bigint, detail text)
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    t timestamptz := forgeyard.now();
+    floor_value bigint;
+    status_before record;
+    n_leases bigint;
+    n_deliveries bigint;
+    n_keys bigint;
+    n_roles bigint;
+    n_verified bigint := 0;
+    n_failed bigint := 0;
+    chain record;
+    anchor jsonb;
+    anchor_seq bigint;
+    anchor_hash bytea;
+    v record;
+    head_seq bigint;
+    failures jsonb := '[]';
+    ops record;
+BEGIN
+    -- A role bound to tenants may not act on all of them: the caller must be allowed the
+    -- operations chain (FY040 otherwise; the same check as every tenant-scoped call).
+    PERFORM FROM forgeyard.audit_head('_forgeyard.operations');
+    IF anchors IS NOT NULL AND pg_catalog.jsonb_typeof(anchors) OPERATOR(pg_catalog.<>) 'object' THEN
+        RAISE EXCEPTION 'anchors must be a JSON object {"tenant": {"seq": N, "hash": "hex"}}' USING ERRCODE = '22023';
+    END IF;
+    FOR chain IN SELECT a.key AS tenant, a.value FROM pg_catalog.jsonb_each(anchors) a LOOP
+        IF pg_catalog.jsonb_typeof(chain.value) OPERATOR(pg_catalog.<>) 'object'
+           OR pg_catalog.jsonb_typeof(chain.value OPERATOR(pg_catalog.->) 'seq') IS DISTINCT FROM 'number'
+           OR pg_catalog.jsonb_typeof(chain.value OPERATOR(pg_catalog.->) 'hash') IS DISTINCT FROM 'string'
+           OR (chain.value OPERATOR(pg_catalog.->>) 'hash') OPERATOR(pg_catalog.!~) '^[0-9a-fA-F]{64}$'
+           OR (chain.value OPERATOR(pg_catalog.->>) 'seq') OPERATOR(pg_catalog.!~) '^[0-9]+$'
+           OR (chain.value OPERATOR(pg_catalog.->>) 'seq')::pg_catalog.numeric OPERATOR(pg_catalog.<) 1
+           OR (chain.value OPERATOR(pg_catalog.->>) 'seq')::pg_catalog.numeric OPERATOR(pg_catalog.>) 9223372036854775807 THEN
+            RAISE EXCEPTION 'anchor of tenant "%" must be {"seq": a positive integer, "hash": 64 hex digits}', chain.tenant
+                USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+    SELECT * INTO status_before FROM forgeyard.restore_status();
+
+    -- Every fencing value handed out from here on exceeds the clock in microseconds, hence every
+    -- value handed out before the restore (docs/architecture.md#fencing-across-a-restore).
+    floor_value := (EXTRACT(epoch FROM t) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8;
+    PERFORM pg_catalog.setval('forgeyard.message_ids', floor_value) FROM forgeyard.message_ids s
+      WHERE s.last_value OPERATOR(pg_catalog.<) floor_value;
+    PERFORM pg_catalog.setval('forgeyard.claim_tokens', floor_value) FROM forgeyard.claim_tokens s
+      WHERE s.last_value OPERATOR(pg_catalog.<) floor_value;
+    PERFORM pg_catalog.setval('forgeyard.idempotency_attempts', floor_value) FROM forgeyard.idempotency_attempts s
+      WHERE s.last_value OPERATOR(pg_catalog.<) floor_value;
+
+    -- Live grants end now; lease_reap reports each once (reaped_at cleared).
+    UPDATE forgeyard.leases l SET expires_at = t, reaped_at = NULL
+     WHERE l.released_at IS NULL AND l.expires_at OPERATOR(pg_catalog.>) t;
+    GET DIAGNOSTICS n_leases = ROW_COUNT;
+    -- Claimed deliveries (in flight, or lapsed but not re-claimed): claimable now, under a token
+    -- nobody holds, so every earlier token's ack / nack / extend is refused (FY001).
+    UPDATE forgeyard.messages m
+       SET claim_token = pg_catalog.nextval('forgeyard.claim_tokens'), claimed_by = NULL,
+           visible_at = LEAST(m.visible_at, t)
+     WHERE m.state OPERATOR(pg_catalog.=) 'pending' AND m.claim_token IS NOT NULL AND m.claimed_by IS NOT NULL;
+    GET DIAGNOSTICS n_deliveries = ROW_COUNT;
+    -- Those of workflow runs: the lease each run keeps of its delivery ends with it (0.7.0).
+    UPDATE forgeyard.wf_runs r SET lease_until = NULL WHERE r.lease_until IS NOT NULL;
+    -- Locked keys: the lock ends and the attempt becomes one nobody holds; the next begin takes
+    -- over from the recovery point with a new attempt.
+    UPDATE forgeyard.idempotency_keys k
+       SET attempt = pg_catalog.nextval('forgeyard.idempotency_attempts'), locked_until = t
+     WHERE k.status OPERATOR(pg_catalog.=) 'in_progress' AND k.locked_until OPERATOR(pg_catalog.>) t;
+    GET DIAGNOSTICS n_keys = ROW_COUNT;
+
+    -- Every chain, and every anchored tenant (an anchor of a chain lost entirely is a cut tail too).
+    FOR chain IN
+        SELECT c.tenant_id, h.seq AS head_seq FROM (
+            SELECT a.tenant_id FROM forgeyard.audit_heads a
+            UNION SELECT j.key FROM pg_catalog.jsonb_object_keys(COALESCE(anchors, '{}')) j(key)) c
+          LEFT JOIN forgeyard.audit_heads h ON h.tenant_id OPERATOR(pg_catalog.=) c.tenant_id
+         ORDER BY c.tenant_id
+    LOOP
+        anchor := anchors OPERATOR(pg_catalog.->) chain.tenant_id;
+        anchor_seq := (anchor OPERATOR(pg_catalog.->>) 'seq')::pg_catalog.int8;
+        anchor_hash := pg_catalog.decode(anchor OPERATOR(pg_catalog.->>) 'hash', 'hex');
+        head_seq := COALESCE(chain.head_seq, 0);
+        SELECT * INTO v FROM forgeyard.audit_verify(chain.tenant_id, 1, NULL, anchor_seq, anchor_hash);
+        n_verified := n_verified OPERATOR(pg_catalog.+) 1;
+        IF NOT v.ok THEN
+            n_failed := n_failed OPERATOR(pg_catalog.+) 1;
+            failures := failures OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
+                'tenant', chain.tenant_id, 'first_bad_seq', v.first_bad_seq, 'reason', v.reason);
+            IF anchor_seq OPERATOR(pg_catalog.>) head_seq THEN
+                kind := 'audit_tail_cut'; tenant := chain.tenant_id; count := anchor_seq;
+                detail := pg_catalog.format('events %s..%s were lost with the restore (head %s, anchor %s)',
+                                            head_seq OPERATOR(pg_catalog.+) 1, anchor_seq, head_seq, anchor_seq);
+            ELSE
+                kind := 'audit_chain_failed'; tenant := chain.tenant_id; count := v.first_bad_seq;
+                detail := v.reason;
+            END IF;
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+
+    -- Grants made while ALTER EXTENSION ... UPDATE ran are recorded as the extension's initial
+    -- privileges, which pg_dump leaves out: grant every recorded role its access kinds again.
+    SELECT pg_catalog.count(*) INTO n_roles
+      FROM (SELECT forgeyard.apply_access(r.role_id) FROM (SELECT DISTINCT a.role_id FROM forgeyard.role_access a) r) g;
+
+    INSERT INTO forgeyard.store_identity
+        SELECT pg_catalog.clock_timestamp(), 'reconcile', i.system_identifier, i.timeline, i.database_oid, i.database_name
+          FROM forgeyard.current_store_identity() i;
+    -- The report, in the tenant-neutral operations chain (seed: restores are audited).
+    SELECT * INTO ops FROM forgeyard.audit_append('_forgeyard.operations', session_user::pg_catalog.text,
+        'storage.reconcile', pg_catalog.current_database()::pg_catalog.text,
+        pg_catalog.jsonb_build_object('restore_state', status_before.state, 'leases_expired', n_leases,
+            'deliveries_released', n_deliveries, 'idempotency_unlocked', n_keys,
+            'audit_chains_verified', n_verified, 'audit_chains_failed', n_failed, 'fencing_floor', floor_value,
+            'failures', failures));
+
+    tenant := NULL; detail := NULL;
+    kind := 'restore_detected'; count := (status_before.state OPERATOR(pg_catalog.<>) 'ok')::pg_catalog.int4;
+    detail := status_before.state OPERATOR(pg_catalog.||) ': ' OPERATOR(pg_catalog.||) status_before.detail; RETURN NEXT;
+    detail := NULL;
+    kind := 'leases_expired'; count := n_leases; RETURN NEXT;
+    kind := 'deliveries_released'; count := n_deliveries; RETURN NEXT;
+    kind := 'idempotency_unlocked'; count := n_keys; RETURN NEXT;
+    kind := 'audit_chains_verified'; count := n_verified; RETURN NEXT;
+    kind := 'audit_chains_failed'; count := n_failed; RETURN NEXT;
+    kind := 'fencing_floor'; count := floor_value; RETURN NEXT;
+    kind := 'access_reapplied'; count := n_roles; RETURN NEXT;
+    kind := 'operations_audit'; tenant := '_forgeyard.operations'; count := ops.seq;
+    detail := pg_catalog.encode(ops.hash, 'hex'); RETURN NEXT;
+END
+$$;

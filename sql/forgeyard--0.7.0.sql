@@ -1487,6 +1487,8 @@ BEGIN
            visible_at = LEAST(m.visible_at, t)
      WHERE m.state OPERATOR(pg_catalog.=) 'pending' AND m.claim_token IS NOT NULL AND m.claimed_by IS NOT NULL;
     GET DIAGNOSTICS n_deliveries = ROW_COUNT;
+    -- Those of workflow runs: the lease each run keeps of its delivery ends with it (0.7.0).
+    UPDATE forgeyard.wf_runs r SET lease_until = NULL WHERE r.lease_until IS NOT NULL;
     -- Locked keys: the lock ends and the attempt becomes one nobody holds; the next begin takes
     -- over from the recovery point with a new attempt.
     UPDATE forgeyard.idempotency_keys k
