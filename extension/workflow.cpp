@@ -71,7 +71,7 @@ struct Owned {
   std::string queue() const { return wf::queue_name(workflow, version); }
 };
 
-// The columns a journal write reads, resolved once per call (pg/table_access.hpp).
+// The columns a journal write reads, resolved by name once per backend (pg::columns_of).
 struct RunColumns {
   int state, epoch, msg_id, step_deadline, lease_until, workflow, version, priority, wait_position, wait_until,
       compensate_to, error;

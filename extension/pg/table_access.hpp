@@ -180,13 +180,6 @@ class Table {
   bool using_kept_ = false;
 };
 
-// A queue's lock for its producers: a heavyweight lock on an object of class forgeyard.queues
-// (pg_locks: locktype object, classid forgeyard.queues, objid and objsubid 48 bits of a hash of
-// the tenant and queue), held to the end of the transaction. Producers take it shared and do not
-// wait for each other; queue_drop takes it exclusive, so it waits for open producers and they
-// for it. Unlike a row lock on the queue's row it writes nothing (no tuple header, no WAL, no
-// MultiXact for two producers). Invalidations that came in are applied after a wait for it, so
-// a producer that waited for a drop sees the queue gone.
 // Counts the relcache invalidations that made this backend forget what it resolved by name
 // (relation OIDs, attribute numbers): what a caller keeps of them is valid while it is unchanged.
 std::uint64_t relations_generation();
@@ -208,6 +201,13 @@ Columns columns_of(const Table& table) {
   return columns;
 }
 
+// A queue's lock for its producers: a heavyweight lock on an object of class forgeyard.queues
+// (pg_locks: locktype object, classid forgeyard.queues, objid and objsubid 48 bits of a hash of
+// the tenant and queue), held to the end of the transaction. Producers take it shared and do not
+// wait for each other; queue_drop takes it exclusive, so it waits for open producers and they
+// for it. Unlike a row lock on the queue's row it writes nothing (no tuple header, no WAL, no
+// MultiXact for two producers). Invalidations that came in are applied after a wait for it, so
+// a producer that waited for a drop sees the queue gone.
 enum class QueueLock { produce, drop };
 void lock_queue(const std::string& tenant, const std::string& queue, QueueLock mode);
 
