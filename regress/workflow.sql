@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(255);
+SELECT plan(258);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -717,6 +717,26 @@ SELECT results_eq($$SELECT position, step, status, error FROM forgeyard.workflow
                   $$VALUES (1, 'timed'::text, 'failed'::text, 'step "timed" ran past its timeout'::text)$$,
                   'and the attempt at position 1 is recorded failed');
 SET forgeyard.now_override = '2030-01-05 00:01:43+00';
+
+-- The fence's attribute numbers are kept per backend until a relcache invalidation: a column that
+-- moved (two columns of one type swap their names: each name has the other's attribute number
+-- now) is read where it is now.
+SET forgeyard.now_override = '2030-01-20 00:00:00+00';
+INSERT INTO r VALUES ('moved', forgeyard.workflow_start('t1', 'movable', 1, 'moved-1', '{}'));
+CREATE TEMP TABLE mc1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['movable@1'], 1, '1 hour');
+SELECT results_eq($$SELECT s.status FROM mc1, forgeyard.workflow_step('t1', mc1.run_id, mc1.epoch, 'a', NULL, 1) s$$,
+                  $$VALUES ('run'::text)$$, 'a step call reads the run (its columns kept by this backend)');
+ALTER TABLE forgeyard.wf_runs RENAME COLUMN lease_until TO fy_swap;
+ALTER TABLE forgeyard.wf_runs RENAME COLUMN step_deadline TO lease_until;
+ALTER TABLE forgeyard.wf_runs RENAME COLUMN fy_swap TO step_deadline;
+UPDATE forgeyard.wf_runs SET lease_until = '2030-01-20 01:00:00+00', step_deadline = NULL
+ WHERE run_id = (SELECT run_id FROM mc1);
+-- The delivery alone would say the lease ran out: only the run's moved column keeps it.
+SELECT is(forgeyard.extend('t1', '_wf.movable@1', w.msg_id, mc1.epoch, '1 second'), '2030-01-20 00:00:01+00'::timestamptz,
+          'the delivery''s visibility cut to a second') FROM mc1, forgeyard.wf_runs w WHERE w.run_id = mc1.run_id;
+SET forgeyard.now_override = '2030-01-20 00:00:05+00';
+SELECT results_eq($$SELECT s.status FROM mc1, forgeyard.workflow_step('t1', mc1.run_id, mc1.epoch, 'a', NULL, 1) s$$,
+                  $$VALUES ('run'::text)$$, 'after the column moved the fence reads the lease where it is now');
 
 -- A restore: restore_reconcile releases every claimed delivery, a run's too, and with it the lease
 -- the run keeps of it.
