@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Server-side hot paths against hand-written SQL, with pgbench (the client costs the same for
 # both): the SKIP LOCKED queue, and the leases, compare-and-set, idempotency keys and audit table
-# of the client-side benchmarks' baselines, and a workflow step recorded against DBOS's
-# check-then-INSERT ... ON CONFLICT DO NOTHING. A throwaway cluster with fsync on, both schemas
+# of the client-side benchmarks' baselines, and a workflow step against DBOS's check of the step's
+# output then INSERT ... ON CONFLICT DO NOTHING (workflow_step), and its record alone against that
+# INSERT alone (step_record). A throwaway cluster with fsync on, both schemas
 # loaded, baseline and forgeyard interleaved, 1 and 2 clients, three rounds of 10 s per side.
 # Prints operations/s (messages for the queue lines, script runs for the others) and the ratio per
 # line and round, then the median ratio of the rounds per line.
@@ -12,7 +13,8 @@
 #   FY_PGBENCH_SYNC=on   synchronous_commit (off: CPU alone, no commit wait)
 #   FY_PGBENCH_ONLY=     only lines whose name matches this regular expression
 #   FY_PGBENCH_STATEMENTS=0  1: after each run, its statements' mean server execution time (µs,
-#                        pg_stat_statements, reset before the run) on stderr: where a line's time goes
+#                        pg_stat_statements, reset before the run) on stderr, with how often they
+#                        were planned and the mean planning time: where a line's time goes
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rounds=${FY_PGBENCH_ROUNDS:-3}
@@ -28,7 +30,8 @@ trap 'exit 1' INT TERM
 cluster_start || exit 1
 # cluster.sh turns fsync off for tests; the figures here are with fsync on.
 psql -X -q -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM SET synchronous_commit = $sync" \
-  -c "ALTER SYSTEM SET shared_buffers = '256MB'" -c "ALTER SYSTEM SET max_wal_size = '2GB'" >/dev/null || exit 1
+  -c "ALTER SYSTEM SET shared_buffers = '256MB'" -c "ALTER SYSTEM SET max_wal_size = '2GB'" \
+  -c "ALTER SYSTEM SET pg_stat_statements.track_planning = $([ "$statements" = 1 ] && echo on || echo off)" >/dev/null || exit 1
 cluster_pg_ctl restart || exit 1
 psql -X -q -v ON_ERROR_STOP=1 -f "$scripts/setup.sql" >/dev/null || exit 1
 # (cluster.sh loads pg_stat_statements; its view needs the extension)
@@ -106,12 +109,15 @@ reset_cas() {
     -c "CHECKPOINT"
 }
 
-# A run for each of 8 pgbench clients, claimed for a day (bench_wf_owner), and 100,000 baseline
-# steps of other runs (so that the baseline's statements are planned on its primary key, as the
-# journal's are on a journal that holds the earlier rounds' steps).
+# A run for each of 8 pgbench clients, claimed for a day (bench_wf_owner), and on both sides the
+# same 100,000 recorded steps of other runs: the baseline's table and forgeyard's journal start
+# each run alike (the journal would otherwise keep every earlier run's steps, and grow through the
+# bench while the baseline's table does not).
 own_runs() {
-  sql -c "TRUNCATE bench_steps, bench_wf_owner" \
+  sql -c "TRUNCATE bench_steps, bench_wf_owner, forgeyard.wf_journal" \
     -c "INSERT INTO bench_steps SELECT gen_random_uuid(), g, 's', '{\"n\": 1}' FROM generate_series(1, 100000) g" \
+    -c "INSERT INTO forgeyard.wf_journal (tenant_id, run_id, position, step, status, result, epoch, recorded_at)
+        SELECT 'bench', gen_random_uuid(), g, 's', 'done', '{\"n\": 1}', 1, now() FROM generate_series(1, 100000) g" \
     -c "DO \$\$ DECLARE g int; r uuid; e bigint; BEGIN
           FOR g IN 0..7 LOOP
             PERFORM forgeyard.workflow_start('bench', 'stepper', 1, 'k-' || g || '-' || clock_timestamp());
@@ -152,9 +158,11 @@ run() {  # script clients transactions_per_client messages_per_transaction
     return
   fi
   [ "$statements" = 1 ] && psql -X -At -F ' ' -c "SELECT round((mean_exec_time * 1000)::numeric, 1), calls,
+        round((mean_plan_time * 1000)::numeric, 1), plans,
         left(regexp_replace(query, '\s+', ' ', 'g'), 100) FROM pg_stat_statements
       WHERE toplevel AND calls >= 100 AND query NOT LIKE '%pg_stat_statements%' ORDER BY mean_exec_time DESC" |
-    awk -v s="$1" -v c="$2" '{ printf "  %s (%s clients): %8.1f us x %s  ", s, c, $1, $2; $1 = $2 = ""; print substr($0, 3) }' >&2
+    awk -v s="$1" -v c="$2" '{ printf "  %s (%s clients): %8.1f us x %s, planned %s x %s us  ", s, c, $1, $2, $4, $3
+                              $1 = $2 = $3 = $4 = ""; print substr($0, 5) }' >&2
   awk -v t="$tps" -v m="$4" 'BEGIN { printf "%.0f", t * m }'
 }
 
@@ -163,6 +171,9 @@ run() {  # script clients transactions_per_client messages_per_transaction
 # limits never bind, against the plain claim: flow control's cost when configured; claim1@breaker
 # the same with a breaker that never opens. claim1@fair
 # likewise: the claim of a fair queue over 1,000 keys against the plain claim.)
+# (workflow_step is the whole step protocol: workflow_step then workflow_step_complete, against
+# the lookup then the INSERT; step_record is the issue's measure, recording a step:
+# workflow_step_complete alone against the INSERT alone.)
 # (A timed run of a queue line gets a queue of 12,000 script runs per client and second: more than
 # this machine claims; a queue that runs dry aborts the run, which then prints 0.)
 lines=(
@@ -179,6 +190,7 @@ lines=(
   "idempotency baseline_idempotency forgeyard_idempotency 2000 1 0.9 none"
   "audit_append baseline_audit forgeyard_audit 4000 1 0.8 none"
   "workflow_step baseline_wf_step forgeyard_wf_step 2000 1 0.8 workflow"
+  "step_record baseline_wf_record forgeyard_wf_record 2000 1 0.8 workflow"
 )
 ratios=$(mktemp)
 printf '%-16s %-7s %-5s %12s %12s %7s %s\n' line clients round baseline forgeyard ratio target
