@@ -192,10 +192,8 @@ void check_next_compensation(const std::optional<std::int32_t>& next, std::int32
               "compensations run newest first: ask workflow_compensation for the next one");
 }
 
-std::string compensation_error(std::string_view compensation, std::string_view step, std::int32_t position,
-                               std::string_view error) {
-  return "compensation \"" + std::string(compensation) + "\" of step \"" + std::string(step) + "\" at position " +
-         std::to_string(position) + " failed: " + std::string(error);
+bool keeps_error(std::string_view state) {
+  return state == "compensation_failed";
 }
 
 std::string child_signal(std::string_view child_run_id) {

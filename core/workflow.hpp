@@ -157,9 +157,11 @@ void check_owner(const Ownership& run, std::int64_t epoch, std::string_view run_
 std::string compensation_key(std::string_view run_id, std::int32_t position, std::string_view step);
 // 22023 unless `position` is the run's next compensation (`next`: none left when nullopt).
 void check_next_compensation(const std::optional<std::int32_t>& next, std::int32_t position, std::string_view run_id);
-// The error a run ends with when a compensation fails for good.
-std::string compensation_error(std::string_view compensation, std::string_view step, std::int32_t position,
-                               std::string_view error);
+// A run that ends compensation_failed (a compensation failed for good, or its deliveries lapsed)
+// keeps the error it was compensating for: its first. The compensation's own error is in the
+// journal (compensation_error), and workflow_stuck names it; a workflow_retry that lets the
+// compensations finish ends the run with that first error.
+bool keeps_error(std::string_view state);
 
 // Children: a run started with a parent sends it, once, when it first ends (any finished state
 // but parked), the signal "child:<run_id>" (its signal_id is the child's run id) with the payload

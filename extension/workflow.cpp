@@ -366,7 +366,8 @@ void tell_parent(pg::Spi& spi, const Run& run, TimestampTz now) {
 
 // The run ends in `state` (its delivery let go by the caller). One that fails, is cancelled or
 // times out with compensations to run is compensating first: a new message hands it out for
-// them. Returns the run's state now.
+// them. One that ends compensation_failed keeps its error (wf::keeps_error): `error` is not
+// written then. Returns the run's state now.
 std::string settle(pg::Spi& spi, const Run& run, const std::string& state, const pg::Value& result,
                    const std::optional<std::string>& error, TimestampTz now) {
   static pg::Statement pending(
@@ -383,14 +384,15 @@ std::string settle(pg::Spi& spi, const Run& run, const std::string& state, const
       "   updated_at = $6" FY_RUN_KEY,
       {TEXTOID, UUIDOID, TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
   static pg::Statement end(
-      "UPDATE forgeyard.wf_runs SET state = $3, result = $4, error = $5, lease_until = NULL, updated_at = $6,"
+      "UPDATE forgeyard.wf_runs SET state = $3, result = $4, error = CASE WHEN $7 THEN error ELSE $5 END,"
+      "   lease_until = NULL, updated_at = $6,"
       "   finished_at = CASE WHEN $3" FY_EQ
       "'parked' THEN NULL ELSE $6 END,"
       "   purge_at = CASE WHEN $3" FY_EQ
       "'parked' THEN NULL"
       "       ELSE $6 OPERATOR(pg_catalog.+) (retention_usecs OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval)"
       "   END" FY_RUN_KEY,
-      {TEXTOID, UUIDOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID});
+      {TEXTOID, UUIDOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, BOOLOID});
   if (wf::ends_with_compensation(state)) {
     std::optional<std::string> workflow;
     std::int64_t version = 0, priority = 0;
@@ -408,8 +410,8 @@ std::string settle(pg::Spi& spi, const Run& run, const std::string& state, const
       return "compensating";
     }
   }
-  spi.run(end,
-          {run.t, run.r, pg::text_value(state), result, pg::optional_text_value(error), pg::timestamptz_value(now)});
+  spi.run(end, {run.t, run.r, pg::text_value(state), result, pg::optional_text_value(error), pg::timestamptz_value(now),
+                pg::bool_value(wf::keeps_error(state))});
   tell_parent(spi, run, now);
   return state;
 }
@@ -1007,8 +1009,8 @@ FY_FUNCTION(fy_workflow_compensation_fail) {
     spi.run(release, {run.t, run.r});
   } else {
     // Permanent, or the queue's max_attempts reached (the message is a dead letter now).
-    outcome = settle(spi, run, "compensation_failed", pg::null_value(),
-                     wf::compensation_error(next->compensation, next->step, position, error), now);
+    // The run keeps its error; the compensation's is in the journal (recorded above).
+    outcome = settle(spi, run, "compensation_failed", pg::null_value(), std::nullopt, now);
   }
   spi.finish();
   return pg::text_value(outcome).datum;

@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION forgeyard;
 
-SELECT plan(258);
+SELECT plan(264);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -429,14 +429,36 @@ SELECT is((SELECT state FROM cp_e2), 'compensating', 'at once handed out to comp
 SELECT is((SELECT forgeyard.workflow_compensation_fail('t1', run_id, epoch, 1, 'gone', true) FROM cp_e2), 'compensation_failed',
           'a compensation that fails for good ends the run compensation_failed');
 SELECT results_eq($$SELECT state, error FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'cp_e'))$$,
-                  $$VALUES ('compensation_failed'::text, 'compensation "unbook" of step "book" at position 1 failed: gone'::text)$$,
-                  'with the compensation''s error');
+                  $$VALUES ('compensation_failed'::text, 'customer left'::text)$$,
+                  'keeping the error it was compensating for (the compensation''s is in the journal)');
 SELECT results_eq($$SELECT reason FROM forgeyard.workflow_stuck WHERE run_id = (SELECT id FROM r WHERE name = 'cp_e')$$,
                   $$VALUES ('compensation "unbook" of step "book" at position 1 failed: gone'::text)$$, 'workflow_stuck lists it');
 SELECT ok(forgeyard.workflow_retry('t1', id), 'retry resumes its compensations') FROM r WHERE name = 'cp_e';
 CREATE TEMP TABLE cp_e3 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w3', ARRAY['trip@1'], 1, '1 minute');
 SELECT is((SELECT forgeyard.workflow_compensation_complete('t1', run_id, epoch, 1) FROM cp_e3), 'cancelled',
           'and the run ends cancelled once it ran');
+SELECT results_eq($$SELECT state, error FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'cp_e'))$$,
+                  $$VALUES ('cancelled'::text, 'customer left'::text)$$, 'with its first error');
+
+-- A compensating run whose deliveries lapse on every attempt
+INSERT INTO r VALUES ('cp_l', forgeyard.workflow_start('t1', 'lapse', 1, 'lapse-1', '{}'));
+DO $$ BEGIN PERFORM forgeyard.queue_alter('t1', '_wf.lapse@1', '{"max_attempts": 1}'); END $$;
+CREATE TEMP TABLE cp_l1 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w1', ARRAY['lapse@1'], 1, '1 minute');
+SELECT lives_ok($$SELECT pg_temp.wf_done(run_id, epoch, 'hold', '{}', 'unhold') FROM cp_l1$$,
+                'a step with a compensation');
+SELECT lives_ok($$SELECT forgeyard.workflow_fail('t1', run_id, epoch, 'out of stock') FROM cp_l1$$,
+                'the run fails, compensating first');
+CREATE TEMP TABLE cp_l2 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w2', ARRAY['lapse@1'], 1, '1 minute');
+SELECT is((SELECT state FROM cp_l2), 'compensating', 'handed out to compensate');
+SET forgeyard.now_override = '2030-01-04 01:02:00+00';
+SELECT is((SELECT count(*)::int FROM forgeyard.workflow_claim('t1', 'w3', ARRAY['lapse@1'], 1, '1 minute')), 0,
+          'its owner dies: with one attempt, the next claim ends the run');
+SELECT results_eq($$SELECT s.state, s.error, k.reason
+                      FROM forgeyard.workflow_status('t1', (SELECT id FROM r WHERE name = 'cp_l')) s,
+                           forgeyard.workflow_stuck k WHERE k.run_id = (SELECT id FROM r WHERE name = 'cp_l')$$,
+                  $$VALUES ('compensation_failed'::text, 'out of stock'::text,
+                            'its compensation''s deliveries lapsed on every attempt (the definition queue''s max_attempts)'::text)$$,
+                  'compensation_failed, keeping the error it was compensating for; workflow_stuck says why');
 
 -- A deadline
 INSERT INTO r VALUES ('cp_f', forgeyard.workflow_start('t1', 'trip', 1, 'trip-3', '{}', '{"deadline": "1 hour"}'));

@@ -287,7 +287,15 @@ WITH RECURSIVE member_of(oid) AS (
 SELECT s.tenant_id, s.run_id, s.workflow, s.version, s.state, s.owner, s.epoch, s.reason, s.since
   FROM (SELECT r.*,
                CASE WHEN r.state = 'parked' THEN 'parked: ' || coalesce(r.error, '')
-                    WHEN r.state = 'compensation_failed' THEN coalesce(r.error, 'a compensation failed')
+                    -- (the run keeps the error it was compensating for; the compensation's is
+                    -- in the journal)
+                    WHEN r.state = 'compensation_failed' THEN coalesce(
+                        (SELECT 'compensation "' || j.compensation || '" of step "' || j.step
+                                || '" at position ' || j.position || ' failed: ' || coalesce(j.compensation_error, '')
+                           FROM forgeyard.wf_journal j
+                          WHERE j.run_id = r.run_id AND j.tenant_id = r.tenant_id AND j.compensation_status = 'failed'
+                          ORDER BY j.position DESC LIMIT 1),
+                        'its compensation''s deliveries lapsed on every attempt (the definition queue''s max_attempts)')
                     WHEN r.state = 'running' AND m.state = 'pending' AND m.visible_at <= c.now
                         THEN 'the owner''s lease ran out'
                     WHEN r.state NOT IN ('completed', 'failed', 'cancelled', 'timed_out', 'compensation_failed')

@@ -754,6 +754,30 @@ BOOST_AUTO_TEST_CASE(a_run_whose_every_attempt_ran_past_its_step_timeout_fails_a
        std::optional<std::string>("the owner's lease ran out on every attempt (the definition queue's max_attempts)")));
 }
 
+// A compensating run whose owners die on every attempt (the definition queue's max_attempts) ends
+// compensation_failed, and keeps the error it was compensating for.
+BOOST_AUTO_TEST_CASE(a_compensating_run_whose_every_attempt_lapsed_ends_compensation_failed_with_its_first_error) {
+  auto& wf = store->workflows();
+  const std::string id = wf.start(tenant, "lapsing", 1, "k", "{}");
+  exec_sql(std::string("UPDATE ") + (is_postgres() ? "forgeyard." : "") +
+           "queues SET max_attempts = 2 WHERE tenant_id = '" + tenant + "' AND queue = '" +
+           definition_queue("lapsing", 1) + "'");
+  const auto owned = wf.claim(tenant, "w", {"lapsing@1"}, 1, 60s).at(0);
+  BOOST_TEST(!wf.step(tenant, id, owned.epoch, "reserve").done);
+  wf.step_complete(tenant, id, owned.epoch, "reserve", "1", std::string("release"));
+  wf.fail(tenant, id, owned.epoch, "out of stock");
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    const auto compensating = wf.claim(tenant, "w" + std::to_string(attempt), {"lapsing@1"}, 1, 60s);
+    BOOST_TEST_REQUIRE(compensating.size() == 1u);
+    BOOST_TEST(compensating[0].state == "compensating");
+    clock.advance(61s);  // its owner dies
+  }
+  BOOST_TEST(wf.claim(tenant, "w3", {"lapsing@1"}, 1, 60s).empty());
+  const auto status = wf.status(tenant, id);
+  BOOST_TEST(status.state == "compensation_failed");
+  BOOST_TEST((status.error == std::optional<std::string>("out of stock")));
+}
+
 BOOST_AUTO_TEST_CASE(concurrent_claimers_never_share_a_run) {
   auto& wf = store->workflows();
   std::set<std::string> started;
@@ -1163,10 +1187,11 @@ BOOST_AUTO_TEST_CASE(compensations_run_newest_first_and_a_missing_one_ends_the_r
   }
   const auto status = wf.status(tenant, stuck);
   BOOST_TEST(status.state == "compensation_failed");
-  BOOST_TEST((
-      status.error ==
-      std::optional<std::string>(
-          R"(compensation "unbook" of step "book" at position 1 failed: no compensation "unbook" is registered for trip@1)")));
+  BOOST_TEST((status.error == std::optional<std::string>("no truck")));  // the error it was compensating for
+  const auto failed_compensation = wf.journal(tenant, stuck).at(0);
+  BOOST_TEST((failed_compensation.compensation_status == std::optional<std::string>("failed")));
+  BOOST_TEST((failed_compensation.compensation_error ==
+              std::optional<std::string>(R"(no compensation "unbook" is registered for trip@1)")));
   BOOST_TEST(wf.retry(tenant, stuck));
   BOOST_TEST(wf.status(tenant, stuck).state == "compensating");
   {
@@ -1175,8 +1200,10 @@ BOOST_AUTO_TEST_CASE(compensations_run_newest_first_and_a_missing_one_ends_the_r
     worker.add_compensation("trip", 1, "unbook", undo("unbook"));
     BOOST_TEST(worker.run({}).compensated == 1u);
   }
-  BOOST_TEST(wf.status(tenant, stuck).state == "failed");
-  BOOST_TEST(undone.size() == 2u);  // refund once, then unbook once
+  const auto ended = wf.status(tenant, stuck);
+  BOOST_TEST(ended.state == "failed");
+  BOOST_TEST((ended.error == std::optional<std::string>("no truck")));  // its first error, after the retry too
+  BOOST_TEST(undone.size() == 2u);                                      // refund once, then unbook once
 }
 
 // A cancel while steps with compensations are done: the run compensates, and its owner's next

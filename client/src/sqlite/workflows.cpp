@@ -212,7 +212,8 @@ void tell_parent(Db& db, std::string_view tenant, const std::string& run_id, std
 
 // The run ends in `state` (its delivery let go by the caller). One that fails, is cancelled or
 // times out with compensations to run is compensating first: a new message hands it out for
-// them. Returns the run's state now.
+// them. One that ends compensation_failed keeps its error (wf::keeps_error): `error` is not
+// written then. Returns the run's state now.
 std::string settle(Db& db, std::string_view tenant, const std::string& run_id, const std::string& state,
                    const std::optional<std::string>& result, const std::optional<std::string>& error,
                    std::int64_t now) {
@@ -235,14 +236,14 @@ std::string settle(Db& db, std::string_view tenant, const std::string& run_id, c
     }
   }
   auto q = db.query(
-      "UPDATE wf_runs SET state = ?3, result = ?4, error = ?5, updated_at = ?6,"
+      "UPDATE wf_runs SET state = ?3, result = ?4, error = CASE WHEN ?7 THEN error ELSE ?5 END, updated_at = ?6,"
       "   finished_at = CASE WHEN ?3 = 'parked' THEN NULL ELSE ?6 END,"
       "   purge_at = CASE WHEN ?3 = 'parked' THEN NULL ELSE ?6 + retention_usecs END"
       " WHERE tenant_id = ?1 AND run_id = ?2");
   q.bind(1, tenant).bind(2, run_id).bind(3, state);
   bind_optional(q, 4, result);
   bind_optional(q, 5, error);
-  q.bind(6, now).run();
+  q.bind(6, now).bind(7, static_cast<std::int64_t>(wf::keeps_error(state))).run();
   tell_parent(db, tenant, run_id, now);
   return state;
 }
@@ -916,8 +917,8 @@ StepFailure SqliteWorkflows::compensation_fail(std::string_view tenant, std::str
           return;
         }
         // Permanent, or the queue's max_attempts reached (the message is a dead letter now).
-        settle(db, tenant, id, "compensation_failed", std::nullopt,
-               wf::compensation_error(next->compensation, next->step, position, error), now);
+        // The run keeps its error; the compensation's is in the journal (recorded above).
+        settle(db, tenant, id, "compensation_failed", std::nullopt, std::nullopt, now);
         outcome = StepFailure::Failed;
       });
       return outcome;
