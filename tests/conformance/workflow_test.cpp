@@ -55,6 +55,14 @@ std::string definition_queue(const std::string& workflow, int version) {
   return "_wf." + workflow + "@" + std::to_string(version);
 }
 
+// The retry policy is the definition queue's (queue_alter on PostgreSQL; the client has no
+// alter): an UPDATE of that queue's row setting `set`, in either backend's catalog.
+std::string alter_definition_queue(bool postgres, const std::string& tenant, const std::string& workflow,
+                                   const std::string& set) {
+  return std::string("UPDATE ") + (postgres ? "forgeyard." : "") + "queues SET " + set + " WHERE tenant_id = '" +
+         tenant + "' AND queue = '" + definition_queue(workflow, 1) + "'";
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(workflows, conformance::Backend)
@@ -317,11 +325,8 @@ BOOST_AUTO_TEST_CASE(another_step_at_a_journaled_position_is_nondeterminism_and_
 BOOST_AUTO_TEST_CASE(a_failing_step_is_retried_by_the_queue_then_fails_the_run) {
   auto& wf = store->workflows();
   const std::string id = wf.start(tenant, "mail", 1, "k", "{}");
-  // The retry policy is the definition queue's (queue_alter on PostgreSQL; the client has no alter).
-  exec_sql(std::string("UPDATE ") + (is_postgres() ? "forgeyard." : "") +
-           "queues SET max_attempts = 2, backoff_base_usecs = 1000000, backoff_max_usecs = 1000000"
-           " WHERE tenant_id = '" +
-           tenant + "' AND queue = '" + definition_queue("mail", 1) + "'");
+  exec_sql(alter_definition_queue(is_postgres(), tenant, "mail",
+                                  "max_attempts = 2, backoff_base_usecs = 1000000, backoff_max_usecs = 1000000"));
   const auto first = wf.claim(tenant, "w1", {"mail@1"}).at(0);
   wf.step(tenant, id, first.epoch, "send");
   BOOST_TEST((wf.step_fail(tenant, id, first.epoch, "send", "timeout") == StepFailure::Retry));
@@ -714,9 +719,7 @@ BOOST_AUTO_TEST_CASE(a_step_past_its_timeout_is_fenced_off_and_recorded_failed_b
 BOOST_AUTO_TEST_CASE(a_run_whose_every_attempt_ran_past_its_step_timeout_fails_and_compensates) {
   auto& wf = store->workflows();
   const std::string id = wf.start(tenant, "stuck", 1, "k", "{}");
-  exec_sql(std::string("UPDATE ") + (is_postgres() ? "forgeyard." : "") +
-           "queues SET max_attempts = 2 WHERE tenant_id = '" + tenant + "' AND queue = '" +
-           definition_queue("stuck", 1) + "'");
+  exec_sql(alter_definition_queue(is_postgres(), tenant, "stuck", "max_attempts = 2"));
   for (int attempt = 1; attempt <= 2; ++attempt) {
     const auto owned = wf.claim(tenant, "w" + std::to_string(attempt), {"stuck@1"}, 1, 60s).at(0);
     BOOST_TEST(owned.state == "running");
@@ -759,9 +762,7 @@ BOOST_AUTO_TEST_CASE(a_run_whose_every_attempt_ran_past_its_step_timeout_fails_a
 BOOST_AUTO_TEST_CASE(a_compensating_run_whose_every_attempt_lapsed_ends_compensation_failed_with_its_first_error) {
   auto& wf = store->workflows();
   const std::string id = wf.start(tenant, "lapsing", 1, "k", "{}");
-  exec_sql(std::string("UPDATE ") + (is_postgres() ? "forgeyard." : "") +
-           "queues SET max_attempts = 2 WHERE tenant_id = '" + tenant + "' AND queue = '" +
-           definition_queue("lapsing", 1) + "'");
+  exec_sql(alter_definition_queue(is_postgres(), tenant, "lapsing", "max_attempts = 2"));
   const auto owned = wf.claim(tenant, "w", {"lapsing@1"}, 1, 60s).at(0);
   BOOST_TEST(!wf.step(tenant, id, owned.epoch, "reserve").done);
   wf.step_complete(tenant, id, owned.epoch, "reserve", "1", std::string("release"));
