@@ -2125,7 +2125,7 @@ SELECT s.tenant_id, s.run_id, s.workflow, s.version, s.state, s.owner, s.epoch, 
  WHERE s.reason IS NOT NULL
    AND (NOT EXISTS (SELECT 1 FROM scope) OR s.tenant_id IN (SELECT scope.tenant_id FROM scope));
 COMMENT ON VIEW forgeyard.workflow_stuck IS
-  'Runs that need attention: parked (nondeterminism, until workflow_retry), compensation_failed (a compensation used up its attempts, until workflow_retry), running with an owner whose lease ran out (the next claim takes them over), or unfinished with no live message (dead-lettered). A role bound to tenants sees only those.';
+  'Runs that need attention: parked (nondeterminism, until workflow_retry), compensation_failed (a compensation used up its attempts, or its owners died on every attempt: the reason names the newest compensation that failed, if one did; until workflow_retry), running with an owner whose lease ran out (the next claim takes them over), or unfinished with no live message (dead-lettered). A role bound to tenants sees only those.';
 
 INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.workflow_start(text, text, integer, text, jsonb, jsonb)'),

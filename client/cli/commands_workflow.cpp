@@ -148,7 +148,9 @@ void add_workflow_commands(CLI::App& app, Commands& commands) {
         std::cout << "step." << e.position << "=" << e.step << " status=" << e.status << " attempts=" << e.attempts
                   << " epoch=" << e.epoch << " result=" << e.result.value_or("") << " error=" << e.error.value_or("")
                   << (e.compensation
-                          ? " compensation=" + *e.compensation + " compensated=" + e.compensation_status.value_or("no")
+                          ? " compensation=" + *e.compensation +
+                                " compensated=" + e.compensation_status.value_or("no") +
+                                (e.compensation_error ? " compensation_error=" + *e.compensation_error : std::string())
                           : std::string())
                   << "\n";
     }

@@ -1193,6 +1193,16 @@ BOOST_AUTO_TEST_CASE(compensations_run_newest_first_and_a_missing_one_ends_the_r
   BOOST_TEST((failed_compensation.compensation_status == std::optional<std::string>("failed")));
   BOOST_TEST((failed_compensation.compensation_error ==
               std::optional<std::string>(R"(no compensation "unbook" is registered for trip@1)")));
+  // `workflow show` prints it beside the step.
+  const std::string out = (std::filesystem::temp_directory_path() / unique("compensation-cli")).string();
+  BOOST_TEST(run_cli({"workflow", "show", tenant, stuck}, out) == 0);
+  const std::string shown = conformance::slurp(out);
+  BOOST_TEST(shown.find(R"(step.1=book status=done)") != std::string::npos, shown);
+  BOOST_TEST(
+      shown.find(
+          R"( compensation=unbook compensated=failed compensation_error=no compensation "unbook" is registered for trip@1)") !=
+          std::string::npos,
+      shown);
   BOOST_TEST(wf.retry(tenant, stuck));
   BOOST_TEST(wf.status(tenant, stuck).state == "compensating");
   {
