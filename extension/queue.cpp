@@ -2,6 +2,7 @@
 // capacity slots, giving capacity back, and argument checks (docs/sql-api.md#queues).
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "pg/args.hpp"
@@ -142,21 +143,52 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
   return queue;
 }
 
+// The deltas of a slot's release row (0.7.1, give_back()), as a subquery of the slot `a`.
+#define FY_SLOT_DELTAS(column)                                                                          \
+  "(SELECT pg_catalog.sum(d." column ") FROM forgeyard.queue_release_deltas d"                          \
+  " WHERE d.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND d.queue OPERATOR(pg_catalog.=) a.queue" \
+  "   AND d.slot OPERATOR(pg_catalog.=) a.slot)"
+
+std::string slot_usage_sql(bool deltas) {
+  return std::string("SELECT a.slot, a.admitted_messages OPERATOR(pg_catalog.-) r.released_messages") +
+         (deltas ? " OPERATOR(pg_catalog.-) COALESCE(" FY_SLOT_DELTAS("released_messages") ", 0)::pg_catalog.int8" : "") +
+         ", a.admitted_bytes OPERATOR(pg_catalog.-) r.released_bytes" +
+         (deltas ? " OPERATOR(pg_catalog.-) COALESCE(" FY_SLOT_DELTAS("released_bytes") ", 0)::pg_catalog.int8" : "") +
+         "  FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r"
+         "    ON r.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND r.queue OPERATOR(pg_catalog.=) a.queue"
+         "   AND r.slot OPERATOR(pg_catalog.=) a.slot"
+         " WHERE a.tenant_id OPERATOR(pg_catalog.=) $1 AND a.queue OPERATOR(pg_catalog.=) $2";
+}
+
 core::Usage usage(pg::Spi& spi, const Queue& queue) {
-  static pg::Statement sum(
-      "SELECT pg_catalog.sum(a.admitted_messages OPERATOR(pg_catalog.-) r.released_messages)::pg_catalog.int8,"
-      "       pg_catalog.sum(a.admitted_bytes OPERATOR(pg_catalog.-) r.released_bytes)::pg_catalog.int8"
-      "  FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r"
-      "    ON r.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND r.queue OPERATOR(pg_catalog.=) a.queue"
-      "   AND r.slot OPERATOR(pg_catalog.=) a.slot"
-      " WHERE a.tenant_id OPERATOR(pg_catalog.=) $1 AND a.queue OPERATOR(pg_catalog.=) $2",
-      {TEXTOID, TEXTOID});
+  static pg::Statement sum_old("SELECT pg_catalog.sum(u.m)::pg_catalog.int8, pg_catalog.sum(u.b)::pg_catalog.int8 FROM (" +
+                                   slot_usage_sql(false) + ") u(slot, m, b)",
+                               {TEXTOID, TEXTOID});
+  static pg::Statement sum("SELECT pg_catalog.sum(u.m)::pg_catalog.int8, pg_catalog.sum(u.b)::pg_catalog.int8 FROM (" +
+                               slot_usage_sql(true) + ") u(slot, m, b)",
+                           {TEXTOID, TEXTOID});
   core::Usage used;
-  spi.run(sum, {queue.t, queue.q}, [&](const pg::Row& r) {
-    used.messages = r.int8(1).value_or(0);
-    used.bytes = r.int8(2).value_or(0);
-  });
+  spi.run(pg::has_table(pg::CachedTable::queue_release_deltas) ? sum : sum_old, {queue.t, queue.q},
+          [&](const pg::Row& r) {
+            used.messages = r.int8(1).value_or(0);
+            used.bytes = r.int8(2).value_or(0);
+          });
   return used;
+}
+
+core::Usage slot_deltas(pg::Table& deltas, const Queue& queue, int slot) {
+  const int messages = deltas.column("released_messages"), bytes = deltas.column("released_bytes");
+  core::Usage sum;
+  pg::Table::Scan scan(deltas, pg::OwnIndex::queue_release_deltas_slot,
+                       {{1, pg::Compare::eq, queue.t},
+                        {2, pg::Compare::eq, queue.q},
+                        {3, pg::Compare::eq, pg::int4_value(slot)}});
+  while (scan.next()) {
+    sum.messages += deltas.int8(messages);
+    sum.bytes += deltas.int8(bytes);
+  }
+  scan.end();
+  return sum;
 }
 
 std::int32_t positive_int_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::int32_t max) {
@@ -180,22 +212,53 @@ void Releases::outcome(const std::optional<std::string>& resource, int part, cor
 
 namespace {
 
-// The room of released messages back to their slots' release rows, below SPI
-// (pg/table_access.hpp): per slot in ascending order, the row by primary key, locked FOR NO KEY
-// UPDATE (waiting, as the UPDATE it replaces; the newest version is the one added to) and updated.
+// The room of released messages back to their slots, below SPI (pg/table_access.hpp), never
+// waiting for a row another transaction holds: per slot, its release row locked FOR NO KEY UPDATE
+// SKIP LOCKED, the slot's committed deltas folded into it (each delta locked SKIP LOCKED, so one
+// another folder took is left to it, and deleted), and the room added. A release row another
+// transaction holds, or any under a transaction snapshot (where a row changed since the snapshot
+// could only be 40001), gets the room as a delta row of its own instead: an INSERT, which waits
+// for nobody. So no two acks wait for each other, in any order of slots (docs/architecture.md,
+// "Locks held to commit"). A database still at 0.7.0 has no deltas: there the row is waited for.
 void give_back(const Queue& queue, const std::map<int, core::Usage>& slots) {
+  const bool deltas = pg::has_table(pg::CachedTable::queue_release_deltas);
+  const bool own_snapshot = pg::uses_transaction_snapshot();
   pg::Access access;
   pg::Table r(access, pg::OwnTable::queue_releases);
+  std::optional<pg::Table> d;
   const int messages = r.column("released_messages"), bytes = r.column("released_bytes");
   for (const auto& [slot, used] : slots) {
-    if (!r.find(
-            pg::OwnIndex::queue_releases_pkey,
-            {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}}))
+    const pg::Value s = pg::int4_value(slot);
+    if (!r.find(pg::OwnIndex::queue_releases_pkey,
+                {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, s}}))
       continue;  // the queue was dropped under us (as the UPDATE would find no row)
+    if (deltas) {
+      if (!d) d.emplace(access, pg::OwnTable::queue_release_deltas);
+      const int d_messages = d->column("released_messages"), d_bytes = d->column("released_bytes");
+      if (own_snapshot || r.lock(pg::LockMode::no_key_update, pg::Wait::skip) == pg::Locked::skipped) {
+        d->insert({{1, queue.t}, {2, queue.q}, {3, s}, {d_messages, pg::int8_value(used.messages)},
+                   {d_bytes, pg::int8_value(used.bytes)}});
+        continue;
+      }
+      core::Usage total = used;
+      pg::Table::Scan folded(*d, pg::OwnIndex::queue_release_deltas_slot,
+                             {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, s}});
+      while (folded.next()) {
+        if (d->lock(pg::LockMode::update, pg::Wait::skip) == pg::Locked::skipped) continue;
+        total.messages += d->int8(d_messages);
+        total.bytes += d->int8(d_bytes);
+        d->remove();
+      }
+      folded.end();
+      r.update({{messages, pg::int8_value(r.int8(messages) + total.messages)},
+                {bytes, pg::int8_value(r.int8(bytes) + total.bytes)}});
+      continue;
+    }
     if (r.lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped) continue;
     r.update({{messages, pg::int8_value(r.int8(messages) + used.messages)},
               {bytes, pg::int8_value(r.int8(bytes) + used.bytes)}});
   }
+  if (d) d->finish();
   r.finish();
   access.finish();
 }

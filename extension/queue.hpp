@@ -68,6 +68,13 @@ std::vector<std::int64_t> fair_passes(pg::Spi& spi, const Queue& queue, int prio
                                       const std::optional<std::string>& fairness_key, std::int64_t n);
 // Messages and bytes admitted and not yet released, summed over the slots.
 core::Usage usage(pg::Spi& spi, const Queue& queue);
+// A query of each slot's usage ($1 tenant, $2 queue; slot, messages, bytes; the slot as `a`): its
+// admitted counts less its release row's and, with `deltas` (a catalog at 0.7.1 or later), its
+// release deltas'.
+std::string slot_usage_sql(bool deltas);
+// The room given back to a slot as deltas of its release row (queue_release_deltas), read by the
+// open table's snapshot.
+core::Usage slot_deltas(pg::Table& deltas, const Queue& queue, int slot);
 // Inserts a queue with its capacity counters; false (and nothing changed) if it exists.
 bool insert_queue(pg::Spi& spi, const std::string& tenant, const std::string& name, const core::QueueOptions& options);
 // The queue with default options unless it exists (a workflow's definition queue). Looked up

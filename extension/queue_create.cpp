@@ -8,6 +8,7 @@
 #include "pg/clock.hpp"
 #include "pg/spi.hpp"
 #include "pg/table_access.hpp"
+#include "pg/table_cache.hpp"
 #include "pg/trigger.hpp"
 #include "core/workflow.hpp"
 #include "queue.hpp"
@@ -227,8 +228,12 @@ FY_FUNCTION(fy_queue_drop) {
       " k AS (DELETE FROM forgeyard.queue_fair_keys WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2)"
       " DELETE FROM forgeyard.queue_retry_windows WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
       {TEXTOID, TEXTOID});
+  static pg::Statement drop_deltas(
+      "DELETE FROM forgeyard.queue_release_deltas WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
   const bool dropped = spi.run(drop_queue, {t, q}) > 0;
   spi.run(drop_rest, {t, q});
+  if (pg::has_table(pg::CachedTable::queue_release_deltas)) spi.run(drop_deltas, {t, q});
   if (flow_schema()) spi.run(drop_flow, {t, q});
   spi.finish();
   return BoolGetDatum(dropped);

@@ -2,6 +2,7 @@
 // slots by priority class, event_id deduplication and partition heads (docs/sql-api.md#queues).
 #include <array>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,33 +18,71 @@ namespace fy::queue {
 
 using core::sqlstate::invalid_parameter;
 
+namespace {
+
+// The capacity slots this transaction holds locked (a producer's slot lock is kept to its end).
+// A producer waits for a slot only if it comes after every slot it holds, in one order of
+// (tenant, queue, slot) that every backend uses: along a chain of producers each waiting for the
+// next, the slots waited for would ascend, so the chain cannot close into a cycle. A slot it may
+// not wait for is passed over, and if no other slot admits, the producer is refused (FY020)
+// rather than deadlocked; only near the bound, and never past it. Kept per backend for the
+// current transaction (a subtransaction's rollback releases its locks and they stay counted
+// here: that only passes over more).
+class HeldSlots {
+ public:
+  bool may_wait(const Queue& queue, int slot) {
+    reset_if_new_transaction();
+    return held_.empty() || key(queue, slot) > *held_.rbegin();
+  }
+  void took(const Queue& queue, int slot) {
+    reset_if_new_transaction();
+    held_.insert(key(queue, slot));
+  }
+
+ private:
+  static std::string key(const Queue& queue, int slot) {
+    std::string k = queue.tenant;
+    k.push_back('\0');
+    k += queue.name;
+    k.push_back('\0');
+    k.push_back(static_cast<char>(slot));  // slots are 0..7
+    return k;
+  }
+  void reset_if_new_transaction() {
+    const std::uint32_t now = pg::local_transaction();
+    if (transaction_ == now) return;
+    transaction_ = now;
+    held_.clear();
+  }
+  std::uint32_t transaction_ = 0;  // (0: no transaction)
+  std::set<std::string> held_;
+};
+HeldSlots held_slots;
+
+}  // namespace
+
 // Unlocked slots are tried first, so that concurrent producers spread over the slots; only when
-// none of them admits does admit wait for the locked ones.
+// none of them admits does admit wait for a locked one, and only for one it may wait for
+// (HeldSlots).
 int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, core::Usage* seen) {
-  static const char* usage_sql =
-      "SELECT a.slot, a.admitted_messages OPERATOR(pg_catalog.-) r.released_messages,"
-      "       a.admitted_bytes OPERATOR(pg_catalog.-) r.released_bytes"
-      "  FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r"
-      "    ON r.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND r.queue OPERATOR(pg_catalog.=) a.queue"
-      "   AND r.slot OPERATOR(pg_catalog.=) a.slot"
-      " WHERE a.tenant_id OPERATOR(pg_catalog.=) $1 AND a.queue OPERATOR(pg_catalog.=) $2";
+  const bool deltas = pg::has_table(pg::CachedTable::queue_release_deltas);
   // All slots, unlocked, starting at this call's first slot; then one slot locked at a time.
-  static pg::Statement read(
-      std::string(usage_sql) + " ORDER BY (a.slot OPERATOR(pg_catalog.+) $3) OPERATOR(pg_catalog.%) $4",
-      {TEXTOID, TEXTOID, INT4OID, INT4OID});
-  static pg::Statement lock_free(
-      std::string(usage_sql) + " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a SKIP LOCKED",
-      {TEXTOID, TEXTOID, INT4OID});
-  static pg::Statement lock_wait(std::string(usage_sql) + " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a",
-                                 {TEXTOID, TEXTOID, INT4OID});
+  static const std::string read_tail = " ORDER BY (a.slot OPERATOR(pg_catalog.+) $3) OPERATOR(pg_catalog.%) $4";
+  static const std::string free_tail = " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a SKIP LOCKED";
+  static const std::string wait_tail = " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a";
+  static pg::Statement read(slot_usage_sql(true) + read_tail, {TEXTOID, TEXTOID, INT4OID, INT4OID});
+  static pg::Statement lock_free(slot_usage_sql(true) + free_tail, {TEXTOID, TEXTOID, INT4OID});
+  static pg::Statement lock_wait(slot_usage_sql(true) + wait_tail, {TEXTOID, TEXTOID, INT4OID});
+  static pg::Statement read_old(slot_usage_sql(false) + read_tail, {TEXTOID, TEXTOID, INT4OID, INT4OID});
+  static pg::Statement lock_free_old(slot_usage_sql(false) + free_tail, {TEXTOID, TEXTOID, INT4OID});
+  static pg::Statement lock_wait_old(slot_usage_sql(false) + wait_tail, {TEXTOID, TEXTOID, INT4OID});
   static pg::Statement take(
       "UPDATE forgeyard.queue_slots SET admitted_messages = admitted_messages OPERATOR(pg_catalog.+) 1,"
       "   admitted_bytes = admitted_bytes OPERATOR(pg_catalog.+) $4"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2 AND slot OPERATOR(pg_catalog.=) $3",
       {TEXTOID, TEXTOID, INT4OID, INT8OID});
   // Each call starts one slot further than the last (from this backend's pid): one producer's
-  // messages spread over the slots, and so do the acks that give their room back to those slots'
-  // release rows, so that consumers acking at the same time rarely wait for each other's row.
+  // messages spread over the slots.
   static unsigned rotation = static_cast<unsigned>(MyProcPid);
   const int start = static_cast<int>(rotation++ % static_cast<unsigned>(queue.slots));
   auto fits = [&](int slot, const core::Usage& used) {
@@ -51,25 +90,34 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
   };
   // The common case first, below SPI (pg/table_access.hpp): the first slot from `start` that no
   // other producer holds is locked FOR UPDATE SKIP LOCKED and, if the class still fits
-  // (core::class_limit, the bound of core::admits) by its admitted count less its release row's,
-  // takes the message. A locked slot without room stays locked and the statements below decide.
+  // (core::class_limit, the bound of core::admits) by its admitted count less its release row's
+  // and its release deltas', takes the message. A locked slot without room stays locked and the
+  // statements below decide.
   int took = -1;
   core::Usage used;
   {
     pg::Access access;
     pg::Table slots(access, pg::OwnTable::queue_slots);
     pg::Table releases(access, pg::OwnTable::queue_releases);
+    std::optional<pg::Table> released;
     for (int i = 0; i < queue.slots; ++i) {
       const int slot = (start + i) % queue.slots;
       const std::initializer_list<pg::Key> key{
           {1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}};
       if (!slots.find(pg::OwnIndex::queue_slots_pkey, key)) break;
       if (slots.lock(pg::LockMode::update, pg::Wait::skip) == pg::Locked::skipped) continue;  // another producer's
+      held_slots.took(queue, slot);
       if (!releases.find(pg::OwnIndex::queue_releases_pkey, key)) break;
       const int admitted_messages = slots.column("admitted_messages"), admitted_bytes = slots.column("admitted_bytes");
       const std::int64_t m = slots.int8(admitted_messages), b = slots.int8(admitted_bytes);
       used = {m - releases.int8(releases.column("released_messages")),
               b - releases.int8(releases.column("released_bytes"))};
+      if (deltas) {
+        if (!released) released.emplace(access, pg::OwnTable::queue_release_deltas);
+        const core::Usage given = slot_deltas(*released, queue, slot);
+        used.messages -= given.messages;
+        used.bytes -= given.bytes;
+      }
       const core::Usage limit =
           core::class_limit(queue.options, priority, core::slot_budget(queue.options, queue.slots, slot));
       if (used.messages + 1 <= limit.messages && used.bytes + bytes <= limit.bytes) {
@@ -78,6 +126,7 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
       }
       break;
     }
+    if (released) released->finish();
     releases.finish();
     slots.finish();
     access.finish();
@@ -88,18 +137,25 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
   }
   // Candidates by the current counts (an undercount of releases only refuses early).
   std::vector<int> candidates;
-  spi.run(read, {queue.t, queue.q, pg::int4_value(start), pg::int4_value(queue.slots)}, [&](const pg::Row& r) {
-    const int slot = static_cast<int>(*r.int8(1));
-    if (fits(slot, {*r.int8(2), *r.int8(3)})) candidates.push_back(slot);
-  });
-  // Lock one candidate, first one no other producer holds, then waiting; re-check under the lock.
+  spi.run(deltas ? read : read_old, {queue.t, queue.q, pg::int4_value(start), pg::int4_value(queue.slots)},
+          [&](const pg::Row& r) {
+            const int slot = static_cast<int>(*r.int8(1));
+            if (fits(slot, {*r.int8(2), *r.int8(3)})) candidates.push_back(slot);
+          });
+  // Lock one candidate, first one no other producer holds, then waiting for one this transaction
+  // may wait for; re-check under the lock.
   int chosen = -1;
-  for (pg::Statement* lock : {&lock_free, &lock_wait}) {
+  for (const bool wait : {false, true}) {
+    pg::Statement& lock = wait ? (deltas ? lock_wait : lock_wait_old) : (deltas ? lock_free : lock_free_old);
     for (int slot : candidates) {
-      spi.run(*lock, {queue.t, queue.q, pg::int4_value(slot)}, [&](const pg::Row& r) {
+      if (wait && !held_slots.may_wait(queue, slot)) continue;
+      bool locked = false;
+      spi.run(lock, {queue.t, queue.q, pg::int4_value(slot)}, [&](const pg::Row& r) {
+        locked = true;
         used = {*r.int8(2), *r.int8(3)};
         if (chosen < 0 && fits(slot, used)) chosen = slot;
       });
+      if (locked) held_slots.took(queue, slot);
       if (chosen >= 0) break;
     }
     if (chosen >= 0) break;

@@ -33,8 +33,9 @@ struct Named {
   const char* name;
   Oid oid = InvalidOid;
 };
-std::array<Named, 9> tables{{{"messages"},
-                             {"queue_releases"},
+std::array<Named, 10> tables{{{"messages"},
+                              {"queue_releases"},
+                              {"queue_release_deltas"},
                              {"queue_slots"},
                              {"queues"},
                              {"leases"},
@@ -42,10 +43,11 @@ std::array<Named, 9> tables{{{"messages"},
                              {"wf_journal"},
                              {"wf_cursors"},
                              {"flow_resource_state"}}};
-std::array<Named, 10> indexes{{{"messages_pkey"},
+std::array<Named, 11> indexes{{{"messages_pkey"},
                                {"messages_claim"},
                                {"messages_fair"},
                                {"queue_releases_pkey"},
+                               {"queue_release_deltas_slot"},
                                {"queue_slots_pkey"},
                                {"leases_pkey"},
                                {"wf_runs_pkey"},

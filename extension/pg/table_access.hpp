@@ -34,6 +34,7 @@ namespace fy::pg {
 enum class OwnTable : int {
   messages,
   queue_releases,
+  queue_release_deltas,
   queue_slots,
   queues,
   leases,
@@ -47,6 +48,7 @@ enum class OwnIndex : int {
   messages_claim,
   messages_fair,
   queue_releases_pkey,
+  queue_release_deltas_slot,
   queue_slots_pkey,
   leases_pkey,
   wf_runs_pkey,

@@ -4,6 +4,7 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "commands/sequence.h"
 #include "commands/trigger.h"
+#include "storage/proc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -18,7 +19,8 @@ struct Watched {
   Oid relid = InvalidOid;  // resolved on first use, forgotten when the relation is invalidated
   std::uint64_t generation = 1;
 };
-Watched watched[] = {{"queues"}, {"tenant_bindings"}, {"message_ids"}, {"claim_tokens"}, {"flow_resources"}};
+Watched watched[] = {{"queues"},       {"tenant_bindings"}, {"message_ids"},
+                     {"claim_tokens"}, {"flow_resources"},  {"queue_release_deltas"}};
 bool registered = false;
 
 void relation_callback(Datum, Oid relid) {
@@ -56,6 +58,11 @@ bool has_column(CachedTable table, const char* column) {
   return guard([&]() noexcept { return get_attnum(relid, column) != InvalidAttrNumber; });
 }
 
+bool has_table(CachedTable table) {
+  cache_generation(table);  // resolves the oid
+  return watched[static_cast<int>(table)].relid != InvalidOid;
+}
+
 std::int64_t next_value(CachedTable sequence) {
   cache_generation(sequence);  // resolves the oid
   const Oid relid = watched[static_cast<int>(sequence)].relid;
@@ -70,6 +77,10 @@ void invalidate_trigger_table(FunctionCallInfo fcinfo) {
     throw core::Error(core::sqlstate::internal_error, "invalidate_caches must be called as a trigger");
   Relation rel = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation;
   guard([&]() noexcept { CacheInvalidateRelcache(rel); });
+}
+
+std::uint32_t local_transaction() {
+  return MyProc->lxid;
 }
 
 bool uses_transaction_snapshot() {

@@ -14,7 +14,7 @@
 namespace fy::pg {
 
 // The forgeyard tables whose rows are cached.
-enum class CachedTable { queues, tenant_bindings, message_ids, claim_tokens, flow_resources };
+enum class CachedTable { queues, tenant_bindings, message_ids, claim_tokens, flow_resources, queue_release_deltas };
 
 // A number that changes whenever the table's cache must be dropped. Read it before running the
 // query whose result is cached, and keep the result only while it stays the same.
@@ -22,6 +22,8 @@ std::uint64_t cache_generation(CachedTable table);
 // Whether the table has the column: false in a database whose extension is still at a version
 // before the column (the new library runs the old SQL API until ALTER EXTENSION UPDATE).
 bool has_column(CachedTable table, const char* column);
+// Whether the table exists: false in a database whose extension is still at a version before it.
+bool has_table(CachedTable table);
 
 // nextval of a forgeyard sequence (CachedTable::message_ids, claim_tokens), without a statement: its oid is
 // kept while no invalidation of the relation came in. Checks the privilege as nextval does.
@@ -38,5 +40,9 @@ void accept_invalidations();
 // Whether the transaction reads under one snapshot (REPEATABLE READ, SERIALIZABLE): what it reads
 // may predate a change that committed since, so it must not go into a cache that outlives it.
 bool uses_transaction_snapshot();
+
+// This backend's number of its current transaction (its local transaction id, never 0): what a
+// backend keeps for one transaction is kept with it and dropped when it changes.
+std::uint32_t local_transaction();
 
 }  // namespace fy::pg

@@ -90,6 +90,8 @@ CREATE FUNCTION pg_temp.snap() RETURNS jsonb LANGUAGE sql AS $$
         'slots', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.queue, x.slot), '[]') FROM forgeyard.queue_slots x),
         'releases', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.queue, x.slot), '[]')
                        FROM forgeyard.queue_releases x),
+        'release_deltas', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x), '[]')
+                             FROM forgeyard.queue_release_deltas x),
         'messages', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.msg_id), '[]') FROM forgeyard.messages x),
         'events', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.queue, x.event_id), '[]')
                      FROM forgeyard.queue_events x),

@@ -21,7 +21,8 @@ scratch=fy_upgrade_scratch
 old=fy_upgrade_old
 prev=fy_upgrade_prev
 new=fy_upgrade_new
-dbs=("$full" "$chain" "$scratch" "$old" "$prev" "$new" fy_latin1)
+v070=fy_upgrade_070
+dbs=("$full" "$chain" "$scratch" "$old" "$prev" "$new" "$v070" fy_latin1)
 q() { psql -X -q -v ON_ERROR_STOP=1 -At -d "$1" -c "$2"; }
 check() {  # check DB DESCRIPTION CONDITION
   if [ "$(q "$1" "SELECT ($3)::text")" != "true" ]; then echo "FAIL: $2"; exit 1; fi
@@ -234,6 +235,23 @@ check "$prev" "the store's timeline is the one its WAL is written on" \
   "(SELECT timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int FROM forgeyard.current_store_identity())"
 check "$prev" "the audit log is append-only after the update" \
   "(SELECT count(*) = 2 FROM pg_trigger WHERE tgrelid = 'forgeyard.audit_events'::regclass AND tgenabled = 'A')"
+
+# From 0.7.0, before release deltas: this library's queue calls run on the 0.7.0 catalog as they
+# did there (an ack waits for the release row), and after the update the counts carry on exactly.
+createdb "$v070"
+q "$v070" "CREATE EXTENSION forgeyard VERSION '0.7.0'"
+q "$v070" "SELECT forgeyard.queue_create('t', 'q'); SELECT count(forgeyard.enqueue('t', 'q', 'm')) FROM generate_series(1, 3)" >/dev/null
+q "$v070" "SELECT forgeyard.ack('t', 'q', msg_id, claim_token) FROM forgeyard.claim('t', 'q', 'c')" >/dev/null
+check "$v070" "on the 0.7.0 catalog an enqueue and an ack count exactly" \
+  "(SELECT admitted_messages = 2 FROM forgeyard.queue_overview WHERE tenant_id = 't' AND queue = 'q')
+   AND to_regclass('forgeyard.queue_release_deltas') IS NULL"
+q "$v070" "ALTER EXTENSION forgeyard UPDATE"
+q "$v070" "BEGIN ISOLATION LEVEL REPEATABLE READ;
+           SELECT forgeyard.ack('t', 'q', msg_id, claim_token) FROM forgeyard.claim('t', 'q', 'c');
+           COMMIT" >/dev/null
+check "$v070" "0.7.0 updated to $latest: an ack gives room back through a delta, counted with the release rows" \
+  "(SELECT admitted_messages = 1 FROM forgeyard.queue_overview WHERE tenant_id = 't' AND queue = 'q')
+   AND (SELECT count(*) = 1 FROM forgeyard.queue_release_deltas)"
 
 # Both equal a fresh install given the same grant, except for pg_init_privs: PostgreSQL records a
 # GRANT run inside ALTER EXTENSION UPDATE (apply_access re-granting the recorded roles) as an initial
