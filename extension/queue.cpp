@@ -191,6 +191,38 @@ core::Usage slot_deltas(pg::Table& deltas, const Queue& queue, int slot) {
   return sum;
 }
 
+std::string held_key(const Queue& queue, HeldRow kind, int slot) {
+  std::string k = queue.tenant;
+  k.push_back('\0');
+  k += queue.name;
+  k.push_back('\0');
+  k.push_back(static_cast<char>(kind));
+  k.push_back(static_cast<char>(slot));  // slots and buckets are 0..7
+  return k;
+}
+
+bool HeldRows::may_wait(const std::string& key) {
+  reset_if_new_transaction();
+  return held_.empty() || key > *held_.rbegin();
+}
+
+void HeldRows::took(const std::string& key) {
+  reset_if_new_transaction();
+  held_.insert(key);
+}
+
+void HeldRows::reset_if_new_transaction() {
+  const std::uint32_t now = pg::local_transaction();
+  if (transaction_ == now) return;
+  transaction_ = now;
+  held_.clear();
+}
+
+HeldRows& held_rows() {
+  static HeldRows rows;
+  return rows;
+}
+
 std::int32_t positive_int_arg(FunctionCallInfo fcinfo, int n, const char* argument, std::int32_t max) {
   const std::int32_t v = pg::int4_arg(fcinfo, n, argument);
   if (v < 1 || v > max)

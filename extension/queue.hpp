@@ -7,6 +7,7 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,29 @@ std::int64_t join_key(pg::Spi& spi, const Queue& queue, const std::optional<std:
 // last pass when the class has none), one step of the key's weight apart. None elsewhere.
 std::vector<std::int64_t> fair_passes(pg::Spi& spi, const Queue& queue, int priority,
                                       const std::optional<std::string>& fairness_key, std::int64_t n);
+// The producers' counter rows a transaction holds locked to its end (capacity slots and
+// admission buckets), in one order of (tenant, queue, kind, slot) that every backend uses. A
+// producer waits for such a row only if it comes after every one this transaction holds: along a
+// chain of producers each waiting for the next, the rows waited for would ascend, so the chain
+// cannot close into a cycle (docs/architecture.md, "Locks held to commit"). A row it may not wait
+// for is passed over; if nothing else admits, the producer is refused (FY020, or an admission
+// limit's refusal) rather than deadlocked: only near a limit, never past it. Kept per backend
+// for its current transaction (a rolled-back subtransaction's locks stay counted: that only
+// passes over more).
+enum class HeldRow : char { admission_bucket = 'a', capacity_slot = 's' };
+std::string held_key(const Queue& queue, HeldRow kind, int slot);
+class HeldRows {
+ public:
+  bool may_wait(const std::string& key);
+  void took(const std::string& key);
+
+ private:
+  void reset_if_new_transaction();
+  std::uint32_t transaction_ = 0;  // (0: no transaction yet)
+  std::set<std::string> held_;
+};
+HeldRows& held_rows();
+
 // Messages and bytes admitted and not yet released, summed over the slots.
 core::Usage usage(pg::Spi& spi, const Queue& queue);
 // A query of each slot's usage ($1 tenant, $2 queue; slot, messages, bytes; the slot as `a`): its

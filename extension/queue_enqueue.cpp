@@ -2,7 +2,6 @@
 // slots by priority class, event_id deduplication and partition heads (docs/sql-api.md#queues).
 #include <array>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -18,52 +17,10 @@ namespace fy::queue {
 
 using core::sqlstate::invalid_parameter;
 
-namespace {
-
-// The capacity slots this transaction holds locked (a producer's slot lock is kept to its end).
-// A producer waits for a slot only if it comes after every slot it holds, in one order of
-// (tenant, queue, slot) that every backend uses: along a chain of producers each waiting for the
-// next, the slots waited for would ascend, so the chain cannot close into a cycle. A slot it may
-// not wait for is passed over, and if no other slot admits, the producer is refused (FY020)
-// rather than deadlocked; only near the bound, and never past it. Kept per backend for the
-// current transaction (a subtransaction's rollback releases its locks and they stay counted
-// here: that only passes over more).
-class HeldSlots {
- public:
-  bool may_wait(const Queue& queue, int slot) {
-    reset_if_new_transaction();
-    return held_.empty() || key(queue, slot) > *held_.rbegin();
-  }
-  void took(const Queue& queue, int slot) {
-    reset_if_new_transaction();
-    held_.insert(key(queue, slot));
-  }
-
- private:
-  static std::string key(const Queue& queue, int slot) {
-    std::string k = queue.tenant;
-    k.push_back('\0');
-    k += queue.name;
-    k.push_back('\0');
-    k.push_back(static_cast<char>(slot));  // slots are 0..7
-    return k;
-  }
-  void reset_if_new_transaction() {
-    const std::uint32_t now = pg::local_transaction();
-    if (transaction_ == now) return;
-    transaction_ = now;
-    held_.clear();
-  }
-  std::uint32_t transaction_ = 0;  // (0: no transaction)
-  std::set<std::string> held_;
-};
-HeldSlots held_slots;
-
-}  // namespace
 
 // Unlocked slots are tried first, so that concurrent producers spread over the slots; only when
 // none of them admits does admit wait for a locked one, and only for one it may wait for
-// (HeldSlots).
+// (held_rows()).
 int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, core::Usage* seen) {
   const bool deltas = pg::has_table(pg::CachedTable::queue_release_deltas);
   // All slots, unlocked, starting at this call's first slot; then one slot locked at a time.
@@ -106,7 +63,7 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
           {1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}};
       if (!slots.find(pg::OwnIndex::queue_slots_pkey, key)) break;
       if (slots.lock(pg::LockMode::update, pg::Wait::skip) == pg::Locked::skipped) continue;  // another producer's
-      held_slots.took(queue, slot);
+      held_rows().took(held_key(queue, HeldRow::capacity_slot, slot));
       if (!releases.find(pg::OwnIndex::queue_releases_pkey, key)) break;
       const int admitted_messages = slots.column("admitted_messages"), admitted_bytes = slots.column("admitted_bytes");
       const std::int64_t m = slots.int8(admitted_messages), b = slots.int8(admitted_bytes);
@@ -148,14 +105,14 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
   for (const bool wait : {false, true}) {
     pg::Statement& lock = wait ? (deltas ? lock_wait : lock_wait_old) : (deltas ? lock_free : lock_free_old);
     for (int slot : candidates) {
-      if (wait && !held_slots.may_wait(queue, slot)) continue;
+      if (wait && !held_rows().may_wait(held_key(queue, HeldRow::capacity_slot, slot))) continue;
       bool locked = false;
       spi.run(lock, {queue.t, queue.q, pg::int4_value(slot)}, [&](const pg::Row& r) {
         locked = true;
         used = {*r.int8(2), *r.int8(3)};
         if (chosen < 0 && fits(slot, used)) chosen = slot;
       });
-      if (locked) held_slots.took(queue, slot);
+      if (locked) held_rows().took(held_key(queue, HeldRow::capacity_slot, slot));
       if (chosen >= 0) break;
     }
     if (chosen >= 0) break;

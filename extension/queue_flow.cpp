@@ -30,9 +30,10 @@ std::optional<std::int64_t> usecs_of(const std::optional<TimestampTz>& t) {
 
 // The buckets are tried from a slot that moves with each call (so producers spread over them),
 // each locked SKIP LOCKED: a bucket another producer holds is passed over. Only a producer that
-// holds no bucket waits, for one: waiting while holding one could deadlock against a producer
-// that waits the other way. So near the limit a producer may be refused while another producer
-// holds the last tokens; it is never admitted past the limit.
+// holds no bucket from this call waits, for one, and only if its transaction may wait for it
+// (held_rows(): waiting while holding one could deadlock against a producer that waits the other
+// way). So near the limit a producer may be refused while another producer holds the last
+// tokens; it is never admitted past the limit.
 void admit_rate(pg::Spi& spi, const Queue& queue, std::int64_t count, TimestampTz now) {
   static const char* bucket_sql =
       "SELECT tokens, per_usecs, tat FROM forgeyard.queue_admission"
@@ -65,6 +66,7 @@ void admit_rate(pg::Spi& spi, const Queue& queue, std::int64_t count, TimestampT
     });
     if (!found) return false;
     held = true;
+    held_rows().took(held_key(queue, HeldRow::admission_bucket, slot));
     const std::int64_t taken = core::flow::take(rate, tat, now, remaining);
     if (taken > 0) {
       spi.run(set_tat, {queue.t, queue.q, pg::int4_value(slot), pg::timestamptz_value(*tat)});
@@ -75,7 +77,8 @@ void admit_rate(pg::Spi& spi, const Queue& queue, std::int64_t count, TimestampT
   };
   for (int i = 0; i < buckets && remaining > 0; ++i)
     if (!visit(lock_free, (start + i) % buckets)) skipped = true;
-  if (remaining > 0 && !held && skipped) visit(lock_wait, start);
+  if (remaining > 0 && !held && skipped && held_rows().may_wait(held_key(queue, HeldRow::admission_bucket, start)))
+    visit(lock_wait, start);
   // No bucket at all: the limit was removed after this backend cached the queue's options.
   if (remaining > 0 && held) core::flow::throw_admission_refused(queue.name, total, wait);
 }
