@@ -191,13 +191,13 @@ core::Usage slot_deltas(pg::Table& deltas, const Queue& queue, int slot) {
   return sum;
 }
 
-std::string held_key(const Queue& queue, HeldRow kind, int slot) {
-  std::string k = queue.tenant;
+std::string held_key(const std::string& tenant, const std::string& name, HeldRow kind, int index) {
+  std::string k = tenant;
   k.push_back('\0');
-  k += queue.name;
+  k += name;
   k.push_back('\0');
   k.push_back(static_cast<char>(kind));
-  k.push_back(static_cast<char>(slot));  // slots and buckets are 0..7
+  k.push_back(static_cast<char>(index));  // slots, buckets and parts are 0..7
   return k;
 }
 

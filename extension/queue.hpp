@@ -67,17 +67,22 @@ std::int64_t join_key(pg::Spi& spi, const Queue& queue, const std::optional<std:
 // last pass when the class has none), one step of the key's weight apart. None elsewhere.
 std::vector<std::int64_t> fair_passes(pg::Spi& spi, const Queue& queue, int priority,
                                       const std::optional<std::string>& fairness_key, std::int64_t n);
-// The producers' counter rows a transaction holds locked to its end (capacity slots and
-// admission buckets), in one order of (tenant, queue, kind, slot) that every backend uses. A
-// producer waits for such a row only if it comes after every one this transaction holds: along a
-// chain of producers each waiting for the next, the rows waited for would ascend, so the chain
-// cannot close into a cycle (docs/architecture.md, "Locks held to commit"). A row it may not wait
-// for is passed over; if nothing else admits, the producer is refused (FY020, or an admission
-// limit's refusal) rather than deadlocked: only near a limit, never past it. Kept per backend
-// for its current transaction (a rolled-back subtransaction's locks stay counted: that only
-// passes over more).
-enum class HeldRow : char { admission_bucket = 'a', capacity_slot = 's' };
-std::string held_key(const Queue& queue, HeldRow kind, int slot);
+// The shared counter rows a transaction holds locked to its end (capacity slots, admission
+// buckets, resource parts, retry windows), in one order of (tenant, queue or resource, kind,
+// index) that every backend uses. A call waits for such a row only if it comes after every one
+// its transaction holds: along a chain of transactions each waiting for the next, the rows waited
+// for would ascend, so the chain cannot close into a cycle (docs/architecture.md, "Locks held to
+// commit"). A row it may not wait for is passed over, and the call does what it does when the row
+// is held: a producer is refused (FY020, or an admission limit's refusal) only near a limit,
+// never past it; a claim leaves the message ready; a retry waits for its window's end. Kept per
+// backend for its current transaction (a rolled-back subtransaction's locks stay counted: that
+// only passes over more).
+enum class HeldRow : char { admission_bucket = 'a', resource_part = 'p', capacity_slot = 's', retry_window = 'w' };
+// `name`: the queue's, or a resource part's resource.
+std::string held_key(const std::string& tenant, const std::string& name, HeldRow kind, int index);
+inline std::string held_key(const Queue& queue, HeldRow kind, int index) {
+  return held_key(queue.tenant, queue.name, kind, index);
+}
 class HeldRows {
  public:
   bool may_wait(const std::string& key);
@@ -123,8 +128,14 @@ struct Releases {
   void outcome(const std::optional<std::string>& resource, int part, core::flow::Outcome outcome);
 };
 void apply(pg::Spi& spi, const Queue& queue, const Releases& releases);
-// Records the outcomes of `releases` on their resources, each row locked in name order
-// (queue_flow.cpp; apply() calls it).
+// Applies the outcomes recorded for a resource part while it was held by another transaction
+// (flow_outcome_deltas, opened as `deltas`) to `state`, the part's row being locked by the caller,
+// and deletes them; each is locked SKIP LOCKED first, so one that another caller folds is left to
+// it. Whether any was applied.
+bool fold_outcomes(pg::Table& deltas, const pg::Value& tenant, const std::string& resource, int part,
+                   const core::flow::ResourceConfig& config, core::flow::ResourceState& state);
+// Records the outcomes of `releases` on their resources, never waiting for a part another
+// transaction holds (queue_flow.cpp; apply() calls it).
 void record_outcomes(pg::Spi& spi, const Queue& queue, const Releases& releases, TimestampTz now);
 
 // One delivery handed out by claim.

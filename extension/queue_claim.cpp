@@ -194,8 +194,11 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   const Part* in_slot = nullptr;  // the part whose locked row is in the table's slot
   int admitted_part = -1;         // the part the message just admitted is newly counted in
   // Opened before the scan (opening a relation takes in invalidations).
-  std::optional<pg::Table> resources;
+  std::optional<pg::Table> resources, outcome_deltas;
   if (resource_col != 0) resources.emplace(access, pg::OwnTable::flow_resource_state);
+  if (resource_col != 0 && pg::has_table(pg::CachedTable::flow_outcome_deltas))
+    outcome_deltas.emplace(access, pg::OwnTable::flow_outcome_deltas);
+  // A part locked: its state read, with the outcomes recorded while others held it folded in.
   auto lock_part = [&](const std::string& resource, Part& part, int i, pg::Wait wait) {
     part.tried = true;
     in_slot = nullptr;
@@ -205,7 +208,10 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     if (!part.locked) return;
     holding = true;
     in_slot = &part;
+    held_rows().took(held_key(queue.tenant, resource, HeldRow::resource_part, i));
     part.state = resource_state_of(*resources);
+    if (outcome_deltas && fold_outcomes(*outcome_deltas, queue.t, resource, i, part.config, part.state))
+      part.changed = true;
   };
   auto admit = [&](Part& part, int i, bool transfer) {
     part.changed = true;
@@ -242,11 +248,12 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
       if (refusing == nullptr) refusing = &part;
     }
     if (!any_found) return true;  // configured a moment ago, its state not yet visible: not limited
-    if (refusing == nullptr && !holding) {
+    if (refusing == nullptr && !holding &&
+        held_rows().may_wait(held_key(queue.tenant, *resource, HeldRow::resource_part, h.start))) {
       // Every part is held by others and this claim holds no resource row: the starting part is
-      // waited for (a row is held only while a claim, ack or nack of it commits; skipping would
-      // hand out nothing while its work is ready). A claim that holds a row waits for none, so
-      // no two claims wait for each other.
+      // waited for (a row is held only while a claim, ack or nack of it commits; skipping would hand out
+      // nothing while its work is ready), if its transaction may wait for it (held_rows()). A
+      // claim that holds a row waits for none, so no two claims wait for each other.
       Part& part = h.parts[h.start];
       if (part.found) lock_part(*resource, part, h.start, pg::Wait::block);
       if (part.locked && admit(part, h.start, transfer)) return true;
@@ -348,6 +355,7 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
         in_slot = nullptr;  // the slot holds the written row's new version now
       }
     }
+  if (outcome_deltas) outcome_deltas->finish();
   if (resources) resources->finish();
   m.finish();
   access.finish();

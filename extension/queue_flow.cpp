@@ -88,6 +88,11 @@ core::flow::RetryDecision admit_retry(pg::Spi& spi, const Queue& queue, Timestam
       "SELECT window_start, admitted_base, prev_first, retries, delayed FROM forgeyard.queue_retry_windows"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2 FOR UPDATE";
   static pg::Statement lock(window_sql, {TEXTOID, TEXTOID});
+  static pg::Statement lock_free(std::string(window_sql) + " SKIP LOCKED", {TEXTOID, TEXTOID});
+  static pg::Statement peek(
+      "SELECT window_start FROM forgeyard.queue_retry_windows"
+      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
   static pg::Statement create(
       "INSERT INTO forgeyard.queue_retry_windows"
       "   (tenant_id, queue, window_start, admitted_base, prev_first, retries, delayed)"
@@ -113,11 +118,25 @@ core::flow::RetryDecision admit_retry(pg::Spi& spi, const Queue& queue, Timestam
     w.retries = *r.int8(4);
     w.delayed = *r.int8(5);
   };
-  spi.run(lock, {queue.t, queue.q}, read);
-  if (!found) {
-    spi.run(create, {queue.t, queue.q, pg::timestamptz_value(now)});
+  // The window row is waited for only where this transaction may wait for it (held_rows()).
+  // Otherwise a window another transaction holds (or one not yet visible) is not waited for: the
+  // retry waits for that window's end instead (as one over the budget does), never admitted past it.
+  const std::string key = held_key(queue, HeldRow::retry_window, 0);
+  if (!held_rows().may_wait(key)) {
+    spi.run(lock_free, {queue.t, queue.q}, read);
+    if (!found) {
+      std::optional<TimestampTz> start;
+      spi.run(peek, {queue.t, queue.q}, [&](const pg::Row& r) { start = r.timestamptz(1); });
+      return {false, start.value_or(now) + queue.options.retry_budget_window_usecs};
+    }
+  } else {
     spi.run(lock, {queue.t, queue.q}, read);
+    if (!found) {
+      spi.run(create, {queue.t, queue.q, pg::timestamptz_value(now)});
+      spi.run(lock, {queue.t, queue.q}, read);
+    }
   }
+  held_rows().took(key);
   std::int64_t admitted_now = 0;
   spi.run(admitted, {queue.t, queue.q}, [&](const pg::Row& r) { admitted_now = r.int8(1).value_or(0); });
   const core::flow::RetryDecision d = core::flow::admit_retry(queue.options, w, admitted_now, now);
@@ -260,10 +279,37 @@ bool find_resource_part(pg::Table& t, const pg::Value& tenant, const std::string
                  {3, pg::Compare::eq, pg::int2_value(static_cast<std::int16_t>(part))}});
 }
 
-// Per resource in name order and per part in order (every ack and nack locks in that order, so
-// two never wait for each other): the part the delivery was counted in locked (waiting: an ack
-// must count), the outcomes recorded, the row written once, all by direct table access. A part
-// the resource no longer has (its limits changed since the claim) was merged into part 0.
+bool fold_outcomes(pg::Table& deltas, const pg::Value& tenant, const std::string& resource, int part,
+                   const core::flow::ResourceConfig& config, core::flow::ResourceState& state) {
+  const int successes = deltas.column("successes"), failures = deltas.column("failures"),
+            neutrals = deltas.column("neutrals"), recorded_at = deltas.column("recorded_at");
+  bool any = false;
+  pg::Table::Scan scan(deltas, pg::OwnIndex::flow_outcome_deltas_part,
+                       {{1, pg::Compare::eq, tenant},
+                        {2, pg::Compare::eq, pg::text_value(resource)},
+                        {3, pg::Compare::eq, pg::int2_value(static_cast<std::int16_t>(part))}});
+  while (scan.next()) {
+    if (deltas.lock(pg::LockMode::update, pg::Wait::skip) == pg::Locked::skipped) continue;
+    const TimestampTz at = deltas.timestamptz(recorded_at);
+    const std::pair<int, core::flow::Outcome> counts[] = {{successes, core::flow::Outcome::success},
+                                                          {failures, core::flow::Outcome::failure},
+                                                          {neutrals, core::flow::Outcome::neutral}};
+    for (const auto& [column, outcome] : counts)
+      for (std::int64_t i = deltas.int8(column); i > 0; --i) core::flow::record_outcome(config, state, outcome, at);
+    deltas.remove();
+    any = true;
+  }
+  scan.end();
+  return any;
+}
+
+// Per resource in name order and per part in order, all by direct table access: the part the
+// delivery was counted in (a part the resource no longer has, its limits changed since the claim,
+// was merged into part 0) locked SKIP LOCKED, the outcomes recorded there and earlier deltas
+// folded in, the row written once. A part another transaction holds, or any under a transaction
+// snapshot, gets the outcomes as a row of flow_outcome_deltas instead, an INSERT that waits for
+// nobody: no ack or nack waits for another consumer's part (docs/architecture.md, "Locks held to
+// commit"). A database still at 0.7.0 has no deltas: there the part is waited for.
 void record_outcomes(pg::Spi& spi, const Queue& queue, const Releases& releases, TimestampTz now) {
   const ResourceConfigs& configs = resource_configs(spi, queue);
   std::map<std::pair<std::string, int>, std::array<std::int64_t, 3>> by_part;
@@ -273,25 +319,38 @@ void record_outcomes(pg::Spi& spi, const Queue& queue, const Releases& releases,
     auto& sum = by_part[{at.first, at.second < config->second.parts ? at.second : 0}];
     for (int o = 0; o < 3; ++o) sum[o] += counts[o];
   }
-  std::optional<pg::Access> access;
-  std::optional<pg::Table> rows;
+  if (by_part.empty()) return;
+  const bool deltas_schema = pg::has_table(pg::CachedTable::flow_outcome_deltas);
+  const bool own_snapshot = pg::uses_transaction_snapshot();
+  pg::Access access;
+  pg::Table rows(access, pg::OwnTable::flow_resource_state);
+  std::optional<pg::Table> deltas;
+  if (deltas_schema) deltas.emplace(access, pg::OwnTable::flow_outcome_deltas);
   for (const auto& [at, counts] : by_part) {
     const auto& [resource, part] = at;
-    if (!rows) {
-      access.emplace();
-      rows.emplace(*access, pg::OwnTable::flow_resource_state);
-    }
-    if (!find_resource_part(*rows, queue.t, resource, part)) continue;
-    if (rows->lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped) continue;
-    core::flow::ResourceState state = resource_state_of(*rows);
+    if (!find_resource_part(rows, queue.t, resource, part)) continue;
     const core::flow::ResourceConfig& config = configs.find(resource)->second;
+    if (deltas && (own_snapshot || rows.lock(pg::LockMode::no_key_update, pg::Wait::skip) == pg::Locked::skipped)) {
+      deltas->insert({{1, queue.t},
+                      {2, pg::text_value(resource)},
+                      {3, pg::int2_value(static_cast<std::int16_t>(part))},
+                      {deltas->column("successes"), pg::int8_value(counts[0])},
+                      {deltas->column("failures"), pg::int8_value(counts[1])},
+                      {deltas->column("neutrals"), pg::int8_value(counts[2])},
+                      {deltas->column("recorded_at"), pg::timestamptz_value(now)}});
+      continue;
+    }
+    if (!deltas && rows.lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped) continue;
+    core::flow::ResourceState state = resource_state_of(rows);
+    if (deltas) fold_outcomes(*deltas, queue.t, resource, part, config, state);
     for (int o = 0; o < 3; ++o)
       for (std::int64_t i = 0; i < counts[o]; ++i)
         core::flow::record_outcome(config, state, static_cast<core::flow::Outcome>(o), now);
-    write_resource_state(*rows, state, 0);
+    write_resource_state(rows, state, 0);
   }
-  if (rows) rows->finish();
-  if (access) access->finish();
+  if (deltas) deltas->finish();
+  rows.finish();
+  access.finish();
 }
 
 }  // namespace fy::queue
@@ -351,6 +410,12 @@ void settle_parts(pg::Spi& spi, const pg::Value& t, const pg::Value& r, Timestam
   spi.run(set_parts, {t, r, pg::int2_value(static_cast<std::int16_t>(parts))});
   spi.run(add, {t, r, pg::int4_value(parts), pg::timestamptz_value(now)});
   spi.run(merge, {t, r, pg::int4_value(parts)});
+  static pg::Statement merge_deltas(
+      "UPDATE forgeyard.flow_outcome_deltas SET part = 0 WHERE tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND resource OPERATOR(pg_catalog.=) $2 AND part OPERATOR(pg_catalog.>=) $3",
+      {TEXTOID, TEXTOID, INT2OID});
+  if (pg::has_table(pg::CachedTable::flow_outcome_deltas))
+    spi.run(merge_deltas, {t, r, pg::int2_value(static_cast<std::int16_t>(parts))});
 }
 
 // A resource with neither limits nor a breaker is forgotten, its state too.
@@ -362,7 +427,13 @@ void drop_if_empty(pg::Spi& spi, const pg::Value& t, const pg::Value& r) {
       " DELETE FROM forgeyard.flow_resource_state WHERE tenant_id OPERATOR(pg_catalog.=) $1"
       "   AND resource OPERATOR(pg_catalog.=) $2 AND EXISTS (SELECT 1 FROM d)",
       {TEXTOID, TEXTOID});
+  static pg::Statement drop_deltas(
+      "DELETE FROM forgeyard.flow_outcome_deltas d WHERE d.tenant_id OPERATOR(pg_catalog.=) $1"
+      "   AND d.resource OPERATOR(pg_catalog.=) $2 AND NOT EXISTS (SELECT 1 FROM forgeyard.flow_resources r"
+      "     WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 AND r.resource OPERATOR(pg_catalog.=) $2)",
+      {TEXTOID, TEXTOID});
   spi.run(drop, {t, r});
+  if (pg::has_table(pg::CachedTable::flow_outcome_deltas)) spi.run(drop_deltas, {t, r});
 }
 
 }  // namespace

@@ -142,7 +142,8 @@ SELECT set_eq(
           'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal', 'forgeyard.wf_signals',
           'forgeyard.wf_schedules', 'forgeyard.wf_cursors', 'forgeyard.workflow_runs', 'forgeyard.workflow_stuck',
           'forgeyard.queue_admission', 'forgeyard.queue_retry_windows', 'forgeyard.flow_state',
-          'forgeyard.flow_resources', 'forgeyard.flow_resource_state', 'forgeyard.queue_fair_keys'],
+          'forgeyard.flow_resources', 'forgeyard.flow_resource_state', 'forgeyard.flow_outcome_deltas',
+          'forgeyard.queue_fair_keys'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
@@ -157,7 +158,7 @@ SELECT set_eq(
           'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal',
           'forgeyard.wf_signals', 'forgeyard.wf_schedules', 'forgeyard.queue_admission',
           'forgeyard.queue_retry_windows', 'forgeyard.flow_resources', 'forgeyard.flow_resource_state',
-          'forgeyard.queue_fair_keys'],
+          'forgeyard.flow_outcome_deltas', 'forgeyard.queue_fair_keys'],
     'pg_extension.extconfig registers every table and sequence for pg_dump but the step cursors (the views are not data)');
 SELECT is((SELECT relpersistence FROM pg_catalog.pg_class WHERE oid = 'forgeyard.wf_cursors'::regclass), 'u'::"char",
           'the step cursors are UNLOGGED (moving one writes no WAL); every other table is logged');

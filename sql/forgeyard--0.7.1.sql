@@ -2370,6 +2370,23 @@ CREATE TABLE forgeyard.flow_resource_state (
 COMMENT ON TABLE forgeyard.flow_resource_state IS
   'The shared state of each resource, in flow_resources.parts rows (part i keeps rate / parts, burst / parts and max_in_flight / parts, the remainders to the first parts): the rate limit''s bucket (tat), deliveries in flight, claims refused, and in part 0 the breaker (state, window of outcomes, open_until, half-open trials, transitions).';
 
+-- The outcomes of deliveries that finished while their part of the resource's state was held by
+-- another open transaction (or read under a transaction snapshot): one row per part and call,
+-- appended without a row lock, so an ack or nack never waits for another consumer (0.7.1). The
+-- next claim, ack or nack that locks the part applies them (in_flight, the breaker) and deletes them.
+CREATE TABLE forgeyard.flow_outcome_deltas (
+    tenant_id   text        NOT NULL,
+    resource    text        NOT NULL,
+    part        smallint    NOT NULL,
+    successes   bigint      NOT NULL,
+    failures    bigint      NOT NULL,
+    neutrals    bigint      NOT NULL,
+    recorded_at timestamptz NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE INDEX flow_outcome_deltas_part ON forgeyard.flow_outcome_deltas (tenant_id, resource, part);
+COMMENT ON TABLE forgeyard.flow_outcome_deltas IS
+  'Outcomes (successes, failures, neutrals) of deliveries that finished while their flow_resource_state part was held by another transaction: each ended one delivery in flight; applied to the part by the next claim, ack or nack that locks it.';
+
 CREATE FUNCTION forgeyard.resource_limit(tenant text, resource text, options jsonb)
     RETURNS void LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'fy_resource_limit';
@@ -2400,6 +2417,7 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
 
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.flow_resources', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.flow_resource_state', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.flow_outcome_deltas', '');
 
 -- Per-key concurrency limits (queue option max_in_flight_per_key = k): a fairness key's pending
 -- messages of such a queue are counted in queue_partitions, whose `heads` are the ones in
@@ -2517,10 +2535,13 @@ WITH RECURSIVE member_of(oid) AS (
     SELECT r.tenant_id, NULL, 'resource_limit', r.resource,
            concat_ws(', ', r.rate || ' per ' || (r.per_usecs * '1 microsecond'::interval)::text || ' burst ' || r.burst,
                      'max_in_flight ' || r.max_in_flight),
-           a.tokens, coalesce(s.in_flight, 0), NULL, NULL, coalesce(s.refused, 0), NULL, NULL
+           a.tokens, greatest(0, coalesce(s.in_flight, 0) - coalesce(d.finished, 0)), NULL, NULL, coalesce(s.refused, 0),
+           NULL, NULL
       FROM forgeyard.flow_resources r
       LEFT JOIN (SELECT tenant_id, resource, sum(in_flight)::bigint AS in_flight, sum(refused)::bigint AS refused
                    FROM forgeyard.flow_resource_state GROUP BY tenant_id, resource) s USING (tenant_id, resource)
+      LEFT JOIN (SELECT tenant_id, resource, sum(successes + failures + neutrals)::bigint AS finished
+                   FROM forgeyard.flow_outcome_deltas GROUP BY tenant_id, resource) d USING (tenant_id, resource)
       LEFT JOIN available a ON a.tenant_id = r.tenant_id AND a.resource = r.resource
      WHERE r.rate IS NOT NULL OR r.max_in_flight IS NOT NULL
     UNION ALL

@@ -33,17 +33,18 @@ struct Named {
   const char* name;
   Oid oid = InvalidOid;
 };
-std::array<Named, 10> tables{{{"messages"},
+std::array<Named, 11> tables{{{"messages"},
                               {"queue_releases"},
                               {"queue_release_deltas"},
-                             {"queue_slots"},
-                             {"queues"},
-                             {"leases"},
-                             {"wf_runs"},
-                             {"wf_journal"},
-                             {"wf_cursors"},
-                             {"flow_resource_state"}}};
-std::array<Named, 11> indexes{{{"messages_pkey"},
+                              {"queue_slots"},
+                              {"queues"},
+                              {"leases"},
+                              {"wf_runs"},
+                              {"wf_journal"},
+                              {"wf_cursors"},
+                              {"flow_resource_state"},
+                              {"flow_outcome_deltas"}}};
+std::array<Named, 12> indexes{{{"messages_pkey"},
                                {"messages_claim"},
                                {"messages_fair"},
                                {"queue_releases_pkey"},
@@ -53,7 +54,8 @@ std::array<Named, 11> indexes{{{"messages_pkey"},
                                {"wf_runs_pkey"},
                                {"wf_journal_pkey"},
                                {"wf_cursors_pkey"},
-                               {"flow_resource_state_pkey"}}};
+                               {"flow_resource_state_pkey"},
+                               {"flow_outcome_deltas_part"}}};
 // Per table: column name -> attribute number.
 std::array<std::map<std::string, int, std::less<>>, tables.size()> columns;
 // Per index: (column, strategy) -> comparison function, and the column's collation.

@@ -41,7 +41,8 @@ enum class OwnTable : int {
   wf_runs,
   wf_journal,
   wf_cursors,
-  flow_resource_state
+  flow_resource_state,
+  flow_outcome_deltas
 };
 enum class OwnIndex : int {
   messages_pkey,
@@ -54,7 +55,8 @@ enum class OwnIndex : int {
   wf_runs_pkey,
   wf_journal_pkey,
   wf_cursors_pkey,
-  flow_resource_state_pkey
+  flow_resource_state_pkey,
+  flow_outcome_deltas_part
 };
 
 // One statement's worth of direct access: CommandCounterIncrement and a pushed snapshot, popped

@@ -14,7 +14,15 @@
 namespace fy::pg {
 
 // The forgeyard tables whose rows are cached.
-enum class CachedTable { queues, tenant_bindings, message_ids, claim_tokens, flow_resources, queue_release_deltas };
+enum class CachedTable {
+  queues,
+  tenant_bindings,
+  message_ids,
+  claim_tokens,
+  flow_resources,
+  queue_release_deltas,
+  flow_outcome_deltas
+};
 
 // A number that changes whenever the table's cache must be dropped. Read it before running the
 // query whose result is cached, and keep the result only while it stays the same.
