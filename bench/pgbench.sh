@@ -55,7 +55,7 @@ fill() {
           FROM (SELECT slot, count(*) AS n FROM forgeyard.messages WHERE tenant_id = 'bench' AND queue = 'q' GROUP BY slot) c
          WHERE a.tenant_id = 'bench' AND a.queue = 'q' AND a.slot = c.slot" \
     -c "VACUUM ANALYZE bench_q" -c "VACUUM ANALYZE forgeyard.messages" -c "VACUUM ANALYZE forgeyard.queue_slots" \
-    -c "VACUUM ANALYZE forgeyard.queue_releases" -c "CHECKPOINT"
+    -c "VACUUM ANALYZE forgeyard.queue_releases" -c "VACUUM ANALYZE forgeyard.queue_release_deltas" -c "CHECKPOINT"
 }
 
 # fill, and a second queue of $1 ready messages bound to a resource whose rate limit and

@@ -144,14 +144,16 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
 }
 
 // The deltas of a slot's release row (0.7.1, give_back()), as a subquery of the slot `a`.
-#define FY_SLOT_DELTAS(column)                                                                          \
-  "(SELECT pg_catalog.sum(d." column ") FROM forgeyard.queue_release_deltas d"                          \
+#define FY_SLOT_DELTAS(column)                                                                       \
+  "(SELECT pg_catalog.sum(d." column                                                                 \
+  ") FROM forgeyard.queue_release_deltas d"                                                          \
   " WHERE d.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND d.queue OPERATOR(pg_catalog.=) a.queue" \
   "   AND d.slot OPERATOR(pg_catalog.=) a.slot)"
 
 std::string slot_usage_sql(bool deltas) {
   return std::string("SELECT a.slot, a.admitted_messages OPERATOR(pg_catalog.-) r.released_messages") +
-         (deltas ? " OPERATOR(pg_catalog.-) COALESCE(" FY_SLOT_DELTAS("released_messages") ", 0)::pg_catalog.int8" : "") +
+         (deltas ? " OPERATOR(pg_catalog.-) COALESCE(" FY_SLOT_DELTAS("released_messages") ", 0)::pg_catalog.int8"
+                 : "") +
          ", a.admitted_bytes OPERATOR(pg_catalog.-) r.released_bytes" +
          (deltas ? " OPERATOR(pg_catalog.-) COALESCE(" FY_SLOT_DELTAS("released_bytes") ", 0)::pg_catalog.int8" : "") +
          "  FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r"
@@ -161,9 +163,10 @@ std::string slot_usage_sql(bool deltas) {
 }
 
 core::Usage usage(pg::Spi& spi, const Queue& queue) {
-  static pg::Statement sum_old("SELECT pg_catalog.sum(u.m)::pg_catalog.int8, pg_catalog.sum(u.b)::pg_catalog.int8 FROM (" +
-                                   slot_usage_sql(false) + ") u(slot, m, b)",
-                               {TEXTOID, TEXTOID});
+  static pg::Statement sum_old(
+      "SELECT pg_catalog.sum(u.m)::pg_catalog.int8, pg_catalog.sum(u.b)::pg_catalog.int8 FROM (" +
+          slot_usage_sql(false) + ") u(slot, m, b)",
+      {TEXTOID, TEXTOID});
   static pg::Statement sum("SELECT pg_catalog.sum(u.m)::pg_catalog.int8, pg_catalog.sum(u.b)::pg_catalog.int8 FROM (" +
                                slot_usage_sql(true) + ") u(slot, m, b)",
                            {TEXTOID, TEXTOID});
@@ -179,10 +182,9 @@ core::Usage usage(pg::Spi& spi, const Queue& queue) {
 core::Usage slot_deltas(pg::Table& deltas, const Queue& queue, int slot) {
   const int messages = deltas.column("released_messages"), bytes = deltas.column("released_bytes");
   core::Usage sum;
-  pg::Table::Scan scan(deltas, pg::OwnIndex::queue_release_deltas_slot,
-                       {{1, pg::Compare::eq, queue.t},
-                        {2, pg::Compare::eq, queue.q},
-                        {3, pg::Compare::eq, pg::int4_value(slot)}});
+  pg::Table::Scan scan(
+      deltas, pg::OwnIndex::queue_release_deltas_slot,
+      {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}});
   while (scan.next()) {
     sum.messages += deltas.int8(messages);
     sum.bytes += deltas.int8(bytes);
@@ -268,7 +270,10 @@ void give_back(const Queue& queue, const std::map<int, core::Usage>& slots) {
       if (!d) d.emplace(access, pg::OwnTable::queue_release_deltas);
       const int d_messages = d->column("released_messages"), d_bytes = d->column("released_bytes");
       if (own_snapshot || r.lock(pg::LockMode::no_key_update, pg::Wait::skip) == pg::Locked::skipped) {
-        d->insert({{1, queue.t}, {2, queue.q}, {3, s}, {d_messages, pg::int8_value(used.messages)},
+        d->insert({{1, queue.t},
+                   {2, queue.q},
+                   {3, s},
+                   {d_messages, pg::int8_value(used.messages)},
                    {d_bytes, pg::int8_value(used.bytes)}});
         continue;
       }

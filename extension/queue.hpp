@@ -77,7 +77,8 @@ std::vector<std::int64_t> fair_passes(pg::Spi& spi, const Queue& queue, int prio
 // never past it; a claim leaves the message ready; a retry waits for its window's end. Kept per
 // backend for its current transaction (a rolled-back subtransaction's locks stay counted: that
 // only passes over more).
-enum class HeldRow : char { admission_bucket = 'a', resource_part = 'p', capacity_slot = 's', retry_window = 'w' };
+// (Within a queue, the order an enqueue takes them in: its capacity slot, then its admission bucket.)
+enum class HeldRow : char { capacity_slot = 'c', admission_bucket = 'd', resource_part = 'p', retry_window = 'w' };
 // `name`: the queue's, or a resource part's resource.
 std::string held_key(const std::string& tenant, const std::string& name, HeldRow kind, int index);
 inline std::string held_key(const Queue& queue, HeldRow kind, int index) {

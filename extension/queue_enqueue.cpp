@@ -17,7 +17,6 @@ namespace fy::queue {
 
 using core::sqlstate::invalid_parameter;
 
-
 // Unlocked slots are tried first, so that concurrent producers spread over the slots; only when
 // none of them admits does admit wait for a locked one, and only for one it may wait for
 // (held_rows()).

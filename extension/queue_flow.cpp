@@ -30,10 +30,10 @@ std::optional<std::int64_t> usecs_of(const std::optional<TimestampTz>& t) {
 
 // The buckets are tried from a slot that moves with each call (so producers spread over them),
 // each locked SKIP LOCKED: a bucket another producer holds is passed over. Only a producer that
-// holds no bucket from this call waits, for one, and only if its transaction may wait for it
-// (held_rows(): waiting while holding one could deadlock against a producer that waits the other
-// way). So near the limit a producer may be refused while another producer holds the last
-// tokens; it is never admitted past the limit.
+// holds no bucket from this call waits, for one its transaction may wait for (held_rows():
+// waiting while holding one could deadlock against a producer that waits the other way), and is
+// refused if there is none. So near the limit a producer may be refused while another producer
+// holds the last tokens; it is never admitted past the limit.
 void admit_rate(pg::Spi& spi, const Queue& queue, std::int64_t count, TimestampTz now) {
   static const char* bucket_sql =
       "SELECT tokens, per_usecs, tat FROM forgeyard.queue_admission"
@@ -77,8 +77,16 @@ void admit_rate(pg::Spi& spi, const Queue& queue, std::int64_t count, TimestampT
   };
   for (int i = 0; i < buckets && remaining > 0; ++i)
     if (!visit(lock_free, (start + i) % buckets)) skipped = true;
-  if (remaining > 0 && !held && skipped && held_rows().may_wait(held_key(queue, HeldRow::admission_bucket, start)))
-    visit(lock_wait, start);
+  if (remaining > 0 && !held && skipped) {
+    // Every bucket is held by others: the first from `start` that this transaction may wait for
+    // is waited for; with none, the producer is refused (one emission interval as its retry-after).
+    for (int i = 0; i < buckets && !held; ++i) {
+      const int slot = (start + i) % buckets;
+      if (held_rows().may_wait(held_key(queue, HeldRow::admission_bucket, slot))) visit(lock_wait, slot);
+    }
+    if (!held)
+      core::flow::throw_admission_refused(queue.name, total, (total.per_usecs + total.tokens - 1) / total.tokens);
+  }
   // No bucket at all: the limit was removed after this backend cached the queue's options.
   if (remaining > 0 && held) core::flow::throw_admission_refused(queue.name, total, wait);
 }
