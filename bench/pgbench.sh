@@ -12,6 +12,9 @@
 #   FY_PGBENCH_SCALE=100 transaction counts of FY_PGBENCH_SECONDS=0, in percent
 #   FY_PGBENCH_SYNC=on   synchronous_commit (off: CPU alone, no commit wait)
 #   FY_PGBENCH_ONLY=     only lines whose name matches this regular expression
+#   FY_PGBENCH_WAITS=0   1: during each timed run, the share of the active pgbench backends'
+#                        samples (every 10 ms, pg_stat_activity) per wait event on stderr, with
+#                        Lock:transactionid (waiting for another transaction's row) first
 #   FY_PGBENCH_STATEMENTS=0  1: after each run, its statements' mean server execution time (µs,
 #                        pg_stat_statements, reset before the run) on stderr, with how often they
 #                        were planned and the mean planning time: where a line's time goes
@@ -23,6 +26,7 @@ scale=${FY_PGBENCH_SCALE:-100}
 sync=${FY_PGBENCH_SYNC:-on}
 only=${FY_PGBENCH_ONLY:-}
 statements=${FY_PGBENCH_STATEMENTS:-0}
+waits=${FY_PGBENCH_WAITS:-0}
 scripts=bench/pgbench
 source scripts/lib/cluster.sh
 trap cluster_stop EXIT
@@ -55,7 +59,7 @@ fill() {
           FROM (SELECT slot, count(*) AS n FROM forgeyard.messages WHERE tenant_id = 'bench' AND queue = 'q' GROUP BY slot) c
          WHERE a.tenant_id = 'bench' AND a.queue = 'q' AND a.slot = c.slot" \
     -c "VACUUM ANALYZE bench_q" -c "VACUUM ANALYZE forgeyard.messages" -c "VACUUM ANALYZE forgeyard.queue_slots" \
-    -c "VACUUM ANALYZE forgeyard.queue_releases" -c "VACUUM ANALYZE forgeyard.queue_release_deltas" -c "CHECKPOINT"
+    -c "VACUUM ANALYZE forgeyard.queue_releases" -c "CHECKPOINT"
 }
 
 # fill, and a second queue of $1 ready messages bound to a resource whose rate limit and
@@ -148,8 +152,23 @@ run() {  # script clients transactions_per_client messages_per_transaction
   local out tps length=(-t "$3")
   [ "$seconds" -gt 0 ] && length=(-T "$seconds")
   [ "$statements" = 1 ] && sql -c "SELECT pg_stat_statements_reset()"
+  local sampler="" samples
+  if [ "$waits" = 1 ] && [ "$seconds" -gt 0 ]; then
+    samples=$(mktemp)
+    psql -X -At -F ' ' -c "SELECT * FROM bench_waits($seconds)" >"$samples" &
+    sampler=$!
+  fi
   out=$("$PG_BIN/pgbench" -n -M prepared -c "$2" -j "$2" "${length[@]}" -D ids='{}' -D toks='{}' -D v=1 -D p=0 \
     -f "$scripts/$1.sql" 2>&1)
+  if [ -n "$sampler" ]; then
+    wait "$sampler"
+    awk -v s="$1" -v c="$2" '{ n[$1] = $2; total += $2; order[NR] = $1 } END {
+      printf "  %s (%s clients): %d active samples, Lock:transactionid %.1f%%;", s, c, total,
+        (total ? 100 * n["Lock:transactionid"] / total : 0)
+      for (i = 1; i <= NR && i <= 4; i++) printf " %s %.1f%%", order[i], 100 * n[order[i]] / total
+      printf "\n" }' "$samples" >&2
+    rm -f "$samples"
+  fi
   tps=$(sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' <<<"$out")
   if [ -z "$tps" ] || grep -q 'aborted\|ERROR' <<<"$out"; then
     echo "pgbench $1 failed:" >&2

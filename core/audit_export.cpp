@@ -63,7 +63,7 @@ AuditEvent parse_audit_json_line(std::string_view text) {
   if (seq.empty() || seq.size() > 18 || seq.find_first_not_of("0123456789") != std::string::npos)
     invalid_parameter("line: field seq must be a positive integer");
   e.seq = std::stoll(seq);
-  std::optional<std::string> id = parse_dashed_uuid(field(line, "event_id", Json::Kind::string).text);
+  std::optional<std::string> id = parse_uuid(field(line, "event_id", Json::Kind::string).text);
   if (!id) invalid_parameter("line: field event_id is not a UUID");
   e.event_id = *id;
   e.occurred_at = time_field(line, "occurred_at");

@@ -82,3 +82,22 @@ CREATE TABLE bench_steps (
     PRIMARY KEY (run_id, position)
 );
 CREATE TABLE bench_wf_owner (client integer PRIMARY KEY, run_id uuid NOT NULL, epoch bigint NOT NULL);
+
+-- What the benchmark's backends wait on (bench/pgbench.sh with FY_PGBENCH_WAITS=1): every 10 ms
+-- for `seconds`, the wait event of each active pgbench backend ('CPU' when it waits on nothing).
+CREATE OR REPLACE FUNCTION bench_waits(seconds float8) RETURNS TABLE (wait text, samples bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    stop timestamptz := clock_timestamp() + make_interval(secs => seconds);
+BEGIN
+    CREATE TEMP TABLE IF NOT EXISTS bench_wait_samples (wait text);
+    TRUNCATE bench_wait_samples;
+    WHILE clock_timestamp() < stop LOOP
+        PERFORM pg_stat_clear_snapshot();
+        INSERT INTO bench_wait_samples
+        SELECT coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU') FROM pg_stat_activity a
+         WHERE a.application_name = 'pgbench' AND a.state = 'active';
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    RETURN QUERY SELECT s.wait, count(*) FROM bench_wait_samples s GROUP BY s.wait ORDER BY 2 DESC;
+END $$;

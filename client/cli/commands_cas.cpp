@@ -54,7 +54,8 @@ void add_cas_commands(CLI::App& app, Commands& commands) {
   commands.on(update, [a](Context& ctx) {
     const Fields key = parse_fields(a->key, {}, "key");
     const Fields changes = parse_fields(a->set, a->null, "set");
-    std::cout << "entity_version=" << ctx.store().versioned_rows().update(a->table, key, a->expected, changes) << "\n";
+    const std::int64_t version = ctx.store().versioned_rows().update(a->table, key, a->expected, changes);
+    std::cout << "entity_version=" << version << "\n";
     return 0;
   });
 }

@@ -150,7 +150,8 @@ void add_queue_commands(CLI::App& app, Commands& commands) {
     m.priority = priority_from_string(a->priority);
     m.delay = parse_duration(a->delay);
     m.payload = a->payload == "-" ? read_stdin() : a->payload;
-    std::cout << "msg_id=" << ctx.store().queues().enqueue(a->tenant, a->queue, m) << "\n";
+    const std::int64_t msg_id = ctx.store().queues().enqueue(a->tenant, a->queue, m);
+    std::cout << "msg_id=" << msg_id << "\n";
     return 0;
   });
 
@@ -220,7 +221,8 @@ void add_queue_commands(CLI::App& app, Commands& commands) {
   redrive->add_option("MSG_ID", a->ids, "the dead letters to redrive (default: all)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   commands.on(redrive, [a](Context& ctx) {
-    std::cout << "redriven=" << ctx.store().queues().redrive(a->tenant, a->queue, a->ids) << "\n";
+    const int redriven = ctx.store().queues().redrive(a->tenant, a->queue, a->ids);
+    std::cout << "redriven=" << redriven << "\n";
     return 0;
   });
 

@@ -198,7 +198,8 @@ void add_topic_commands(CLI::App& app, Commands& commands) {
   rewind->add_option("AGO", a->ago, "how far back, e.g. 1h")->required();
   commands.on(rewind, [a](Context& ctx) {
     const TimePoint since = std::chrono::time_point_cast<Duration>(Clock::now()) - parse_duration(a->ago);
-    std::cout << "redelivered=" << ctx.store().topics().rewind(a->tenant, a->topic, a->subscription, since) << "\n";
+    const auto redelivered = ctx.store().topics().rewind(a->tenant, a->topic, a->subscription, since);
+    std::cout << "redelivered=" << redelivered << "\n";
     return 0;
   });
 

@@ -55,8 +55,8 @@ void add_workflow_commands(CLI::App& app, Commands& commands) {
     if (!a->priority.empty()) o.priority = priority_from_string(a->priority);
     if (!a->parent.empty()) o.parent = a->parent;
     if (!a->retention.empty()) o.retention = parse_duration(a->retention);
-    std::cout << "run_id=" << ctx.store().workflows().start(a->tenant, a->workflow, a->version, a->run_key, a->input, o)
-              << "\n";
+    const auto run_id = ctx.store().workflows().start(a->tenant, a->workflow, a->version, a->run_key, a->input, o);
+    std::cout << "run_id=" << run_id << "\n";
     return exit_done;
   });
 

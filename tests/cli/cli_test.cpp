@@ -348,6 +348,31 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2_with_a_message_on_stderr) {
   }
 }
 
+// A call that fails prints nothing to stdout (not the first half of its line), only its error on
+// stderr: a script that reads stdout never takes an empty value for an id. One failing call of
+// each command whose line names what the call returns.
+BOOST_AUTO_TEST_CASE(a_failed_call_prints_nothing_to_stdout) {
+  const Sqlite store;
+  BOOST_REQUIRE_EQUAL(store({"queue", "create", "acme", "jobs"}).code, 0);
+  const std::vector<std::vector<std::string>> failing{
+      {"queue", "send", "acme", "nosuch", "x"},
+      {"cas", "update", "nosuch", "1", "--key", "id=1", "--set", "v=2"},
+      {"queue", "redrive", "acme", "nosuch"},
+      {"topic", "rewind", "acme", "nosuch", "sub", "1h"},
+      {"workflow", "start", "acme", "w", "1", "k", "--input", "not json"},
+  };
+  for (const auto& args : failing) {
+    const Run r = store(args);
+    const std::string command = args[0] + " " + args[1];
+    BOOST_TEST(r.code > 0, command << " exits " << r.code);
+    BOOST_TEST(r.out.empty(), command << " printed to stdout: " << r.out);
+    BOOST_TEST(!r.err.empty(), command << " printed no error");
+  }
+  // And the same commands that succeed print their line.
+  BOOST_TEST(store({"queue", "send", "acme", "jobs", "x"}).out == "msg_id=1\n");
+  BOOST_TEST(store({"queue", "redrive", "acme", "jobs"}).out == "redriven=0\n");
+}
+
 BOOST_AUTO_TEST_CASE(boolean_flags_work_bare_and_with_the_old_value) {
   const Sqlite run;
   BOOST_REQUIRE_EQUAL(run({"queue", "create", "acme", "jobs", "--max-attempts", "5"}).code, 0);
