@@ -6,6 +6,7 @@
 #include "maintenance.hpp"
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
+#include "pg/table_cache.hpp"
 #include "schedule.hpp"
 #include "tenant.hpp"
 
@@ -79,6 +80,36 @@ std::uint64_t purge_workflow_runs(pg::Spi& spi, TimestampTz now, std::int32_t ma
   return spi.run(purge, {pg::timestamptz_value(now), pg::int4_value(max_rows), pg::optional_text_value(tenant)});
 }
 
+// Release deltas folded into their release rows (give_back() folds them at an ack that locks the
+// row; consumers under REPEATABLE READ only ever add deltas): up to max_rows release rows that have
+// deltas, each locked SKIP LOCKED (a row an ack holds is left to it), its deltas deleted and added
+// to it. Not under a transaction snapshot (a row changed since would be 40001): 0 there.
+std::uint64_t fold_release_deltas(pg::Spi& spi, std::int32_t max_rows, const Tenant& tenant) {
+  static pg::Statement fold(
+      "WITH r AS (SELECT r.tenant_id, r.queue, r.slot FROM forgeyard.queue_releases r"
+      "   WHERE ($2::pg_catalog.text IS NULL OR r.tenant_id OPERATOR(pg_catalog.=) $2)"
+      "     AND EXISTS (SELECT 1 FROM forgeyard.queue_release_deltas x WHERE x.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
+      "                   AND x.queue OPERATOR(pg_catalog.=) r.queue AND x.slot OPERATOR(pg_catalog.=) r.slot)"
+      "   LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),"
+      " d AS (DELETE FROM forgeyard.queue_release_deltas x USING r WHERE x.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
+      "        AND x.queue OPERATOR(pg_catalog.=) r.queue AND x.slot OPERATOR(pg_catalog.=) r.slot"
+      "      RETURNING x.tenant_id, x.queue, x.slot, x.released_messages, x.released_bytes),"
+      " s AS (SELECT d.tenant_id, d.queue, d.slot, pg_catalog.sum(d.released_messages)::pg_catalog.int8 AS m,"
+      "              pg_catalog.sum(d.released_bytes)::pg_catalog.int8 AS b, pg_catalog.count(*) AS n"
+      "         FROM d GROUP BY d.tenant_id, d.queue, d.slot),"
+      " u AS (UPDATE forgeyard.queue_releases q SET released_messages = q.released_messages OPERATOR(pg_catalog.+) s.m,"
+      "              released_bytes = q.released_bytes OPERATOR(pg_catalog.+) s.b"
+      "         FROM s WHERE q.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND q.queue OPERATOR(pg_catalog.=) s.queue"
+      "          AND q.slot OPERATOR(pg_catalog.=) s.slot)"
+      " SELECT COALESCE(pg_catalog.sum(s.n), 0)::pg_catalog.int8 FROM s",
+      {INT4OID, TEXTOID});
+  if (pg::uses_transaction_snapshot() || !pg::has_table(pg::CachedTable::queue_release_deltas)) return 0;
+  std::int64_t folded = 0;
+  spi.run(fold, {pg::int4_value(max_rows), pg::optional_text_value(tenant)},
+          [&](const pg::Row& r) { folded = *r.int8(1); });
+  return static_cast<std::uint64_t>(folded);
+}
+
 }  // namespace fy::maintenance
 
 using namespace fy;
@@ -102,6 +133,7 @@ FY_FUNCTION(fy_maintain) {
       {"inbox", maintenance::purge_inbox(spi, now - inbox_retention, max_rows, tenant)},
       {"workflow_runs", maintenance::purge_workflow_runs(spi, now, max_rows, tenant)},
       {"schedules", static_cast<std::uint64_t>(schedule::tick(spi, tenant, now))},
+      {"release_deltas", maintenance::fold_release_deltas(spi, max_rows, tenant)},
   };
   spi.finish();
   pg::TableResult out(fcinfo);

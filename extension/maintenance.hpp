@@ -19,5 +19,7 @@ std::uint64_t purge_acked(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, 
 std::uint64_t purge_dead(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, const Tenant& tenant);
 // Finished workflow runs past their retention, with their journals and signals.
 std::uint64_t purge_workflow_runs(pg::Spi& spi, TimestampTz now, std::int32_t max_rows, const Tenant& tenant);
+// Release deltas (queue_release_deltas) folded into their release rows; how many.
+std::uint64_t fold_release_deltas(pg::Spi& spi, std::int32_t max_rows, const Tenant& tenant);
 
 }  // namespace fy::maintenance

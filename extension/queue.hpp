@@ -132,9 +132,10 @@ void apply(pg::Spi& spi, const Queue& queue, const Releases& releases);
 // Applies the outcomes recorded for a resource part while it was held by another transaction
 // (flow_outcome_deltas, opened as `deltas`) to `state`, the part's row being locked by the caller,
 // and deletes them; each is locked SKIP LOCKED first, so one that another caller folds is left to
-// it. Whether any was applied.
-bool fold_outcomes(pg::Table& deltas, const pg::Value& tenant, const std::string& resource, int part,
-                   const core::flow::ResourceConfig& config, core::flow::ResourceState& state);
+// it. Part 0 also takes those of parts at or past `parts` (the resource's number of parts now).
+// `config` is the part's share of the limits. Whether any was applied.
+bool fold_outcomes(pg::Table& deltas, const pg::Value& tenant, const std::string& resource, int part, int parts,
+                   const core::flow::ResourceConfig& config, core::flow::ResourceState& state, TimestampTz now);
 // Records the outcomes of `releases` on their resources, never waiting for a part another
 // transaction holds (queue_flow.cpp; apply() calls it).
 void record_outcomes(pg::Spi& spi, const Queue& queue, const Releases& releases, TimestampTz now);

@@ -78,13 +78,17 @@ void admit_rate(pg::Spi& spi, const Queue& queue, std::int64_t count, TimestampT
   for (int i = 0; i < buckets && remaining > 0; ++i)
     if (!visit(lock_free, (start + i) % buckets)) skipped = true;
   if (remaining > 0 && !held && skipped) {
-    // Every bucket is held by others: the first from `start` that this transaction may wait for
-    // is waited for; with none, the producer is refused (one emission interval as its retry-after).
-    for (int i = 0; i < buckets && !held; ++i) {
+    // Every bucket is held by others (or gone): the first from `start` that this transaction may
+    // wait for is waited for; with none, the producer is refused (one emission interval as its
+    // retry-after).
+    bool waited = false;
+    for (int i = 0; i < buckets && !waited; ++i) {
       const int slot = (start + i) % buckets;
-      if (held_rows().may_wait(held_key(queue, HeldRow::admission_bucket, slot))) visit(lock_wait, slot);
+      if (!held_rows().may_wait(held_key(queue, HeldRow::admission_bucket, slot))) continue;
+      waited = true;
+      visit(lock_wait, slot);
     }
-    if (!held)
+    if (!waited)
       core::flow::throw_admission_refused(queue.name, total, (total.per_usecs + total.tokens - 1) / total.tokens);
   }
   // No bucket at all: the limit was removed after this backend cached the queue's options.
@@ -133,9 +137,18 @@ core::flow::RetryDecision admit_retry(pg::Spi& spi, const Queue& queue, Timestam
   if (!held_rows().may_wait(key)) {
     spi.run(lock_free, {queue.t, queue.q}, read);
     if (!found) {
+      bool exists = false;
       std::optional<TimestampTz> start;
-      spi.run(peek, {queue.t, queue.q}, [&](const pg::Row& r) { start = r.timestamptz(1); });
-      return {false, start.value_or(now) + queue.options.retry_budget_window_usecs};
+      spi.run(peek, {queue.t, queue.q}, [&](const pg::Row& r) {
+        exists = true;
+        start = r.timestamptz(1);
+      });
+      // No window yet: nothing has been retried, well within any budget (admitted uncounted).
+      // A window held by another nack: the retry waits for that window's end, or one window
+      // from now if the window it saw is over.
+      if (!exists) return {};
+      const TimestampTz end = *start + queue.options.retry_budget_window_usecs;
+      return {false, end > now ? end : now + queue.options.retry_budget_window_usecs};
     }
   } else {
     spi.run(lock, {queue.t, queue.q}, read);
@@ -287,27 +300,36 @@ bool find_resource_part(pg::Table& t, const pg::Value& tenant, const std::string
                  {3, pg::Compare::eq, pg::int2_value(static_cast<std::int16_t>(part))}});
 }
 
-bool fold_outcomes(pg::Table& deltas, const pg::Value& tenant, const std::string& resource, int part,
-                   const core::flow::ResourceConfig& config, core::flow::ResourceState& state) {
+bool fold_outcomes(pg::Table& deltas, const pg::Value& tenant, const std::string& resource, int part, int parts,
+                   const core::flow::ResourceConfig& config, core::flow::ResourceState& state, TimestampTz now) {
   const int successes = deltas.column("successes"), failures = deltas.column("failures"),
             neutrals = deltas.column("neutrals"), recorded_at = deltas.column("recorded_at");
+  const pg::Value r = pg::text_value(resource);
   bool any = false;
-  pg::Table::Scan scan(deltas, pg::OwnIndex::flow_outcome_deltas_part,
-                       {{1, pg::Compare::eq, tenant},
-                        {2, pg::Compare::eq, pg::text_value(resource)},
-                        {3, pg::Compare::eq, pg::int2_value(static_cast<std::int16_t>(part))}});
-  while (scan.next()) {
-    if (deltas.lock(pg::LockMode::update, pg::Wait::skip) == pg::Locked::skipped) continue;
-    const TimestampTz at = deltas.timestamptz(recorded_at);
-    const std::pair<int, core::flow::Outcome> counts[] = {{successes, core::flow::Outcome::success},
-                                                          {failures, core::flow::Outcome::failure},
-                                                          {neutrals, core::flow::Outcome::neutral}};
-    for (const auto& [column, outcome] : counts)
-      for (std::int64_t i = deltas.int8(column); i > 0; --i) core::flow::record_outcome(config, state, outcome, at);
-    deltas.remove();
-    any = true;
-  }
-  scan.end();
+  auto fold = [&](pg::Compare compare, int from) {
+    pg::Table::Scan scan(deltas, pg::OwnIndex::flow_outcome_deltas_part,
+                         {{1, pg::Compare::eq, tenant},
+                          {2, pg::Compare::eq, r},
+                          {3, compare, pg::int2_value(static_cast<std::int16_t>(from))}});
+    while (scan.next()) {
+      if (deltas.lock(pg::LockMode::update, pg::Wait::skip) == pg::Locked::skipped) continue;
+      // A state change (the breaker opening) counts from now, not from when the outcome was
+      // recorded and waited to be folded.
+      const TimestampTz at = std::max(deltas.timestamptz(recorded_at), now);
+      const std::pair<int, core::flow::Outcome> counts[] = {{successes, core::flow::Outcome::success},
+                                                            {failures, core::flow::Outcome::failure},
+                                                            {neutrals, core::flow::Outcome::neutral}};
+      for (const auto& [column, outcome] : counts)
+        for (std::int64_t i = deltas.int8(column); i > 0; --i) core::flow::record_outcome(config, state, outcome, at);
+      deltas.remove();
+      any = true;
+    }
+    scan.end();
+  };
+  fold(pg::Compare::eq, part);
+  // Part 0 also takes the deltas of parts the resource no longer has (recorded for a part that
+  // settle_parts merged into part 0 meanwhile), as it took their deliveries in flight.
+  if (part == 0) fold(pg::Compare::ge, std::max(parts, 1));
   return any;
 }
 
@@ -349,8 +371,10 @@ void record_outcomes(pg::Spi& spi, const Queue& queue, const Releases& releases,
       continue;
     }
     if (!deltas && rows.lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped) continue;
+    // Held to commit: a claim of this transaction may wait only for parts after it (held_rows()).
+    held_rows().took(held_key(queue.tenant, resource, HeldRow::resource_part, part));
     core::flow::ResourceState state = resource_state_of(rows);
-    if (deltas) fold_outcomes(*deltas, queue.t, resource, part, config, state);
+    if (deltas) fold_outcomes(*deltas, queue.t, resource, part, config.parts, config, state, now);
     for (int o = 0; o < 3; ++o)
       for (std::int64_t i = 0; i < counts[o]; ++i)
         core::flow::record_outcome(config, state, static_cast<core::flow::Outcome>(o), now);

@@ -399,7 +399,7 @@ SELECT throws_ok('DELETE FROM forgeyard.idempotency_keys', '42501', NULL,
                  'maintenance role: DELETE FROM forgeyard.idempotency_keys is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.lease_status', '42501', NULL, 'maintenance role: lease_status is denied');
 SELECT results_eq($$SELECT task FROM forgeyard.maintain()$$,
-                  $$VALUES ('idempotency_keys'::text), ('queue_events'), ('acked_messages'), ('dead_letters'), ('inbox'), ('workflow_runs'), ('schedules')$$,
+                  $$VALUES ('idempotency_keys'::text), ('queue_events'), ('acked_messages'), ('dead_letters'), ('inbox'), ('workflow_runs'), ('schedules'), ('release_deltas')$$,
                   'maintenance role: maintain() across tenants');
 SELECT is(forgeyard.inbox_purge(), 0, 'maintenance role: inbox_purge across tenants');
 SELECT matches((SELECT string_agg(plan, E'\n') FROM forgeyard.claim_plan('t2', 'acc-q')), 'Index Scan using messages_claim',
@@ -579,7 +579,7 @@ SELECT throws_ok('SELECT * FROM forgeyard.lease_reap()', 'FY040', NULL,
                  'bound maintenance role: lease_reap() with the default (all tenants) -> FY040');
 SELECT throws_ok($$SELECT * FROM forgeyard.lease_reap(10, 't2')$$, 'FY040', NULL,
                  'bound maintenance role: lease_reap for another tenant -> FY040');
-SELECT is((SELECT count(*) FROM forgeyard.maintain(10, 't1')), 7::bigint, 'bound maintenance role: maintain for its tenant');
+SELECT is((SELECT count(*) FROM forgeyard.maintain(10, 't1')), 8::bigint, 'bound maintenance role: maintain for its tenant');
 SELECT throws_ok('SELECT * FROM forgeyard.maintain()', 'FY040', 'a role bound to tenants must name its tenant',
                  'bound maintenance role: maintain() for all tenants -> FY040');
 SELECT throws_ok($$SELECT * FROM forgeyard.maintain(10, 't2')$$, 'FY040', NULL, 'bound maintenance role: maintain for another tenant -> FY040');

@@ -163,7 +163,8 @@ WITH RECURSIVE member_of(oid) AS (
            'opens at ' || r.failure_rate || ' of the last ' || r.window_calls || ' (at least ' || r.minimum_calls
                || '), open for ' || (r.open_for_usecs * '1 microsecond'::interval)::text || ', '
                || r.half_open_calls || ' half-open',
-           NULL, coalesce(s.in_flight, 0), length(replace(coalesce(s.outcomes, ''), '0', '')),
+           NULL, greatest(0, coalesce(s.in_flight, 0) - coalesce(d.finished, 0)),
+           length(replace(coalesce(s.outcomes, ''), '0', '')),
            length(coalesce(s.outcomes, '')), coalesce(s.refused, 0),
            CASE WHEN s.breaker = 'open' AND s.open_until <= forgeyard.now() THEN 'half_open'
                 ELSE coalesce(s.breaker, 'closed') END,
@@ -171,6 +172,9 @@ WITH RECURSIVE member_of(oid) AS (
       FROM forgeyard.flow_resources r
       LEFT JOIN forgeyard.flow_resource_state s
         ON s.tenant_id = r.tenant_id AND s.resource = r.resource AND s.part = 0  -- a breaker's resource has one part
+      LEFT JOIN (SELECT tenant_id, resource, sum(successes + failures + neutrals)::bigint AS finished
+                   FROM forgeyard.flow_outcome_deltas GROUP BY tenant_id, resource) d
+        ON d.tenant_id = r.tenant_id AND d.resource = r.resource
      WHERE r.failure_rate IS NOT NULL
     UNION ALL
     SELECT q.tenant_id, q.queue, 'key_limit', p.partition_key, 'max_in_flight_per_key ' || q.max_in_flight_per_key,

@@ -242,9 +242,13 @@ createdb "$v070"
 q "$v070" "CREATE EXTENSION forgeyard VERSION '0.7.0'"
 q "$v070" "SELECT forgeyard.queue_create('t', 'q'); SELECT count(forgeyard.enqueue('t', 'q', 'm')) FROM generate_series(1, 3)" >/dev/null
 q "$v070" "SELECT forgeyard.ack('t', 'q', msg_id, claim_token) FROM forgeyard.claim('t', 'q', 'c')" >/dev/null
-check "$v070" "on the 0.7.0 catalog an enqueue and an ack count exactly" \
+q "$v070" "SELECT forgeyard.resource_limit('t', 'r', '{\"max_in_flight\": 10}');
+           SELECT forgeyard.queue_create('t', 'qr'); SELECT forgeyard.enqueue('t', 'qr', 'm', resource => 'r')" >/dev/null
+q "$v070" "SELECT forgeyard.ack('t', 'qr', msg_id, claim_token) FROM forgeyard.claim('t', 'qr', 'c')" >/dev/null
+check "$v070" "on the 0.7.0 catalog an enqueue, an ack and a resource's outcome count exactly" \
   "(SELECT admitted_messages = 2 FROM forgeyard.queue_overview WHERE tenant_id = 't' AND queue = 'q')
-   AND to_regclass('forgeyard.queue_release_deltas') IS NULL"
+   AND (SELECT in_flight = 0 FROM forgeyard.flow_state WHERE tenant_id = 't' AND kind = 'resource_limit')
+   AND to_regclass('forgeyard.queue_release_deltas') IS NULL AND to_regclass('forgeyard.flow_outcome_deltas') IS NULL"
 q "$v070" "ALTER EXTENSION forgeyard UPDATE"
 q "$v070" "BEGIN ISOLATION LEVEL REPEATABLE READ;
            SELECT forgeyard.ack('t', 'q', msg_id, claim_token) FROM forgeyard.claim('t', 'q', 'c');
