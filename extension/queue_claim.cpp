@@ -210,9 +210,8 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     in_slot = &part;
     held_rows().took(held_key(queue.tenant, resource, HeldRow::resource_part, i));
     part.state = resource_state_of(*resources);
-    if (outcome_deltas &&
-        fold_outcomes(*outcome_deltas, queue.t, resource, i, configs.find(resource)->second.parts, part.config,
-                      part.state, now))
+    if (outcome_deltas && fold_outcomes(*outcome_deltas, queue.t, resource, i, configs.find(resource)->second.parts,
+                                        part.config, part.state, now))
       part.changed = true;
   };
   auto admit = [&](Part& part, int i, bool transfer) {
