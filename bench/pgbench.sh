@@ -43,9 +43,12 @@ psql -X -q -v ON_ERROR_STOP=1 -f "$scripts/setup.sql" >/dev/null || exit 1
 sql() { psql -X -q -v ON_ERROR_STOP=1 "$@" >/dev/null; }
 
 # Fresh queues holding $1 ready messages of 16 bytes (class interactive, as enqueue's default),
-# spread over the queue's capacity slots in turn as forgeyard.enqueue spreads them.
+# spread over the queue's capacity slots in turn as forgeyard.enqueue spreads them, or with $2 = 1
+# all in one slot, as one enqueue_batch admits them (one producer's batch: every ack then gives
+# its room back to that slot).
 fill() {
-  local n=$1
+  local n=$1 spread="g % q.slots"
+  [ "${2:-}" = 1 ] && spread=0
   sql -c "TRUNCATE bench_q" \
     -c "INSERT INTO bench_q (payload) SELECT '\x7b226f72646572223a2031323334357d'::bytea FROM generate_series(1, $n)" \
     -c "SELECT forgeyard.queue_drop('bench', 'q')" \
@@ -53,7 +56,7 @@ fill() {
     -c "INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, is_head, payload, bytes, slot,
                                         enqueued_at, visible_at)
         SELECT pg_catalog.nextval('forgeyard.message_ids'), 'bench', 'q', 'pending', 3, true,
-               '\x7b226f72646572223a2031323334357d'::bytea, 16, g % q.slots, now(), now()
+               '\x7b226f72646572223a2031323334357d'::bytea, 16, $spread, now(), now()
           FROM generate_series(1, $n) g, forgeyard.queues q WHERE q.tenant_id = 'bench' AND q.queue = 'q'" \
     -c "UPDATE forgeyard.queue_slots a SET admitted_messages = c.n, admitted_bytes = 16 * c.n
           FROM (SELECT slot, count(*) AS n FROM forgeyard.messages WHERE tenant_id = 'bench' AND queue = 'q' GROUP BY slot) c
@@ -137,6 +140,7 @@ own_runs() {
 prepare() {  # kind messages
   case $1 in
     queue) fill "$2" ;;
+    batch) fill "$2" 1 ;;
     limits) fill_limited "$2" ;;
     breaker) fill_limited "$2" breaker ;;
     fair) fill_fair "$2" ;;
@@ -193,11 +197,14 @@ run() {  # script clients transactions_per_client messages_per_transaction
 # (workflow_step is the whole step protocol: workflow_step then workflow_step_complete, against
 # the lookup then the INSERT; step_record is the issue's measure, recording a step:
 # workflow_step_complete alone against the INSERT alone.)
+# (ack_and_claim1@batch is ack_and_claim1 on a queue whose messages a batch admitted into one
+# capacity slot: every ack gives room back to that slot, where two consumers meet.)
 # (A timed run of a queue line gets a queue of 12,000 script runs per client and second: more than
 # this machine claims; a queue that runs dry aborts the run, which then prints 0.)
 lines=(
   "claim1+ack baseline_claim1_ack forgeyard_claim1_ack 4000 1 1.0 queue"
   "ack_and_claim1 baseline_claim1_ack forgeyard_ack_and_claim1 4000 1 1.5 queue"
+  "ack_and_claim1@batch baseline_claim1_ack forgeyard_ack_and_claim1 4000 1 1.5 batch"
   "claim100+ack baseline_claim100_ack forgeyard_claim100_ack 200 100 1.4 queue"
   "claim1@limits forgeyard_claim1_ack forgeyard_claim1_ack_limited 4000 1 0.9 limits"
   "claim1@breaker forgeyard_claim1_ack forgeyard_claim1_ack_limited 4000 1 0.9 breaker"
