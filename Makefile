@@ -2,7 +2,15 @@
 MODULE_big = forgeyard
 OBJS = $(patsubst %.cpp,%.o,$(sort $(wildcard core/*.cpp extension/*.cpp extension/pg/*.cpp)))
 MODULEDIR = extension
+# sql/ holds the scripts of past versions as they were released; the current version's full script
+# and its upgrade steps are generated from sql/src/ (and, for the PL/pgSQL edition, the bodies in
+# extension/*.sql) by sql/generate.py into sql/gen/.
+FY_VERSION := $(shell cat VERSION)
 DATA = extension/forgeyard.control $(sort $(wildcard sql/forgeyard--*.sql))
+DATA_built = sql/gen/cpp/forgeyard--$(FY_VERSION).sql \
+	$(patsubst sql/src/%,sql/gen/cpp/%,$(sort $(wildcard sql/src/forgeyard--*--*.sql)))
+SQL_SOURCES = VERSION sql/generate.py sql/src/forgeyard.sql $(wildcard sql/src/forgeyard--*--*.sql) \
+	$(wildcard extension/*.sql)
 PGFILEDESC = "forgeyard - coordination semantics for PostgreSQL"
 
 # `make installcheck` runs the pgTAP suite (pg_prove) instead of PGXS's pg_regress, against the
@@ -33,6 +41,13 @@ EXTRA_CLEAN = $(OBJS:.o=.d)
 
 include $(PGXS)
 -include $(OBJS:.o=.d)
+
+# Both editions at once: one run writes every file of sql/gen/.
+sql/gen/.stamp: $(SQL_SOURCES)
+	python3 sql/generate.py sql/gen
+	touch $@
+$(DATA_built): sql/gen/.stamp ;
+EXTRA_CLEAN += sql/gen
 
 installcheck:
 	pg_prove regress/*.sql

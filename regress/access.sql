@@ -4,7 +4,7 @@
 -- queue APIs, the queue maintenance calls and the queue views.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 
 SELECT plan(442);
 

@@ -3,7 +3,7 @@
 -- access kinds, and pg_dump registration. Time is moved with forgeyard.now_override; nothing sleeps.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 
 SELECT plan(57);
 

@@ -7,7 +7,7 @@
 -- never runs maintenance, never grants itself more, never reaches a table, never moves the clock.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 \ir lib/err.sql
 \ir lib/api_calls.sql
 

@@ -3,7 +3,7 @@
 -- message, detail, hint, constraint), leaks nothing and leaves the session usable.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 
 SELECT plan(76);
 

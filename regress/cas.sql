@@ -4,7 +4,7 @@
 -- cannot change it through these functions.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 
 SELECT plan(231);
 

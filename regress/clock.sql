@@ -1,7 +1,7 @@
 -- forgeyard.now() and the superuser-only setting forgeyard.now_override (docs/sql-api.md#clock).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 
 SELECT plan(39);
 

@@ -7,7 +7,7 @@
 -- whatever its outcome.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 \ir lib/err.sql
 \ir lib/api_calls.sql
 

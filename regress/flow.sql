@@ -3,7 +3,7 @@
 -- sleeps.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 
 SELECT plan(166);
 

@@ -4,7 +4,7 @@
 -- tenant (FY040); who may call it; bad input. Time is moved with forgeyard.now_override.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 
 SELECT plan(41);
 

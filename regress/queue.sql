@@ -7,7 +7,7 @@
 -- Time is moved with forgeyard.now_override; nothing sleeps.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 
 SELECT plan(629);
 

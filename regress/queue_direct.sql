@@ -7,7 +7,7 @@
 -- still count every ack, and REPEATABLE READ and SERIALIZABLE answer as before.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 
 SELECT plan(45);

@@ -4,7 +4,7 @@
 -- forgeyard.now_override; nothing sleeps.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 
 SELECT plan(38);
 

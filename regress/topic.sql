@@ -6,7 +6,7 @@
 -- isolation, roles, and every bad input. Time is moved with forgeyard.now_override; nothing sleeps.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION forgeyard;
+\ir lib/install.sql
 
 SELECT plan(146);
 

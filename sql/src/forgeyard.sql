@@ -1,4 +1,8 @@
--- forgeyard 0.7.1, the whole SQL API in one script: CREATE EXTENSION forgeyard runs this file alone.
+-- forgeyard @VERSION@, the whole SQL API in one script: the source of both editions' full scripts.
+-- sql/generate.py makes from it, at build time, the C++ edition's forgeyard--@VERSION@.sql (run by
+-- CREATE EXTENSION alone) and the PL/pgSQL edition's scripts (pg_tle and plain install): every
+-- declaration here is shared; a function declared LANGUAGE c takes, in the PL/pgSQL edition, the
+-- body of the same symbol from the extension/*.sql file beside its C++ twin.
 -- Databases created at an older version reach the same catalog through the upgrade scripts
 -- forgeyard--U--V.sql; tests/pg/upgrade.sh compares the two paths object by object.
 -- Sections, in order: clock; tenancy and roles; leases; compare-and-set; idempotency keys; queues;
@@ -19,6 +23,13 @@ CREATE FUNCTION forgeyard.now() RETURNS timestamptz
     AS 'MODULE_PATHNAME', 'fy_now';
 COMMENT ON FUNCTION forgeyard.now() IS
   'The clock that decides expiry: clock_timestamp(), or the superuser-only setting forgeyard.now_override when set (tests).';
+
+CREATE FUNCTION forgeyard.edition() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT '@EDITION@'::text $$;
+COMMENT ON FUNCTION forgeyard.edition() IS
+  'Which edition of forgeyard this database runs: cpp (the C++ library, CREATE EXTENSION) or plpgsql (no C: pg_tle or a plain install).';
 
 -------------------------------------------------------------------------------------------------
 -- Tenancy and roles
@@ -917,6 +928,7 @@ COMMENT ON FUNCTION forgeyard.boundary_pg_error(text) IS
 INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     -- usage
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.now()'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.edition()'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_acquire(text, text, text, interval)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_renew(text, text, bigint, interval)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_release(text, text, bigint)'),
@@ -966,6 +978,7 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.claim_plan(text, text)'),
     -- inspect
     ('inspect',     'EXECUTE', 'FUNCTION forgeyard.now()'),
+    ('inspect',     'EXECUTE', 'FUNCTION forgeyard.edition()'),
     ('inspect',     'SELECT',  'TABLE forgeyard.lease_status'),
     ('inspect',     'SELECT',  'TABLE forgeyard.queue_depth'),
     ('inspect',     'SELECT',  'TABLE forgeyard.queue_overview'),

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Generates both editions' scripts from the one SQL source (docs/architecture.md, "Two editions").
+
+    sql/generate.py OUTDIR [--strict]
+
+Reads sql/src/forgeyard.sql (the whole API at the version in VERSION), the upgrade steps
+sql/src/forgeyard--A--B.sql, and the PL/pgSQL bodies in extension/*.sql, and writes:
+
+    OUTDIR/cpp/forgeyard--V.sql          the C++ edition's full script (CREATE EXTENSION)
+    OUTDIR/cpp/forgeyard--A--B.sql       its upgrade steps from sql/src
+    OUTDIR/plpgsql/forgeyard--V.sql      the PL/pgSQL edition as an extension script (pg_tle)
+    OUTDIR/plpgsql/forgeyard--A--B.sql   its upgrade steps (from its first version on)
+    OUTDIR/plpgsql/plain--V.sql          the PL/pgSQL edition as a plain script: no extension,
+                                         no transaction control, no psql meta-command (the CLI's
+                                         `storage install` wraps it; `--print plpgsql` too)
+    OUTDIR/plpgsql/plain--A--B.sql       its upgrade steps, plain
+
+Every declaration is shared. A function the source declares `LANGUAGE c ... AS 'MODULE_PATHNAME',
+'sym'` is, in the PL/pgSQL edition, the same declaration with the body that extension/*.sql gives
+for `sym`:
+
+    -- @body sym            (a PL/pgSQL body, DECLARE ... BEGIN ... END)
+    -- @body sym sql        (an SQL body)
+    -- @helper              (CREATE statements of the PL/pgSQL edition's own functions, in the
+                             schema forgeyard_pl, emitted before the API; PL/pgSQL only, so that
+                             they may name tables created later)
+
+A block runs to the next marker. `@EDITION@` and `@VERSION@` are replaced everywhere, and in the
+bodies `@sqlstate.NAME@` by the code core/errors.hpp names NAME (the one SQLSTATE map). A symbol
+with no body is an error with --strict; without it, the function raises 0A000 naming itself (the
+edition is being written) and the symbol is listed on stderr.
+"""
+import glob
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The first version that has a PL/pgSQL edition: its upgrade steps start here.
+PLPGSQL_SINCE = (0, 8, 0)
+DECLARATION = re.compile(
+    r"(CREATE (?:OR REPLACE )?FUNCTION [^;]*?)\bLANGUAGE c\b([^;]*?)AS 'MODULE_PATHNAME', '(\w+)'", re.S)
+MARKER = re.compile(r"^-- @(body|helper)\b[ \t]*(\w*)[ \t]*(\w*)[ \t]*$", re.M)
+QUOTE = "$fy_body$"
+
+
+def version_tuple(text):
+    return tuple(int(p) for p in text.split("."))
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def read_sqlstates():
+    text = read(os.path.join(ROOT, "core", "errors.hpp"))
+    return dict(re.findall(r'inline constexpr char (\w+)\[\] = "(\w{5})";', text))
+
+
+def with_sqlstates(text, rel, codes):
+    def code(m):
+        if m.group(1) not in codes:
+            sys.exit(f"{rel}: core/errors.hpp names no sqlstate {m.group(1)}")
+        return codes[m.group(1)]
+    return re.sub(r"@sqlstate\.(\w+)@", code, text)
+
+
+def read_bodies():
+    bodies, helpers, where, codes = {}, [], {}, read_sqlstates()
+    for path in sorted(glob.glob(os.path.join(ROOT, "extension", "*.sql"))):
+        rel = os.path.relpath(path, ROOT)
+        text = with_sqlstates(read(path), rel, codes)
+        marks = list(MARKER.finditer(text))
+        for i, m in enumerate(marks):
+            end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+            block = text[m.end():end].strip("\n") + "\n"
+            if m.group(1) == "helper":
+                helpers.append(f"-- ({rel})\n" + block)
+                continue
+            sym, lang = m.group(2), (m.group(3) or "plpgsql")
+            if not sym or lang not in ("plpgsql", "sql"):
+                sys.exit(f"{rel}: bad marker line: {m.group(0)!r}")
+            if sym in bodies:
+                sys.exit(f"{rel}: a second body for {sym} (the first is in {where[sym]})")
+            if QUOTE in block:
+                sys.exit(f"{rel}: the body of {sym} contains {QUOTE}")
+            bodies[sym], where[sym] = (lang, block), rel
+    return bodies, helpers
+
+
+def substitute(text, edition, version):
+    return text.replace("@EDITION@", edition).replace("@VERSION@", version)
+
+
+def to_plpgsql(text, bodies, missing, used):
+    def replace(m):
+        head, attrs, sym = m.group(1), m.group(2), m.group(3)
+        used.add(sym)
+        if sym in bodies:
+            lang, body = bodies[sym]
+        else:
+            missing.add(sym)
+            name = re.match(r"CREATE (?:OR REPLACE )?FUNCTION ([\w.]+)", head).group(1)
+            lang, body = "plpgsql", (
+                "BEGIN\n    RAISE EXCEPTION '%() is not in the PL/pgSQL edition yet', "
+                f"'{name}' USING ERRCODE = '0A000';\nEND\n")
+        return f"{head}LANGUAGE {lang}{attrs}AS {QUOTE}\n{body}{QUOTE}"
+    return DECLARATION.sub(replace, text)
+
+
+def strip_guard(text):
+    # The "\echo Use CREATE EXTENSION ... \quit" line: a psql meta-command.
+    return re.sub(r"^\\echo .*\\quit\n", "", text, flags=re.M)
+
+
+def plain(text):
+    # Outside an extension: no pg_extension_config_dump (pg_dump dumps every row of a plain install).
+    text = re.sub(r"^SELECT pg_catalog\.pg_extension_config_dump\([^;]*\);\n", "", text, flags=re.M)
+    if "pg_extension_config_dump" in text:
+        sys.exit("a pg_extension_config_dump call the plain script cannot drop (one per line, at the start)")
+    return text
+
+
+def helper_section(helpers, plain_install):
+    out = ["-- The PL/pgSQL edition's own functions (extension/*.sql, @helper): not part of the API,\n"
+           "-- executable only by the API's owner.\n"]
+    if plain_install:
+        out.append("CREATE SCHEMA forgeyard;\n")
+    out.append("CREATE SCHEMA forgeyard_pl;\n"
+               "COMMENT ON SCHEMA forgeyard_pl IS\n"
+               "  'The PL/pgSQL edition''s internal functions; not an API: call the functions of schema forgeyard.';\n\n")
+    out.extend(h + "\n" for h in helpers)
+    out.append("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA forgeyard_pl FROM PUBLIC;\n\n")
+    return "".join(out)
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    strict = "--strict" in sys.argv[1:]
+    if len(args) != 1:
+        sys.exit(__doc__)
+    out = args[0]
+    version = read(os.path.join(ROOT, "VERSION")).strip()
+    source = read(os.path.join(ROOT, "sql", "src", "forgeyard.sql"))
+    steps = sorted(glob.glob(os.path.join(ROOT, "sql", "src", "forgeyard--*--*.sql")))
+    bodies, helpers = read_bodies()
+    missing, used = set(), set()
+
+    write(os.path.join(out, "cpp", f"forgeyard--{version}.sql"), substitute(source, "cpp", version))
+    full = to_plpgsql(strip_guard(substitute(source, "plpgsql", version)), bodies, missing, used)
+    # A stub whose result columns share a name with an argument would not compile: while the
+    # edition is being written, its bodies are compiled at first call, not at install.
+    if missing:
+        full = "SET check_function_bodies = off;\n" + full + "RESET check_function_bodies;\n"
+    write(os.path.join(out, "plpgsql", f"forgeyard--{version}.sql"), helper_section(helpers, False) + full)
+    write(os.path.join(out, "plpgsql", f"plain--{version}.sql"), helper_section(helpers, True) + plain(full))
+    for step in steps:
+        name = os.path.basename(step)
+        frm, to = re.match(r"forgeyard--([\d.]+)--([\d.]+)\.sql$", name).groups()
+        text = read(step)
+        write(os.path.join(out, "cpp", name), substitute(text, "cpp", to))
+        if version_tuple(frm) >= PLPGSQL_SINCE:
+            pl = to_plpgsql(strip_guard(substitute(text, "plpgsql", to)), bodies, missing, used)
+            write(os.path.join(out, "plpgsql", name), pl)
+            write(os.path.join(out, "plpgsql", f"plain--{frm}--{to}.sql"), plain(pl))
+    unused = set(bodies) - used
+    if unused:
+        sys.exit("bodies for no declared function: " + ", ".join(sorted(unused)))
+    if missing:
+        print(f"sql/generate.py: {len(missing)} functions have no PL/pgSQL body yet: " + " ".join(sorted(missing)),
+              file=sys.stderr)
+        if strict:
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
