@@ -9,7 +9,7 @@ FY_VERSION := $(shell cat VERSION)
 DATA = extension/forgeyard.control $(sort $(wildcard sql/forgeyard--*.sql))
 DATA_built = sql/gen/cpp/forgeyard--$(FY_VERSION).sql \
 	$(patsubst sql/src/%,sql/gen/cpp/%,$(sort $(wildcard sql/src/forgeyard--*--*.sql)))
-SQL_SOURCES = VERSION sql/generate.py sql/src/forgeyard.sql $(wildcard sql/src/forgeyard--*--*.sql) \
+SQL_SOURCES = VERSION core/errors.hpp sql/generate.py sql/src/forgeyard.sql $(wildcard sql/src/forgeyard--*--*.sql) \
 	$(wildcard extension/*.sql)
 PGFILEDESC = "forgeyard - coordination semantics for PostgreSQL"
 

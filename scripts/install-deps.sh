@@ -3,7 +3,7 @@
 #   scripts/install-deps.sh           everything: build, extension, tests, benchmarks
 #   scripts/install-deps.sh --client  only what the client library and CLI need to build
 set -euo pipefail
-client=(libpq-dev libsqlite3-dev libspdlog-dev libssl-dev libcli11-dev cmake g++ make pkg-config tzdata)
+client=(libpq-dev libsqlite3-dev libspdlog-dev libssl-dev libcli11-dev cmake g++ make pkg-config tzdata python3)
 packages=("${client[@]}" postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap
           libtap-parser-sourcehandler-pgtap-perl libboost-test-dev pgbouncer ninja-build clang-format clang-tidy
           spin clang libfuzzer-14-dev postgresql-15-auto-failover pg-auto-failover-cli)

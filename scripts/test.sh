@@ -104,21 +104,28 @@ fuzz_runs() {
   grep -E 'executions' build/fuzz.log 2>/dev/null | sed 's/^/   /'
 }
 
+# pgTAP (regress/) on one edition: tests/pg/pgtap.sh, counted as pgtap-EDITION.
+pgtap_edition() {  # pgtap_edition EDITION DESCRIPTION
+  local log=build/pg_prove-$1.log tests bad
+  echo "== pgTAP, $2 (tests/pg/pgtap.sh $1)"
+  tests/pg/pgtap.sh "$1" >"$log" 2>&1
+  cat "$log"
+  tests=$(grep -oE 'Tests=[0-9]+' "$log" | tail -1 | cut -d= -f2)
+  bad=$(grep -oE 'Failed [0-9]+/[0-9]+ subtests' "$log" | awk '{split($2,a,"/"); s+=a[1]} END {print s+0}')
+  if grep -q '^# no file to run' "$log"; then count "pgtap-$1" 0 0
+  elif [ -z "$tests" ]; then count "pgtap-$1" 0 1
+  elif grep -q '^Result: PASS' "$log"; then count "pgtap-$1" "$tests" 0
+  else count "pgtap-$1" $((tests - bad)) $((bad > 0 ? bad : 1)); fi
+}
+
 # The source checks and the suites that need only the installed extension and the cluster: they
 # run beside the client build. Their output goes to build/server-suites.log, shown when they end.
 server_suites() {
   echo "== checks: C++/PostgreSQL boundary, formatting"
   check boundary-check scripts/check-boundary.sh
   check format-check scripts/lint.sh --format
-  echo "== pgTAP (pg_prove regress/, database forgeyard_pgtap)"
-  PGDATABASE=forgeyard_pgtap pg_prove --failures regress/*.sql >build/pg_prove.log 2>&1
-  cat build/pg_prove.log
-  local tests bad
-  tests=$(grep -oE 'Tests=[0-9]+' build/pg_prove.log | tail -1 | cut -d= -f2)
-  bad=$(grep -oE 'Failed [0-9]+/[0-9]+ subtests' build/pg_prove.log | awk '{split($2,a,"/"); s+=a[1]} END {print s+0}')
-  if [ -z "$tests" ]; then count pgtap 0 1
-  elif grep -q '^Result: PASS' build/pg_prove.log; then count pgtap "$tests" 0
-  else count pgtap $((tests - bad)) $((bad > 0 ? bad : 1)); fi
+  pgtap_edition cpp "C++ edition: CREATE EXTENSION in each file's transaction"
+  pgtap_edition plpgsql "PL/pgSQL edition: its plain script, run by a role that is not superuser"
   echo "== isolation: concurrent sessions on the hot paths (pg_isolation_regress, tests/isolation)"
   local ran=0 ok bad
   tests/isolation/run.sh >build/isolation.log 2>&1 || ran=$?
@@ -192,7 +199,6 @@ echo "== start throwaway PostgreSQL cluster, its hot standby and PgBouncer"
 cluster_start || exit 1
 standby_start || exit 1
 bouncer_start || exit 1
-createdb forgeyard_pgtap || exit 1
 
 # The server suites beside the client build.
 timed server-suites server_suites >build/server-suites.log 2>&1 &
@@ -209,6 +215,8 @@ fi
 echo "== checks: exported symbols, a second build of the same tree builds nothing"
 check exported-symbols scripts/check-symbols.sh build
 check rebuild-nothing rebuild_nothing
+echo "== editions: storage install of the PL/pgSQL edition by the database owner, one catalog for both (tests/pg/editions.sh)"
+check editions tests/pg/editions.sh build
 
 psql -q -c "CREATE EXTENSION IF NOT EXISTS forgeyard" >/dev/null || exit 1
 if [ $quick = 1 ]; then

@@ -114,6 +114,10 @@ def strip_guard(text):
     return re.sub(r"^\\echo .*\\quit\n", "", text, flags=re.M)
 
 
+def recorded(text, version):
+    return text + f"\nINSERT INTO forgeyard_pl.installs (version) VALUES ('{version}');\n"
+
+
 def plain(text):
     # Outside an extension: no pg_extension_config_dump (pg_dump dumps every row of a plain install).
     text = re.sub(r"^SELECT pg_catalog\.pg_extension_config_dump\([^;]*\);\n", "", text, flags=re.M)
@@ -130,6 +134,15 @@ def helper_section(helpers, plain_install):
     out.append("CREATE SCHEMA forgeyard_pl;\n"
                "COMMENT ON SCHEMA forgeyard_pl IS\n"
                "  'The PL/pgSQL edition''s internal functions; not an API: call the functions of schema forgeyard.';\n\n")
+    if plain_install:
+        out.append("-- The plain install's record: each install and upgrade step adds its version (forgeyard.version()\n"
+                   "-- reads the last). An extension has pg_extension.extversion instead.\n"
+                   "CREATE TABLE forgeyard_pl.installs (\n"
+                   "    n            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,\n"
+                   "    version      text        NOT NULL,\n"
+                   "    installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),\n"
+                   "    installed_by name        NOT NULL DEFAULT current_user\n"
+                   ");\n\n")
     out.extend(h + "\n" for h in helpers)
     out.append("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA forgeyard_pl FROM PUBLIC;\n\n")
     return "".join(out)
@@ -162,7 +175,7 @@ def main():
     if missing:
         full = "SET check_function_bodies = off;\n" + full + "RESET check_function_bodies;\n"
     write(os.path.join(out, "plpgsql", f"forgeyard--{version}.sql"), helper_section(helpers, False) + full)
-    write(os.path.join(out, "plpgsql", f"plain--{version}.sql"), helper_section(helpers, True) + plain(full))
+    write(os.path.join(out, "plpgsql", f"plain--{version}.sql"), recorded(helper_section(helpers, True) + plain(full), version))
     for step in steps:
         name = os.path.basename(step)
         frm, to = re.match(r"forgeyard--([\d.]+)--([\d.]+)\.sql$", name).groups()
@@ -171,7 +184,7 @@ def main():
         if version_tuple(frm) >= PLPGSQL_SINCE:
             pl = to_plpgsql(strip_guard(substitute(text, "plpgsql", to)), bodies, missing, used)
             write(os.path.join(out, "plpgsql", name), pl)
-            write(os.path.join(out, "plpgsql", f"plain--{frm}--{to}.sql"), plain(pl))
+            write(os.path.join(out, "plpgsql", f"plain--{frm}--{to}.sql"), recorded(plain(pl), to))
     unused = set(bodies) - used
     if unused:
         sys.exit("bodies for no declared function: " + ", ".join(sorted(unused)))

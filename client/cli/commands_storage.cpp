@@ -1,4 +1,5 @@
-// storage and maintain: the store as a whole (storage status, doctor, stats: commands_ops.cpp).
+// storage and maintain: the store as a whole (storage status, doctor, stats: commands_ops.cpp;
+// backup, restore, copy, verify: commands_backup.cpp; install: commands_install.cpp).
 #include <iostream>
 #include <optional>
 
@@ -11,6 +12,8 @@ void add_storage_commands(CLI::App& app, Commands& commands) {
   storage->require_subcommand(1);
   // status, doctor and stats: commands_ops.cpp.
   add_backup_commands(*storage, commands);
+
+  add_install_command(*storage, commands);
 
   struct Maintain {
     int max = 1000;

@@ -31,6 +31,26 @@ CREATE FUNCTION forgeyard.edition() RETURNS text
 COMMENT ON FUNCTION forgeyard.edition() IS
   'Which edition of forgeyard this database runs: cpp (the C++ library, CREATE EXTENSION) or plpgsql (no C: pg_tle or a plain install).';
 
+-- The version installed: the extension's, or (the PL/pgSQL edition's plain install, which is no
+-- extension) the last one its installer recorded. PL/pgSQL, so that the C++ edition never plans the
+-- second lookup, whose table it does not have.
+CREATE FUNCTION forgeyard.version() RETURNS text
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    v text;
+BEGIN
+    SELECT e.extversion INTO v FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'forgeyard';
+    IF FOUND THEN
+        RETURN v;
+    END IF;
+    RETURN (SELECT i.version FROM forgeyard_pl.installs i ORDER BY i.n DESC LIMIT 1);
+END
+$$;
+COMMENT ON FUNCTION forgeyard.version() IS
+  'The version of forgeyard installed in this database (with edition(): what storage status and health report).';
+
 -------------------------------------------------------------------------------------------------
 -- Tenancy and roles
 -------------------------------------------------------------------------------------------------
@@ -929,6 +949,7 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     -- usage
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.now()'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.edition()'),
+    ('usage',       'EXECUTE', 'FUNCTION forgeyard.version()'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_acquire(text, text, text, interval)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_renew(text, text, bigint, interval)'),
     ('usage',       'EXECUTE', 'FUNCTION forgeyard.lease_release(text, text, bigint)'),
@@ -979,6 +1000,7 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     -- inspect
     ('inspect',     'EXECUTE', 'FUNCTION forgeyard.now()'),
     ('inspect',     'EXECUTE', 'FUNCTION forgeyard.edition()'),
+    ('inspect',     'EXECUTE', 'FUNCTION forgeyard.version()'),
     ('inspect',     'SELECT',  'TABLE forgeyard.lease_status'),
     ('inspect',     'SELECT',  'TABLE forgeyard.queue_depth'),
     ('inspect',     'SELECT',  'TABLE forgeyard.queue_overview'),

@@ -37,8 +37,18 @@ SQL
     [ "$(psql -X -At -d postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$db'")" = 1 ] ||
       createdb -O "$owner" "$db" || exit 1
     psql -X -q -d "$db" -c "CREATE EXTENSION IF NOT EXISTS pgtap" || exit 1
+    # While the PL/pgSQL edition is being written (F16), the files that still wait for its bodies
+    # are listed in regress/plpgsql-pending, and named here each time, never left out silently.
     pl=()
-    for f in "${files[@]}"; do grep -q '^-- @edition cpp$' "$f" || pl+=("$f"); done
+    for f in "${files[@]}"; do
+      grep -q '^-- @edition cpp$' "$f" && continue
+      if [ -f regress/plpgsql-pending ] && grep -qx "$(basename "$f")" regress/plpgsql-pending; then
+        echo "# pending on the PL/pgSQL edition: $f" >&2
+        continue
+      fi
+      pl+=("$f")
+    done
+    [ ${#pl[@]} -gt 0 ] || { echo "# no file to run on the PL/pgSQL edition" >&2; exit 0; }
     FY_PLPGSQL_SCRIPT=$script FY_PLPGSQL_OWNER=$owner PGDATABASE=$db exec pg_prove --failures "${pl[@]}"
     ;;
   *) echo "usage: tests/pg/pgtap.sh cpp|plpgsql [FILE...]" >&2; exit 2 ;;

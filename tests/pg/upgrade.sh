@@ -57,10 +57,11 @@ out=$CLUSTER_DIR/upgrade
 mkdir -p "$out"
 
 latest=$(sed -n "s/^default_version = '\(.*\)'/\1/p" extension/forgeyard.control)
-steps=$(ls sql/forgeyard--*--*.sql | wc -l)
+# The released steps in sql/, the current ones generated from sql/src into sql/gen/cpp.
+steps=$(ls sql/forgeyard--*--*.sql sql/src/forgeyard--*--*.sql | wc -l)
 installed="$(pg_config --sharedir)/extension/forgeyard--$latest.sql"
-if ! cmp -s "sql/forgeyard--$latest.sql" "$installed"; then
-  echo "FAIL: the full script sql/forgeyard--$latest.sql of the default version is missing or not installed"
+if ! cmp -s "sql/gen/cpp/forgeyard--$latest.sql" "$installed"; then
+  echo "FAIL: the full script sql/gen/cpp/forgeyard--$latest.sql of the default version is missing or not installed"
   exit 1
 fi
 echo "ok - the full script of the default version $latest is installed"

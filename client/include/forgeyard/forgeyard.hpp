@@ -5,6 +5,7 @@
 #include "forgeyard/backup.hpp"
 #include "forgeyard/error.hpp"
 #include "forgeyard/idempotency.hpp"
+#include "forgeyard/install.hpp"
 #include "forgeyard/lease_keeper.hpp"
 #include "forgeyard/leases.hpp"
 #include "forgeyard/migrations.hpp"

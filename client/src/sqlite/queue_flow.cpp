@@ -9,6 +9,7 @@
 
 #include "core/flow.hpp"
 #include "error_map.hpp"
+#include "queue_options.hpp"
 #include "sqlite/queues.hpp"
 
 namespace forgeyard::detail {

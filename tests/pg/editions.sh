@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# The two editions and the ways in (docs/operations.md, "Installing forgeyard"):
+#   tests/pg/editions.sh BUILD_DIR      (BUILD_DIR holds the CLI, `forgeyard`)
+# - `storage install --edition plpgsql` by fy_owner, a role that is neither superuser nor owner of
+#   anything but its database: the PL/pgSQL edition, no function of it in C, forgeyard.edition()
+#   and forgeyard.version() say so; run again it changes nothing; two installers at once: one
+#   installs, the other finds nothing to do.
+# - Its catalog equals the C++ edition's (CREATE EXTENSION) object by object, but for what makes an
+#   edition: each function's language and body, the extension's own records, owners.
+# - `--print plpgsql | psql -f` gives the same catalog, and is safe to run again.
+# - Refusals change nothing: a role without CREATE on the database (42501, naming the privilege),
+#   a database holding the other edition (42710, both ways), a database at a newer version (22023).
+# - `--print pg_tle` keeps pg_tle's rules: no transaction control or psql meta-command in the
+#   extension scripts it registers, no $_pgtle_ quote.
+# - pg_dump / pg_restore of a plain install by its owner alone.
+# Runs against the cluster of scripts/test.sh (libpq's environment names it).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+: "${CLUSTER_DIR:?run through scripts/test.sh}"
+build=${1:?usage: tests/pg/editions.sh BUILD_DIR}
+cli=$(realpath "$build/forgeyard")
+out=$CLUSTER_DIR/editions
+mkdir -p "$out"
+owner=fy_owner
+dbs=(fy_ed_cpp fy_ed_pl fy_ed_psql fy_ed_twice fy_ed_nocreate fy_ed_restored)
+
+q() { psql -X -q -v ON_ERROR_STOP=1 -At -d "$1" -c "$2"; }
+check() {  # check DB DESCRIPTION CONDITION
+  if [ "$(q "$1" "SELECT ($3)::text")" != "true" ]; then echo "FAIL: $2"; exit 1; fi
+  echo "ok - $2"
+}
+url() {  # url DB [ROLE]
+  echo "postgresql://${2:-$owner}@/$1?host=$PGHOST&port=$PGPORT"
+}
+refused() {  # refused DESCRIPTION SQLSTATE-OR-TEXT COMMAND...: exits non-zero, says why on stderr
+  local what=$1 expect=$2 rc=0
+  shift 2
+  "$@" >"$out/refused.out" 2>"$out/refused.err" || rc=$?
+  if [ "$rc" -eq 0 ] || ! grep -q -- "$expect" "$out/refused.err"; then
+    echo "FAIL: $what: exit $rc, stderr:"; cat "$out/refused.err"; exit 1
+  fi
+  [ ! -s "$out/refused.out" ] || { echo "FAIL: $what printed on stdout:"; cat "$out/refused.out"; exit 1; }
+  echo "ok - $what (exit $rc)"
+}
+cleanup() {
+  for db in "${dbs[@]}"; do dropdb --if-exists "$db"; done
+  q postgres "DROP ROLE IF EXISTS fy_ed_nocreate"
+}
+catalog() {  # catalog DB OUT: the catalog without what differs between editions by design
+  psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" -f tests/pg/catalog.sql |
+    awk -v owner="$2" '
+      # Each function: its declaration lines up to LANGUAGE, and the lines after it up to the body.
+      { sub(/ owner=[^ ]*/, " owner=OWNER"); gsub(owner, "OWNER"); gsub(/postgres/, "OWNER") }
+      /^function / {
+        if (!match($0, /\) [0-9][0-9][0-9] /)) { print; next }
+        key = substr($0, 1, RSTART); n = substr($0, RSTART + 2, 3)
+        if (n == "001") { inbody[key] = 0 }
+        if (inbody[key]) next
+        if ($0 ~ / LANGUAGE /) next
+        if ($0 ~ / AS /) { inbody[key] = 1; next }
+      }
+      /^(extension|member|config-dump|init-privs|comment extension) / { next }
+      /^depend / && /extension forgeyard/ { next }
+      { print }' | sort >"$3"
+}
+cleanup
+psql -X -q -v ON_ERROR_STOP=1 -d postgres >/dev/null <<SQL
+SELECT 'CREATE ROLE $owner LOGIN NOSUPERUSER CREATEDB CREATEROLE'
+ WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$owner') \gexec
+CREATE ROLE fy_ed_nocreate LOGIN NOSUPERUSER;
+SQL
+for db in fy_ed_pl fy_ed_psql fy_ed_twice fy_ed_nocreate; do createdb -O "$owner" "$db"; done
+createdb fy_ed_cpp
+
+# The plain install by the database owner, who is not superuser.
+check postgres "fy_owner is not superuser" "NOT (SELECT rolsuper FROM pg_roles WHERE rolname = '$owner')"
+"$cli" --store "$(url fy_ed_pl)" storage install --edition plpgsql --json >"$out/install.json" 2>"$out/install.err"
+grep -q '"edition": "plpgsql", "from_version": "", "version": "'"$(cat VERSION)"'", "action": "installed"' "$out/install.json" ||
+  { echo "FAIL: storage install --json printed:"; cat "$out/install.json"; exit 1; }
+grep -q "forgeyard: installing forgeyard $(cat VERSION) (PL/pgSQL edition)" "$out/install.err" ||
+  { echo "FAIL: no progress line on stderr:"; cat "$out/install.err"; exit 1; }
+echo "ok - storage install --edition plpgsql by the database owner installs $(cat VERSION), progress on stderr"
+check fy_ed_pl "edition() and version() name the PL/pgSQL edition and its version" \
+  "forgeyard.edition() = 'plpgsql' AND forgeyard.version() = '$(cat VERSION)'"
+check fy_ed_pl "no function of the PL/pgSQL edition is written in C, and none names a library" \
+  "NOT EXISTS (SELECT FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+                WHERE p.pronamespace IN ('forgeyard'::regnamespace, 'forgeyard_pl'::regnamespace)
+                  AND (l.lanname NOT IN ('plpgsql', 'sql') OR p.probin IS NOT NULL))
+   AND NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'forgeyard')"
+check fy_ed_pl "every object of the schemas belongs to the database owner" \
+  "NOT EXISTS (SELECT FROM pg_class WHERE relnamespace = 'forgeyard'::regnamespace AND relowner <> '$owner'::regrole)
+   AND NOT EXISTS (SELECT FROM pg_proc WHERE pronamespace = 'forgeyard'::regnamespace AND proowner <> '$owner'::regrole)"
+"$cli" --store "$(url fy_ed_pl)" storage install --edition plpgsql >"$out/again.txt" 2>/dev/null
+grep -q '^action=unchanged$' "$out/again.txt" && grep -q '^steps=$' "$out/again.txt" ||
+  { echo "FAIL: a second install changed something:"; cat "$out/again.txt"; exit 1; }
+check fy_ed_pl "run again, storage install records no second install" "(SELECT count(*) = 1 FROM forgeyard_pl.installs)"
+
+# Two installers at once into one empty database: one installs, the other waits for its lock and
+# then finds nothing to do.
+"$cli" --store "$(url fy_ed_twice)" storage install --edition plpgsql >"$out/twice-1.txt" 2>/dev/null &
+first=$!
+"$cli" --store "$(url fy_ed_twice)" storage install --edition plpgsql >"$out/twice-2.txt" 2>/dev/null
+wait "$first"
+actions=$(cat "$out/twice-1.txt" "$out/twice-2.txt" | grep '^action=' | sort | tr '\n' ' ')
+[ "$actions" = "action=installed action=unchanged " ] ||
+  { echo "FAIL: two installers at once: $actions"; cat "$out"/twice-*.txt; exit 1; }
+check fy_ed_twice "two installers at once: one install, recorded once" "(SELECT count(*) = 1 FROM forgeyard_pl.installs)"
+echo "ok - two installers at once: one installs, the other finds nothing to do"
+
+# The same script through psql, by the owner; safe to run again.
+"$cli" storage install --print plpgsql >"$out/plpgsql.sql"
+psql -X -q -v ON_ERROR_STOP=1 -U "$owner" -d fy_ed_psql -f "$out/plpgsql.sql" >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 -U "$owner" -d fy_ed_psql -f "$out/plpgsql.sql" >/dev/null
+check fy_ed_psql "--print plpgsql through psql, twice: installed once" \
+  "forgeyard.edition() = 'plpgsql' AND (SELECT count(*) = 1 FROM forgeyard_pl.installs)"
+
+# One catalog: the C++ edition's fresh install and the PL/pgSQL edition's, object by object.
+q fy_ed_cpp "CREATE EXTENSION forgeyard"
+catalog fy_ed_cpp postgres "$out/cpp.txt"
+catalog fy_ed_pl "$owner" "$out/plpgsql.txt"
+catalog fy_ed_psql "$owner" "$out/psql.txt"
+grep -v '^schema forgeyard_pl\|forgeyard_pl\.' "$out/plpgsql.txt" >"$out/plpgsql-api.txt" || true
+[ "$(wc -l <"$out/cpp.txt")" -gt 1000 ] || { echo "FAIL: the catalog snapshot is suspiciously small"; exit 1; }
+diff -u "$out/cpp.txt" "$out/plpgsql-api.txt" || { echo "FAIL: the editions' catalogs differ (diff above)"; exit 1; }
+echo "ok - the two editions' catalogs are equal but for languages, bodies and ownership ($(wc -l <"$out/cpp.txt") lines)"
+diff -u "$out/plpgsql.txt" "$out/psql.txt" || { echo "FAIL: psql -f and storage install give other catalogs"; exit 1; }
+echo "ok - psql -f of --print plpgsql and storage install give the same catalog"
+
+# Refusals, each changing nothing.
+refused "a role without CREATE on the database is refused, naming the privilege" "needs the CREATE privilege on database" \
+  "$cli" --store "$(url fy_ed_nocreate fy_ed_nocreate)" storage install --edition plpgsql
+check fy_ed_nocreate "nothing was created" "to_regnamespace('forgeyard') IS NULL AND to_regnamespace('forgeyard_pl') IS NULL"
+refused "the PL/pgSQL edition does not go over the C++ edition" "installed in this database as the cpp edition" \
+  "$cli" --store "$(url fy_ed_cpp postgres)" storage install --edition plpgsql
+refused "the C++ edition does not go over the PL/pgSQL edition" "installed in this database as the plpgsql edition" \
+  "$cli" --store "$(url fy_ed_pl)" storage install --edition cpp
+refused "psql -f of the plain script refuses a database holding the C++ edition" "installed in this database as an extension" \
+  psql -X -q -v ON_ERROR_STOP=1 -d fy_ed_cpp -f "$out/plpgsql.sql"
+check fy_ed_cpp "the C++ edition is left as it was" "forgeyard.edition() = 'cpp' AND to_regnamespace('forgeyard_pl') IS NULL"
+q fy_ed_pl "INSERT INTO forgeyard_pl.installs (version) VALUES ('99.0.0')"
+refused "a database at a newer version is refused" "newer than this script" \
+  "$cli" --store "$(url fy_ed_pl)" storage install --edition plpgsql
+check fy_ed_pl "and kept as it was" "forgeyard.version() = '99.0.0'"
+q fy_ed_pl "DELETE FROM forgeyard_pl.installs WHERE version = '99.0.0'"
+refused "a SQLite store is refused" "storage install is for PostgreSQL" \
+  "$cli" --store "sqlite://$out/none.db" storage install
+[ ! -e "$out/none.db" ] || { echo "FAIL: storage install created a SQLite file"; exit 1; }
+
+# pg_tle's rules for the scripts it registers.
+"$cli" storage install --print pg_tle >"$out/pg_tle.sql"
+awk '/\$fy_tle\$/ { n = gsub(/\$fy_tle\$/, "&"); inside = (inside + n) % 2; next } inside' "$out/pg_tle.sql" >"$out/pg_tle-ext.sql"
+[ "$(wc -l <"$out/pg_tle-ext.sql")" -gt 1000 ] || { echo "FAIL: --print pg_tle holds no extension script"; exit 1; }
+if grep -nE '^\s*(BEGIN|COMMIT|ROLLBACK|START TRANSACTION)\s*;|^\\|\$_pgtle_' "$out/pg_tle-ext.sql"; then
+  echo "FAIL: the pg_tle extension script holds transaction control, a psql meta-command or a \$_pgtle_ quote"; exit 1
+fi
+grep -q "pgtle.install_extension('forgeyard', '$(cat VERSION)'" "$out/pg_tle.sql" &&
+  grep -q "pgtle.set_default_version('forgeyard', '$(cat VERSION)')" "$out/pg_tle.sql" ||
+  { echo "FAIL: --print pg_tle does not register $(cat VERSION)"; exit 1; }
+echo "ok - --print pg_tle registers $(cat VERSION) with no transaction control, meta-command or \$_pgtle_ quote"
+
+# pg_dump / pg_restore of a plain install, by its owner alone.
+q fy_ed_pl "SELECT forgeyard.grant_usage('$owner')" >/dev/null
+pg_dump -Fc -U "$owner" -d fy_ed_pl -f "$out/plain.dump"
+createdb -O "$owner" fy_ed_restored
+pg_restore -U "$owner" -d fy_ed_restored --exit-on-error "$out/plain.dump"
+check fy_ed_restored "pg_restore by the owner: the edition, its version and its records come back" \
+  "forgeyard.edition() = 'plpgsql' AND forgeyard.version() = '$(cat VERSION)'
+   AND (SELECT count(*) = 1 FROM forgeyard.role_access WHERE role_id = '$owner'::regrole)"
+catalog fy_ed_restored "$owner" "$out/restored.txt"
+diff -u "$out/plpgsql.txt" "$out/restored.txt" >"$out/restored.diff" || true
+grep -E '^[-+][a-z]' "$out/restored.diff" | grep -vE '^[-+](grant|acl|view) ' >"$out/restored-other.diff" || true
+[ ! -s "$out/restored-other.diff" ] || { cat "$out/restored-other.diff"; echo "FAIL: the restored catalog differs"; exit 1; }
+echo "ok - the restored plain install has the catalog it was dumped with (views as pg_dump deparses them)"
+cleanup
