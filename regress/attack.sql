@@ -4,14 +4,15 @@
 -- records a hit when it runs). A temp relation named like a forgeyard table is never read.
 -- Injection through identifiers and keys (compare-and-set columns and keys, queue names) is data,
 -- never SQL. Privilege escalation: a usage role bound to a tenant never reads another tenant's rows,
--- never runs maintenance, never grants itself more, never reaches a table, never moves the clock.
+-- never runs maintenance, never grants itself more, never reaches a table (never moves the clock:
+-- regress/cpp_attack.sql).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 \ir lib/err.sql
 \ir lib/api_calls.sql
 
-SELECT plan(24);
+SELECT plan(23);
 
 SET TIME ZONE 'UTC';
 SET forgeyard.now_override = '2030-01-01 00:00:00+00';
@@ -232,8 +233,8 @@ SELECT is_empty($$SELECT c.oid::regclass, x.priv FROM pg_class c,
 SELECT is(pg_temp.as_attacker('SELECT count(*) FROM forgeyard.leases'), '42501', 'a usage role cannot read a table');
 SELECT is(pg_temp.as_attacker('SELECT forgeyard.grant_maintenance(''fy_attacker'')'), '42501',
           'a usage role cannot grant itself maintenance');
-SELECT is(pg_temp.as_attacker('SET LOCAL forgeyard.now_override = ''2100-01-01 00:00:00+00'''), '42501',
-          'a usage role cannot move the clock');
+-- (That a usage role cannot SET forgeyard.now_override, a setting the C++ edition's library
+-- defines, is checked in regress/cpp_attack.sql.)
 
 SELECT * FROM finish();
 ROLLBACK;

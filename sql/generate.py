@@ -22,13 +22,17 @@ for `sym`:
     -- @body sym            (a PL/pgSQL body, DECLARE ... BEGIN ... END)
     -- @body sym sql        (an SQL body)
     -- @helper              (CREATE statements of the PL/pgSQL edition's own functions, in the
-                             schema forgeyard_pl, emitted before the API; PL/pgSQL only, so that
-                             they may name tables created later)
+                             schema forgeyard_pl; PL/pgSQL only)
 
 A block runs to the next marker. `@EDITION@` and `@VERSION@` are replaced everywhere, and in the
 bodies `@sqlstate.NAME@` by the code core/errors.hpp names NAME (the one SQLSTATE map). A symbol
 with no body is an error with --strict; without it, the function raises 0A000 naming itself (the
 edition is being written) and the symbol is listed on stderr.
+
+The PL/pgSQL edition's scripts run with check_function_bodies off, as pg_dump's output does: the
+API's SQL bodies may call helpers, and helpers may name the API's tables and their row types, so
+no order of creation would let each body be checked as it is created. tests/pg/editions.sh runs
+every function's validator once the whole script has run.
 """
 import glob
 import os
@@ -126,12 +130,17 @@ def plain(text):
     return text
 
 
-def helper_section(helpers, plain_install):
-    out = ["-- The PL/pgSQL edition's own functions (extension/*.sql, @helper): not part of the API,\n"
-           "-- executable only by the API's owner.\n"]
+def unchecked(text):
+    return "SET check_function_bodies = off;\n" + text + "RESET check_function_bodies;\n"
+
+
+def schemas(plain_install):
+    out = []
     if plain_install:
         out.append("CREATE SCHEMA forgeyard;\n")
-    out.append("CREATE SCHEMA forgeyard_pl;\n"
+    out.append("-- The PL/pgSQL edition's own functions (extension/*.sql, @helper), at the end of this script: not\n"
+               "-- part of the API, executable only by the API's owner.\n"
+               "CREATE SCHEMA forgeyard_pl;\n"
                "COMMENT ON SCHEMA forgeyard_pl IS\n"
                "  'The PL/pgSQL edition''s internal functions; not an API: call the functions of schema forgeyard.';\n\n")
     if plain_install:
@@ -143,8 +152,13 @@ def helper_section(helpers, plain_install):
                    "    installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),\n"
                    "    installed_by name        NOT NULL DEFAULT current_user\n"
                    ");\n\n")
+    return "".join(out)
+
+
+def helper_section(helpers):
+    out = ["\n-- The PL/pgSQL edition's own functions (extension/*.sql, @helper).\n"]
     out.extend(h + "\n" for h in helpers)
-    out.append("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA forgeyard_pl FROM PUBLIC;\n\n")
+    out.append("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA forgeyard_pl FROM PUBLIC;\n")
     return "".join(out)
 
 
@@ -170,12 +184,9 @@ def main():
 
     write(os.path.join(out, "cpp", f"forgeyard--{version}.sql"), substitute(source, "cpp", version))
     full = to_plpgsql(strip_guard(substitute(source, "plpgsql", version)), bodies, missing, used)
-    # A stub whose result columns share a name with an argument would not compile: while the
-    # edition is being written, its bodies are compiled at first call, not at install.
-    if missing:
-        full = "SET check_function_bodies = off;\n" + full + "RESET check_function_bodies;\n"
-    write(os.path.join(out, "plpgsql", f"forgeyard--{version}.sql"), helper_section(helpers, False) + full)
-    write(os.path.join(out, "plpgsql", f"plain--{version}.sql"), recorded(helper_section(helpers, True) + plain(full), version))
+    write(os.path.join(out, "plpgsql", f"forgeyard--{version}.sql"), unchecked(schemas(False) + full + helper_section(helpers)))
+    write(os.path.join(out, "plpgsql", f"plain--{version}.sql"),
+          recorded(unchecked(schemas(True) + plain(full) + helper_section(helpers)), version))
     for step in steps:
         name = os.path.basename(step)
         frm, to = re.match(r"forgeyard--([\d.]+)--([\d.]+)\.sql$", name).groups()
@@ -183,8 +194,9 @@ def main():
         write(os.path.join(out, "cpp", name), substitute(text, "cpp", to))
         if version_tuple(frm) >= PLPGSQL_SINCE:
             pl = to_plpgsql(strip_guard(substitute(text, "plpgsql", to)), bodies, missing, used)
-            write(os.path.join(out, "plpgsql", name), pl)
-            write(os.path.join(out, "plpgsql", f"plain--{frm}--{to}.sql"), recorded(plain(pl), to))
+            write(os.path.join(out, "plpgsql", name), unchecked(pl + helper_section(helpers)))
+            write(os.path.join(out, "plpgsql", f"plain--{frm}--{to}.sql"),
+                  recorded(unchecked(plain(pl) + helper_section(helpers)), to))
     unused = set(bodies) - used
     if unused:
         sys.exit("bodies for no declared function: " + ", ".join(sorted(unused)))

@@ -62,7 +62,7 @@ void add_ops_commands(CLI::App& app, Commands& commands);      // storage status
 // storage backup, restore, verify, copy (called by add_storage_commands with the `storage` command).
 void add_backup_commands(CLI::App& storage, Commands& commands);
 void add_install_command(CLI::App& storage, Commands& commands);  // storage install
-void add_restore_commands(CLI::App& app, Commands& commands);  // storage reconcile, restore-status
+void add_restore_commands(CLI::App& app, Commands& commands);     // storage reconcile, restore-status
 void add_lease_commands(CLI::App& app, Commands& commands);
 void add_cas_commands(CLI::App& app, Commands& commands);
 void add_idem_commands(CLI::App& app, Commands& commands);

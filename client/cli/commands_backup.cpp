@@ -38,7 +38,6 @@ void print_verify(Output& out, const VerifyReport& r, const std::string& prefix)
   out.flag(prefix + "ok", r.ok());
 }
 
-
 }  // namespace
 
 void add_backup_commands(CLI::App& storage, Commands& commands) {

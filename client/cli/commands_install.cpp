@@ -42,8 +42,8 @@ void add_install_command(CLI::App& storage, Commands& commands) {
     out.field("from_version", r.from_version);
     out.field("version", r.version);
     out.field("action", r.from_version.empty() ? (r.changed() ? "installed" : "none")
-                        : r.changed()           ? "upgraded"
-                                                : "unchanged");
+                        : r.changed()          ? "upgraded"
+                                               : "unchanged");
     std::string steps;
     for (const std::string& step : r.steps) steps += (steps.empty() ? "" : ",") + step;
     out.field("steps", steps);

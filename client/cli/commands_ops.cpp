@@ -185,6 +185,7 @@ std::string health_json(const Health& h) {
   for (const std::string& d : h.details) details.push_back(json_string(d));
   return obj({{"status", json_string(to_string(h.status))},
               {"store_version", json_string(h.schema.store_version)},
+              {"store_edition", json_string(h.schema.store_edition)},
               {"latency_usecs", num(std::chrono::duration_cast<std::chrono::microseconds>(h.latency).count())},
               {"details", arr(details)},
               {"replicas", replicas_json(h.replicas)}});
@@ -274,6 +275,7 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
       std::cout << obj({{"backend", json_string(s.backend)},
                         {"location", json_string(s.location)},
                         {"schema_version", json_string(s.schema_version)},
+                        {"edition", json_string(s.edition)},
                         {"migrations_applied", num(s.migrations_applied)},
                         {"migrations_pending", num(s.migrations_pending)},
                         {"healthy", boolean(s.healthy)},
@@ -288,8 +290,9 @@ void add_ops_commands(CLI::App& app, Commands& commands) {
                 << "\n";
       return code;
     }
-    std::cout << "backend=" << s.backend << "\nlocation=" << s.location << "\nschema_version=" << s.schema_version
-              << "\nmigrations_applied=" << s.migrations_applied << "\nmigrations_pending=" << s.migrations_pending
+    std::cout << "backend=" << s.backend << "\nlocation=" << s.location << "\nschema_version=" << s.schema_version;
+    if (!s.edition.empty()) std::cout << "\nedition=" << s.edition;
+    std::cout << "\nmigrations_applied=" << s.migrations_applied << "\nmigrations_pending=" << s.migrations_pending
               << "\nhealthy=" << (s.healthy ? "true" : "false") << "\ndetail=" << s.detail << "\n";
     print_health(health);
     if (app_state) print_app(*app_state);

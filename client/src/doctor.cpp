@@ -48,6 +48,15 @@ std::string seconds(microseconds d) {
   return std::to_string(d.count() / 1'000'000) + " s";
 }
 
+// How a PostgreSQL store reaches this client's version: the extension by ALTER EXTENSION, a plain
+// install of the PL/pgSQL edition by storage install.
+std::string upgrade_hint(const DoctorFacts& f) {
+  if (f.installed_edition == "plpgsql")
+    return "forgeyard storage install --edition plpgsql, with the forgeyard of version " + f.expected_schema +
+           " (ALTER EXTENSION forgeyard UPDATE where pg_tle installed it)";
+  return "ALTER EXTENSION forgeyard UPDATE TO '" + f.expected_schema + "'";
+}
+
 bool is_hot(const std::string& table) {
   for (const char* t : hot_tables)
     if (table == t) return true;
@@ -76,16 +85,15 @@ const std::vector<Rule>& rules() {
          if (!f.installed_schema) return std::nullopt;
          const bool pg = f.backend == "postgresql";
          if (f.installed_schema->empty())
-           return Verdict{CheckStatus::Fail,
-                          pg ? "the forgeyard extension is not installed in this database" : "no schema applied",
-                          pg ? "CREATE EXTENSION forgeyard (as a superuser)" : "open the store once with this client"};
+           return Verdict{CheckStatus::Fail, pg ? "forgeyard is not installed in this database" : "no schema applied",
+                          pg ? "forgeyard storage install (docs/operations.md, \"Installing forgeyard\")"
+                             : "open the store once with this client"};
+         const std::string installed =
+             pg ? "forgeyard " + *f.installed_schema + " (" + f.installed_edition + " edition)" : "";
          if (pg && *f.installed_schema != f.expected_schema)
-           return Verdict{
-               CheckStatus::Fail,
-               "extension forgeyard " + *f.installed_schema + " installed, this client expects " + f.expected_schema,
-               "ALTER EXTENSION forgeyard UPDATE TO '" + f.expected_schema +
-                   "' (or use a client of the installed version)"};
-         return ok((pg ? "extension forgeyard " : "schema ") + *f.installed_schema);
+           return Verdict{CheckStatus::Fail, installed + " installed, this client expects " + f.expected_schema,
+                          upgrade_hint(f) + " (or use a client of the installed version)"};
+         return ok(pg ? installed : "schema " + *f.installed_schema);
        }},
       {CheckGroup::Required, "migrations",
        [](const DoctorFacts& f) -> Outcome {
@@ -95,9 +103,9 @@ const std::vector<Rule>& rules() {
          if (!f.pending_schema_migrations) return std::nullopt;
          const int n = *f.pending_schema_migrations;
          if (n > 0)
-           return Verdict{CheckStatus::Fail, std::to_string(n) + " forgeyard schema migration(s) pending",
-                          f.backend == "postgresql" ? "ALTER EXTENSION forgeyard UPDATE"
-                                                    : "open the store with this client once (it applies them)"};
+           return Verdict{
+               CheckStatus::Fail, std::to_string(n) + " forgeyard schema migration(s) pending",
+               f.backend == "postgresql" ? upgrade_hint(f) : "open the store with this client once (it applies them)"};
          return ok("no forgeyard schema migration pending");
        }},
       {CheckGroup::Required, "migration_lock",

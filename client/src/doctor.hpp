@@ -58,6 +58,7 @@ struct DoctorFacts {
   std::optional<std::chrono::microseconds> latency;
   std::string expected_schema;                  // the client's version / the last built-in migration
   std::optional<std::string> installed_schema;  // "" = not installed
+  std::string installed_edition;                // PostgreSQL: "cpp" or "plpgsql" (forgeyard.edition())
   std::optional<int> pending_schema_migrations;
   std::optional<std::string> schema_error;  // a changed or unknown applied migration
   std::optional<std::string> lock_holder;   // "" = the exclusive lock is free

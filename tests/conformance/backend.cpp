@@ -34,6 +34,13 @@ Backend::Backend() {
   if (backend == "postgres") {
     postgres = true;
     url = required_env("FORGEYARD_TEST_PG_URL");
+  } else if (backend == "plpgsql") {
+    // The PL/pgSQL edition, installed by storage install as a role that is not superuser into a
+    // database that never loads the forgeyard library (scripts/test.sh); the suite connects as
+    // the cluster's superuser, as on the C++ edition.
+    postgres = true;
+    plpgsql = true;
+    url = required_env("FORGEYARD_TEST_PG_PLPGSQL_URL");
   } else if (backend == "pgbouncer") {
     postgres = true;
     unnamed_statements = true;
@@ -44,7 +51,7 @@ Backend::Backend() {
     temp_dir = pattern;
     url = "sqlite://" + temp_dir + "/store.db";
   } else {
-    throw std::runtime_error("FORGEYARD_TEST_BACKEND must be sqlite, postgres or pgbouncer, not " + backend);
+    throw std::runtime_error("FORGEYARD_TEST_BACKEND must be sqlite, postgres, plpgsql or pgbouncer, not " + backend);
   }
   store = open_another();
   tenant = unique("tenant");
@@ -96,6 +103,17 @@ void run_pg(const std::string& url, const std::string& sql) {
 std::string Backend::create_own_store(const std::string& name) const {
   if (!postgres) return "sqlite://" + temp_dir + "/" + name + ".db";
   const std::string server = required_env("FORGEYARD_TEST_PG_URL");
+  if (plpgsql) {
+    // As the suite's own database was made: owned by the installing role, which is not superuser.
+    const std::string owner = required_env("FORGEYARD_TEST_PG_PLPGSQL_OWNER");
+    run_pg(server, "CREATE DATABASE " + name + " OWNER " + owner);
+    const std::string own = with_database(server, name);
+    forgeyard::InstallOptions options;
+    options.edition = forgeyard::Edition::Plpgsql;
+    const auto at = own.find("://") + 3;
+    forgeyard::install_store(own.substr(0, at) + owner + own.substr(own.find('@', at)), options);
+    return own;
+  }
   run_pg(server, "CREATE DATABASE " + name);
   const std::string own = with_database(server, name);
   run_pg(own, "CREATE EXTENSION forgeyard");

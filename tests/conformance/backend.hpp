@@ -1,5 +1,6 @@
 // The backend a conformance run talks to, chosen by FORGEYARD_TEST_BACKEND
-// (sqlite | postgres | pgbouncer: PostgreSQL through PgBouncer in transaction mode).
+// (sqlite | postgres | plpgsql: PostgreSQL with forgeyard's PL/pgSQL edition | pgbouncer:
+// PostgreSQL through PgBouncer in transaction mode).
 // Only the public client API is used here, so the same tests hold both backends to one contract.
 #pragma once
 
@@ -62,6 +63,7 @@ struct Backend {
   std::string unique_identifier(const std::string& prefix) const;
 
   bool postgres = false;
+  bool plpgsql = false;             // PostgreSQL, the PL/pgSQL edition
   bool unnamed_statements = false;  // PgBouncer in transaction mode
   std::string url;
   std::string temp_dir;  // SQLite only

@@ -151,7 +151,8 @@ enum class HealthStatus { Healthy, Degraded, Unavailable, MigrationRequired };
 FORGEYARD_API std::string_view to_string(HealthStatus status) noexcept;
 
 struct SchemaInfo {
-  std::string store_version;  // extension version (PostgreSQL) or last forgeyard migration (SQLite)
+  std::string store_version;  // forgeyard's version (PostgreSQL) or last forgeyard migration (SQLite)
+  std::string store_edition;  // PostgreSQL: "cpp" or "plpgsql" (forgeyard.edition()); SQLite: ""
   std::string app;            // StoreOptions::app_name, empty when none
   int applied_through = 0;    // the application's highest applied migration
   int min_schema = 0;         // what this daemon declared

@@ -74,7 +74,8 @@ struct StoreOptions {
 struct StorageStatus {
   std::string backend;         // "postgresql" or "sqlite"
   std::string location;        // URL with any password redacted, or the SQLite file
-  std::string schema_version;  // extension version, or the last applied migration
+  std::string schema_version;  // forgeyard's version (PostgreSQL), or the last applied migration
+  std::string edition;         // PostgreSQL: "cpp" or "plpgsql" (forgeyard.edition()); SQLite: ""
   int migrations_applied = 0;
   int migrations_pending = 0;
   bool healthy = false;

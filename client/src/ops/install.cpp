@@ -98,7 +98,9 @@ std::string preflight_sql() {
   const std::string target = quote_literal(std::string(version()));
   return "DO $fy_preflight$\n"
          "DECLARE\n"
-         "    target text := " + target + ";\n"
+         "    target text := " +
+         target +
+         ";\n"
          "    installed text;\n"
          "BEGIN\n"
          "    SELECT e.extversion INTO installed FROM pg_catalog.pg_extension e WHERE e.extname = 'forgeyard';\n"
@@ -238,9 +240,9 @@ InstallResult install_plpgsql(PgConnection& conn, const InstallOptions& options)
         result.version = now.version;
         return result;
       }
-      report(options, step->from.empty() ? "installing forgeyard " + step->to + " (PL/pgSQL edition)"
-                                         : "upgrading forgeyard " + step->from + " to " + step->to +
-                                               " (PL/pgSQL edition)");
+      report(options, step->from.empty()
+                          ? "installing forgeyard " + step->to + " (PL/pgSQL edition)"
+                          : "upgrading forgeyard " + step->from + " to " + step->to + " (PL/pgSQL edition)");
       conn.script(step->sql);
       conn.commit();
       result.steps.push_back(step->name());
@@ -253,9 +255,9 @@ InstallResult install_plpgsql(PgConnection& conn, const InstallOptions& options)
 
 // A psql \if around one step: run when `condition` (SQL giving one boolean) holds.
 std::string psql_step(const std::string& preflight, const std::string& condition, const Step& step) {
-  return "\n-- Step " + step.name() + "\nBEGIN;\n" + install_lock_sql + " AS fy_locked \\gset\n" + preflight + "SELECT (" + condition +
-         ") AS fy_run \\gset\n\\if :fy_run\n\\echo forgeyard: step " + step.name() + "\n" + step.sql +
-         "\\endif\nCOMMIT;\n";
+  return "\n-- Step " + step.name() + "\nBEGIN;\n" + install_lock_sql + " AS fy_locked \\gset\n" + preflight +
+         "SELECT (" + condition + ") AS fy_run \\gset\n\\if :fy_run\n\\echo forgeyard: step " + step.name() + "\n" +
+         step.sql + "\\endif\nCOMMIT;\n";
 }
 
 std::string plpgsql_psql_script() {
@@ -294,13 +296,14 @@ std::string pg_tle_script() {
            quote_literal(version) + ")";
   };
   out += "SELECT pgtle.install_extension('forgeyard', " + quote_literal(v) +
-         ", 'leases with fencing epochs and other coordination semantics (PL/pgSQL edition)', " +
-         dollar(ext.full.sql) + ", '{}'::text[], 'forgeyard')\n WHERE " + registered(v) + ";\n";
+         ", 'leases with fencing epochs and other coordination semantics (PL/pgSQL edition)', " + dollar(ext.full.sql) +
+         ", '{}'::text[], 'forgeyard')\n WHERE " + registered(v) + ";\n";
   for (const Step& s : ext.steps) {
     out += "SELECT pgtle.install_update_path('forgeyard', " + quote_literal(s.from) + ", " + quote_literal(s.to) +
-           ", " + dollar(s.sql) + ")\n WHERE NOT EXISTS (SELECT FROM pgtle.extension_update_paths('forgeyard') p"
-           " WHERE p.source = " + quote_literal(s.from) + " AND p.target = " + quote_literal(s.to) +
-           " AND p.path IS NOT NULL);\n";
+           ", " + dollar(s.sql) +
+           ")\n WHERE NOT EXISTS (SELECT FROM pgtle.extension_update_paths('forgeyard') p"
+           " WHERE p.source = " +
+           quote_literal(s.from) + " AND p.target = " + quote_literal(s.to) + " AND p.path IS NOT NULL);\n";
   }
   out += "SELECT pgtle.set_default_version('forgeyard', " + quote_literal(v) + ");\nCOMMIT;\n";
   return out;
@@ -314,8 +317,8 @@ InstallResult install_store(std::string_view url, const InstallOptions& options)
                 "storage install is for PostgreSQL stores (postgresql://...); a SQLite store migrates when opened");
   PgConnection conn{std::string(url), false};
   const State state = read_state(conn);
-  Edition edition = options.edition.value_or(state.edition.value_or(state.cpp_available ? Edition::Cpp
-                                                                                         : Edition::Plpgsql));
+  Edition edition =
+      options.edition.value_or(state.edition.value_or(state.cpp_available ? Edition::Cpp : Edition::Plpgsql));
   if (state.edition && *state.edition != edition)
     throw Error(ErrorKind::InvalidArgument, "42710",
                 "forgeyard " + state.version + " is installed in this database as the " +

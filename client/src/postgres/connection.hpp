@@ -34,6 +34,26 @@ struct PgCall {
 // on DateStyle or TimeZone: "SELECT " FY_USECS("expires_at") " FROM ...".
 #define FY_USECS(expr) "(EXTRACT(epoch FROM " expr ") * 1000000)::pg_catalog.int8"
 
+// The version and the edition of forgeyard in the database, as SQL expressions every released
+// catalog answers (NULL: not installed). The extension's version is pg_extension's (the C++
+// edition, or the PL/pgSQL edition through pg_tle); a plain install of the PL/pgSQL edition is no
+// extension and answers forgeyard.version(). forgeyard.edition() exists since 0.8.0 (before it,
+// only the C++ edition did). A function that may be missing, or that the caller may not run, is
+// called through query_to_xml, which plans its query only when the CASE reaches it.
+#define FY_CALL_IF_ALLOWED(fn)                            \
+  "CASE WHEN pg_catalog.to_regprocedure('forgeyard." fn   \
+  "()') IS NOT NULL"                                      \
+  " AND pg_catalog.has_function_privilege('forgeyard." fn \
+  "()', 'EXECUTE') THEN (pg_catalog.xpath("               \
+  "'/row/v/text()', pg_catalog.query_to_xml('SELECT forgeyard." fn "() AS v', false, true, '')))[1]::text END"
+#define FY_INSTALLED_VERSION                                                                             \
+  "coalesce((SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) " \
+  "'forgeyard'), " FY_CALL_IF_ALLOWED("version") ")"
+#define FY_INSTALLED_EDITION                                                                                           \
+  "CASE WHEN pg_catalog.to_regprocedure('forgeyard.edition()') IS NULL AND EXISTS (SELECT FROM "                       \
+  "pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'forgeyard') THEN 'cpp' ELSE " FY_CALL_IF_ALLOWED( \
+      "edition") " END"
+
 // A bytea parameter in text format: "\x" and two hex digits per byte.
 std::string bytea_param(std::string_view bytes);
 // A PostgreSQL array literal of text elements (NULL for nullopt), every element quoted.

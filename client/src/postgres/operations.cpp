@@ -21,10 +21,10 @@ const PgStatement ping_sql{"fy_doctor_ping", "SELECT 1", 0};
 const PgStatement session_sql{
     "fy_doctor_session",
     "SELECT pg_catalog.current_setting('TimeZone'), " FY_USECS("pg_catalog.clock_timestamp()") ","
-    "       coalesce((SELECT e.extversion FROM pg_catalog.pg_extension e"
-    "                  WHERE e.extname OPERATOR(pg_catalog.=) 'forgeyard'), ''),"
+    "       coalesce(" FY_INSTALLED_VERSION ", ''),"
     "       coalesce((SELECT a.default_version FROM pg_catalog.pg_available_extensions a"
-    "                  WHERE a.name OPERATOR(pg_catalog.=) 'forgeyard'), '')",
+    "                  WHERE a.name OPERATOR(pg_catalog.=) 'forgeyard'), ''),"
+    "       coalesce(" FY_INSTALLED_EDITION ", '')",
     0};
 // Schemas on this session's search_path in which PUBLIC may create objects: a function or
 // operator planted there can shadow the one a query meant.
@@ -225,7 +225,11 @@ DoctorFacts pg_doctor_facts(PgConnection& conn, PgSession& session, const std::s
       std::chrono::duration_cast<std::chrono::microseconds>((before + (after - before) / 2).time_since_epoch());
   f.clock_skew = std::chrono::microseconds(s.int8(0, 1)) - middle;
   f.installed_schema = s.text(0, 2);
-  const std::string available = s.text(0, 3);
+  f.installed_edition = s.text(0, 4);
+  // An extension upgrades to what the server offers (ALTER EXTENSION); a plain install of the
+  // PL/pgSQL edition to what this client carries (storage install).
+  const bool plain = f.installed_edition == "plpgsql" && s.text(0, 3).empty();
+  const std::string available = plain ? f.expected_schema : s.text(0, 3);
   if (!f.installed_schema->empty()) f.pending_schema_migrations = *f.installed_schema == available ? 0 : 1;
 
   const PgResult path = conn.exec(search_path_sql, {});

@@ -45,14 +45,19 @@ namespace {
 
 const PgStatement set_clock_sql{"fy_set_clock", "SELECT pg_catalog.set_config('forgeyard.now_override', $1, true)", 1};
 const PgStatement maintain_sql{"fy_maintain", "SELECT task, \"rows\" FROM forgeyard.maintain($1, $2)", 2};
-const PgStatement version_sql{"fy_extension_version",
-                              "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'", 0};
+const PgStatement version_sql{"fy_extension_version", "SELECT " FY_INSTALLED_VERSION ", " FY_INSTALLED_EDITION, 0};
 // health()'s first read: the extension version and whether the server takes writes (a standby or a
 // read-only default: Degraded). The restore state and, for a named application, its schema follow.
-const PgStatement health_sql{"fy_health",
-                             "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'),"
-                             " pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('transaction_read_only')",
-                             0};
+const PgStatement health_sql{
+    "fy_health",
+    "SELECT " FY_INSTALLED_VERSION
+    ","
+    " pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('transaction_read_only'), " FY_INSTALLED_EDITION,
+    0};
+
+constexpr std::string_view not_installed =
+    "forgeyard is not installed in this database (forgeyard storage install: docs/operations.md, \"Installing "
+    "forgeyard\")";
 
 std::string iso_utc(TimePoint t) {
   const std::int64_t us = unix_usecs(t);
@@ -215,16 +220,17 @@ class PgStore final : public Store {
     try {
       auto conn = shared_.pool.acquire();
       PgResult r = conn->exec(version_sql, {});
-      if (r.rows() == 0) {
-        s.detail = "the forgeyard extension is not installed in this database (CREATE EXTENSION forgeyard)";
+      if (r.is_null(0, 0)) {
+        s.detail = std::string(not_installed);
         s.migrations_pending = 1;
         return s;
       }
       s.schema_version = r.text(0, 0);
+      s.edition = r.is_null(0, 1) ? "" : r.text(0, 1);
       s.migrations_applied = 1;
       const RestoreStatus restore = pg_restore_status(session_);
       s.healthy = !restore.needs_reconcile();
-      s.detail = "extension forgeyard " + s.schema_version;
+      s.detail = "forgeyard " + s.schema_version + " (" + s.edition + " edition)";
       if (restore.needs_reconcile()) s.detail += "; restore detected, run storage reconcile: " + restore.detail;
     } catch (const Error& e) {
       s.detail = std::string(to_string(e.kind())) + ": " + e.what();
@@ -301,10 +307,11 @@ class PgStore final : public Store {
         h.latency = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - started);
         if (r.is_null(0, 0)) {
           h.status = HealthStatus::Unavailable;
-          h.details.push_back("the forgeyard extension is not installed in this database (CREATE EXTENSION forgeyard)");
+          h.details.push_back(std::string(not_installed));
           return h;
         }
         h.schema.store_version = r.text(0, 0);
+        h.schema.store_edition = r.is_null(0, 3) ? "" : r.text(0, 3);
         read_only = r.boolean(0, 1) || r.text(0, 2) == "on";
       }
       h.status = presence_.check(h.schema, h.details, !read_only);
