@@ -22,7 +22,7 @@ cli=$(realpath "$build/forgeyard")
 out=$CLUSTER_DIR/editions
 mkdir -p "$out"
 owner=fy_owner
-dbs=(fy_ed_cpp fy_ed_pl fy_ed_psql fy_ed_twice fy_ed_nocreate fy_ed_restored)
+dbs=(fy_ed_cpp fy_ed_cpp2 fy_ed_pl fy_ed_psql fy_ed_twice fy_ed_nocreate fy_ed_restored)
 
 q() { psql -X -q -v ON_ERROR_STOP=1 -At -d "$1" -c "$2"; }
 check() {  # check DB DESCRIPTION CONDITION
@@ -134,6 +134,48 @@ diff -u "$out/cpp.txt" "$out/plpgsql-api.txt" || { echo "FAIL: the editions' cat
 echo "ok - the two editions' catalogs are equal but for languages, bodies and ownership ($(wc -l <"$out/cpp.txt") lines)"
 diff -u "$out/plpgsql.txt" "$out/psql.txt" || { echo "FAIL: psql -f and storage install give other catalogs"; exit 1; }
 echo "ok - psql -f of --print plpgsql and storage install give the same catalog"
+
+# The test clock without the library: forgeyard.now_override is a placeholder any role may set, and
+# moves forgeyard.now() only for the installation's owner and superusers, never for another login.
+q fy_ed_pl "SELECT forgeyard.grant_usage('fy_ed_nocreate')" >/dev/null
+[ "$(psql -X -q -At -U fy_ed_nocreate -d fy_ed_pl -c "SET forgeyard.now_override = '2001-01-01 00:00:00+00'" \
+      -c "SELECT forgeyard.now() > '2020-01-01' AND expires_at > '2020-01-01' FROM forgeyard.lease_acquire('t', 'clock', 'w', '1 minute')")" = t ] ||
+  { echo "FAIL: a login that is not superuser moved the PL/pgSQL edition's clock"; exit 1; }
+echo "ok - a login that is neither superuser nor owner sets forgeyard.now_override: its clock and lease expiry do not move"
+[ "$(psql -X -q -At -U "$owner" -d fy_ed_pl -c "SET forgeyard.now_override = '2001-01-01 00:00:00+00'" \
+      -c "SELECT forgeyard.now() = '2001-01-01 00:00:00+00'")" = t ] ||
+  { echo "FAIL: the installation's owner cannot move the PL/pgSQL edition's clock"; exit 1; }
+echo "ok - the installation's owner moves its clock with forgeyard.now_override"
+
+# One audit chain for both editions: the same events hash alike; a chain written by either verifies
+# under the other (its rows copied over) and under the offline verifier (audit export, verify --file).
+for db in fy_ed_cpp fy_ed_pl; do
+  q "$db" "SET forgeyard.now_override = '2031-02-03 04:05:06.789+00';
+           SELECT forgeyard.audit_append('t', 'actor ü', 'act', 'res', '{\"b\": [1, 2.50, \"x\\u0001\"], \"a\": null, \"é\": {}}',
+                                         '\\x00ff', 'ref', '2030-01-01 00:00:00.5+00', '6f1d2c3b-4a59-4e68-9a7b-8c9d0e1f2a3b');
+           SELECT forgeyard.audit_append_batch('t', '{a,b}', '{x,y}', '{r,s}', ARRAY['{\"n\": [1e3, -0.0]}', '{\"s\": \"t\"}']::jsonb[],
+                                               event_ids => '{7a1d2c3b-4a59-4e68-9a7b-8c9d0e1f2a3b,8b1d2c3b-4a59-4e68-9a7b-8c9d0e1f2a3b}')" >/dev/null
+  "$cli" --store "$(url "$db" postgres)" audit export t >"$out/audit-$db.jsonl"
+  "$cli" audit verify --file "$out/audit-$db.jsonl" >"$out/audit-verify-$db.txt" ||
+    { echo "FAIL: the offline verifier refuses the chain $db wrote:"; cat "$out/audit-verify-$db.txt"; exit 1; }
+done
+[ "$(q fy_ed_cpp "SELECT encode(hash, 'hex') FROM forgeyard.audit_head('t')")" = \
+  "$(q fy_ed_pl "SELECT encode(hash, 'hex') FROM forgeyard.audit_head('t')")" ] ||
+  { echo "FAIL: the same events hash otherwise in the two editions"; exit 1; }
+echo "ok - the same audit events give the same chain in both editions, and the offline verifier accepts both"
+# (into databases without tenant t: the tenant is part of each hashed event)
+createdb fy_ed_cpp2
+q fy_ed_cpp2 "CREATE EXTENSION forgeyard"
+for pair in "fy_ed_cpp fy_ed_psql" "fy_ed_pl fy_ed_cpp2"; do
+  read -r from to <<<"$pair"
+  for table in audit_events audit_heads; do
+    psql -X -q -v ON_ERROR_STOP=1 -d "$from" -c "COPY (SELECT * FROM forgeyard.$table WHERE tenant_id = 't') TO STDOUT" |
+      psql -X -q -v ON_ERROR_STOP=1 -d "$to" -c "COPY forgeyard.$table FROM STDIN"
+  done
+  check "$to" "a chain written by the $(q "$from" "SELECT forgeyard.edition()") edition verifies in the $(q "$to" "SELECT forgeyard.edition()") edition" \
+    "(SELECT ok AND checked = 3 FROM forgeyard.audit_verify('t'))"
+done
+dropdb fy_ed_cpp2
 
 # Refusals, each changing nothing.
 refused "a role without CREATE on the database is refused, naming the privilege" "needs the CREATE privilege on database" \
