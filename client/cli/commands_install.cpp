@@ -20,11 +20,11 @@ void add_install_command(CLI::App& storage, Commands& commands) {
   CLI::App* install = storage.add_subcommand(
       "install", "install or upgrade forgeyard in a PostgreSQL database (C++ or PL/pgSQL edition)");
   install->add_option("--edition", i->edition, "cpp or plpgsql (default: cpp where the server offers it)")
-      ->type_name("E")
-      ->check(CLI::IsMember({"cpp", "plpgsql"}));
+      ->type_name("cpp|plpgsql")
+      ->check(CLI::IsMember({"cpp", "plpgsql"}).description(""));
   install->add_option("--print", i->print, "print the script instead: plpgsql (for psql -f) or pg_tle")
-      ->type_name("KIND")
-      ->check(CLI::IsMember({"plpgsql", "pg_tle"}));
+      ->type_name("plpgsql|pg_tle")
+      ->check(CLI::IsMember({"plpgsql", "pg_tle"}).description(""));
   install->add_flag("--json", i->json, "print one JSON object");
   commands.on(install, [i](Context& ctx) {
     if (!i->print.empty()) {

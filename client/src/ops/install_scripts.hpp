@@ -1,5 +1,5 @@
 // The PL/pgSQL edition's scripts as sql/generate.py wrote them, built into the library
-// (client/cmake/embed_sql.cmake): forgeyard--V.sql and forgeyard--A--B.sql (extension scripts,
+// (sql/generate.py --embed): forgeyard--V.sql and forgeyard--A--B.sql (extension scripts,
 // for pg_tle), plain--V.sql and plain--A--B.sql (the plain install).
 #pragma once
 
