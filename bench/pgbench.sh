@@ -15,6 +15,11 @@
 #   FY_PGBENCH_WAITS=0   1: during each timed run, the share of the active pgbench backends'
 #                        samples (every 10 ms, pg_stat_activity) per wait event on stderr, with
 #                        Lock:transactionid (waiting for another transaction's row) first
+#   FY_PGBENCH_EDITIONS=0  1: also the PL/pgSQL edition (a plain install by a role that is not
+#                        superuser, in its own database with the same baseline tables), run after
+#                        the C++ edition's side: each line prints both editions against the
+#                        baseline and the C++ edition over the PL/pgSQL one (docs/architecture.md,
+#                        "Two editions"; make must have generated sql/gen first)
 #   FY_PGBENCH_STATEMENTS=0  1: after each run, its statements' mean server execution time (µs,
 #                        pg_stat_statements, reset before the run) on stderr, with how often they
 #                        were planned and the mean planning time: where a line's time goes
@@ -27,6 +32,7 @@ sync=${FY_PGBENCH_SYNC:-on}
 only=${FY_PGBENCH_ONLY:-}
 statements=${FY_PGBENCH_STATEMENTS:-0}
 waits=${FY_PGBENCH_WAITS:-0}
+editions=${FY_PGBENCH_EDITIONS:-0}
 scripts=bench/pgbench
 source scripts/lib/cluster.sh
 trap cluster_stop EXIT
@@ -38,9 +44,18 @@ psql -X -q -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM 
   -c "ALTER SYSTEM SET pg_stat_statements.track_planning = $([ "$statements" = 1 ] && echo on || echo off)" >/dev/null || exit 1
 cluster_pg_ctl restart || exit 1
 psql -X -q -v ON_ERROR_STOP=1 -f "$scripts/setup.sql" >/dev/null || exit 1
+db=$PGDATABASE
+if [ "$editions" = 1 ]; then
+  script="sql/gen/plpgsql/plain--$(cat VERSION).sql"
+  [ -f "$script" ] || { echo "no $script: run make first" >&2; exit 1; }
+  psql -X -q -v ON_ERROR_STOP=1 -c "CREATE ROLE fy_owner LOGIN NOSUPERUSER CREATEDB CREATEROLE" >/dev/null &&
+    createdb -O fy_owner fy_bench_pl && psql -X -q -v ON_ERROR_STOP=1 -U fy_owner -d fy_bench_pl -f "$script" >/dev/null &&
+    psql -X -q -v ON_ERROR_STOP=1 -d fy_bench_pl -f "$scripts/setup.sql" >/dev/null || exit 1
+fi
 # (cluster.sh loads pg_stat_statements; its view needs the extension)
 [ "$statements" = 1 ] && { psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null || exit 1; }
-sql() { psql -X -q -v ON_ERROR_STOP=1 "$@" >/dev/null; }
+# Each side runs in the database $db names: the C++ edition's (and the baseline's), or fy_bench_pl.
+sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@" >/dev/null; }
 
 # Fresh queues holding $1 ready messages of 16 bytes (class interactive, as enqueue's default),
 # spread over the queue's capacity slots in turn as forgeyard.enqueue spreads them, or with $2 = 1
@@ -159,11 +174,11 @@ run() {  # script clients transactions_per_client messages_per_transaction
   local sampler="" samples
   if [ "$waits" = 1 ] && [ "$seconds" -gt 0 ]; then
     samples=$(mktemp)
-    psql -X -At -F ' ' -c "SELECT * FROM bench_waits($seconds)" >"$samples" &
+    psql -X -At -F ' ' -d "$db" -c "SELECT * FROM bench_waits($seconds)" >"$samples" &
     sampler=$!
   fi
   out=$("$PG_BIN/pgbench" -n -M prepared -c "$2" -j "$2" "${length[@]}" -D ids='{}' -D toks='{}' -D v=1 -D p=0 \
-    -f "$scripts/$1.sql" 2>&1)
+    -f "$scripts/$1.sql" "$db" 2>&1)
   if [ -n "$sampler" ]; then
     wait "$sampler"
     awk -v s="$1" -v c="$2" '{ n[$1] = $2; total += $2; order[NR] = $1 } END {
@@ -180,7 +195,7 @@ run() {  # script clients transactions_per_client messages_per_transaction
     echo 0
     return
   fi
-  [ "$statements" = 1 ] && psql -X -At -F ' ' -c "SELECT round((mean_exec_time * 1000)::numeric, 1), calls,
+  [ "$statements" = 1 ] && psql -X -At -F ' ' -d "$db" -c "SELECT round((mean_exec_time * 1000)::numeric, 1), calls,
         round((mean_plan_time * 1000)::numeric, 1), plans,
         left(regexp_replace(query, '\s+', ' ', 'g'), 100) FROM pg_stat_statements
       WHERE toplevel AND calls >= 100 AND query NOT LIKE '%pg_stat_statements%' ORDER BY mean_exec_time DESC" |
@@ -219,7 +234,11 @@ lines=(
   "step_record baseline_wf_record forgeyard_wf_record 2000 1 0.8 workflow"
 )
 ratios=$(mktemp)
-printf '%-16s %-7s %-5s %12s %12s %7s %s\n' line clients round baseline forgeyard ratio target
+if [ "$editions" = 1 ]; then
+  printf '%-16s %-7s %-5s %12s %12s %12s %7s %7s %7s %s\n' line clients round baseline cpp plpgsql cpp/base pl/base cpp/pl target
+else
+  printf '%-16s %-7s %-5s %12s %12s %7s %s\n' line clients round baseline forgeyard ratio target
+fi
 for round in $(seq "$rounds"); do
   for line in "${lines[@]}"; do
     read -r name base fy t m target kind <<<"$line"
@@ -228,19 +247,40 @@ for round in $(seq "$rounds"); do
     for clients in 1 2; do
       fill=$((clients * t * m + 1000))
       [ "$seconds" -gt 0 ] && fill=$((clients * seconds * 12000 * (m > 1 ? 4 : 1) + 1000))
+      db=$PGDATABASE
       prepare "$kind" "$fill"
       b=$(run "$base" "$clients" "$t" "$m")
       prepare "$kind" "$fill"
       f=$(run "$fy" "$clients" "$t" "$m")
-      awk -v n="$name" -v c="$clients" -v r="$round" -v b="$b" -v f="$f" -v g="$target" \
-        'BEGIN { printf "%-16s %-7s %-5s %12d %12d %6.2fx >= %sx\n", n, c, r, b, f, (b > 0 ? f / b : 0), g }' |
-        tee -a "$ratios"
+      if [ "$editions" = 1 ]; then
+        db=fy_bench_pl
+        prepare "$kind" "$fill"
+        p=$(run "$fy" "$clients" "$t" "$m")
+        db=$PGDATABASE
+        awk -v n="$name" -v c="$clients" -v r="$round" -v b="$b" -v f="$f" -v p="$p" -v g="$target" \
+          'BEGIN { printf "%-16s %-7s %-5s %12d %12d %12d %6.2fx %6.2fx %6.2fx >= %sx\n", n, c, r, b, f, p,
+                   (b > 0 ? f / b : 0), (b > 0 ? p / b : 0), (p > 0 ? f / p : 0), g }' | tee -a "$ratios"
+      else
+        awk -v n="$name" -v c="$clients" -v r="$round" -v b="$b" -v f="$f" -v g="$target" \
+          'BEGIN { printf "%-16s %-7s %-5s %12d %12d %6.2fx >= %sx\n", n, c, r, b, f, (b > 0 ? f / b : 0), g }' |
+          tee -a "$ratios"
+      fi
     done
   done
 done
 echo
 if [ "$seconds" -gt 0 ]; then echo "median of $rounds rounds of $seconds s per side:"; else echo "median of $rounds rounds:"; fi
-awk '{ k = $1 " " $2; r[k] = r[k] " " $6; t[k] = $8 } END {
-  for (k in r) { n = split(r[k], a, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
-    split(k, kk, " "); printf "%-16s %-7s %6.2fx >= %s\n", kk[1], kk[2], a[int((n + 1) / 2)] + 0, t[k] } }' "$ratios" | sort
+if [ "$editions" = 1 ]; then
+  echo "line             clients cpp/base pl/base  cpp/pl  (target: cpp/base; cpp/pl >= 1.3x)"
+  awk '{ k = $1 " " $2; for (c = 0; c < 3; c++) r[k, c] = r[k, c] " " $(7 + c); keys[k] = 1 } END {
+    for (k in keys) { split(k, kk, " "); printf "%-16s %-7s", kk[1], kk[2]
+      for (c = 0; c < 3; c++) { n = split(r[k, c], a, " ")
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
+        printf " %6.2fx", a[int((n + 1) / 2)] + 0 }
+      printf "\n" } }' "$ratios" | sort
+else
+  awk '{ k = $1 " " $2; r[k] = r[k] " " $6; t[k] = $8 } END {
+    for (k in r) { n = split(r[k], a, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
+      split(k, kk, " "); printf "%-16s %-7s %6.2fx >= %s\n", kk[1], kk[2], a[int((n + 1) / 2)] + 0, t[k] } }' "$ratios" | sort
+fi
 rm -f "$ratios"
