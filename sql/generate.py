@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates both editions' scripts from the one SQL source (docs/architecture.md, "Two editions").
 
-    sql/generate.py OUTDIR [--strict] [--embed FILE.cpp]
+    sql/generate.py OUTDIR [--embed FILE.cpp]
 
 Reads sql/src/forgeyard.sql (the whole API at the version in VERSION), the upgrade steps
 sql/src/forgeyard--A--B.sql, and the PL/pgSQL bodies in extension/*.sql, and writes:
@@ -27,10 +27,9 @@ for `sym`:
     -- @helper              (CREATE statements of the PL/pgSQL edition's own functions, in the
                              schema forgeyard_pl; PL/pgSQL only)
 
-A block runs to the next marker. `@EDITION@` and `@VERSION@` are replaced everywhere, and in the
-bodies `@sqlstate.NAME@` by the code core/errors.hpp names NAME (the one SQLSTATE map). A symbol
-with no body is an error with --strict; without it, the function raises 0A000 naming itself (the
-edition is being written) and the symbol is listed on stderr.
+A block runs to the next marker. A declared symbol without a body, or a body for no declared
+symbol, is an error: the PL/pgSQL edition has every function of the API. `@EDITION@` and `@VERSION@` are replaced everywhere, and in the
+bodies `@sqlstate.NAME@` by the code core/errors.hpp names NAME (the one SQLSTATE map).
 
 The PL/pgSQL edition's scripts run with check_function_bodies off, as pg_dump's output does: the
 API's SQL bodies may call helpers, and helpers may name the API's tables and their row types, so
@@ -104,14 +103,10 @@ def to_plpgsql(text, bodies, missing, used):
     def replace(m):
         head, attrs, sym = m.group(1), m.group(2), m.group(3)
         used.add(sym)
-        if sym in bodies:
-            lang, body = bodies[sym]
-        else:
+        if sym not in bodies:
             missing.add(sym)
-            name = re.match(r"CREATE (?:OR REPLACE )?FUNCTION ([\w.]+)", head).group(1)
-            lang, body = "plpgsql", (
-                "BEGIN\n    RAISE EXCEPTION '%() is not in the PL/pgSQL edition yet', "
-                f"'{name}' USING ERRCODE = '0A000';\nEND\n")
+            return m.group(0)
+        lang, body = bodies[sym]
         return f"{head}LANGUAGE {lang}{attrs}AS {QUOTE}\n{body}{QUOTE}"
     return DECLARATION.sub(replace, text)
 
@@ -214,7 +209,6 @@ def main():
         embed_to = argv[i + 1]
         del argv[i:i + 2]
     args = [a for a in argv if not a.startswith("--")]
-    strict = "--strict" in argv
     if len(args) != 1:
         sys.exit(__doc__)
     out = args[0]
@@ -246,10 +240,7 @@ def main():
     if unused:
         sys.exit("bodies for no declared function: " + ", ".join(sorted(unused)))
     if missing:
-        print(f"sql/generate.py: {len(missing)} functions have no PL/pgSQL body yet: " + " ".join(sorted(missing)),
-              file=sys.stderr)
-        if strict:
-            sys.exit(1)
+        sys.exit("functions with no PL/pgSQL body in extension/*.sql: " + " ".join(sorted(missing)))
 
 
 if __name__ == "__main__":

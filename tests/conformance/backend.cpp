@@ -83,6 +83,13 @@ std::string with_database(const std::string& base, const std::string& database) 
   return base.substr(0, path + 1) + database + (query == std::string::npos ? "" : base.substr(query));
 }
 
+std::string database_of(const std::string& url) {
+  const auto scheme = url.find("://");
+  const auto path = url.find('/', scheme + 3);
+  const auto query = url.find('?', path);
+  return url.substr(path + 1, query == std::string::npos ? std::string::npos : query - path - 1);
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});

@@ -74,6 +74,8 @@ struct Backend {
 
 // The URL of another database on the same server: the path of the URL replaced.
 std::string with_database(const std::string& base, const std::string& database);
+// The database a postgresql:// URL names (its path).
+std::string database_of(const std::string& url);
 // A whole file's bytes ("" when it cannot be read).
 std::string slurp(const std::string& path);
 

@@ -180,7 +180,9 @@ struct ReplicaFixture : ReadFixture {
     const char* env = std::getenv("FORGEYARD_TEST_PG_REPLICA_URL");
     BOOST_REQUIRE_MESSAGE(env != nullptr && *env != '\0',
                           "FORGEYARD_TEST_PG_REPLICA_URL: the test command starts a standby (standby_start)");
-    replica_url = env;
+    // The standby replays the whole cluster: the same database as the primary's URL (the PL/pgSQL
+    // edition's run has its own).
+    replica_url = conformance::with_database(env, conformance::database_of(url));
     forgeyard::StoreOptions options;
     options.clock = [this] { return clock.now(); };
     options.replicas = {replica_url};

@@ -16,7 +16,6 @@ cd "$(dirname "$0")/../.."
 edition=${1:?usage: tests/pg/pgtap.sh cpp|plpgsql [FILE...]}
 shift
 files=("$@")
-named=${#files[@]}
 [ ${#files[@]} -gt 0 ] || files=(regress/*.sql)
 case "$edition" in
   cpp)
@@ -38,19 +37,8 @@ SQL
     [ "$(psql -X -At -d postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$db'")" = 1 ] ||
       createdb -O "$owner" "$db" || exit 1
     psql -X -q -d "$db" -c "CREATE EXTENSION IF NOT EXISTS pgtap" || exit 1
-    # While the PL/pgSQL edition is being written (F16), the files that still wait for its bodies
-    # are listed in regress/plpgsql-pending, and named here each time, never left out silently
-    # (a file named on the command line runs).
     pl=()
-    for f in "${files[@]}"; do
-      grep -q '^-- @edition cpp$' "$f" && continue
-      if [ "$named" = 0 ] && [ -f regress/plpgsql-pending ] && grep -qx "$(basename "$f")" regress/plpgsql-pending; then
-        echo "# pending on the PL/pgSQL edition: $f" >&2
-        continue
-      fi
-      pl+=("$f")
-    done
-    [ ${#pl[@]} -gt 0 ] || { echo "# no file to run on the PL/pgSQL edition" >&2; exit 0; }
+    for f in "${files[@]}"; do grep -q '^-- @edition cpp$' "$f" || pl+=("$f"); done
     FY_PLPGSQL_SCRIPT=$script FY_PLPGSQL_OWNER=$owner PGDATABASE=$db exec pg_prove --failures "${pl[@]}"
     ;;
   *) echo "usage: tests/pg/pgtap.sh cpp|plpgsql [FILE...]" >&2; exit 2 ;;
