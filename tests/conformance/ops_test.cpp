@@ -449,6 +449,32 @@ BOOST_AUTO_TEST_CASE(a_password_in_the_url_fails_security_and_is_never_printed) 
   BOOST_TEST(parse_json(status).get<std::string>("location").find("***") != std::string::npos);
 }
 
+// A call the installed forgeyard does not have yet (workflows arrived in 0.7.0): the server's 42883,
+// with the upgrade to run, not a bare "function does not exist".
+BOOST_AUTO_TEST_CASE(a_call_an_older_catalog_lacks_names_the_upgrade) {
+  if (!is_postgres() || unnamed_statements) return;
+  const std::string old_db = unique_identifier("fy_old_catalog");
+  exec_sql("CREATE DATABASE " + old_db);
+  const std::string saved = url;
+  url = with_database(saved, old_db);
+  exec_sql("CREATE EXTENSION forgeyard VERSION '0.6.0'");
+  url = saved;
+  std::string message, code;
+  try {
+    forgeyard::open(with_database(url, old_db))->workflows().start(tenant, "w", 1, "k");
+  } catch (const forgeyard::Error& e) {
+    message = e.what();
+    code = e.sqlstate();
+  }
+  exec_sql("DROP DATABASE " + old_db + " WITH (FORCE)");
+  BOOST_TEST(code == "42883");
+  BOOST_TEST(message.find("forgeyard.workflow_start") != std::string::npos, message);
+  BOOST_TEST(message.find("this client is forgeyard " + std::string(forgeyard::version()) +
+                          ": upgrade the database's forgeyard to it, with `forgeyard storage install` or ALTER "
+                          "EXTENSION forgeyard UPDATE") != std::string::npos,
+             message);
+}
+
 BOOST_AUTO_TEST_CASE(an_old_or_missing_extension_fails_required) {
   if (!is_postgres() || unnamed_statements) {
     BOOST_TEST(check(store->doctor(), "schema_version").status == CheckStatus::Ok);

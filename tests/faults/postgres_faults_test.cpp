@@ -30,13 +30,25 @@ BOOST_AUTO_TEST_CASE(workloads_under_cuts_kills_timeouts_conflicts_and_a_restart
   required_env("CLUSTER_DIR");  // the restart goes through scripts/lib/cluster.sh
   const std::string id = pg_run_id();
   // A database of its own, so that the full verify at the end sees this run's rows only (other
-  // suites run next to it and leave deliberately broken chains behind).
+  // suites run next to it and leave deliberately broken chains behind). With
+  // FORGEYARD_FAULT_EDITION=plpgsql (ctest's faults_plpgsql), the PL/pgSQL edition, installed by
+  // storage install as FORGEYARD_TEST_PG_PLPGSQL_OWNER, a role that is not superuser.
+  const char* edition = std::getenv("FORGEYARD_FAULT_EDITION");
+  const bool plpgsql = edition != nullptr && std::string(edition) == "plpgsql";
   const std::string db = "fy_faults_" + id;
-  Admin(test_url).exec("CREATE DATABASE " + db);
+  const std::string owner = plpgsql ? required_env("FORGEYARD_TEST_PG_PLPGSQL_OWNER") : "";
+  Admin(test_url).exec("CREATE DATABASE " + db + (plpgsql ? " OWNER " + owner : ""));
   const std::string direct_url = with_database(test_url, db);
   Admin admin(direct_url);
   const std::string user = admin.user();
-  admin.exec("CREATE EXTENSION forgeyard");
+  if (plpgsql) {
+    const auto at = direct_url.find("://") + 3;
+    forgeyard::InstallOptions install;
+    install.edition = forgeyard::Edition::Plpgsql;
+    forgeyard::install_store(direct_url.substr(0, at) + owner + direct_url.substr(direct_url.find('@', at)), install);
+  } else {
+    admin.exec("CREATE EXTENSION forgeyard");
+  }
 
   TcpProxy proxy(tcp_port);
   const std::string base = "postgresql://" + user + "@127.0.0.1:" + std::to_string(proxy.port()) + "/" + db +
@@ -55,7 +67,7 @@ BOOST_AUTO_TEST_CASE(workloads_under_cuts_kills_timeouts_conflicts_and_a_restart
   set_up(*forgeyard::open(direct_url), names, false, [&](const std::string& sql) { admin.exec(sql); });
   Workload w(names, rec, 0);
   Figures f;
-  f.backend = "postgresql";
+  f.backend = plpgsql ? "postgresql (PL/pgSQL edition)" : "postgresql";
 
   proxy.set_faults({.delay = 0.03, .delay_ms_max = 30, .cut_before = 0.004, .cut_after = 0.004, .cut_commit = 0.03});
   std::atomic<bool> stop{false};

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/core.hpp"
+#include "forgeyard/version.hpp"
 #include "instruments.hpp"
 
 namespace forgeyard::detail {
@@ -115,6 +116,13 @@ void PgConnection::fail(PGresult* result, bool committing) {
     throw Error(ErrorKind::Unavailable, state != nullptr ? state : "08006", message);
   }
   const char* detail = PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL);
+  // A function or table of forgeyard's that the database lacks: forgeyard there is older than
+  // this client (or missing). Say which upgrade to run; the SQLSTATE stays the server's.
+  const std::string code = state;
+  if ((code == "42883" || code == "42P01") && message.find("forgeyard.") != std::string::npos)
+    message += " (this client is forgeyard " + std::string(version()) +
+               ": upgrade the database's forgeyard to it, with `forgeyard storage install` or ALTER EXTENSION "
+               "forgeyard UPDATE)";
   throw Error(state, message, detail != nullptr ? detail : "");
 }
 
