@@ -272,6 +272,85 @@ BEGIN
 END
 $$;
 
+-- The refusal of a database whose encoding is not UTF8 (0A000): the hashes are over UTF-8 text.
+CREATE FUNCTION forgeyard_pl.audit_not_utf8()
+    RETURNS void LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = 'the audit log needs a database with UTF8 encoding',
+        DETAIL = 'its hashes are over UTF-8 text, so that every store and the offline verifier agree';
+END
+$$;
+
+-- The first append of tenant t (no head row yet): the genesis head, created unless a concurrent
+-- append did, then locked FOR UPDATE until the transaction ends; its (seq, hash).
+CREATE FUNCTION forgeyard_pl.audit_head_create(t text, OUT seq bigint, OUT hash bytea)
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO forgeyard.audit_heads (tenant_id, seq, hash)
+    VALUES (t, 0, pg_catalog.decode('0000000000000000000000000000000000000000000000000000000000000000', 'hex'))
+    ON CONFLICT DO NOTHING;
+    SELECT h.seq, h.hash INTO seq, hash
+      FROM forgeyard.audit_heads h WHERE h.tenant_id = t FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '@sqlstate.internal_error@',
+            MESSAGE = 'the audit head of the tenant could not be locked';
+    END IF;
+END
+$$;
+
+-- An append whose event_id is already in the chain (`stored`: that event's seq, occurred_at, actor,
+-- action, resource, details, payload_digest, payload_ref): returns when the new event's contents
+-- are the stored ones (a retried append: the caller returns the stored (seq, hash)), FY011 when
+-- they differ. occurred_at NULL matches any; d is the new event's canonical details.
+CREATE FUNCTION forgeyard_pl.audit_replay(stored record, event_id uuid, occurred_at timestamptz, actor text,
+                                          action text, resource text, d text, payload_digest bytea, payload_ref text)
+    RETURNS void LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF (occurred_at IS NULL OR stored.occurred_at = occurred_at) AND stored.actor = actor
+       AND stored.action = action AND stored.resource = resource
+       AND forgeyard_pl.audit_details(stored.details) IS NOT DISTINCT FROM d
+       AND stored.payload_digest IS NOT DISTINCT FROM payload_digest
+       AND stored.payload_ref IS NOT DISTINCT FROM payload_ref THEN
+        RETURN;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = '@sqlstate.idempotency_mismatch@',
+        MESSAGE = pg_catalog.format('event_id %s is already in the chain with other contents', event_id),
+        DETAIL = pg_catalog.format('it is event %s', stored.seq);
+END
+$$;
+
+-- A stored details value as core::canonical_details gives it (audit_json's object case, inline),
+-- or its text where it would refuse it (not an object, nested deeper than 64 levels, over 65536
+-- bytes in canonical form): one row, for audit_verify and audit_read (LATERAL, per event). An SQL
+-- function returning a set, not strict, with no SET clause: the planner inlines it as the
+-- subquery it is, so that no event costs a call.
+CREATE FUNCTION forgeyard_pl.audit_stored_details(details jsonb)
+    RETURNS SETOF text LANGUAGE sql STABLE
+    AS $$
+SELECT CASE
+    WHEN details IS NULL THEN NULL
+    WHEN pg_catalog.jsonb_typeof(details) <> 'object'
+         OR pg_catalog.jsonb_path_exists(details,
+                'strict $.**{64} ? (@.type() == "object" || @.type() == "array")') THEN details::text
+    ELSE (SELECT CASE WHEN pg_catalog.octet_length(o.c) > 65536 THEN details::text ELSE o.c END
+            FROM (SELECT '{' || coalesce(pg_catalog.string_agg(
+                             pg_catalog.to_json(m.key)::text || ':' ||
+                             CASE pg_catalog.jsonb_typeof(m.value)
+                                 WHEN 'object' THEN forgeyard_pl.audit_json(m.value)
+                                 WHEN 'array' THEN forgeyard_pl.audit_json(m.value)
+                                 WHEN 'number' THEN
+                                     CASE WHEN pg_catalog.strpos(m.value::text, '.') > 0
+                                          THEN pg_catalog.rtrim(pg_catalog.rtrim(m.value::text, '0'), '.')
+                                          ELSE m.value::text END
+                                 ELSE m.value::text END,
+                             ',' ORDER BY m.key COLLATE pg_catalog."C"), '') || '}'
+                    FROM pg_catalog.jsonb_each(details) m) o(c))
+    END
+$$;
+
 -- @body fy_audit_append_only
 -- Trigger on audit_events: the log is append-only for every role.
 BEGIN
@@ -295,13 +374,7 @@ DECLARE
     eid uuid;
     stored record;
 BEGIN
-    IF t IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '@sqlstate.null_value@', MESSAGE = 'tenant must not be NULL';
-    END IF;
-    IF t = '' THEN
-        RAISE EXCEPTION USING ERRCODE = '@sqlstate.invalid_parameter@', MESSAGE = 'tenant must not be empty';
-    END IF;
-    IF pg_catalog.octet_length(t) > 128 THEN
+    IF t IS NULL OR t = '' OR pg_catalog.octet_length(t) > 128 THEN
         PERFORM forgeyard_pl.name_arg('tenant', t, 128);
     END IF;
     IF pg_catalog.octet_length(payload_ref) > 2048 THEN
@@ -356,8 +429,7 @@ BEGIN
         PERFORM forgeyard_pl.audit_usecs('occurred_at', occurred_at);
     END IF;
     IF pg_catalog.getdatabaseencoding() <> 'UTF8' THEN
-        RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = 'the audit log needs a database with UTF8 encoding',
-            DETAIL = 'its hashes are over UTF-8 text, so that every store and the offline verifier agree';
+        PERFORM forgeyard_pl.audit_not_utf8();
     END IF;
     PERFORM forgeyard_pl.check_tenant(t);
     -- The tenant's head, locked until the transaction ends: appends of one tenant queue here, so
@@ -365,15 +437,7 @@ BEGIN
     SELECT h.seq, h.hash INTO head_seq, head_hash
       FROM forgeyard.audit_heads h WHERE h.tenant_id = t FOR UPDATE;
     IF NOT FOUND THEN
-        INSERT INTO forgeyard.audit_heads (tenant_id, seq, hash)
-        VALUES (t, 0, pg_catalog.decode('0000000000000000000000000000000000000000000000000000000000000000', 'hex'))
-        ON CONFLICT DO NOTHING;
-        SELECT h.seq, h.hash INTO head_seq, head_hash
-          FROM forgeyard.audit_heads h WHERE h.tenant_id = t FOR UPDATE;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION USING ERRCODE = '@sqlstate.internal_error@',
-                MESSAGE = 'the audit head of the tenant could not be locked';
-        END IF;
+        SELECT c.seq, c.hash INTO head_seq, head_hash FROM forgeyard_pl.audit_head_create(t) c;
     END IF;
     -- The clock is read under the head lock, so recorded_at never goes backwards along a chain.
     clock := forgeyard.now();
@@ -388,19 +452,12 @@ BEGIN
           FROM forgeyard.audit_events e
          WHERE e.tenant_id = t AND e.event_id = audit_append.event_id;
         IF FOUND THEN
-            IF (occurred_at IS NULL OR stored.occurred_at = occurred_at) AND stored.actor = actor
-               AND stored.action = action AND stored.resource = resource
-               AND forgeyard_pl.audit_details(stored.details) IS NOT DISTINCT FROM d
-               AND stored.payload_digest IS NOT DISTINCT FROM payload_digest
-               AND stored.payload_ref IS NOT DISTINCT FROM payload_ref THEN
-                seq := stored.seq;
-                hash := stored.hash;
-                RETURN NEXT;
-                RETURN;
-            END IF;
-            RAISE EXCEPTION USING ERRCODE = '@sqlstate.idempotency_mismatch@',
-                MESSAGE = pg_catalog.format('event_id %s is already in the chain with other contents', event_id),
-                DETAIL = pg_catalog.format('it is event %s', stored.seq);
+            PERFORM forgeyard_pl.audit_replay(stored, event_id, occurred_at, actor, action, resource, d, payload_digest,
+                                              payload_ref);
+            seq := stored.seq;
+            hash := stored.hash;
+            RETURN NEXT;
+            RETURN;
         END IF;
     END IF;
     eid := coalesce(event_id, pg_catalog.gen_random_uuid());
@@ -442,13 +499,7 @@ DECLARE
     prevs bytea[];
     hashes bytea[];
 BEGIN
-    IF t IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '@sqlstate.null_value@', MESSAGE = 'tenant must not be NULL';
-    END IF;
-    IF t = '' THEN
-        RAISE EXCEPTION USING ERRCODE = '@sqlstate.invalid_parameter@', MESSAGE = 'tenant must not be empty';
-    END IF;
-    IF pg_catalog.octet_length(t) > 128 THEN
+    IF t IS NULL OR t = '' OR pg_catalog.octet_length(t) > 128 THEN
         PERFORM forgeyard_pl.name_arg('tenant', t, 128);
     END IF;
     IF actors IS NULL THEN
@@ -565,8 +616,7 @@ BEGIN
         END IF;
     END LOOP;
     IF pg_catalog.getdatabaseencoding() <> 'UTF8' THEN
-        RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = 'the audit log needs a database with UTF8 encoding',
-            DETAIL = 'its hashes are over UTF-8 text, so that every store and the offline verifier agree';
+        PERFORM forgeyard_pl.audit_not_utf8();
     END IF;
     PERFORM forgeyard_pl.check_tenant(t);
     IF n = 0 THEN
@@ -575,15 +625,7 @@ BEGIN
     SELECT h.seq, h.hash INTO head_seq, head_hash
       FROM forgeyard.audit_heads h WHERE h.tenant_id = t FOR UPDATE;
     IF NOT FOUND THEN
-        INSERT INTO forgeyard.audit_heads (tenant_id, seq, hash)
-        VALUES (t, 0, pg_catalog.decode('0000000000000000000000000000000000000000000000000000000000000000', 'hex'))
-        ON CONFLICT DO NOTHING;
-        SELECT h.seq, h.hash INTO head_seq, head_hash
-          FROM forgeyard.audit_heads h WHERE h.tenant_id = t FOR UPDATE;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION USING ERRCODE = '@sqlstate.internal_error@',
-                MESSAGE = 'the audit head of the tenant could not be locked';
-        END IF;
+        SELECT c.seq, c.hash INTO head_seq, head_hash FROM forgeyard_pl.audit_head_create(t) c;
     END IF;
     -- One clock reading, under the head lock, for every event of the batch.
     clock := forgeyard.now();
@@ -627,19 +669,12 @@ BEGIN
               FROM forgeyard.audit_events e
              WHERE e.tenant_id = t AND e.event_id = event_ids[i];
             IF FOUND THEN
-                IF (occurred_ats[i] IS NULL OR stored.occurred_at = occurred_ats[i]) AND stored.actor = actors[i]
-                   AND stored.action = actions[i] AND stored.resource = resources[i]
-                   AND forgeyard_pl.audit_details(stored.details) IS NOT DISTINCT FROM canon[i]
-                   AND stored.payload_digest IS NOT DISTINCT FROM payload_digests[i]
-                   AND stored.payload_ref IS NOT DISTINCT FROM payload_refs[i] THEN
-                    seq := stored.seq;
-                    hash := stored.hash;
-                    RETURN NEXT;
-                    CONTINUE;
-                END IF;
-                RAISE EXCEPTION USING ERRCODE = '@sqlstate.idempotency_mismatch@',
-                    MESSAGE = pg_catalog.format('event_id %s is already in the chain with other contents', event_ids[i]),
-                    DETAIL = pg_catalog.format('it is event %s', stored.seq);
+                PERFORM forgeyard_pl.audit_replay(stored, event_ids[i], occurred_ats[i], actors[i], actions[i],
+                                                  resources[i], canon[i], payload_digests[i], payload_refs[i]);
+                seq := stored.seq;
+                hash := stored.hash;
+                RETURN NEXT;
+                CONTINUE;
             END IF;
         END IF;
         occurred := coalesce(occurred_ats[i], clock);
@@ -676,8 +711,7 @@ DECLARE
     t text;
 BEGIN
     IF pg_catalog.getdatabaseencoding() <> 'UTF8' THEN
-        RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = 'the audit log needs a database with UTF8 encoding',
-            DETAIL = 'its hashes are over UTF-8 text, so that every store and the offline verifier agree';
+        PERFORM forgeyard_pl.audit_not_utf8();
     END IF;
     t := forgeyard_pl.name_arg('tenant', tenant, 128);
     PERFORM forgeyard_pl.check_tenant(t);
@@ -704,8 +738,7 @@ DECLARE
     e record;
 BEGIN
     IF pg_catalog.getdatabaseencoding() <> 'UTF8' THEN
-        RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = 'the audit log needs a database with UTF8 encoding',
-            DETAIL = 'its hashes are over UTF-8 text, so that every store and the offline verifier agree';
+        PERFORM forgeyard_pl.audit_not_utf8();
     END IF;
     t := forgeyard_pl.name_arg('tenant', tenant, 128);
     IF from_seq IS NULL THEN
@@ -755,33 +788,14 @@ BEGIN
         END IF;
     END IF;
     IF ok THEN
-        -- details as core::canonical_details gives them (audit_json's object case, inline), or,
-        -- when it would refuse the stored value, its text, which cannot hash alike.
+        -- details as core::canonical_details gives them, or, when it would refuse the stored value,
+        -- its text, which cannot hash alike (audit_stored_details).
         FOR e IN
             SELECT s.seq, s.prev_hash, s.hash,
                    forgeyard_pl.audit_event_hash(t, s.seq, s.event_id, s.occurred_at, s.recorded_at, s.actor, s.action,
                                                  s.resource, x.d, s.payload_digest, s.payload_ref, s.prev_hash) AS computed
               FROM forgeyard.audit_events s
-              CROSS JOIN LATERAL (
-               SELECT CASE
-                   WHEN s.details IS NULL THEN NULL
-                   WHEN pg_catalog.jsonb_typeof(s.details) <> 'object'
-                        OR pg_catalog.jsonb_path_exists(s.details,
-                               'strict $.**{64} ? (@.type() == "object" || @.type() == "array")') THEN s.details::text
-                   ELSE (SELECT CASE WHEN pg_catalog.octet_length(o.c) > 65536 THEN s.details::text ELSE o.c END
-                           FROM (SELECT '{' || coalesce(pg_catalog.string_agg(
-                                            pg_catalog.to_json(m.key)::text || ':' ||
-                                            CASE pg_catalog.jsonb_typeof(m.value)
-                                                WHEN 'object' THEN forgeyard_pl.audit_json(m.value)
-                                                WHEN 'array' THEN forgeyard_pl.audit_json(m.value)
-                                                WHEN 'number' THEN
-                                                    CASE WHEN pg_catalog.strpos(m.value::text, '.') > 0
-                                                         THEN pg_catalog.rtrim(pg_catalog.rtrim(m.value::text, '0'), '.')
-                                                         ELSE m.value::text END
-                                                ELSE m.value::text END,
-                                            ',' ORDER BY m.key COLLATE pg_catalog."C"), '') || '}'
-                                   FROM pg_catalog.jsonb_each(s.details) m) o(c))
-                   END) x(d)
+              CROSS JOIN LATERAL forgeyard_pl.audit_stored_details(s.details) x(d)
              WHERE s.tenant_id = t AND s.seq >= from_seq AND s.seq <= coalesce(to_seq, 9223372036854775807)
              ORDER BY s.seq
         LOOP
@@ -845,8 +859,7 @@ DECLARE
     r record;
 BEGIN
     IF pg_catalog.getdatabaseencoding() <> 'UTF8' THEN
-        RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = 'the audit log needs a database with UTF8 encoding',
-            DETAIL = 'its hashes are over UTF-8 text, so that every store and the offline verifier agree';
+        PERFORM forgeyard_pl.audit_not_utf8();
     END IF;
     t := forgeyard_pl.name_arg('tenant', tenant, 128);
     IF from_seq IS NULL THEN
@@ -862,8 +875,8 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '@sqlstate.invalid_parameter@', MESSAGE = 'max_events must be between 1 and 10000';
     END IF;
     PERFORM forgeyard_pl.check_tenant(t);
-    -- details as core::canonical_details gives them (audit_json's object case, inline), or the
-    -- stored value where it would refuse it; counted in bytes of that text.
+    -- details as core::canonical_details gives them, or the stored value where it would refuse it
+    -- (audit_stored_details); counted in bytes of that text.
     FOR r IN
         SELECT s.seq, s.event_id, s.occurred_at, s.recorded_at, s.actor, s.action, s.resource, x.d,
                s.payload_digest, s.payload_ref, s.prev_hash, s.hash
@@ -871,26 +884,7 @@ BEGIN
                  WHERE p.tenant_id = t AND p.seq >= from_seq
                  ORDER BY p.seq
                  LIMIT max_events) s
-          CROSS JOIN LATERAL (
-           SELECT CASE
-               WHEN s.details IS NULL THEN NULL
-               WHEN pg_catalog.jsonb_typeof(s.details) <> 'object'
-                    OR pg_catalog.jsonb_path_exists(s.details,
-                           'strict $.**{64} ? (@.type() == "object" || @.type() == "array")') THEN s.details::text
-               ELSE (SELECT CASE WHEN pg_catalog.octet_length(o.c) > 65536 THEN s.details::text ELSE o.c END
-                       FROM (SELECT '{' || coalesce(pg_catalog.string_agg(
-                                        pg_catalog.to_json(m.key)::text || ':' ||
-                                        CASE pg_catalog.jsonb_typeof(m.value)
-                                            WHEN 'object' THEN forgeyard_pl.audit_json(m.value)
-                                            WHEN 'array' THEN forgeyard_pl.audit_json(m.value)
-                                            WHEN 'number' THEN
-                                                CASE WHEN pg_catalog.strpos(m.value::text, '.') > 0
-                                                     THEN pg_catalog.rtrim(pg_catalog.rtrim(m.value::text, '0'), '.')
-                                                     ELSE m.value::text END
-                                            ELSE m.value::text END,
-                                        ',' ORDER BY m.key COLLATE pg_catalog."C"), '') || '}'
-                               FROM pg_catalog.jsonb_each(s.details) m) o(c))
-               END) x(d)
+          CROSS JOIN LATERAL forgeyard_pl.audit_stored_details(s.details) x(d)
          ORDER BY s.seq
     LOOP
         EXIT WHEN bytes >= 8388608;
@@ -916,8 +910,7 @@ DECLARE
     d text;
 BEGIN
     IF pg_catalog.getdatabaseencoding() <> 'UTF8' THEN
-        RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = 'the audit log needs a database with UTF8 encoding',
-            DETAIL = 'its hashes are over UTF-8 text, so that every store and the offline verifier agree';
+        PERFORM forgeyard_pl.audit_not_utf8();
     END IF;
     PERFORM forgeyard_pl.name_arg('tenant', tenant, 128);
     IF seq IS NULL THEN
@@ -957,8 +950,7 @@ END
 -- @body fy_audit_canonical_details
 BEGIN
     IF pg_catalog.getdatabaseencoding() <> 'UTF8' THEN
-        RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = 'the audit log needs a database with UTF8 encoding',
-            DETAIL = 'its hashes are over UTF-8 text, so that every store and the offline verifier agree';
+        PERFORM forgeyard_pl.audit_not_utf8();
     END IF;
     IF details IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '@sqlstate.null_value@', MESSAGE = 'details must not be NULL';

@@ -39,6 +39,17 @@ BEGIN
 END
 $$;
 
+-- FY001 for renew and fence: epoch is not the live grant of resource.
+CREATE FUNCTION forgeyard_pl.lease_stale(p_epoch bigint, p_resource text)
+    RETURNS void LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = '@sqlstate.stale_fence@',
+        MESSAGE = pg_catalog.format('lease epoch %s is not the live grant of "%s"', p_epoch, p_resource),
+        DETAIL = 'the lease expired, was released, or was taken over; stop work';
+END
+$$;
+
 -- @body fy_lease_acquire
 -- The row is read locked FOR UPDATE; only a first grant is an INSERT, and a concurrent first
 -- grant makes it a no-op: the loop then locks that row. A row deleted while we waited for its
@@ -136,9 +147,7 @@ BEGIN
        AND l.epoch OPERATOR(pg_catalog.=) t_epoch
        AND l.released_at IS NULL AND l.reaped_at IS NULL AND l.expires_at OPERATOR(pg_catalog.>) now_at;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '@sqlstate.stale_fence@',
-            MESSAGE = pg_catalog.format('lease epoch %s is not the live grant of "%s"', t_epoch, t_resource),
-            DETAIL = 'the lease expired, was released, or was taken over; stop work';
+        PERFORM forgeyard_pl.lease_stale(t_epoch, t_resource);
     END IF;
     RETURN until;
 END
@@ -190,9 +199,7 @@ BEGIN
        AND l.released_at IS NULL AND l.reaped_at IS NULL AND l.expires_at OPERATOR(pg_catalog.>) now_at
        FOR KEY SHARE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '@sqlstate.stale_fence@',
-            MESSAGE = pg_catalog.format('lease epoch %s is not the live grant of "%s"', t_epoch, t_resource),
-            DETAIL = 'the lease expired, was released, or was taken over; stop work';
+        PERFORM forgeyard_pl.lease_stale(t_epoch, t_resource);
     END IF;
 END
 

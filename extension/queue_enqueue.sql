@@ -6,13 +6,16 @@
 -- @helper
 -- queue::admit: takes room for one message of `bytes` of class `priority` in a capacity slot of
 -- queue `q` (a forgeyard.queues row) and returns the slot, with its usage read under its lock
--- before this message (o_messages, o_bytes). FY020 when no slot admits the class. The first slot
+-- before this message (o_messages, o_bytes). FY020 when no slot admits the class; with `refuse`
+-- false, NULLs instead (topic_deliver's dead-letter subscriptions: admission refuses before it
+-- changes anything, and an EXCEPTION block around it would release the slot locks it took and,
+-- its subtransaction per delivery, slow long publish transactions with every event). The first slot
 -- from this call's starting slot (one further per call of the backend) that no other producer
 -- holds is locked FOR UPDATE SKIP LOCKED and, if the class still fits, takes the message.
 -- Otherwise every slot is read without a lock (the candidates: those that would admit it), and
 -- one candidate at a time is locked: first only one no other producer holds, then, waiting, one
 -- this transaction may wait for (queue_held_may_wait); re-checked under the lock.
-CREATE FUNCTION forgeyard_pl.queue_admit(q record, priority integer, bytes bigint,
+CREATE FUNCTION forgeyard_pl.queue_admit(q record, priority integer, bytes bigint, refuse boolean DEFAULT true,
                                          OUT o_slot integer, OUT o_messages bigint, OUT o_bytes bigint)
     LANGUAGE plpgsql
     AS $$
@@ -145,6 +148,9 @@ BEGIN
         EXIT WHEN chosen >= 0;
     END LOOP;
     IF chosen < 0 THEN
+        IF NOT refuse THEN
+            RETURN;  -- (o_slot, o_messages, o_bytes NULL)
+        END IF;
         RAISE EXCEPTION USING ERRCODE = '@sqlstate.queue_full@',
             MESSAGE = format('queue "%s" is full for priority class %s', q.queue, forgeyard_pl.queue_priority_name(priority)),
             DETAIL = format('class %s is admitted up to %s%% of max_messages and max_bytes',

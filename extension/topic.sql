@@ -48,152 +48,6 @@ BEGIN
 END
 $$;
 
--- queue_admit (queue_enqueue.sql) for a subscription that takes a full backlog as a dead letter:
--- the same admission, the same row locks kept to commit and the same ledger and rotation, but the
--- slot is returned, or NULL where queue_admit raises FY020. The C++ edition catches admit's FY020
--- without a subtransaction (admit refuses before it changes anything); an EXCEPTION block here
--- would release the locks admit took and, its subtransaction per delivery, make long publish
--- transactions slower with every event. A copy of queue_admit's body: keep the two in step (until
--- queue_admit can be told not to raise).
-CREATE FUNCTION forgeyard_pl.topic_admit(q record, priority integer, bytes bigint)
-    RETURNS integer LANGUAGE plpgsql
-    AS $$
-DECLARE
-    rotation text := current_setting('forgeyard_pl.rotation_admit', true);
-    rot bigint;
-    start integer;
-    n integer := q.slots;
-    pct bigint := CASE priority WHEN 0 THEN q.admit_emergency WHEN 1 THEN q.admit_security_control
-                                WHEN 2 THEN q.admit_realtime WHEN 3 THEN q.admit_interactive
-                                WHEN 4 THEN q.admit_background ELSE q.admit_bulk END;
-    -- queue_held_key(tenant, queue, 'c', slot) is this prefix and the slot's two hex digits
-    key_prefix text := encode(convert_to(q.tenant_id, 'UTF8'), 'hex') || '00' || encode(convert_to(q.queue, 'UTF8'), 'hex')
-                       || '0063';
-    held text;
-    key text;
-    s integer;
-    i integer;
-    um bigint;
-    ub bigint;
-    share bigint;
-    lim_m bigint;
-    lim_b bigint;
-    candidates integer[] := '{}';
-    wait boolean;
-    chosen integer := -1;
-BEGIN
-    -- Each call starts one slot further than the last (from this backend's pid): one producer's
-    -- messages spread over the slots (forgeyard_pl.queue_rotate, inline).
-    rot := CASE WHEN rotation IS NULL OR rotation = '' THEN pg_backend_pid() ELSE rotation::bigint END;
-    PERFORM set_config('forgeyard_pl.rotation_admit', ((rot + 1) % 4294967296)::text, false);
-    start := (rot % n)::integer;
-    FOR i IN 0 .. n - 1 LOOP
-        s := (start + i) % n;
-        SELECT a.admitted_messages - r.released_messages
-                   - COALESCE((SELECT sum(d.released_messages) FROM forgeyard.queue_release_deltas d
-                                WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint,
-               a.admitted_bytes - r.released_bytes
-                   - COALESCE((SELECT sum(d.released_bytes) FROM forgeyard.queue_release_deltas d
-                                WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint
-          INTO um, ub
-          FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r
-            ON r.tenant_id = a.tenant_id AND r.queue = a.queue AND r.slot = a.slot
-         WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue AND a.slot = s
-         FOR UPDATE OF a SKIP LOCKED;
-        IF NOT FOUND THEN
-            EXIT WHEN NOT EXISTS (SELECT FROM forgeyard.queue_slots a
-                                   WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue AND a.slot = s);
-            CONTINUE;  -- another producer's
-        END IF;
-        -- (forgeyard_pl.queue_held_took, inline)
-        key := key_prefix || lpad(to_hex(s), 2, '0');
-        held := current_setting('forgeyard_pl.held', true);
-        IF held IS NULL OR held = '' OR key > held COLLATE "C" THEN
-            PERFORM set_config('forgeyard_pl.held', key, true);
-        END IF;
-        -- (forgeyard_pl.queue_class_limit, inline)
-        share := q.max_messages / n + CASE WHEN s < q.max_messages % n THEN 1 ELSE 0 END;
-        lim_m := share / 100 * pct + share % 100 * pct / 100;
-        share := q.max_bytes / n + CASE WHEN s < q.max_bytes % n THEN 1 ELSE 0 END;
-        lim_b := share / 100 * pct + share % 100 * pct / 100;
-        IF um + 1 <= lim_m AND ub + bytes <= lim_b THEN
-            UPDATE forgeyard.queue_slots a
-               SET admitted_messages = a.admitted_messages + 1, admitted_bytes = a.admitted_bytes + bytes
-             WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue AND a.slot = s;
-            RETURN s;
-        END IF;
-        EXIT;
-    END LOOP;
-    -- Candidates by the current counts (an undercount of releases only refuses early).
-    FOR s, um, ub IN
-        SELECT a.slot, a.admitted_messages - r.released_messages
-                          - COALESCE((SELECT sum(d.released_messages) FROM forgeyard.queue_release_deltas d
-                                       WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint,
-                      a.admitted_bytes - r.released_bytes
-                          - COALESCE((SELECT sum(d.released_bytes) FROM forgeyard.queue_release_deltas d
-                                       WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint
-          FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r
-            ON r.tenant_id = a.tenant_id AND r.queue = a.queue AND r.slot = a.slot
-         WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue
-         ORDER BY (a.slot + start) % n
-    LOOP
-        IF um + 1 <= (forgeyard_pl.queue_class_limit(q, priority, s)).messages
-           AND ub + bytes <= (forgeyard_pl.queue_class_limit(q, priority, s)).bytes THEN
-            candidates := candidates || s;
-        END IF;
-    END LOOP;
-    -- One candidate at a time: first one no other producer holds, then, waiting, one this
-    -- transaction may wait for; re-checked under the lock.
-    FOREACH wait IN ARRAY ARRAY[false, true] LOOP
-        FOREACH s IN ARRAY candidates LOOP
-            CONTINUE WHEN wait AND NOT forgeyard_pl.queue_held_may_wait(key_prefix || lpad(to_hex(s), 2, '0'));
-            IF wait THEN
-                SELECT a.admitted_messages - r.released_messages
-                           - COALESCE((SELECT sum(d.released_messages) FROM forgeyard.queue_release_deltas d
-                                        WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint,
-                       a.admitted_bytes - r.released_bytes
-                           - COALESCE((SELECT sum(d.released_bytes) FROM forgeyard.queue_release_deltas d
-                                        WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint
-                  INTO um, ub
-                  FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r
-                    ON r.tenant_id = a.tenant_id AND r.queue = a.queue AND r.slot = a.slot
-                 WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue AND a.slot = s
-                 FOR UPDATE OF a;
-            ELSE
-                SELECT a.admitted_messages - r.released_messages
-                           - COALESCE((SELECT sum(d.released_messages) FROM forgeyard.queue_release_deltas d
-                                        WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint,
-                       a.admitted_bytes - r.released_bytes
-                           - COALESCE((SELECT sum(d.released_bytes) FROM forgeyard.queue_release_deltas d
-                                        WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint
-                  INTO um, ub
-                  FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r
-                    ON r.tenant_id = a.tenant_id AND r.queue = a.queue AND r.slot = a.slot
-                 WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue AND a.slot = s
-                 FOR UPDATE OF a SKIP LOCKED;
-            END IF;
-            IF FOUND THEN
-                IF chosen < 0 AND um + 1 <= (forgeyard_pl.queue_class_limit(q, priority, s)).messages
-                   AND ub + bytes <= (forgeyard_pl.queue_class_limit(q, priority, s)).bytes THEN
-                    chosen := s;
-                END IF;
-                PERFORM forgeyard_pl.queue_held_took(key_prefix || lpad(to_hex(s), 2, '0'));
-            END IF;
-            EXIT WHEN chosen >= 0;
-        END LOOP;
-        EXIT WHEN chosen >= 0;
-    END LOOP;
-    IF chosen < 0 THEN
-        RETURN NULL;  -- (queue_admit raises FY020 here)
-    END IF;
-    UPDATE forgeyard.queue_slots a
-       SET admitted_messages = a.admitted_messages + 1, admitted_bytes = a.admitted_bytes + bytes
-     WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue AND a.slot = chosen;
-    RETURN chosen;
-END
-$$;
-
-
 -- topic::deliver: one event into one subscription queue `q` (a forgeyard.queues row) by the route's
 -- decision `routing`, admitted like enqueue (queue_admit, the partition head): FY020 when full and
 -- the subscription's on_full is reject (dead_letter false), else a dead letter backlog_full; a
@@ -231,21 +85,17 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '@sqlstate.invalid_parameter@',
             MESSAGE = format('partition_key is required: queue "%s" is partition-ordered', q.queue);
     END IF;
-    IF dead_letter THEN
-        -- Admission refuses before it changes anything: the subscription takes the event as a dead
-        -- letter.
-        v_slot := forgeyard_pl.topic_admit(q, ev_priority, ev_bytes);
-        IF v_slot IS NULL THEN
-            INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, partition_key, is_head, event_id,
-                                            payload, bytes, slot, enqueued_at, visible_at, last_error, error_class,
-                                            finished_at)
-            VALUES (nextval('forgeyard.message_ids'), q.tenant_id, q.queue, 'dead', ev_priority, ev_key, false, ev_id,
-                    NULL, ev_bytes, 0, at_time, at_time,
-                    format('subscription "%s" was full when the event was published', q.queue), 'backlog_full', at_time);
-            RETURN 2;
-        END IF;
-    ELSE
-        v_slot := (forgeyard_pl.queue_admit(q, ev_priority, ev_bytes)).o_slot;
+    -- FY020 when full, unless the subscription takes the event as a dead letter: then admission
+    -- refuses (NULL) before it changes anything.
+    v_slot := (forgeyard_pl.queue_admit(q, ev_priority, ev_bytes, NOT dead_letter)).o_slot;
+    IF v_slot IS NULL THEN
+        INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, partition_key, is_head, event_id,
+                                        payload, bytes, slot, enqueued_at, visible_at, last_error, error_class,
+                                        finished_at)
+        VALUES (nextval('forgeyard.message_ids'), q.tenant_id, q.queue, 'dead', ev_priority, ev_key, false, ev_id,
+                NULL, ev_bytes, 0, at_time, at_time,
+                format('subscription "%s" was full when the event was published', q.queue), 'backlog_full', at_time);
+        RETURN 2;
     END IF;
     -- The message's key (core::group_key) is its partition_key in a partition-ordered queue; an
     -- event has no fairness_key, so elsewhere every message is a head.

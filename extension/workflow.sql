@@ -278,6 +278,28 @@ BEGIN
 END
 $$;
 
+-- The position a step call names (p_named) or, NULL, the epoch's current step (workflow_cursor,
+-- and 22023 unless p_step is that step), checked as p_function (workflow_step_fail, workflow_sleep)
+-- checks it: a named position by workflow_check_named.
+CREATE FUNCTION forgeyard_pl.workflow_step_position(p_tenant text, p_run uuid, p_epoch bigint, p_named integer,
+                                                    p_step text, p_function text)
+    RETURNS integer LANGUAGE plpgsql
+    AS $$
+DECLARE
+    c record;
+BEGIN
+    IF p_named IS NULL THEN
+        c := forgeyard_pl.workflow_cursor(p_tenant, p_run, p_epoch);
+        IF NOT (c.position >= 1 AND coalesce(c.step = p_step, false)) THEN
+            PERFORM forgeyard_pl.workflow_check_current(c.position, c.step, p_step, p_function);
+        END IF;
+        RETURN c.position;
+    END IF;
+    PERFORM forgeyard_pl.workflow_check_named(p_tenant, p_run, p_named, p_step, p_function);
+    RETURN p_named;
+END
+$$;
+
 -- The run's next message (payload: the run id's 16 bytes) on its definition's queue, visible after
 -- p_delay microseconds, through forgeyard.enqueue as the C++ edition calls it.
 CREATE FUNCTION forgeyard_pl.workflow_enqueue(p_tenant text, p_queue text, p_run uuid, p_priority integer,

@@ -226,7 +226,6 @@ DECLARE
     named integer;
     now_at timestamptz;
     o record;
-    c record;
     pos integer;
     q text;
     outcome text := 'failed';
@@ -239,16 +238,7 @@ BEGIN
     now_at := forgeyard.now();
     PERFORM forgeyard_pl.check_tenant(t_tenant);
     o := forgeyard_pl.workflow_owned(t_tenant, t_run, t_epoch, now_at, 'running', true);
-    IF named IS NULL THEN
-        c := forgeyard_pl.workflow_cursor(t_tenant, t_run, t_epoch);
-        IF NOT (c.position >= 1 AND coalesce(c.step = t_step, false)) THEN
-            PERFORM forgeyard_pl.workflow_check_current(c.position, c.step, t_step, 'workflow_step_fail');
-        END IF;
-        pos := c.position;
-    ELSE
-        PERFORM forgeyard_pl.workflow_check_named(t_tenant, t_run, named, t_step, 'workflow_step_fail');
-        pos := named;
-    END IF;
+    pos := forgeyard_pl.workflow_step_position(t_tenant, t_run, t_epoch, named, t_step, 'workflow_step_fail');
     IF NOT forgeyard_pl.workflow_record_failed(t_tenant, t_run, pos, t_step, t_error, t_epoch, now_at) THEN
         PERFORM forgeyard_pl.workflow_step_recorded(t_step, t_run, pos, true);
     END IF;
@@ -381,7 +371,6 @@ DECLARE
     named integer;
     now_at timestamptz;
     o record;
-    c record;
     pos integer;
     rec record;
     wake timestamptz;
@@ -397,16 +386,7 @@ BEGIN
     now_at := forgeyard.now();
     PERFORM forgeyard_pl.check_tenant(t_tenant);
     o := forgeyard_pl.workflow_owned(t_tenant, t_run, t_epoch, now_at, 'running', true);
-    IF named IS NULL THEN
-        c := forgeyard_pl.workflow_cursor(t_tenant, t_run, t_epoch);
-        IF NOT (c.position >= 1 AND coalesce(c.step = t_step, false)) THEN
-            PERFORM forgeyard_pl.workflow_check_current(c.position, c.step, t_step, 'workflow_sleep');
-        END IF;
-        pos := c.position;
-    ELSE
-        PERFORM forgeyard_pl.workflow_check_named(t_tenant, t_run, named, t_step, 'workflow_sleep');
-        pos := named;
-    END IF;
+    pos := forgeyard_pl.workflow_step_position(t_tenant, t_run, t_epoch, named, t_step, 'workflow_sleep');
     SELECT j.status, j.wake_at INTO rec FROM forgeyard.wf_journal j
      WHERE j.tenant_id = t_tenant AND j.run_id = t_run AND j.position = pos;
     -- A sleep journaled before keeps its end (replayed code may compute another one).

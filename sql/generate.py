@@ -25,7 +25,8 @@ for `sym`:
     -- @body sym            (a PL/pgSQL body, DECLARE ... BEGIN ... END)
     -- @body sym sql        (an SQL body)
     -- @helper              (CREATE statements of the PL/pgSQL edition's own functions, in the
-                             schema forgeyard_pl; PL/pgSQL only)
+                             schema forgeyard_pl; PL/pgSQL, or SQL where the planner should
+                             inline them)
 
 A block runs to the next marker. A declared symbol without a body, or a body for no declared
 symbol, is an error: the PL/pgSQL edition has every function of the API. `@EDITION@` and `@VERSION@` are replaced everywhere, and in the
