@@ -125,14 +125,17 @@ server_suites() {
   check format-check scripts/lint.sh --format
   pgtap_edition cpp "C++ edition: CREATE EXTENSION in each file's transaction"
   pgtap_edition plpgsql "PL/pgSQL edition: its plain script, run by a role that is not superuser"
-  echo "== isolation: concurrent sessions on the hot paths (pg_isolation_regress, tests/isolation)"
-  local ran=0 ok bad
-  tests/isolation/run.sh >build/isolation.log 2>&1 || ran=$?
-  cat build/isolation.log
-  ok=$(grep -cE '^test .* \.\.\. ok' build/isolation.log)
-  bad=$(grep -cE '^test .* \.\.\. FAILED' build/isolation.log)
-  [ "$ran" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
-  count isolation "$ok" "$bad"
+  local edition
+  for edition in cpp plpgsql; do
+    echo "== isolation, $edition edition: concurrent sessions on the hot paths (pg_isolation_regress, tests/isolation)"
+    local ran=0 ok bad
+    ISOLATION_OUT=$(mktemp -d) tests/isolation/run.sh "$edition" >"build/isolation-$edition.log" 2>&1 || ran=$?
+    cat "build/isolation-$edition.log"
+    ok=$(grep -cE '^test .* \.\.\. ok' "build/isolation-$edition.log")
+    bad=$(grep -cE '^test .* \.\.\. FAILED' "build/isolation-$edition.log")
+    [ "$ran" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
+    count "isolation-$edition" "$ok" "$bad"
+  done
   [ $quick = 1 ] && return 0
 
   echo "== hot paths under DDL: REINDEX CONCURRENTLY, VACUUM FULL, ALTER TABLE while workers run"
