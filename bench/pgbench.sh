@@ -12,6 +12,7 @@
 #   FY_PGBENCH_SCALE=100 transaction counts of FY_PGBENCH_SECONDS=0, in percent
 #   FY_PGBENCH_SYNC=on   synchronous_commit (off: CPU alone, no commit wait)
 #   FY_PGBENCH_ONLY=     only lines whose name matches this regular expression
+#   FY_PGBENCH_CLIENTS="1 2"  the client counts of each line
 #   FY_PGBENCH_WAITS=0   1: during each timed run, the share of the active pgbench backends'
 #                        samples (every 10 ms, pg_stat_activity) per wait event on stderr, with
 #                        Lock:transactionid (waiting for another transaction's row) first
@@ -33,6 +34,7 @@ only=${FY_PGBENCH_ONLY:-}
 statements=${FY_PGBENCH_STATEMENTS:-0}
 waits=${FY_PGBENCH_WAITS:-0}
 editions=${FY_PGBENCH_EDITIONS:-0}
+client_counts=${FY_PGBENCH_CLIENTS:-1 2}
 scripts=bench/pgbench
 source scripts/lib/cluster.sh
 trap cluster_stop EXIT
@@ -244,7 +246,7 @@ for round in $(seq "$rounds"); do
     read -r name base fy t m target kind <<<"$line"
     [ -n "$only" ] && ! [[ "$name" =~ $only ]] && continue
     t=$((t * scale / 100))
-    for clients in 1 2; do
+    for clients in $client_counts; do
       fill=$((clients * t * m + 1000))
       [ "$seconds" -gt 0 ] && fill=$((clients * seconds * 12000 * (m > 1 ? 4 : 1) + 1000))
       db=$PGDATABASE
