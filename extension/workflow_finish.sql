@@ -1,5 +1,5 @@
 -- The PL/pgSQL edition of the calls that end, stop, extend or resume a workflow run
--- (extension/workflow.cpp): complete, fail and park by its owner (end_run), extend, and cancel
+-- (extension/workflow_finish.cpp): complete, fail and park by its owner (end_run), extend, and cancel
 -- and retry by an operator.
 
 -- @helper

@@ -1,4 +1,4 @@
--- The PL/pgSQL edition of the workflow reads (extension/workflow.cpp): a run's status and journal,
+-- The PL/pgSQL edition of the workflow reads (extension/workflow_read.cpp): a run's status and journal,
 -- and the tenant's runs.
 
 -- @helper

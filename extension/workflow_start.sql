@@ -1,4 +1,4 @@
--- The PL/pgSQL edition of workflow_start and workflow_claim (extension/workflow.cpp): a run
+-- The PL/pgSQL edition of workflow_start and workflow_claim (extension/workflow_start.cpp): a run
 -- started in the caller's transaction, idempotent by run_key, handed out through the queue of its
 -- definition; a claim owns each run it hands out under the claim token of its delivery (the run's
 -- epoch), takes over runs whose owner's lease ran out, and ends runs whose deliveries lapsed on

@@ -1,4 +1,4 @@
--- The PL/pgSQL edition of the journal writes of workflow runs (extension/workflow.cpp): steps,
+-- The PL/pgSQL edition of the journal writes of workflow runs (extension/workflow_step.cpp): steps,
 -- their results and failures, compensations, durable timers, waits for signals and signals. Every
 -- write is fenced by the owner's epoch (forgeyard_pl.workflow_owned: FY001 for a stale owner).
 
