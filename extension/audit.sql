@@ -355,7 +355,8 @@ $$;
 -- Trigger on audit_events: the log is append-only for every role.
 BEGIN
     RAISE EXCEPTION USING ERRCODE = '@sqlstate.append_only@',
-        MESSAGE = 'forgeyard.audit_events is append-only: ' || TG_OP || ' is not allowed',
+        -- (no pinned search_path here: the operator is named in full)
+        MESSAGE = pg_catalog.format('forgeyard.audit_events is append-only: %s is not allowed', TG_OP),
         DETAIL = 'audit events are never changed or removed; append a correcting event instead';
 END
 

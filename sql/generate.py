@@ -112,6 +112,17 @@ def to_plpgsql(text, bodies, missing, used):
     return DECLARATION.sub(replace, text)
 
 
+def redefinitions(source, bodies, missing, used):
+    """Every C-declared function of the source with its current body, as CREATE OR REPLACE: an
+    upgrade step of the PL/pgSQL edition ends with them, so that a body fixed in extension/*.sql
+    reaches databases installed at an earlier version (the C++ edition's arrive with the library)."""
+    out = ["\n-- Every function's body as this version has it (sql/generate.py).\n"]
+    for m in DECLARATION.finditer(source):
+        decl = re.sub(r"^CREATE FUNCTION ", "CREATE OR REPLACE FUNCTION ", m.group(0))
+        out.append(to_plpgsql(decl, bodies, missing, used) + ";\n")
+    return "".join(out)
+
+
 def strip_guard(text):
     # The "\echo Use CREATE EXTENSION ... \quit" line: a psql meta-command.
     return re.sub(r"^\\echo .*\\quit\n", "", text, flags=re.M)
@@ -156,7 +167,7 @@ def schemas(plain_install):
 
 def helper_section(helpers):
     out = ["\n-- The PL/pgSQL edition's own functions (extension/*.sql, @helper).\n"]
-    out.extend(h + "\n" for h in helpers)
+    out.extend(re.sub(r"^CREATE FUNCTION ", "CREATE OR REPLACE FUNCTION ", h, flags=re.M) + "\n" for h in helpers)
     out.append("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA forgeyard_pl FROM PUBLIC;\n")
     return "".join(out)
 
@@ -179,6 +190,8 @@ def embed(path, scripts):
             chunk += line
         chunks.append(chunk)
         for c in chunks:
+            if len(c.encode()) > 65000:
+                sys.exit("a line of a script is longer than a C++ string literal may be")
             if ")fy_sql\"" in c:
                 sys.exit("a script contains the raw string delimiter )fy_sql\"")
         return ", ".join(f'R"fy_sql({c})fy_sql"' for c in chunks)
@@ -231,9 +244,15 @@ def main():
         write(os.path.join(out, "cpp", name), substitute(text, "cpp", to))
         if version_tuple(frm) >= PLPGSQL_SINCE:
             pl = to_plpgsql(strip_guard(substitute(text, "plpgsql", to)), bodies, missing, used)
+            pl += redefinitions(substitute(source, "plpgsql", version), bodies, missing, used)
             write(os.path.join(out, "plpgsql", name), unchecked(pl + helper_section(helpers)))
             write(os.path.join(out, "plpgsql", f"plain--{frm}--{to}.sql"),
                   recorded(unchecked(plain(pl) + helper_section(helpers)), to))
+    for n in os.listdir(os.path.join(out, "plpgsql")):
+        text = read(os.path.join(out, "plpgsql", n)) if n.endswith(".sql") else ""
+        code = re.sub(r"--[^\n]*", "", text)
+        if re.search(r"MODULE_PATHNAME|\bLANGUAGE\s+c\b", code, re.I):
+            sys.exit(f"{n}: a declaration the generator did not turn into PL/pgSQL (LANGUAGE c or MODULE_PATHNAME left)")
     if embed_to:
         pl = os.path.join(out, "plpgsql")
         embed(embed_to, {n: read(os.path.join(pl, n)) for n in os.listdir(pl) if n.endswith(".sql")})

@@ -53,7 +53,8 @@ std::string seconds(microseconds d) {
 std::string upgrade_hint(const DoctorFacts& f) {
   if (f.installed_edition == "plpgsql")
     return "forgeyard storage install --edition plpgsql, with the forgeyard of version " + f.expected_schema +
-           " (ALTER EXTENSION forgeyard UPDATE where pg_tle installed it)";
+           " (where pg_tle installed it: forgeyard storage install --print pg_tle, then ALTER EXTENSION forgeyard "
+           "UPDATE)";
   return "ALTER EXTENSION forgeyard UPDATE TO '" + f.expected_schema + "'";
 }
 

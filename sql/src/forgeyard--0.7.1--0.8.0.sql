@@ -32,6 +32,9 @@ COMMENT ON FUNCTION forgeyard.version() IS
 
 REVOKE ALL ON FUNCTION forgeyard.version() FROM PUBLIC;
 
+COMMENT ON FUNCTION forgeyard.now() IS
+  'The clock that decides expiry: clock_timestamp(), or the setting forgeyard.now_override when set (tests) by a superuser or, in the PL/pgSQL edition, the installation''s owner.';
+
 INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('usage',   'EXECUTE', 'FUNCTION forgeyard.edition()'),
     ('inspect', 'EXECUTE', 'FUNCTION forgeyard.edition()'),

@@ -16,13 +16,14 @@
 -- Clock
 -------------------------------------------------------------------------------------------------
 
--- forgeyard.now_override, the setting that moves this clock, is defined by the library when it
--- loads (extension/pg/clock.cpp), not here.
+-- forgeyard.now_override, the setting that moves this clock, is defined by the C++ edition's
+-- library when it loads (extension/pg/clock.cpp: superuser-only), not here; in the PL/pgSQL edition
+-- it is a placeholder that moves the clock only for superusers and the owner (extension/now.sql).
 CREATE FUNCTION forgeyard.now() RETURNS timestamptz
     LANGUAGE c VOLATILE PARALLEL SAFE
     AS 'MODULE_PATHNAME', 'fy_now';
 COMMENT ON FUNCTION forgeyard.now() IS
-  'The clock that decides expiry: clock_timestamp(), or the superuser-only setting forgeyard.now_override when set (tests).';
+  'The clock that decides expiry: clock_timestamp(), or the setting forgeyard.now_override when set (tests) by a superuser or, in the PL/pgSQL edition, the installation''s owner.';
 
 CREATE FUNCTION forgeyard.edition() RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE

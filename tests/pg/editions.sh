@@ -22,7 +22,7 @@ cli=$(realpath "$build/forgeyard")
 out=$CLUSTER_DIR/editions
 mkdir -p "$out"
 owner=fy_owner
-dbs=(fy_ed_cpp fy_ed_cpp2 fy_ed_pl fy_ed_psql fy_ed_twice fy_ed_nocreate fy_ed_restored)
+dbs=(fy_ed_cpp fy_ed_cpp2 fy_ed_pl fy_ed_psql fy_ed_twice fy_ed_nocreate fy_ed_restored fy_ed_switched)
 
 q() { psql -X -q -v ON_ERROR_STOP=1 -At -d "$1" -c "$2"; }
 check() {  # check DB DESCRIPTION CONDITION
@@ -32,11 +32,11 @@ check() {  # check DB DESCRIPTION CONDITION
 url() {  # url DB [ROLE]
   echo "postgresql://${2:-$owner}@/$1?host=$PGHOST&port=$PGPORT"
 }
-refused() {  # refused DESCRIPTION SQLSTATE-OR-TEXT COMMAND...: exits non-zero, says why on stderr
-  local what=$1 expect=$2 rc=0
-  shift 2
+refused() {  # refused DESCRIPTION EXIT TEXT COMMAND...: exits EXIT (4: refused), TEXT on stderr
+  local what=$1 code=$2 expect=$3 rc=0
+  shift 3
   "$@" >"$out/refused.out" 2>"$out/refused.err" || rc=$?
-  if [ "$rc" -eq 0 ] || ! grep -q -- "$expect" "$out/refused.err"; then
+  if [ "$rc" -ne "$code" ] || ! grep -q -- "$expect" "$out/refused.err"; then
     echo "FAIL: $what: exit $rc, stderr:"; cat "$out/refused.err"; exit 1
   fi
   [ ! -s "$out/refused.out" ] || { echo "FAIL: $what printed on stdout:"; cat "$out/refused.out"; exit 1; }
@@ -104,9 +104,18 @@ check fy_ed_pl "run again, storage install records no second install" "(SELECT c
 
 # Two installers at once into one empty database: one installs, the other waits for its lock and
 # then finds nothing to do.
+# The lock is held first, so both are running before either can start.
+psql -X -q -d fy_ed_twice -c "SELECT pg_advisory_lock(28839325086085748), pg_sleep(3)" >/dev/null &
+holder=$!
+sleep 0.5
 "$cli" --store "$(url fy_ed_twice)" storage install --edition plpgsql >"$out/twice-1.txt" 2>/dev/null &
 first=$!
-"$cli" --store "$(url fy_ed_twice)" storage install --edition plpgsql >"$out/twice-2.txt" 2>/dev/null
+"$cli" --store "$(url fy_ed_twice)" storage install --edition plpgsql >"$out/twice-2.txt" 2>/dev/null &
+second=$!
+sleep 1.5
+[ "$(q fy_ed_twice "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")" = 2 ] ||
+  { echo "FAIL: the two installers do not both wait for the install lock"; exit 1; }
+wait "$holder" "$second"
 wait "$first"
 actions=$(cat "$out/twice-1.txt" "$out/twice-2.txt" | grep '^action=' | sort | tr '\n' ' ')
 [ "$actions" = "action=installed action=unchanged " ] ||
@@ -132,6 +141,14 @@ diff -u "$out/cpp.txt" "$out/plpgsql-api.txt" || { echo "FAIL: the editions' cat
 echo "ok - the two editions' catalogs are equal but for languages, bodies and ownership ($(wc -l <"$out/cpp.txt") lines)"
 diff -u "$out/plpgsql.txt" "$out/psql.txt" || { echo "FAIL: psql -f and storage install give other catalogs"; exit 1; }
 echo "ok - psql -f of --print plpgsql and storage install give the same catalog"
+
+q fy_ed_pl "SELECT forgeyard.grant_usage('fy_ed_nocreate')" >/dev/null
+check fy_ed_pl "the edition's internal schema is closed: no USAGE and no EXECUTE for PUBLIC, nothing for a granted role" \
+  "NOT has_schema_privilege('public', 'forgeyard_pl', 'USAGE')
+   AND NOT EXISTS (SELECT FROM pg_proc p WHERE p.pronamespace = 'forgeyard_pl'::regnamespace
+                    AND (has_function_privilege('public', p.oid, 'EXECUTE')
+                         OR has_function_privilege('fy_ed_nocreate', p.oid, 'EXECUTE')))
+   AND NOT has_table_privilege('fy_ed_nocreate', 'forgeyard_pl.installs', 'SELECT')"
 
 # The test clock without the library: forgeyard.now_override is a placeholder any role may set, and
 # moves forgeyard.now() only for the installation's owner and superusers, never for another login.
@@ -175,23 +192,47 @@ for pair in "fy_ed_cpp fy_ed_psql" "fy_ed_pl fy_ed_cpp2"; do
 done
 dropdb fy_ed_cpp2
 
+# Switching editions (docs/operations.md, "Switching editions"): every row goes through a SQLite
+# file with storage copy into a new database of the other edition, which then holds the same leases
+# and epochs, queues and messages, and audit chain.
+q fy_ed_cpp "SELECT forgeyard.lease_acquire('sw', 'r', 'w', '1 hour');
+             SELECT forgeyard.queue_create('sw', 'q'); SELECT forgeyard.enqueue('sw', 'q', 'one');
+             SELECT forgeyard.enqueue('sw', 'q', 'two')" >/dev/null
+rm -f "$out/switch.db"
+"$cli" --store "$(url fy_ed_cpp postgres)" storage copy --to "sqlite://$out/switch.db" >/dev/null 2>&1 ||
+  { echo "FAIL: storage copy of the C++ edition's store to SQLite"; exit 1; }
+createdb -O "$owner" fy_ed_switched
+"$cli" --store "$(url fy_ed_switched)" storage install --edition plpgsql >/dev/null 2>&1
+"$cli" --store "sqlite://$out/switch.db" storage copy --to "$(url fy_ed_switched postgres)" >/dev/null 2>"$out/switch.err" ||
+  { echo "FAIL: storage copy into the PL/pgSQL edition:"; cat "$out/switch.err"; exit 1; }
+for sql in "SELECT epoch FROM forgeyard.lease_get('sw', 'r')" \
+           "SELECT string_agg(encode(payload, 'escape'), ',' ORDER BY msg_id) FROM forgeyard.messages WHERE tenant_id = 'sw'" \
+           "SELECT encode(hash, 'hex') FROM forgeyard.audit_head('t')"; do
+  [ "$(q fy_ed_cpp "$sql")" = "$(q fy_ed_switched "$sql")" ] ||
+    { echo "FAIL: after switching editions, $sql differs"; exit 1; }
+done
+check fy_ed_switched "switched to the PL/pgSQL edition: every lease, message and audit event kept, the chain verifies" \
+  "forgeyard.edition() = 'plpgsql' AND (SELECT ok FROM forgeyard.audit_verify('t'))
+   AND (SELECT count(*) = 2 FROM forgeyard.claim('sw', 'q', 'c', 10))"
+dropdb fy_ed_switched
+
 # Refusals, each changing nothing.
-refused "a role without CREATE on the database is refused, naming the privilege" "needs the CREATE privilege on database" \
+refused "a role without CREATE on the database is refused, naming the privilege" 4 "needs the CREATE privilege on database .* SQLSTATE 42501" \
   "$cli" --store "$(url fy_ed_nocreate fy_ed_nocreate)" storage install --edition plpgsql
 check fy_ed_nocreate "nothing was created" "to_regnamespace('forgeyard') IS NULL AND to_regnamespace('forgeyard_pl') IS NULL"
-refused "the PL/pgSQL edition does not go over the C++ edition" "installed in this database as the cpp edition" \
+refused "the PL/pgSQL edition does not go over the C++ edition" 4 "installed in this database as the cpp edition.*SQLSTATE 42710" \
   "$cli" --store "$(url fy_ed_cpp postgres)" storage install --edition plpgsql
-refused "the C++ edition does not go over the PL/pgSQL edition" "installed in this database as the plpgsql edition" \
+refused "the C++ edition does not go over the PL/pgSQL edition" 4 "installed in this database as the plpgsql edition.*SQLSTATE 42710" \
   "$cli" --store "$(url fy_ed_pl)" storage install --edition cpp
-refused "psql -f of the plain script refuses a database holding the C++ edition" "installed in this database as an extension" \
+refused "psql -f of the plain script refuses a database holding the C++ edition" 3 "installed in this database as an extension" \
   psql -X -q -v ON_ERROR_STOP=1 -d fy_ed_cpp -f "$out/plpgsql.sql"
 check fy_ed_cpp "the C++ edition is left as it was" "forgeyard.edition() = 'cpp' AND to_regnamespace('forgeyard_pl') IS NULL"
 q fy_ed_pl "INSERT INTO forgeyard_pl.installs (version) VALUES ('99.0.0')"
-refused "a database at a newer version is refused" "newer than this script" \
+refused "a database at a newer version is refused" 4 "newer than this script.*SQLSTATE 22023" \
   "$cli" --store "$(url fy_ed_pl)" storage install --edition plpgsql
 check fy_ed_pl "and kept as it was" "forgeyard.version() = '99.0.0'"
 q fy_ed_pl "DELETE FROM forgeyard_pl.installs WHERE version = '99.0.0'"
-refused "a SQLite store is refused" "storage install is for PostgreSQL" \
+refused "a SQLite store is refused" 4 "storage install is for PostgreSQL" \
   "$cli" --store "sqlite://$out/none.db" storage install
 [ ! -e "$out/none.db" ] || { echo "FAIL: storage install created a SQLite file"; exit 1; }
 

@@ -46,7 +46,7 @@ cat >>"$dir/data/postgresql.conf" <<CONF
 listen_addresses = ''
 port = $port
 unix_socket_directories = '$dir'
-shared_preload_libraries = 'pg_tle'
+shared_preload_libraries = 'pg_tle, pg_stat_statements'  # pg_stat_statements: as the test command's cluster
 CONF
 cluster_as_owner "$pg/lib/postgresql/15/bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
 export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
@@ -76,6 +76,11 @@ check fy_tle "its API works for the role that created it" \
   "(SELECT acquired FROM forgeyard.lease_acquire('t', 'r', 'w', '1 minute'))" tle_admin
 check fy_tle "its tables are registered for pg_dump" \
   "(SELECT cardinality(extconfig) > 10 FROM pg_extension WHERE extname = 'forgeyard')" tle_admin
+"$cli" --store "postgresql://tle_admin@/fy_tle?host=$dir&port=$port" storage install >"$dir/install.txt" 2>&1
+grep -q '^edition=plpgsql$' "$dir/install.txt" && grep -q '^action=unchanged$' "$dir/install.txt" ||
+  { echo "FAIL: storage install on the pg_tle install:"; cat "$dir/install.txt"; exit 1; }
+echo "ok - storage install finds the pg_tle install of this version and changes nothing"
+# (No earlier version of the PL/pgSQL edition exists yet: the update below has no step to take.)
 q -U tle_admin -d fy_tle -c "ALTER EXTENSION forgeyard UPDATE"
 check fy_tle "ALTER EXTENSION forgeyard UPDATE: already at the default version" \
   "(SELECT extversion = '$(cat VERSION)' FROM pg_extension WHERE extname = 'forgeyard')" tle_admin

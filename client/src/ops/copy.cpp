@@ -678,20 +678,18 @@ std::optional<std::string> sqlite_path_of(const std::string& url) {
 }
 
 void require_empty_pg(PgConnection& conn, const std::string& url) {
-  const PgStatement s{"", "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'", 0};
-  PgResult r = conn.exec(s, {});
-  if (r.rows() == 0)
-    refuse("the forgeyard extension is not installed in " + redact(url) + " (CREATE EXTENSION forgeyard)");
-  if (r.text(0, 0) != std::string(version()))
-    refuse("the target's extension is " + r.text(0, 0) + ", this forgeyard is " + std::string(version()) +
-           " (ALTER EXTENSION forgeyard UPDATE)");
-  const auto used =
-      pg_rows(conn,
-              "SELECT c.oid::pg_catalog.regclass::pg_catalog.text FROM pg_catalog.pg_class c"
-              " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
-              " WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'forgeyard')"
-              " AND n.nspname NOT LIKE 'pg\\_%' LIMIT 5",
-              1);
+  const std::string installed = pg_installed_version(conn);
+  if (installed.empty()) refuse("forgeyard is not installed in " + redact(url) + " (forgeyard storage install)");
+  if (installed != std::string(version()))
+    refuse("the target's forgeyard is " + installed + ", this forgeyard is " + std::string(version()) +
+           " (forgeyard storage install, or ALTER EXTENSION forgeyard UPDATE)");
+  const auto used = pg_rows(conn,
+                            "SELECT c.oid::pg_catalog.regclass::pg_catalog.text FROM pg_catalog.pg_class c"
+                            " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+                            " WHERE c.relkind IN ('r', 'p')"
+                            "   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'forgeyard', 'forgeyard_pl')"
+                            " AND n.nspname NOT LIKE 'pg\\_%' LIMIT 5",
+                            1);
   if (!used.empty()) refuse("the target is not empty: it has table " + *used[0][0]);
   for (const auto& t : forgeyard_tables())
     if (!pg_rows(conn, "SELECT 1 FROM forgeyard." + quote_ident(t.name) + " LIMIT 1", 1).empty())
@@ -810,12 +808,8 @@ CopyResult sqlite_to_postgres(const std::string& from, const std::string& to, co
 
 CopyResult postgres_to_sqlite(const std::string& from, const std::string& to, const ProgressFn& progress) {
   PgConnection src(from, false);
-  {
-    const PgStatement s{"", "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'", 0};
-    PgResult r = src.exec(s, {});
-    if (r.rows() == 0 || r.text(0, 0) != std::string(version()))
-      refuse("the source needs the forgeyard extension at " + std::string(version()));
-  }
+  if (pg_installed_version(src) != std::string(version()))
+    refuse("the source needs forgeyard " + std::string(version()) + " (either edition)");
   src.command("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
   const auto apps = pg_app_tables(src);
   open("sqlite://" + to).reset();  // creates the target file and its schema

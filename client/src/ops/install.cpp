@@ -148,6 +148,7 @@ const PgStatement extension_edition_sql{"", "SELECT forgeyard.edition()", 0};
 struct State {
   std::optional<Edition> edition;  // of what is installed
   std::string version;             // empty: nothing installed
+  bool extension = false;          // installed as an extension (the C++ edition, or pg_tle's)
   bool cpp_available = false;      // the server has the C++ edition's control file
 };
 
@@ -157,6 +158,7 @@ State read_state(PgConnection& conn) {
   s.cpp_available = r.boolean(0, 3);
   if (!r.is_null(0, 0)) {
     s.version = r.text(0, 0);
+    s.extension = true;
     s.edition = Edition::Cpp;
     if (r.boolean(0, 2) && conn.exec(extension_edition_sql, {}).text(0, 0) == "plpgsql") s.edition = Edition::Plpgsql;
   } else if (r.boolean(0, 1)) {
@@ -274,6 +276,17 @@ std::string plpgsql_psql_script() {
   out += psql_step(preflight, "pg_catalog.to_regclass('forgeyard_pl.installs') IS NULL", plain.full);
   for (const Step& s : plain.steps)
     out += psql_step(preflight, "forgeyard.version() OPERATOR(pg_catalog.=) " + quote_literal(s.from), s);
+  // A database that no step took to this version (one with no path from its version) fails here,
+  // as storage install refuses it.
+  out +=
+      "\n-- Where the steps ended\nDO $fy_check$\nBEGIN\n"
+      "    IF forgeyard.version() IS DISTINCT FROM " +
+      quote_literal(std::string(version())) +
+      " THEN\n"
+      "        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('this database holds forgeyard "
+      "%s, and no step of this script starts there', forgeyard.version()),\n"
+      "            DETAIL = 'upgrade with a forgeyard release between the two first';\n"
+      "    END IF;\nEND\n$fy_check$;\n";
   return out;
 }
 
@@ -325,6 +338,15 @@ InstallResult install_store(std::string_view url, const InstallOptions& options)
                     std::string(to_string(*state.edition)) + " edition, not the " + std::string(to_string(edition)) +
                     " edition",
                 "switching editions keeps every row but is its own step: docs/operations.md, \"Switching editions\"");
+  // The PL/pgSQL edition that pg_tle installed is an extension: pg_tle's registered scripts
+  // upgrade it, not the plain install's.
+  if (edition == Edition::Plpgsql && state.extension) {
+    if (state.version == std::string(version())) return {Edition::Plpgsql, state.version, state.version, {}};
+    throw Error(ErrorKind::InvalidArgument, "42710",
+                "forgeyard " + state.version + " is installed in this database through pg_tle",
+                "register this version with `forgeyard storage install --print pg_tle`, then ALTER EXTENSION "
+                "forgeyard UPDATE");
+  }
   return edition == Edition::Cpp ? install_cpp(conn, state, options) : install_plpgsql(conn, options);
 }
 

@@ -14,6 +14,10 @@
 #include "forgeyard/error.hpp"
 #include "forgeyard/store.hpp"
 
+namespace forgeyard::detail {
+class PgConnection;
+}
+
 namespace forgeyard::detail::ops {
 
 // ---- files (files.cpp) ----
@@ -46,6 +50,9 @@ void run_child(const Child& child, const ProgressFn& progress);
 
 // An SQL identifier in double quotes (PostgreSQL and SQLite alike).
 std::string quote_ident(const std::string& name);
+
+// forgeyard's version in a PostgreSQL database, either edition ("" when it has none).
+std::string pg_installed_version(PgConnection& conn);
 
 // ---- what counts as data ----
 // The forgeyard tables that hold a store's state, the same names on both backends. A target is

@@ -115,13 +115,23 @@ bool database_exists(PgConnection& maintenance, const std::string& name) {
 
 }  // namespace
 
+std::string pg_installed_version(PgConnection& conn) {
+  const PgStatement s{"", "SELECT " FY_INSTALLED_VERSION, 0};
+  PgResult r = conn.exec(s, {});
+  return r.is_null(0, 0) ? std::string() : r.text(0, 0);
+}
+
 BackupResult postgres_backup(const std::string& url, const std::string& directory, const ProgressFn& progress) {
   const ConnParams params(url);
   PgConnection conn(url, false);
   const std::string extension = extension_version(conn);
   if (extension.empty())
     throw Error(ErrorKind::NotFound, sqlstate::undefined_object,
-                "the forgeyard extension is not installed in the database of " + redact(url));
+                pg_installed_version(conn).empty()
+                    ? "forgeyard is not installed in the database of " + redact(url)
+                    : "storage backup takes a forgeyard extension, and " + redact(url) +
+                          " holds a plain install of the PL/pgSQL edition: pg_dump and pg_restore its database as "
+                          "its owner (docs/operations.md, \"Installing forgeyard\")");
   prepare_backup_directory(directory);
   const std::string dump = (fs::path(directory) / dump_file_name).string();
 
@@ -276,15 +286,15 @@ VerifyReport postgres_verify(const std::string& url, bool full) {
   PgConnection conn(url, false);
 
   report.checks.push_back("schema");
-  const std::string extension = extension_version(conn);
+  const std::string extension = pg_installed_version(conn);
   if (extension.empty()) {
-    finding("schema", "the forgeyard extension is not installed");
+    finding("schema", "forgeyard is not installed");
     return report;
   }
   const bool schema_current = extension == std::string(version());
   if (!schema_current)
-    finding("schema", "extension forgeyard " + extension + ", this forgeyard is " + std::string(version()) +
-                          ": ALTER EXTENSION forgeyard UPDATE");
+    finding("schema", "forgeyard " + extension + ", this forgeyard is " + std::string(version()) +
+                          ": forgeyard storage install, or ALTER EXTENSION forgeyard UPDATE");
 
   report.checks.push_back("constraints");
   {

@@ -24,7 +24,8 @@ const PgStatement session_sql{
     "       coalesce(" FY_INSTALLED_VERSION ", ''),"
     "       coalesce((SELECT a.default_version FROM pg_catalog.pg_available_extensions a"
     "                  WHERE a.name OPERATOR(pg_catalog.=) 'forgeyard'), ''),"
-    "       coalesce(" FY_INSTALLED_EDITION ", '')",
+    "       coalesce(" FY_INSTALLED_EDITION ", ''),"
+    "       EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'forgeyard')",
     0};
 // Schemas on this session's search_path in which PUBLIC may create objects: a function or
 // operator planted there can shadow the one a query meant.
@@ -228,7 +229,7 @@ DoctorFacts pg_doctor_facts(PgConnection& conn, PgSession& session, const std::s
   f.installed_edition = s.text(0, 4);
   // An extension upgrades to what the server offers (ALTER EXTENSION); a plain install of the
   // PL/pgSQL edition to what this client carries (storage install).
-  const bool plain = f.installed_edition == "plpgsql" && s.text(0, 3).empty();
+  const bool plain = !s.boolean(0, 5);
   const std::string available = plain ? f.expected_schema : s.text(0, 3);
   if (!f.installed_schema->empty()) f.pending_schema_migrations = *f.installed_schema == available ? 0 : 1;
 
