@@ -221,6 +221,11 @@ check exported-symbols scripts/check-symbols.sh build
 check rebuild-nothing rebuild_nothing
 echo "== editions: storage install of the PL/pgSQL edition by the database owner, one catalog for both (tests/pg/editions.sh)"
 check editions tests/pg/editions.sh build
+if [ $quick = 0 ]; then
+  # (restarts the server: only where nothing else runs on it)
+  echo "== Neon, emulated: the PL/pgSQL edition through PgBouncer while the server restarts (tests/pg/neon.sh)"
+  check neon tests/pg/neon.sh build
+fi
 
 psql -q -c "CREATE EXTENSION IF NOT EXISTS forgeyard" >/dev/null || exit 1
 # The conformance suite's database of the PL/pgSQL edition, installed by fy_owner with the CLI.

@@ -88,10 +88,11 @@ bouncer_start() {
   local port=$((CLUSTER_PORT + 1))
   while (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; do port=$((port + 1)); done
   mkdir -p "$CLUSTER_DIR/bouncer"
-  echo '"postgres" ""' >"$CLUSTER_DIR/bouncer/users.txt"
+  printf '"postgres" ""\n"fy_owner" ""\n' >"$CLUSTER_DIR/bouncer/users.txt"
   cat >"$CLUSTER_DIR/bouncer/pgbouncer.ini" <<INI
 [databases]
 forgeyard_test = host=$CLUSTER_DIR/socket port=$CLUSTER_PORT dbname=forgeyard_test
+forgeyard_neon = host=$CLUSTER_DIR/socket port=$CLUSTER_PORT dbname=forgeyard_neon
 [pgbouncer]
 listen_addr =
 listen_port = $port
