@@ -655,6 +655,9 @@ UPDATE forgeyard.wf_cursors SET epoch = epoch - 1 WHERE run_id = (SELECT run_id 
 -- WAL per statement, from pg_stat_statements (preloaded by scripts/lib/cluster.sh): the statements
 -- below are the only ones over the temporary tables cur3 and cur4.
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+-- (emptied first: with every nested statement tracked, the PL/pgSQL edition's many statements could
+-- otherwise push the two measured entries out of pg_stat_statements.max before they are read)
+SELECT pg_stat_statements_reset() IS NULL AS reset \gset
 INSERT INTO r VALUES ('cur_wal', forgeyard.workflow_start('t1', 'cursor', 1, 'cursor-2', '{}'));
 CREATE TEMP TABLE cur3 AS SELECT * FROM forgeyard.workflow_claim('t1', 'w3', ARRAY['cursor@1'], 1, '1 minute');
 SELECT s.status AS walless_status FROM cur3, forgeyard.workflow_step('t1', cur3.run_id, cur3.epoch, 'plain') s \gset

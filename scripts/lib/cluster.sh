@@ -45,6 +45,7 @@ log_min_messages = warning
 # Statement counts per call, nested ones too (regress/queue_direct.sql: the hot paths run none).
 shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.track = all
+pg_stat_statements.max = 20000
 CONF
   cluster_pg_ctl start
   export PGHOST="$CLUSTER_DIR/socket" PGPORT="$CLUSTER_PORT" PGUSER=postgres PGDATABASE=forgeyard_test
