@@ -267,9 +267,18 @@ BOOST_AUTO_TEST_CASE(cli_storage_stats_and_status_json) {
   BOOST_TEST(status.get<long long>("database_bytes") > 0);
   BOOST_TEST(status.get<long long>("pool.acquired") > 0);
   BOOST_TEST(status.get_child("table_rows").count("messages") == 1u);
+  // Which edition and version the store runs (PostgreSQL; SQLite has none).
+  const std::string edition = !is_postgres() ? "" : plpgsql ? "plpgsql" : "cpp";
+  BOOST_TEST(status.get<std::string>("edition") == edition);
+  BOOST_TEST(status.get<std::string>("health.store_edition") == edition);
+  if (is_postgres()) {
+    BOOST_TEST(status.get<std::string>("schema_version") == std::string(forgeyard::version()));
+    BOOST_TEST(status.get<std::string>("detail").find("(" + edition + " edition)") != std::string::npos);
+  }
   auto [plain_code, plain] = cli({"storage", "status"});
   BOOST_TEST(plain_code == 0);
   BOOST_TEST(plain.find("healthy=true\n") != std::string::npos);
+  BOOST_TEST((plain.find("\nedition=" + edition + "\n") != std::string::npos) == is_postgres());
   BOOST_TEST(plain.find("\npool_acquired=") != std::string::npos);
 }
 
