@@ -76,6 +76,9 @@ BEGIN
         -- made it visible when it was compiled.
         IF pg_catalog.split_part(context, E'\n', 1)
                OPERATOR(pg_catalog.~) '^PL/pgSQL function (forgeyard\.)?boundary_pg_error\(text\) line [0-9]+ at EXECUTE$' THEN
+            -- PL/pgSQL's own refusals (pl_exec.c), told apart by their text: the C++ edition's SPI
+            -- answers them with these two XX000 errors. (Under a translated lc_messages the text
+            -- differs and the probe passes PostgreSQL's 0A000 on unchanged.)
             IF message OPERATOR(pg_catalog.=) 'EXECUTE of transaction commands is not implemented' THEN
                 RAISE EXCEPTION USING ERRCODE = '@sqlstate.internal_error@',
                     MESSAGE = 'SPI_execute failed: SPI_ERROR_TRANSACTION';

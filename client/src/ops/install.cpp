@@ -135,15 +135,14 @@ std::string preflight_sql() {
          "$fy_preflight$;\n";
 }
 
+// What is installed, in one round trip, by the expressions health() and doctor read too.
 const PgStatement state_sql{
     "",
-    "SELECT (SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'forgeyard'),"
-    "       pg_catalog.to_regclass('forgeyard_pl.installs') IS NOT NULL,"
-    "       pg_catalog.to_regprocedure('forgeyard.edition()') IS NOT NULL,"
+    "SELECT " FY_INSTALLED_VERSION ", " FY_INSTALLED_EDITION
+    ","
+    "       EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'forgeyard'),"
     "       EXISTS (SELECT FROM pg_catalog.pg_available_extensions a WHERE a.name OPERATOR(pg_catalog.=) 'forgeyard')",
     0};
-const PgStatement plain_version_sql{"", "SELECT version FROM forgeyard_pl.installs ORDER BY n DESC LIMIT 1", 0};
-const PgStatement extension_edition_sql{"", "SELECT forgeyard.edition()", 0};
 
 struct State {
   std::optional<Edition> edition;  // of what is installed
@@ -155,16 +154,11 @@ struct State {
 State read_state(PgConnection& conn) {
   State s;
   const PgResult r = conn.exec(state_sql, {});
+  s.extension = r.boolean(0, 2);
   s.cpp_available = r.boolean(0, 3);
   if (!r.is_null(0, 0)) {
     s.version = r.text(0, 0);
-    s.extension = true;
-    s.edition = Edition::Cpp;
-    if (r.boolean(0, 2) && conn.exec(extension_edition_sql, {}).text(0, 0) == "plpgsql") s.edition = Edition::Plpgsql;
-  } else if (r.boolean(0, 1)) {
-    const PgResult v = conn.exec(plain_version_sql, {});
-    s.version = v.rows() > 0 ? v.text(0, 0) : "";
-    s.edition = Edition::Plpgsql;
+    s.edition = !r.is_null(0, 1) && r.text(0, 1) == "plpgsql" ? Edition::Plpgsql : Edition::Cpp;
   }
   return s;
 }
