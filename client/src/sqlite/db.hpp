@@ -67,6 +67,8 @@ class Db {
   // No open transaction: safe to hand to the next caller.
   bool reusable() const { return sqlite3_get_autocommit(db_) != 0; }
   int changes() const { return sqlite3_changes(db_); }
+  // The rowid of the last INSERT on this connection (cheaper than RETURNING, which buffers its rows).
+  std::int64_t last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
   const std::string& path() const { return path_; }
   [[noreturn]] void fail(int rc) const;
 

@@ -65,11 +65,10 @@ IdempotencyBegin SqliteIdempotency::begin(const IdempotencyKey& key, const Bytes
         const std::optional<Stored> stored = read_key(db, key);
         // Starts a new attempt of the key: a new row, or the old one reset.
         auto start = [&](const std::optional<std::string>& recovery_point) {
-          auto next = db.query("UPDATE idempotency_attempts SET last = last + 1 RETURNING last");
+          db.query("UPDATE idempotency_attempts SET last = last + 1").run();
+          auto next = db.query("SELECT last FROM idempotency_attempts");  // (cheaper than RETURNING)
           next.step();
           const std::int64_t attempt = next.int64(0);
-          while (next.step()) {
-          }
           auto q = db.query(
               "INSERT INTO idempotency_keys (tenant_id, scope, key, request_digest, status, attempt, recovery_point,"
               "   lock_usecs, retain_usecs, locked_until, created_at, expires_at)"

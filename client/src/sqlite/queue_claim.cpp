@@ -32,37 +32,64 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
   // Hands out the messages `ids` (each locked by the write transaction): a claim token each, or
   // the dead letter of a delivery that lapsed on every attempt.
   auto claim_ids = [&](const std::vector<std::int64_t>& ids) {
-    for (std::int64_t id : ids) {
-      auto token = db.query("UPDATE claim_tokens SET last = last + 1 RETURNING last");
+    if (ids.empty()) return;
+    // The page in two statements, whatever its size: its claim tokens taken at once (the k-th id
+    // gets first + k), then the rows updated together and read back in the order of `ids`.
+    // (Counters and rows are read by a SELECT: RETURNING buffers its rows in a temporary table
+    // and costs about twice as much.)
+    db.query("UPDATE claim_tokens SET last = last + ?1").bind(1, static_cast<std::int64_t>(ids.size())).run();
+    std::int64_t first_token = 0;
+    {
+      auto token = db.query("SELECT last FROM claim_tokens");
       token.step();
-      const std::int64_t claim_token = token.int64(0);
-      while (token.step()) {
-      }
+      first_token = token.int64(0) - static_cast<std::int64_t>(ids.size()) + 1;
+    }
+    std::string id_list = "[";
+    for (std::int64_t id : ids) id_list += (id_list.size() > 1 ? "," : "") + std::to_string(id);
+    id_list += "]";
+    db.query(
+          "UPDATE messages SET claim_token = ?2 + j.key, attempt = attempt + 1, visible_at = ?3, claimed_by = ?4"
+          " FROM json_each(?1) AS j WHERE messages.msg_id = j.value")
+        .bind(1, id_list)
+        .bind(2, first_token)
+        .bind(3, now + visibility)
+        .bind(4, consumer)
+        .run();
+    struct Claimed {
+      Delivery d;
+      std::int64_t bytes;
+      std::optional<std::string> resource, fairness_key;
+    };
+    std::vector<Claimed> rows;
+    {
       auto q = db.query(
-          "UPDATE messages SET claim_token = ?2, attempt = attempt + 1, visible_at = ?3, claimed_by = ?4"
-          " WHERE msg_id = ?1 RETURNING msg_id, event_id, partition_key, priority, attempt, claim_token,"
+          "SELECT msg_id, event_id, partition_key, priority, attempt, claim_token,"
           // A subscription's message has no payload of its own: it is its topic event's (topic.cpp).
           " COALESCE(payload, (SELECT e.payload FROM subscriptions s JOIN topic_events e"
-          "   ON e.tenant_id = s.tenant_id AND e.topic = s.topic WHERE s.tenant_id = messages.tenant_id"
-          "   AND s.subscription = messages.queue AND e.event_id = messages.event_id)),"
-          " enqueued_at, bytes, resource, fairness_key");
-      q.bind(1, id).bind(2, claim_token).bind(3, now + visibility).bind(4, consumer);
-      if (!q.step()) continue;
-      Delivery d;
-      d.msg_id = q.int64(0);
-      if (!q.is_null(1)) d.event_id = q.text(1);
-      if (!q.is_null(2)) d.partition_key = q.text(2);
-      d.priority = priority_at(static_cast<int>(q.int64(3)));
-      d.attempt = static_cast<int>(q.int64(4));
-      d.claim_token = q.int64(5);
-      d.payload = q.is_null(6) ? Bytes{} : q.blob(6);
-      d.enqueued_at = from_unix_usecs(q.int64(7));
-      const std::int64_t bytes = q.int64(8);
-      const std::optional<std::string> resource = q.is_null(9) ? std::nullopt : std::optional<std::string>(q.text(9));
-      const std::optional<std::string> fairness_key =
-          q.is_null(10) ? std::nullopt : std::optional<std::string>(q.text(10));
+          "   ON e.tenant_id = s.tenant_id AND e.topic = s.topic WHERE s.tenant_id = m.tenant_id"
+          "   AND s.subscription = m.queue AND e.event_id = m.event_id)),"
+          " enqueued_at, bytes, resource, fairness_key"
+          " FROM json_each(?1) AS j JOIN messages m ON m.msg_id = j.value ORDER BY j.key");
+      q.bind(1, id_list);
       while (q.step()) {
+        Claimed c;
+        Delivery& d = c.d;
+        d.msg_id = q.int64(0);
+        if (!q.is_null(1)) d.event_id = q.text(1);
+        if (!q.is_null(2)) d.partition_key = q.text(2);
+        d.priority = priority_at(static_cast<int>(q.int64(3)));
+        d.attempt = static_cast<int>(q.int64(4));
+        d.claim_token = q.int64(5);
+        d.payload = q.is_null(6) ? Bytes{} : q.blob(6);
+        d.enqueued_at = from_unix_usecs(q.int64(7));
+        c.bytes = q.int64(8);
+        if (!q.is_null(9)) c.resource = q.text(9);
+        if (!q.is_null(10)) c.fairness_key = q.text(10);
+        rows.push_back(std::move(c));
       }
+    }
+    for (Claimed& c : rows) {
+      Delivery& d = c.d;
       if (d.attempt > queue.options.max_attempts) {
         // Its visibility ran out on every attempt (the consumer died or hung): dead-letter it.
         db.query(
@@ -73,8 +100,8 @@ std::vector<Delivery> claim_in(Db& db, const Queue& queue, std::string_view cons
             .bind(2, now)
             .bind(3, static_cast<std::int64_t>(queue.options.keep_dead_payload ? 1 : 0))
             .run();
-        release(db, queue, bytes, fy::core::group_key(queue.options, d.partition_key, fairness_key));
-        record_outcome(db, queue, resource, fy::core::flow::Outcome::neutral, now);
+        release(db, queue, c.bytes, fy::core::group_key(queue.options, d.partition_key, c.fairness_key));
+        record_outcome(db, queue, c.resource, fy::core::flow::Outcome::neutral, now);
         if (lapsed != nullptr) lapsed->push_back(std::move(d));
         continue;
       }

@@ -76,7 +76,7 @@ std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::in
   auto insert = db.query(
       "INSERT INTO messages (tenant_id, queue, state, priority, partition_key, is_head, event_id, payload, bytes,"
       "   enqueued_at, visible_at, fairness_key, resource, pass)"
-      " VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING msg_id");
+      " VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
   if (o.fairness)
     insert.bind(13, next_pass(db, queue, priority, m.fairness_key));
   else
@@ -97,10 +97,8 @@ std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& m, std::in
       insert.bind(index, **value);
     else
       insert.bind_null(index);
-  insert.step();
-  const std::int64_t msg_id = insert.int64(0);
-  while (insert.step()) {
-  }
+  insert.run();
+  const std::int64_t msg_id = db.last_insert_rowid();
   if (event_id)
     db.query(
           "INSERT INTO queue_events (tenant_id, queue, event_id, msg_id, payload_digest, expires_at)"

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "core/core.hpp"
 #include "error_map.hpp"
@@ -44,18 +46,56 @@ const fy::core::DeliveryRow* fence_of(const std::optional<Current>& c) {
 
 }  // namespace
 
+void ack_all(Db& db, const Queue& queue, const std::vector<Ack>& acks, std::int64_t now) {
+  // Messages without a key leave together: one statement for their rows and one for the room they
+  // held. A keyed message leaves at once, since the next of its key becomes a head only after it.
+  std::vector<std::int64_t> together;
+  std::unordered_set<std::int64_t> finished;
+  std::int64_t freed_bytes = 0;
+  auto finish = [&](const std::vector<std::int64_t>& ids) {
+    const bool keep = queue.options.retain_acked_usecs > 0;
+    std::string list;
+    if (ids.size() > 1) {
+      for (std::int64_t id : ids) list += (list.empty() ? "[" : ",") + std::to_string(id);
+      list += "]";
+    }
+    auto q = ids.size() == 1
+                 ? db.query(keep ? "UPDATE messages SET state = 'acked', finished_at = ?2, payload = NULL"
+                                   " WHERE msg_id = ?1"
+                                 : "DELETE FROM messages WHERE msg_id = ?1")
+                 : db.query(keep ? "UPDATE messages SET state = 'acked', finished_at = ?2, payload = NULL"
+                                   " WHERE msg_id IN (SELECT value FROM json_each(?1))"
+                                 : "DELETE FROM messages WHERE msg_id IN (SELECT value FROM json_each(?1))");
+    if (ids.size() == 1)
+      q.bind(1, ids.front());
+    else
+      q.bind(1, list);
+    if (keep) q.bind(2, now);
+    q.run();
+  };
+  for (const auto& [msg_id, token] : acks) {
+    // A message acked twice in one call: the second finds it finished, as it would one by one.
+    if (finished.count(msg_id) != 0) continue;
+    std::optional<Current> c = current(db, queue, msg_id);
+    if (fy::core::decide_ack(fence_of(c), msg_id, token) == fy::core::AckAction::no_op) continue;
+    finished.insert(msg_id);
+    record_outcome(db, queue, c->resource, fy::core::flow::Outcome::success, now);
+    const std::optional<std::string> key = fy::core::group_key(queue.options, c->partition_key, c->fairness_key);
+    if (key) {
+      finish({msg_id});
+      release(db, queue, c->bytes, key);
+    } else {
+      together.push_back(msg_id);
+      freed_bytes += c->bytes;
+    }
+  }
+  if (together.empty()) return;
+  finish(together);
+  change_usage(db, queue, -static_cast<std::int64_t>(together.size()), -freed_bytes);
+}
+
 void ack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t token, std::int64_t now) {
-  std::optional<Current> c = current(db, queue, msg_id);
-  if (fy::core::decide_ack(fence_of(c), msg_id, token) == fy::core::AckAction::no_op) return;
-  record_outcome(db, queue, c->resource, fy::core::flow::Outcome::success, now);
-  if (queue.options.retain_acked_usecs > 0)
-    db.query("UPDATE messages SET state = 'acked', finished_at = ?2, payload = NULL WHERE msg_id = ?1")
-        .bind(1, msg_id)
-        .bind(2, now)
-        .run();
-  else
-    db.query("DELETE FROM messages WHERE msg_id = ?1").bind(1, msg_id).run();
-  release(db, queue, c->bytes, fy::core::group_key(queue.options, c->partition_key, c->fairness_key));
+  ack_all(db, queue, {Ack{msg_id, token}}, now);
 }
 
 NackOutcome nack_in(Db& db, const Queue& q, std::int64_t msg_id, std::int64_t claim_token, std::string_view error,
@@ -120,7 +160,7 @@ void SqliteQueues::ack_many(std::string_view tenant, std::string_view queue, con
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         const Queue q = load(db, tenant, queue);
-        for (const auto& [msg_id, token] : acks) ack_in(db, q, msg_id, token, now);
+        ack_all(db, q, acks, now);
       });
     });
   });
@@ -135,7 +175,7 @@ std::vector<Delivery> SqliteQueues::ack_and_claim(std::string_view tenant, std::
       session_.write([&](Db& db) {
         const std::int64_t now = session_.now_usecs();
         const Queue q = load(db, tenant, queue);
-        for (const auto& [msg_id, token] : acks) ack_in(db, q, msg_id, token, now);
+        ack_all(db, q, acks, now);
         out = claim_in(db, q, consumer, max_messages, visibility_usecs(q, visibility), now);
       });
       return out;

@@ -112,6 +112,8 @@ bool create_in(Db& db, std::string_view tenant, std::string_view queue, const fy
 std::int64_t enqueue_one(Db& db, Queue& queue, const OutgoingMessage& message, std::int64_t now,
                          fy::core::Usage* batch = nullptr);
 void ack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t claim_token, std::int64_t now);
+// The acks of one call, in order; the messages without a key leave in one statement.
+void ack_all(Db& db, const Queue& queue, const std::vector<Ack>& acks, std::int64_t now);
 NackOutcome nack_in(Db& db, const Queue& queue, std::int64_t msg_id, std::int64_t claim_token, std::string_view error,
                     bool permanent, std::int64_t now);
 // The new visible_at.

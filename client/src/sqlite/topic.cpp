@@ -202,17 +202,15 @@ std::int64_t publish_in(Db& db, const TopicRow& t, std::vector<Queue>& queues, c
   }
   auto insert = db.query(
       "INSERT INTO topic_events (tenant_id, topic, event_id, event_type, version, partition_key, priority, payload,"
-      "   payload_digest, published_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING event_seq");
+      "   payload_digest, published_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
   insert.bind(1, t.tenant).bind(2, t.name).bind(3, s.event_id).bind(4, s.event_type).bind(5, s.version);
   if (s.partition_key)
     insert.bind(6, *s.partition_key);
   else
     insert.bind_null(6);
   insert.bind(7, static_cast<std::int64_t>(s.priority)).bind_blob(8, e.payload).bind(9, digest).bind(10, now);
-  insert.step();
-  s.seq = insert.int64(0);
-  while (insert.step()) {
-  }
+  insert.run();
+  s.seq = db.last_insert_rowid();  // event_seq is the rowid
   for (std::size_t i = 0; i < rs.size(); ++i) deliver(db, queues[i], rs[i], s, now);
   return s.seq;
 }

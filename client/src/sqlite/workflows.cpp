@@ -505,9 +505,16 @@ StepAnswer SqliteWorkflows::step(std::string_view tenant, std::string_view run_i
       const std::int64_t timeout_usecs = timeout ? wf::check_step_timeout({0, 0, timeout->count()}) : 0;  // 0: none
       const std::optional<std::int32_t> named = named_position(at);
       StepAnswer answer;
-      session_.write([&](Db& db) {
+      // A named step without a timeout usually writes nothing: it is answered in a read (no
+      // write turn, no disk sync), unless a deadline of the step before is left to clear.
+      bool writes = !named || timeout_usecs > 0;
+      auto decide = [&](Db& db, bool may_write) {
         const std::int64_t now = session_.now_usecs();
         const OwnedRun owned = owned_run(db, tenant, id, epoch, now);
+        if (!may_write && owned.step_deadline) {
+          writes = true;
+          return;
+        }
         if (named) check_named_position(db, tenant, id, *named, step, "workflow_step", false);
         const std::int32_t position = named ? *named : owned.cursor + 1;
         std::optional<wf::JournalEntry> entry;
@@ -526,17 +533,20 @@ StepAnswer SqliteWorkflows::step(std::string_view tenant, std::string_view run_i
         const std::int64_t deadline = now + timeout_usecs;
         // The cursor moves unless the caller names positions, and then too for a step with a
         // timeout (a takeover past it reads the step there), as on PostgreSQL.
-        auto cursor = db.query(
-            "UPDATE wf_runs SET step_cursor = CASE WHEN ?6 THEN ?3 ELSE step_cursor END,"
-            "   cursor_step = CASE WHEN ?6 THEN ?4 ELSE cursor_step END, step_deadline = ?5"
-            " WHERE tenant_id = ?1 AND run_id = ?2");
-        cursor.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(position)).bind(4, step);
-        cursor.bind(6, static_cast<std::int64_t>(!named || timeout_usecs > 0 ? 1 : 0));
-        if (timed)
-          cursor.bind(5, deadline);
-        else
-          cursor.bind_null(5);
-        cursor.run();
+        const bool moves_cursor = !named || timeout_usecs > 0;
+        if (moves_cursor || timed || owned.step_deadline) {
+          auto cursor = db.query(
+              "UPDATE wf_runs SET step_cursor = CASE WHEN ?6 THEN ?3 ELSE step_cursor END,"
+              "   cursor_step = CASE WHEN ?6 THEN ?4 ELSE cursor_step END, step_deadline = ?5"
+              " WHERE tenant_id = ?1 AND run_id = ?2");
+          cursor.bind(1, tenant).bind(2, id).bind(3, static_cast<std::int64_t>(position)).bind(4, step);
+          cursor.bind(6, static_cast<std::int64_t>(moves_cursor ? 1 : 0));
+          if (timed)
+            cursor.bind(5, deadline);
+          else
+            cursor.bind_null(5);
+          cursor.run();
+        }
         if (timed) {
           db.query("UPDATE messages SET visible_at = ?2 WHERE msg_id = ?1 AND claim_token = ?3 AND visible_at > ?2")
               .bind(1, owned.msg_id)
@@ -546,7 +556,9 @@ StepAnswer SqliteWorkflows::step(std::string_view tenant, std::string_view run_i
         }
         answer = StepAnswer{done, done && result ? std::optional(wf::canonical(*result, "result")) : std::nullopt,
                             wf::idempotency_key(id, position, step)};
-      });
+      };
+      if (!writes) session_.read([&](Db& db) { decide(db, false); });
+      if (writes) session_.write([&](Db& db) { decide(db, true); });
       return answer;
     });
   });
