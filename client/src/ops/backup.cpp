@@ -63,9 +63,9 @@ std::string workflow_inconsistent(const std::string& tenant, const std::string& 
          ", which its finish time or the claim token sequence contradicts";
 }
 
-void verify_audit_chains(Store& store, const std::vector<std::string>& tenants, VerifyReport& report) {
+void verify_audit_chains(Audit& audit, const std::vector<std::string>& tenants, VerifyReport& report) {
   for (const auto& tenant : tenants) {
-    const AuditVerification v = store.audit().verify(tenant);
+    const AuditVerification v = audit.verify(tenant);
     if (!v.ok)
       report.findings.push_back(
           {"audit_chains", "tenant " + tenant + ": chain breaks at seq " +

@@ -721,7 +721,8 @@ CopyResult sqlite_to_postgres(const std::string& from, const std::string& to, co
   SqliteSide src(from);
   PgConnection dst(to, false);
   require_empty_pg(dst, to);
-  src.exec("BEGIN");  // one read snapshot of the source
+  src.exec("PRAGMA query_only = 1");  // the source is only read
+  src.exec("BEGIN");                  // one read snapshot: writers of the source go on meanwhile
   const auto apps = sqlite_app_tables(src);
   CopyResult result;
   dst.command("BEGIN");

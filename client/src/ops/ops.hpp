@@ -83,8 +83,9 @@ VerifyReport postgres_verify(const std::string& url, bool full);
 // ---- storage copy (copy.cpp) ----
 CopyResult copy_between(const std::string& from, const std::string& to, const ProgressFn& progress);
 
-// The full audit chain check of every tenant in `tenants` through the public API.
-void verify_audit_chains(Store& store, const std::vector<std::string>& tenants, VerifyReport& report);
+// The full audit chain check of every tenant in `tenants` through the public API (a store's, or
+// the SQLite audit code run inside verify's snapshot).
+void verify_audit_chains(Audit& audit, const std::vector<std::string>& tenants, VerifyReport& report);
 
 // The findings of the workflow_journals check, worded once for both backends: a journal whose
 // positions are not 1..n, journal rows of a run that does not exist, a run whose state and finish

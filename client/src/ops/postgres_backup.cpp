@@ -443,7 +443,7 @@ VerifyReport postgres_verify(const std::string& url, bool full) {
   StoreOptions options;
   options.prepared_statements = false;
   auto store = forgeyard::open(url, options);
-  verify_audit_chains(*store, tenants, report);
+  verify_audit_chains(store->audit(), tenants, report);
   return report;
 }
 

@@ -10,9 +10,11 @@
 #include "core/core.hpp"
 #include "forgeyard/version.hpp"
 #include "ops/ops.hpp"
+#include "sqlite/audit.hpp"
 #include "sqlite/db.hpp"
 #include "sqlite/file_lock.hpp"
 #include "sqlite/migrations.hpp"
+#include "sqlite/session.hpp"
 
 namespace forgeyard::detail::ops {
 
@@ -123,6 +125,30 @@ std::vector<std::string> non_empty_tables(const RawDb& db) {
   }
   return found;
 }
+
+// One read transaction on a query_only connection: verify reads one WAL snapshot from its first
+// statement to its last, never writes, and never stands in a writer's way (a long snapshot only
+// keeps checkpoints from passing it).
+class ReadSnapshot {
+ public:
+  explicit ReadSnapshot(Db& db) : db_(db) {
+    db_.exec("PRAGMA query_only = 1");
+    db_.exec("BEGIN");
+  }
+  ~ReadSnapshot() {
+    if (db_.reusable()) return;
+    try {
+      db_.exec("ROLLBACK");  // nothing was written: ending the read is all it does
+    } catch (const Error&) {
+      // closing the connection ends it as well
+    }
+  }
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+
+ private:
+  Db& db_;
+};
 
 }  // namespace
 
@@ -268,17 +294,22 @@ VerifyReport sqlite_verify(const std::string& path, bool full) {
   };
   StoreOptions options;
   Db db(path, options);
+  const ReadSnapshot snapshot(db);
 
   report.checks.push_back("schema");
   bool schema_current = false;
-  try {
-    const MigrationState state = migrate(db, embedded_sqlite_migrations(), false);
-    if (state.pending > 0)
-      finding("schema", std::to_string(state.pending) + " migration(s) pending after " + state.last);
-    else
-      schema_current = true;
-  } catch (const Error& e) {
-    finding("schema", e.what());
+  if (!db.query("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'").step()) {
+    finding("schema", "no schema_migrations table: not a forgeyard store");
+  } else {
+    try {
+      const MigrationState state = migrate(db, embedded_sqlite_migrations(), false);
+      if (state.pending > 0)
+        finding("schema", std::to_string(state.pending) + " migration(s) pending after " + state.last);
+      else
+        schema_current = true;
+    } catch (const Error& e) {
+      finding("schema", e.what());
+    }
   }
 
   report.checks.push_back("constraints");
@@ -399,8 +430,11 @@ VerifyReport sqlite_verify(const std::string& path, bool full) {
     auto q = db.query("SELECT tenant_id FROM audit_heads ORDER BY tenant_id");
     while (q.step()) tenants.push_back(q.text(0));
   }
-  auto store = forgeyard::open("sqlite://" + path);
-  verify_audit_chains(*store, tenants, report);
+  // Each tenant's chain as it is in the same snapshot as every count and check above.
+  Instruments instruments;
+  HeldSession session(db, instruments, [] { return unix_usecs(std::chrono::time_point_cast<Duration>(Clock::now())); });
+  SqliteAudit chains(session);
+  verify_audit_chains(chains, tenants, report);
   return report;
 }
 

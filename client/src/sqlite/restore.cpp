@@ -59,19 +59,6 @@ void record(Db& db, const std::string& store_id, const char* reason, const std::
       .run();
 }
 
-// Runs capability code (the audit chain) inside the reconcile's own write transaction.
-class HeldSession final : public SqliteSession {
- public:
-  HeldSession(SqliteSession& outer, Db& db) : outer_(outer), db_(db) {}
-  void write(const std::function<void(Db&)>& work) override { work(db_); }
-  std::int64_t now_usecs() override { return outer_.now_usecs(); }
-  Instruments& instruments() override { return outer_.instruments(); }
-
- private:
-  SqliteSession& outer_;
-  Db& db_;
-};
-
 std::int64_t raise_counter(Db& db, const char* statement, std::int64_t floor) {
   auto q = db.query(statement);
   q.bind(1, floor);
@@ -178,7 +165,7 @@ ReconcileReport sqlite_restore_reconcile(SqliteSession& session, const std::stri
     report.idempotency_unlocked = static_cast<std::int64_t>(locked.size());
 
     // Every chain, and every anchored tenant (an anchor of a chain lost entirely is a cut tail).
-    HeldSession held(session, db);
+    HeldSession held(db, session.instruments(), [&session] { return session.now_usecs(); });  // its transaction
     SqliteAudit audit(held);
     std::map<std::string, std::optional<AuditHead>> chains;
     {

@@ -151,7 +151,7 @@ std::vector<ScheduleInfo> SqliteWorkflows::schedule_list(std::string_view tenant
     return core_guarded([&] {
       fy::core::check_name("tenant", true, tenant, fy::core::max_tenant_bytes);
       std::vector<ScheduleInfo> out;
-      session_.write([&](Db& db) {
+      session_.read([&](Db& db) {
         out.clear();
         auto q = db.query(
             "SELECT schedule, workflow, version, spec, timezone, catch_up, input, next_fire, last_fire, fires,"

@@ -1,5 +1,6 @@
-// The embedded SQLite Store: one file, WAL, BEGIN IMMEDIATE for every write, a small pool of
-// connections so that threads (and other processes) can share the store.
+// The embedded SQLite Store: one file, WAL, BEGIN IMMEDIATE for every write on a pool of write
+// connections, and a second pool of read connections (query_only, deferred transactions) so that a
+// read never waits for a writer's connection or write turn.
 #include <unistd.h>
 
 #include <filesystem>
@@ -28,10 +29,18 @@ namespace {
 
 using SqlitePool = Pool<Db>;
 
+// The read pool is sized as the write pool but opens its connections on first use: a store that
+// only writes never opens one.
+PoolOptions read_pool_options(PoolOptions options) {
+  options.min_connections = 0;
+  return options;
+}
+
 struct SqliteShared {
   std::string path;
   StoreOptions options;
-  SqlitePool pool;
+  SqlitePool pool;     // write connections: BEGIN IMMEDIATE under a write turn
+  SqlitePool readers;  // read connections: PRAGMA query_only, one deferred transaction per read
   Instruments instruments;
   MigrationState migrations;
   std::shared_ptr<WriteTurns> turns;  // shared with every Store of this process on the file
@@ -40,7 +49,27 @@ struct SqliteShared {
       : path(std::move(p)),
         options(std::move(o)),
         pool(options.pool, [this] { return std::make_unique<Db>(path, options); }),
+        readers(read_pool_options(options.pool),
+                [this] {
+                  auto db = std::make_unique<Db>(path, options);
+                  db->exec("PRAGMA query_only = 1");  // a read that tried to write fails (SQLITE_READONLY)
+                  return db;
+                }),
         turns(WriteTurns::of(path)) {}
+
+  // Both pools' counters, summed: Metrics has one pool entry per store, as on PostgreSQL.
+  PoolStats pool_stats() const {
+    PoolStats w = pool.stats();
+    const PoolStats r = readers.stats();
+    w.created += r.created;
+    w.closed += r.closed;
+    w.acquired += r.acquired;
+    w.waited += r.waited;
+    w.timed_out += r.timed_out;
+    w.in_use += r.in_use;
+    w.idle += r.idle;
+    return w;
+  }
 
   // A write transaction takes this process's turn on the file (write_turns.hpp) with its
   // connection already in hand, so a turn never waits for a pooled connection; it waits as long
@@ -54,8 +83,10 @@ struct SqliteShared {
   }
 };
 
-// Each call in its own transaction on a pooled connection: BEGIN IMMEDIATE with this process's
-// write turn for writes, a deferred BEGIN (one WAL snapshot, no turn) for reads.
+// Each call in its own transaction: BEGIN IMMEDIATE with this process's write turn on a write
+// connection for writes; for reads a deferred BEGIN on a read connection, one WAL snapshot for the
+// whole call, never waiting for a write connection or a turn. In WAL a reader does not block a
+// writer, nor a writer a reader; a checkpoint cannot copy past the oldest snapshot still read.
 class SqlitePooledSession final : public SqliteSession {
  public:
   explicit SqlitePooledSession(SqliteShared& shared) : shared_(shared) {}
@@ -65,7 +96,7 @@ class SqlitePooledSession final : public SqliteSession {
     in_transaction(*db, "BEGIN IMMEDIATE", work);
   }
   void read(const std::function<void(Db&)>& work) override {
-    auto db = shared_.pool.acquire();
+    auto db = shared_.readers.acquire();
     in_transaction(*db, "BEGIN", work);
   }
   std::int64_t now_usecs() override { return shared_.now_usecs(); }
@@ -197,23 +228,24 @@ class SqliteStore final : public Store {
     s.backend = "sqlite";
     s.location = shared_.path;
     try {
-      auto db = shared_.pool.acquire();
-      MigrationState state = migrate(*db, migrations_list(), false);
-      s.schema_version = state.last;
-      s.migrations_applied = state.applied;
-      s.migrations_pending = state.pending;
-      auto q = db->query("PRAGMA integrity_check");
-      std::string check = q.step() ? q.text(0) : "no answer";
-      const RestoreStatus restore = sqlite_restore_status(*db, shared_.path);
-      s.healthy = check == "ok" && state.pending == 0 && !restore.needs_reconcile();
-      s.detail = "integrity " + check + "; last exclusive lock: " + FileLock::describe_holder(shared_.path + ".lock");
-      if (restore.needs_reconcile()) s.detail += "; restore detected, run storage reconcile: " + restore.detail;
+      session_.read([&](Db& db) {
+        MigrationState state = migrate(db, migrations_list(), false);
+        s.schema_version = state.last;
+        s.migrations_applied = state.applied;
+        s.migrations_pending = state.pending;
+        auto q = db.query("PRAGMA integrity_check");
+        std::string check = q.step() ? q.text(0) : "no answer";
+        const RestoreStatus restore = sqlite_restore_status(db, shared_.path);
+        s.healthy = check == "ok" && state.pending == 0 && !restore.needs_reconcile();
+        s.detail = "integrity " + check + "; last exclusive lock: " + FileLock::describe_holder(shared_.path + ".lock");
+        if (restore.needs_reconcile()) s.detail += "; restore detected, run storage reconcile: " + restore.detail;
+      });
     } catch (const Error& e) {
       s.detail = std::string(to_string(e.kind())) + ": " + e.what();
     }
     return s;
   }
-  Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool.stats(), {}}; }
+  Metrics metrics() const override { return {shared_.instruments.snapshot(), shared_.pool_stats(), {}}; }
   std::vector<ReplicaStatus> replicas() override { return {}; }
   Migrations& migrations() override { return *migrations_; }
   // One file: every read class is served by it.
@@ -222,13 +254,12 @@ class SqliteStore final : public Store {
     RestoreStatus restore;
     const auto started = std::chrono::steady_clock::now();
     try {
-      {
-        auto db = shared_.pool.acquire();
-        const MigrationState state = migrate(*db, migrations_list(), false);
+      session_.read([&](Db& db) {
+        const MigrationState state = migrate(db, migrations_list(), false);
         h.latency = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - started);
         h.schema.store_version = state.last;
-        restore = sqlite_restore_status(*db, shared_.path);
-      }
+        restore = sqlite_restore_status(db, shared_.path);
+      });
       h.status = presence_.check(h.schema, h.details);
       if (restore.needs_reconcile() && h.status == HealthStatus::Healthy) h.status = HealthStatus::Degraded;
       if (restore.needs_reconcile())
@@ -247,15 +278,23 @@ class SqliteStore final : public Store {
   }
   StoreStats stats(ReadClass /*read: one file*/) override {
     return shared_.instruments.measure("store.stats", [&] {
-      auto db = shared_.pool.acquire();
-      return sqlite_stats(*db, queues_, shared_.now_usecs());
+      StoreStats s;
+      session_.read([&](Db& db) {
+        HeldSession snapshot(db, shared_.instruments, [this] { return shared_.now_usecs(); });
+        SqliteQueues queues(snapshot);
+        s = sqlite_stats(db, queues, shared_.now_usecs());
+      });
+      return s;
     });
   }
   DoctorReport doctor(const DoctorOptions& options) override {
     DoctorFacts facts;
     try {
-      auto db = shared_.pool.acquire();
-      facts = sqlite_doctor_facts(*db, queues_, shared_.now_usecs(), migrations_list());
+      session_.read([&](Db& db) {
+        HeldSession snapshot(db, shared_.instruments, [this] { return shared_.now_usecs(); });
+        SqliteQueues queues(snapshot);
+        facts = sqlite_doctor_facts(db, queues, shared_.now_usecs(), migrations_list());
+      });
     } catch (const Error& e) {
       facts = DoctorFacts{};
       facts.backend = "sqlite";
@@ -266,8 +305,9 @@ class SqliteStore final : public Store {
   }
   RestoreStatus restore_status() override {
     return shared_.instruments.measure("storage.restore_status", [&] {
-      auto db = shared_.pool.acquire();
-      return sqlite_restore_status(*db, shared_.path);
+      RestoreStatus s;
+      session_.read([&](Db& db) { s = sqlite_restore_status(db, shared_.path); });
+      return s;
     });
   }
   ReconcileReport restore_reconcile(const std::vector<AuditAnchor>& anchors) override {

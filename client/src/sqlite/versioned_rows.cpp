@@ -243,7 +243,7 @@ std::optional<VersionedRow> SqliteVersionedRows::get(std::string_view table, con
                                                      ReadClass /*read: one file*/) {
   return session_.measure("cas.get", [&] {
     std::optional<VersionedRow> row;
-    session_.write([&](Db& db) {
+    session_.read([&](Db& db) {
       const Table t = versioned_table(db, table);
       check_key(t, key);
       auto q = db.query_text("SELECT * FROM " + t.quoted + " WHERE " + key_condition(key));
