@@ -3,7 +3,8 @@
 // batches; the one-round-trip ack+claim; enqueue with bounds vs a plain INSERT; and the client's
 // claim latency at a deep queue vs a shallow one. Prints the ratios.
 //
-// usage: queue_bench [--iterations N] [--pg URL] [--sqlite-dir DIR] [--depth D]
+// usage: queue_bench [--iterations N] [--batches B] [--pg URL] [--sqlite-dir DIR] [--depth D]
+// --batches: calls of 100 messages in the batch lines (default N / 100)
 #include <algorithm>
 #include <chrono>
 
@@ -11,6 +12,8 @@
 #include "harness.hpp"
 
 namespace {
+
+int batch_calls = 0;  // --batches: 0 takes iterations / 100
 
 using namespace bench;
 using namespace std::chrono_literals;
@@ -134,7 +137,7 @@ void run_postgres(const Config& c, int depth) {
   raw.exec("TRUNCATE bench_queue_plain");
   const int batch = 100;
   Config batches = c;
-  batches.iterations = std::max(1, c.iterations / batch);
+  batches.iterations = batch_calls > 0 ? batch_calls : std::max(1, c.iterations / batch);
   fill_plain(batches.iterations * batch);
   const double plain_batch = measure(batches,
                                      [&](int, int) {
@@ -242,7 +245,7 @@ void run_sqlite(const Config& c, int depth) {
   report_one("ack_and_claim vs claim+ack", "sqlite", c, client.ack_and_claim("one_trip", 1), plain_single);
   const int batch = 100;
   Config batches = c;
-  batches.iterations = std::max(1, c.iterations / batch);
+  batches.iterations = batch_calls > 0 ? batch_calls : std::max(1, c.iterations / batch);
   in_txn([&] {
     for (int i = 0; i < batches.iterations * batch; ++i) {
       sqlite3_bind_blob(insert, 1, "payload", 7, SQLITE_STATIC);
@@ -304,8 +307,10 @@ int main(int argc, char** argv) {
     c.threads = 1;
   }
   int depth = 100000;
-  for (int i = 1; i + 1 < argc; i += 2)
+  for (int i = 1; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--depth") depth = std::atoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--batches") batch_calls = std::atoi(argv[i + 1]);
+  }
   try {
     std::printf("queues: client vs hand-written SQL baseline (higher ratio is better, except latency vs depth)\n");
     run_sqlite(c, depth);

@@ -7,11 +7,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "harness.hpp"
@@ -53,18 +57,20 @@ std::string kind_of_current_exception() {
 
 }  // namespace
 
-// fault_tests --fault-worker URL RUN HISTORY PROCESS: runs every workload (threads) on the store
-// at URL (either backend) until SIGTERM, streaming its history to the file HISTORY.
-int worker_main(int argc, char* argv[]) {
-  if (argc != 6) return 2;
+namespace {
+// Runs every workload (threads) on the store at `url` until SIGTERM, streaming the history to the
+// file `history_path`; prints the errors the workloads met, also those outside the history.
+// `loaders` more threads keep the write turn busy: back to back, each holds a transaction open
+// for a few milliseconds, now and then for 250 ms (audit appends to a tenant of their own, outside
+// the history).
+int run_workload_process(const std::string& url, const std::string& run, const std::string& history_path, int process,
+                         const forgeyard::StoreOptions& options, int pause_ms, int loaders = 0) {
   signal(SIGTERM, on_term);
-  const std::string url = argv[2];
-  Names names(argv[3]);
-  const int process = std::atoi(argv[5]);
-  history::Recorder rec(process, argv[4]);
+  Names names(run);
+  history::Recorder rec(process, history_path);
   Workload w(names, rec, process);
-  w.set_pause_in_transaction(30);  // widen the window in which a SIGKILL lands mid-transaction
-  auto store = forgeyard::open(url);
+  w.set_pause_in_transaction(pause_ms);
+  auto store = forgeyard::open(url, options);
   std::thread threads[] = {
       std::thread([&] { w.producer(*store, worker_stop); }),
       std::thread([&] { w.consumer(*store, worker_stop); }),
@@ -75,15 +81,140 @@ int worker_main(int argc, char* argv[]) {
       std::thread([&] { w.audit_worker(*store, worker_stop); }),
       std::thread([&] { w.workflow_worker(*store, worker_stop); }),
   };
+  std::mutex load_mutex;
+  std::map<std::string, std::int64_t> load_errors;
+  std::vector<std::thread> load;
+  for (int i = 0; i < loaders; ++i)
+    load.emplace_back([&, i] {
+      std::mt19937 rng{std::random_device{}()};
+      while (!worker_stop) try {
+          auto tx = store->begin();
+          tx->audit().append(names.tenant + "-load", {"loader-" + std::to_string(i), "load.hold", "r"});
+          // Now and then longer than the busy timeout of the tests, so that those behind run out of time.
+          std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 25 == 0 ? 250 : 2 + rng() % 10));
+          tx->commit();
+        } catch (const forgeyard::Error& e) {
+          std::lock_guard lock(load_mutex);
+          ++load_errors[std::string(forgeyard::to_string(e.kind())) + "/" + e.sqlstate()];
+        } catch (...) {
+          std::lock_guard lock(load_mutex);
+          ++load_errors["exception"];
+        }
+    });
   for (auto& t : threads) t.join();
+  for (auto& t : load) t.join();
+  auto errors = w.errors();
+  for (const auto& [kind, n] : load_errors) errors[kind] += n;
+  std::printf("%s\n", format_counts(errors).c_str());
+  return 0;
+}
+}  // namespace
+
+// fault_tests --fault-worker URL RUN HISTORY PROCESS: runs every workload (threads) on the store
+// at URL (either backend) until SIGTERM, streaming its history to the file HISTORY.
+int worker_main(int argc, char* argv[]) {
+  if (argc != 6) return 2;
+  // A long pause widens the window in which a SIGKILL lands mid-transaction.
+  return run_workload_process(argv[2], argv[3], argv[4], std::atoi(argv[5]), {}, 30);
+}
+
+namespace {
+
+forgeyard::StoreOptions with_busy_timeout(int ms) {
+  forgeyard::StoreOptions options;
+  options.sqlite_busy_timeout = std::chrono::milliseconds(ms);
+  return options;
+}
+
+// --fault-child turn-writer URL TIMEOUT_MS START_US END_US THREADS: THREADS threads each loop
+// short write transactions (an enqueue on queue "q" of tenant "t" and an audit append) from
+// START_US to END_US on history::now_us(), the monotonic clock every process of the machine
+// shares. Prints "<committed> <busy> <other> <longest wait that got a turn, us> <longest wait
+// that failed busy, us>" and then each other error; busy counts SerializationFailure 40001. The
+// wait is that of begin(): the pooled connection, the write turn and BEGIN IMMEDIATE.
+int turn_writer_main(const std::string& url, int timeout_ms, std::int64_t start_us, std::int64_t end_us, int threads) {
+  auto store = forgeyard::open(url, with_busy_timeout(timeout_ms));
+  std::mutex mutex;
+  std::int64_t committed = 0, busy = 0, longest_served = 0, longest_busy = 0;
+  std::vector<std::string> others;
+  auto loop = [&] {
+    std::int64_t my_committed = 0, my_busy = 0, my_served = 0, my_busy_wait = 0;
+    std::vector<std::string> my_others;
+    forgeyard::OutgoingMessage m;
+    m.payload = "turn";
+    while (history::now_us() < start_us) std::this_thread::sleep_for(1ms);
+    while (history::now_us() < end_us) {
+      const std::int64_t asked = history::now_us();
+      bool served = false;
+      try {
+        auto tx = store->begin();
+        served = true;
+        my_served = std::max(my_served, history::now_us() - asked);
+        tx->queues().enqueue("t", "q", m);
+        tx->audit().append("t", {"writer", "turn.write", "r"});
+        tx->commit();
+        ++my_committed;
+      } catch (const forgeyard::Error& e) {
+        if (e.kind() == forgeyard::ErrorKind::SerializationFailure && e.sqlstate() == "40001") {
+          ++my_busy;
+          if (!served) my_busy_wait = std::max(my_busy_wait, history::now_us() - asked);
+        } else {
+          my_others.push_back(kind_of_current_exception());
+        }
+      } catch (...) {
+        my_others.push_back(kind_of_current_exception());
+      }
+    }
+    std::lock_guard lock(mutex);
+    committed += my_committed;
+    busy += my_busy;
+    longest_served = std::max(longest_served, my_served);
+    longest_busy = std::max(longest_busy, my_busy_wait);
+    others.insert(others.end(), my_others.begin(), my_others.end());
+  };
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) pool.emplace_back(loop);
+  for (auto& t : pool) t.join();
+  std::printf("%lld %lld %zu %lld %lld\n", static_cast<long long>(committed), static_cast<long long>(busy),
+              others.size(), static_cast<long long>(longest_served), static_cast<long long>(longest_busy));
+  for (const auto& o : others) std::printf("%s\n", o.c_str());
   return 0;
 }
 
+}  // namespace
+
 // fault_tests --fault-child MODE URL [TENANT]: one fault in a process of its own; prints
-// "<ok operations> <error kind> <sqlstate>" (or "<n> none").
+// "<ok operations> <error kind> <sqlstate>" (or "<n> none"). Modes of the write turns:
+//   busy-workload URL RUN HISTORY PROCESS TIMEOUT_MS: --fault-worker's workloads with that busy
+//     timeout, and two more threads that keep the write turn busy
+//   turn-writer ...: see turn_writer_main
+//   hold-turn URL: holds a write transaction (its turn) and says "holding"; never ends by itself
+//   wait-turn URL: says "waiting", then waits up to a minute for a write turn
 int child_main(int argc, char* argv[]) {
   if (argc < 4) return 2;
   const std::string mode = argv[2], url = argv[3];
+  if (mode == "busy-workload" && argc == 8)
+    return run_workload_process(url, argv[4], argv[5], std::atoi(argv[6]), with_busy_timeout(std::atoi(argv[7])), 30,
+                                2);
+  if (mode == "turn-writer" && argc == 8)
+    return turn_writer_main(url, std::atoi(argv[4]), std::atoll(argv[5]), std::atoll(argv[6]), std::atoi(argv[7]));
+  if (mode == "hold-turn" || mode == "wait-turn") {
+    auto store = forgeyard::open(url, with_busy_timeout(60000));
+    forgeyard::OutgoingMessage m;
+    m.payload = mode;
+    if (mode == "wait-turn") {
+      std::printf("waiting\n");
+      std::fflush(stdout);
+      store->queues().enqueue("t", "q", m);
+      std::printf("served\n");
+      return 0;
+    }
+    auto tx = store->begin();
+    tx->queues().enqueue("t", "q", m);
+    std::printf("holding\n");
+    std::fflush(stdout);
+    while (true) ::pause();
+  }
   const std::string tenant = argc > 4 ? argv[4] : "t";
   int done = 0;
   try {
@@ -369,6 +500,226 @@ BOOST_AUTO_TEST_CASE(a_held_lock_is_a_serialization_failure_and_then_writes_go_o
   sqlite3_close(holder);
   BOOST_TEST(store->queues().enqueue("t", "q", m) > 0);
   check_consistent(*store, run.url, "t", 6);
+}
+
+namespace {
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Waits (at most 60 s) until the child writing to `path` has said `word`.
+bool child_said(const std::string& path, const std::string& word) {
+  const auto end = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < end) {
+    if (read_whole(path).find(word) != std::string::npos) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+// What one turn-writer process reported.
+struct TurnWriter {
+  long long committed = -1, busy = -1, others = -1, longest_served_us = -1, longest_busy_us = -1;
+  std::string output;
+};
+
+TurnWriter parse_turn_writer(const std::string& output) {
+  TurnWriter w;
+  w.output = output;
+  std::sscanf(output.c_str(), "%lld %lld %lld %lld %lld", &w.committed, &w.busy, &w.others, &w.longest_served_us,
+              &w.longest_busy_us);
+  return w;
+}
+
+// Turn-writer processes, one per entry of `threads` with that many threads, writing for `seconds` together.
+std::vector<TurnWriter> run_turn_writers(SqliteRun& run, const std::vector<int>& threads, int timeout_ms, int seconds) {
+  const std::int64_t start = history::now_us() + 1'500'000;  // every process open before the start
+  const std::int64_t end = start + std::int64_t{seconds} * 1'000'000;
+  std::vector<std::pair<pid_t, std::string>> children;
+  for (std::size_t p = 0; p < threads.size(); ++p) {
+    const std::string out = run.dir + "/writer-" + std::to_string(p) + ".out";
+    children.emplace_back(spawn_self({"--fault-child", "turn-writer", run.url, std::to_string(timeout_ms),
+                                      std::to_string(start), std::to_string(end), std::to_string(threads[p])},
+                                     out),
+                          out);
+  }
+  std::vector<TurnWriter> writers;
+  for (const auto& [pid, out] : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0), "writer process " << pid << " ended badly");
+    writers.push_back(parse_turn_writer(read_whole(out)));
+  }
+  return writers;
+}
+
+}  // namespace
+
+// Writer processes with a short busy timeout, running every workload while loader threads keep
+// the write turn busy (now and then past the timeout): each call is answered (its result, or a
+// refusal the workload provokes on purpose: a stale fence, a version conflict) or fails with 40001
+// when its turn did not come in time; never another error, and the history of the run checks out
+// (nothing lost, nothing twice).
+BOOST_AUTO_TEST_CASE(writer_processes_with_a_short_busy_timeout_are_answered_or_get_40001) {
+  SqliteRun run;
+  const std::string id = sqlite_run_id();
+  Names names(id);
+  history::Recorder rec(0);
+  {
+    auto store = forgeyard::open(run.url);
+    set_up(*store, names, true, [&](const std::string& sql) { sqlite_exec(run.path, sql); });
+  }
+  constexpr int processes = 3;
+  struct Child {
+    pid_t pid;
+    std::string history, out;
+  };
+  std::vector<Child> children;
+  for (int p = 1; p <= processes; ++p) {
+    Child c{0, run.dir + "/history-" + std::to_string(p), run.dir + "/worker-" + std::to_string(p) + ".out"};
+    c.pid = spawn_self({"--fault-child", "busy-workload", run.url, id, c.history, std::to_string(p), "200"}, c.out);
+    children.push_back(c);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(std::min(run_seconds(), 10)));
+  Figures f;
+  f.backend = "sqlite, busy timeout 200 ms";
+  std::map<std::string, std::int64_t> worker_errors;  // every error the workers met, also outside the history
+  for (auto& c : children) {
+    kill(c.pid, SIGTERM);
+    int status = 0;
+    waitpid(c.pid, &status, 0);
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    std::istringstream counts(read_whole(c.out));
+    for (std::string item; counts >> item;) {
+      const auto eq = item.find('=');
+      if (eq != std::string::npos) worker_errors[item.substr(0, eq)] += std::stoll(item.substr(eq + 1));
+    }
+    const int process = std::stoi(c.history.substr(c.history.rfind('-') + 1));
+    const auto ops = history::Recorder::load(c.history, process);
+    std::int64_t ok = 0;
+    for (const auto& o : ops) {
+      if (o.outcome == history::Outcome::Ok) ++ok;
+      if (!o.error.empty()) ++f.errors[o.error];
+    }
+    BOOST_TEST(ok > 0, "process " << process << " completed no operation");
+    rec.merge(ops);
+  }
+  auto store = forgeyard::open(run.url);
+  Workload reader(names, rec, 0);
+  read_back(*store, names, reader, rec);
+  const auto ops = rec.ops();
+  f.operations = static_cast<std::int64_t>(ops.size());
+  f.reports = history::check_all(ops);
+  std::printf("%s  errors the workers met: %s\n", f.format().c_str(), format_counts(worker_errors).c_str());
+  BOOST_TEST(f.violations() == 0);
+  BOOST_TEST(f.unknown() == 0);  // no process was killed, so every outcome is known
+  for (const auto& r : f.reports) BOOST_TEST(r.ops > 0, r.check << " saw no operations");
+  // Busy is "SerializationFailure/40001"; the others the workloads provoke are FYnnn answers.
+  auto answered_or_busy = [](const std::string& kind) {
+    const auto slash = kind.find('/');
+    const std::string state = slash == std::string::npos ? "" : kind.substr(slash + 1);
+    return kind == "SerializationFailure/40001" || (state.size() == 5 && state.rfind("FY", 0) == 0);
+  };
+  for (const auto& [kind, n] : f.errors) BOOST_TEST(answered_or_busy(kind), n << " operations ended in " << kind);
+  // The loaders' long holds ran writers out of time: the run did leave the line on timeouts.
+  BOOST_TEST(worker_errors["SerializationFailure/40001"] > 0);
+  for (const auto& [kind, n] : worker_errors) BOOST_TEST(answered_or_busy(kind), n << " calls ended in " << kind);
+  expect_verified(run.url, "after the busy writers");
+}
+
+// Four processes loop short write transactions, one with four threads and three with one: the
+// busy one's threads would hand SQLite's write lock to each other while the others sleep in the
+// busy handler. Each process gets a fair share of the commits (at least half an even share); in a
+// fair line of short transactions nearly every writer is served well within its busy timeout (at
+// most 1% get 40001), none that got its turn waited past its timeout for it, one that did not got
+// 40001 about then, and there was no other error.
+BOOST_AUTO_TEST_CASE(writer_processes_share_the_file_fairly_within_their_busy_timeout) {
+  SqliteRun run;
+  fill(run.url, "t", 0);
+  const std::vector<int> threads{4, 1, 1, 1};
+  const long long processes = static_cast<long long>(threads.size());
+  constexpr int timeout_ms = 200;
+  // Scheduling slack over the timeout: a waiter woken at its deadline may wait a moment for a core.
+  constexpr long long slack_us = 25'000;
+  const auto writers = run_turn_writers(run, threads, timeout_ms, 4);
+  long long total = 0, busy = 0;
+  for (const auto& w : writers) {
+    total += std::max(w.committed, 0LL);
+    busy += std::max(w.busy, 0LL);
+  }
+  for (std::size_t p = 0; p < writers.size(); ++p) {
+    const auto& w = writers[p];
+    std::printf(
+        "writer process %zu: %lld committed, %lld busy, %lld other; longest wait served %lld us, busy %lld us\n", p,
+        w.committed, w.busy, w.others, w.longest_served_us, w.longest_busy_us);
+    BOOST_TEST(w.others == 0, "writer process " << p << ": " << w.output);
+    BOOST_TEST(w.committed * 2 * processes >= total,
+               "writer process " << p << " starved: " << w.committed << " of " << total << " commits");
+    BOOST_TEST(w.longest_served_us >= 0);
+    BOOST_TEST(w.longest_served_us <= timeout_ms * 1000LL + slack_us);
+    BOOST_TEST(w.longest_busy_us <= timeout_ms * 1000LL + slack_us);
+  }
+  std::printf("%lld commits, %lld busy (40001) of %lld transactions\n", total, busy, total + busy);
+  BOOST_TEST(total > 0);
+  BOOST_TEST(busy * 100 <= total + busy, busy << " of " << total + busy << " transactions got no turn in time");
+  auto store = forgeyard::open(run.url);
+  BOOST_TEST(store->queues().stats("t", "q").ready == total);
+  BOOST_TEST(store->audit().verify("t").ok);
+}
+
+// A process SIGKILLed while it holds its turn, and another SIGKILLed while it waits in line,
+// block the others no longer than their busy timeout: while the holder lives a writer gets 40001
+// in about its timeout; once both died the line passes over them and writes go on at once, in
+// this process and in others.
+BOOST_AUTO_TEST_CASE(a_process_killed_holding_its_turn_blocks_the_others_only_until_their_timeout) {
+  SqliteRun run;
+  fill(run.url, "t", 0);
+  const std::string holder_out = run.dir + "/holder.out", waiter_out = run.dir + "/waiter.out";
+  const pid_t holder = spawn_self({"--fault-child", "hold-turn", run.url}, holder_out);
+  BOOST_TEST_REQUIRE(child_said(holder_out, "holding"));
+  const pid_t waiter = spawn_self({"--fault-child", "wait-turn", run.url}, waiter_out);
+  BOOST_TEST_REQUIRE(child_said(waiter_out, "waiting"));
+  std::this_thread::sleep_for(300ms);  // in the line behind the holder by now
+  auto store = forgeyard::open(run.url, with_busy_timeout(200));
+  forgeyard::OutgoingMessage m;
+  m.payload = "after";
+  std::string kind = "none";
+  const auto asked = std::chrono::steady_clock::now();
+  try {
+    store->queues().enqueue("t", "q", m);
+  } catch (...) {
+    kind = kind_of_current_exception();
+  }
+  const auto waited = std::chrono::steady_clock::now() - asked;
+  BOOST_TEST(kind == "SerializationFailure 40001");
+  BOOST_TEST(waited >= 200ms);
+  BOOST_TEST(waited < 200ms + 150ms, "waited " << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+                                               << " ms for a turn with a 200 ms timeout");
+  kill(waiter, SIGKILL);
+  waitpid(waiter, nullptr, 0);
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  BOOST_TEST(read_whole(waiter_out).find("served") == std::string::npos);
+  int written = 0;
+  for (int i = 0; i < 20; ++i) try {
+      store->queues().enqueue("t", "q", m);
+      ++written;
+    } catch (...) {
+      BOOST_TEST(false, "write " << i << " after the deaths: " << kind_of_current_exception());
+    }
+  BOOST_TEST(written == 20);
+  const auto writers = run_turn_writers(run, {1, 1}, 200, 1);
+  for (const auto& w : writers) {
+    BOOST_TEST(w.committed > 0, w.output);
+    BOOST_TEST(w.busy == 0, w.output);
+    BOOST_TEST(w.others == 0, w.output);
+  }
+  // Neither killed transaction committed.
+  BOOST_TEST(store->queues().stats("t", "q").ready == 20 + writers[0].committed + writers[1].committed);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

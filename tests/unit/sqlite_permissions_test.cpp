@@ -23,7 +23,7 @@ unsigned mode_of(const fs::path& p) {
 
 BOOST_AUTO_TEST_SUITE(sqlite_permissions)
 
-BOOST_AUTO_TEST_CASE(store_wal_shm_and_lock_files_are_owner_only) {
+BOOST_AUTO_TEST_CASE(store_wal_shm_lock_and_turns_files_are_owner_only) {
   std::string pattern = (fs::temp_directory_path() / "forgeyard-perm.XXXXXX").string();
   BOOST_REQUIRE(mkdtemp(pattern.data()) != nullptr);
   const fs::path dir = pattern;
@@ -38,6 +38,8 @@ BOOST_AUTO_TEST_CASE(store_wal_shm_and_lock_files_are_owner_only) {
   }
   // The lock file of exclusive work (opening a store takes it to migrate).
   BOOST_TEST(mode_of(fs::path(db.string() + ".lock")) == 0600u);
+  // The line of the writers of every process (write_turns.hpp).
+  BOOST_TEST(mode_of(fs::path(db.string() + ".turns")) == 0600u);
   ::umask(old_umask);
   fs::remove_all(dir);
 }
