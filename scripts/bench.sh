@@ -8,7 +8,7 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 scripts/install-deps.sh || exit 1
 make -j2 >/dev/null && $sudo make install >/dev/null || exit 1
-cmake -S . -B build -DFORGEYARD_BENCH=ON >/dev/null && cmake --build build -j2 --target lease_bench cas_bench queue_bench audit_bench topic_bench workflow_bench >/dev/null || exit 1
+cmake -S . -B build -DFORGEYARD_BENCH=ON >/dev/null && cmake --build build -j2 --target lease_bench cas_bench queue_bench audit_bench topic_bench workflow_bench sqlite_mixed >/dev/null || exit 1
 source scripts/lib/cluster.sh
 trap cluster_stop EXIT INT TERM
 cluster_start || exit 1
@@ -19,6 +19,8 @@ build/bench/queue_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
 build/bench/audit_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
 build/bench/topic_bench --pg "$FORGEYARD_TEST_PG_URL" "$@" || exit 1
 build/bench/workflow_bench --pg "$FORGEYARD_TEST_PG_URL" || exit 1
+# Writer processes and readers on one SQLite file (times, not ratios).
+build/bench/sqlite_mixed --seconds 60 || exit 1
 PG_BIN="$PG_BIN" bench/claim_depth.sh 1000000
 PG_BIN="$PG_BIN" bench/vacuum_held.sh
 bench/enqueue_batch_scaling.sh
