@@ -30,6 +30,7 @@ inline constexpr char undefined_column[] = "42703";
 inline constexpr char undefined_object[] = "42704";
 inline constexpr char duplicate_object[] = "42710";
 inline constexpr char undefined_table[] = "42P01";
+inline constexpr char feature_not_supported[] = "0A000";
 inline constexpr char lock_not_available[] = "55P03";
 inline constexpr char io_error[] = "58030";
 inline constexpr char no_data_found[] = "P0002";

@@ -46,15 +46,11 @@ END
 -- @body fy_boundary_pg_error
 -- Runs sql with the caller's rights (the declaration is not SECURITY DEFINER) as one SPI_execute,
 -- as Spi::run_once does: the row count of its last statement; an error comes back unchanged.
--- SPI_execute refuses transaction control and COPY to or from the client with a negative code,
--- which the C++ edition reports as XX000 "SPI_execute failed: <code>"; PL/pgSQL's EXECUTE raises
--- 0A000 with its own message for them, translated here (only when it is this EXECUTE's own, not
--- that of a nested EXECUTE). One difference remains: PL/pgSQL's EXECUTE refuses a string whose
--- last statement is SELECT ... INTO (0A000), which SPI_execute runs.
+-- Transaction control and COPY to or from the client: 0A000, PL/pgSQL's own refusal, as the C++
+-- edition answers SPI_execute's. One difference remains: PL/pgSQL's EXECUTE refuses a string
+-- whose last statement is SELECT ... INTO (0A000), which SPI_execute runs.
 DECLARE
     n pg_catalog.int8;
-    message pg_catalog.text;
-    context pg_catalog.text;
 BEGIN
     IF $1 IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '@sqlstate.null_value@', MESSAGE = 'sql must not be NULL';
@@ -66,26 +62,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '@sqlstate.string_too_long@', MESSAGE = 'sql is longer than 10000 bytes',
             DETAIL = pg_catalog.format('length is %s bytes', pg_catalog.octet_length($1));
     END IF;
-    BEGIN
-        EXECUTE $1;
-        GET DIAGNOSTICS n = ROW_COUNT;
-        RETURN n;
-    EXCEPTION WHEN feature_not_supported THEN
-        GET STACKED DIAGNOSTICS message = MESSAGE_TEXT, context = PG_EXCEPTION_CONTEXT;
-        -- The function's name is schema-qualified in the context unless the caller's search_path
-        -- made it visible when it was compiled.
-        IF pg_catalog.split_part(context, E'\n', 1)
-               OPERATOR(pg_catalog.~) '^PL/pgSQL function (forgeyard\.)?boundary_pg_error\(text\) line [0-9]+ at EXECUTE$' THEN
-            -- PL/pgSQL's own refusals (pl_exec.c), told apart by their text: the C++ edition's SPI
-            -- answers them with these two XX000 errors. (Under a translated lc_messages the text
-            -- differs and the probe passes PostgreSQL's 0A000 on unchanged.)
-            IF message OPERATOR(pg_catalog.=) 'EXECUTE of transaction commands is not implemented' THEN
-                RAISE EXCEPTION USING ERRCODE = '@sqlstate.internal_error@',
-                    MESSAGE = 'SPI_execute failed: SPI_ERROR_TRANSACTION';
-            ELSIF message OPERATOR(pg_catalog.=) 'cannot COPY to/from client in PL/pgSQL' THEN
-                RAISE EXCEPTION USING ERRCODE = '@sqlstate.internal_error@', MESSAGE = 'SPI_execute failed: SPI_ERROR_COPY';
-            END IF;
-        END IF;
-        RAISE;
-    END;
+    EXECUTE $1;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
 END

@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 
-SELECT plan(51);
+SELECT plan(53);
 
 SET TIME ZONE 'UTC';
 
@@ -86,6 +86,11 @@ SELECT is(pg_temp.caught($q$SELECT forgeyard.boundary_pg_error(
 SELECT is(pg_temp.caught($q$SELECT forgeyard.boundary_pg_error(
               $s$DO $d$ BEGIN RAISE EXCEPTION 'cancelled' USING ERRCODE = 'query_canceled'; END $d$$s$)$q$),
           ARRAY['57014', 'cancelled', '', ''], 'RAISE 57014: preserved');
+-- Statements that cannot run inside a function: 0A000 on both editions.
+SELECT throws_ok($$SELECT forgeyard.boundary_pg_error('COMMIT')$$, '0A000', NULL,
+                 'transaction control inside the probe: 0A000');
+SELECT throws_ok($$SELECT forgeyard.boundary_pg_error('COPY (SELECT 1) TO STDOUT')$$, '0A000', NULL,
+                 'COPY to the client inside the probe: 0A000');
 CREATE TEMP TABLE uniq (a int CONSTRAINT uniq_a_key PRIMARY KEY);
 SELECT is(pg_temp.caught($$SELECT forgeyard.boundary_pg_error('INSERT INTO uniq VALUES (1), (1)')$$),
           ARRAY['23505', 'duplicate key value violates unique constraint "uniq_a_key"', 'Key (a)=(1) already exists.', ''],

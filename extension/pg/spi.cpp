@@ -286,6 +286,11 @@ std::uint64_t Spi::run_once(const std::string& sql) {
     MemoryContextSwitchTo(caller);
     return r;
   });
+  // Transaction control and COPY to or from the client cannot run inside a function: 0A000, as
+  // PL/pgSQL's EXECUTE answers them (the PL/pgSQL edition's twin of this path).
+  if (rc == SPI_ERROR_TRANSACTION || rc == SPI_ERROR_COPY)
+    throw core::Error(core::sqlstate::feature_not_supported,
+                      std::string("cannot run this statement inside a function: ") + SPI_result_code_string(rc));
   if (rc < 0)
     throw core::Error(core::sqlstate::internal_error, std::string("SPI_execute failed: ") + SPI_result_code_string(rc));
   return SPI_processed;
