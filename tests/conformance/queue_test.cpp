@@ -578,6 +578,31 @@ BOOST_AUTO_TEST_CASE(ack_many_acks_all_or_none) {
   queues().ack_many(tenant, queue, acks);  // acked already: a no-op
 }
 
+BOOST_AUTO_TEST_CASE(an_ack_listed_twice_in_one_call_gives_the_room_back_once) {
+  create(small(2));
+  const Priority top = Priority::Emergency;  // admitted up to the whole bound
+  send("a", top);
+  send("b", top);
+  auto got = take(2);
+  BOOST_REQUIRE(got.size() == 2u);
+  const forgeyard::Ack a{got[0].msg_id, got[0].claim_token}, b{got[1].msg_id, got[1].claim_token};
+  queues().ack_many(tenant, queue, {a, a, b});
+  auto stats = queues().stats(tenant, queue);
+  BOOST_TEST(stats.ready + stats.in_flight == 0);
+  BOOST_TEST(stats.bytes == 0);
+  // The bound counts two messages again, not three: a room given back twice would admit a third.
+  send("c", top);
+  send("d", top);
+  FY_CHECK_ERROR(send("e", top), ErrorKind::QueueFull, "FY020");
+  // The same through ack_and_claim, whose acks run before its claim.
+  auto more = take(2);
+  BOOST_REQUIRE(more.size() == 2u);
+  const forgeyard::Ack c{more[0].msg_id, more[0].claim_token};
+  BOOST_TEST(queues().ack_and_claim(tenant, queue, "consumer-1", {c, c}, 1).empty());  // d is in flight
+  send("f", top);
+  FY_CHECK_ERROR(send("g", top), ErrorKind::QueueFull, "FY020");
+}
+
 BOOST_AUTO_TEST_CASE(the_inbox_accepts_an_event_once_per_consumer) {
   const std::string event = "0f8fad5b-d9cb-469f-a165-70867728950e";
   BOOST_TEST(queues().inbox_accept(tenant, "billing", event));

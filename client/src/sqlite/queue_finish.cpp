@@ -75,10 +75,10 @@ void ack_all(Db& db, const Queue& queue, const std::vector<Ack>& acks, std::int6
   };
   for (const auto& [msg_id, token] : acks) {
     // A message acked twice in one call: the second finds it finished, as it would one by one.
-    if (finished.count(msg_id) != 0) continue;
+    if (acks.size() > 1 && finished.count(msg_id) != 0) continue;
     std::optional<Current> c = current(db, queue, msg_id);
     if (fy::core::decide_ack(fence_of(c), msg_id, token) == fy::core::AckAction::no_op) continue;
-    finished.insert(msg_id);
+    if (acks.size() > 1) finished.insert(msg_id);
     record_outcome(db, queue, c->resource, fy::core::flow::Outcome::success, now);
     const std::optional<std::string> key = fy::core::group_key(queue.options, c->partition_key, c->fairness_key);
     if (key) {
