@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sqlite3.h>
-#include <sys/file.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -73,6 +73,55 @@ static_assert(kMaxProcesses <= 0x4000);
 // dead holder keeps the others waiting.
 constexpr auto kCheckEvery = std::chrono::milliseconds(10);
 
+// The lines open in this process: their file descriptors and mappings. A child forked without
+// exec inherits both, and either keeps the parent's open file, and so its OFD locks: the parent
+// would look alive to the other processes for as long as the child lives. The child lets go of
+// them at once (munmap and close, safe in a fork handler), and its lines stop being used
+// (ProcessLine::usable).
+constexpr int kMaxLines = 64;
+struct OpenLine {
+  std::atomic<int> fd{-1};
+  std::atomic<void*> map{nullptr};
+};
+OpenLine open_lines[kMaxLines];
+void let_go_of_lines_in_child() {
+  for (auto& line : open_lines) {
+    const int fd = line.fd.exchange(-1);
+    if (fd < 0) continue;
+    ::munmap(line.map.load(), sizeof(Layout));
+    ::close(fd);
+  }
+}
+bool track_line(int fd, void* map) {
+  static const bool registered = ::pthread_atfork(nullptr, nullptr, let_go_of_lines_in_child) == 0;
+  if (!registered) return false;
+  for (auto& line : open_lines) {
+    int empty = -1;
+    if (line.fd.load() != -1) continue;
+    line.map.store(map);
+    if (line.fd.compare_exchange_strong(empty, fd)) return true;
+  }
+  return false;
+}
+void untrack_line(int fd) {
+  for (auto& line : open_lines) {
+    int mine = fd;
+    if (line.fd.compare_exchange_strong(mine, -1)) return;
+  }
+}
+
+// One lock kind on the file, OFD byte locks (the kernel drops them when the last descriptor of
+// the open file closes): byte 0 while a process lays the file out or registers, one byte per
+// process number after kProcessBytes.
+int ofd_lock(int fd, short type, off_t start, off_t length, bool wait) {
+  struct flock range {};
+  range.l_type = type;
+  range.l_whence = SEEK_SET;
+  range.l_start = start;
+  range.l_len = length;
+  return ::fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &range);
+}
+
 timespec to_timespec(SteadyClock::time_point at) {
   // steady_clock is CLOCK_MONOTONIC, the clock FUTEX_WAIT_BITSET measures absolute times on.
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
@@ -82,26 +131,31 @@ timespec to_timespec(SteadyClock::time_point at) {
 }  // namespace
 
 // The line of the processes on one file (the layout above). Only the holder of its process's
-// turn calls take() and give_back(), so a process has at most one ticket at a time. Like a SQLite
-// connection, it does not cross fork(): a child that did not exec would share the parent's number.
+// turn calls take() and give_back(), so a process has at most one ticket at a time. It does not
+// cross fork(): a child that did not exec closes its copy of the file at once and writes with the
+// in-process turns only (as a SQLite connection, it should not be carried across fork() anyway).
 class ProcessLine {
  public:
   // Null when the file cannot be opened, created or used; the reason is logged.
   static std::unique_ptr<ProcessLine> open(const std::string& path);
   ~ProcessLine() {
+    if (!usable()) return;  // a forked child let go of its copies at the fork
+    untrack_line(fd_);
     ::munmap(line_, sizeof(Layout));
     ::close(fd_);  // also drops this process's number
   }
 
+  // False in a child forked from the process that opened the line.
+  bool usable() const { return ::getpid() == pid_; }
   bool take(SteadyClock::time_point deadline);
   void give_back() {
-    slot(ticket_).store(slot_word(ticket_, me_, kLeft));
+    leave(ticket_);
     pass_on(ticket_);
   }
 
  private:
-  ProcessLine(int fd, Layout* line) : fd_(fd), line_(line) {}
-  bool register_process();
+  ProcessLine(int fd, Layout* line) : fd_(fd), line_(line), pid_(::getpid()) {}
+  bool register_process(std::string& why);
 
   std::atomic_ref<std::uint64_t> next() { return std::atomic_ref(line_->next); }
   std::atomic_ref<std::uint64_t> serving() { return std::atomic_ref(line_->serving); }
@@ -116,9 +170,15 @@ class ProcessLine {
   void pass_over_gone(std::uint64_t ticket);
   bool alive(std::uint64_t owner);
   void wait(std::uint32_t seen, SteadyClock::time_point until);
+  // Marks this process's `ticket` left; only that word, so a slot that moved on is never touched.
+  void leave(std::uint64_t ticket) {
+    std::uint64_t mine = slot_word(ticket, me_, kIn);
+    slot(ticket).compare_exchange_strong(mine, slot_word(ticket, me_, kLeft));
+  }
 
   int fd_;
   Layout* line_;
+  pid_t pid_;
   std::uint64_t me_ = 0;      // this process's number
   std::uint64_t ticket_ = 0;  // this process's ticket while it is in the line
 };
@@ -132,12 +192,15 @@ std::unique_ptr<ProcessLine> ProcessLine::open(const std::string& path) {
     return nullptr;
   }
   auto refuse = [&](const std::string& why) -> std::unique_ptr<ProcessLine> {
-    log().debug("write turns of {} are this process's only: {} {}", path, file, why);
+    log().warn(
+        "write turns of {} are this process's only (writers of other processes meet SQLite's busy handler): "
+        "{} {}",
+        path, file, why);
     ::close(fd);
     return nullptr;
   };
-  // The first process to open the file lays it out; the others wait for that under the flock.
-  while (::flock(fd, LOCK_EX) != 0)
+  // The first process to open the file lays it out; the others wait for that on byte 0.
+  while (ofd_lock(fd, F_WRLCK, 0, 1, true) != 0)
     if (errno != EINTR) return refuse(std::string("cannot be locked: ") + std::strerror(errno));
   struct stat st {};
   std::uint64_t header[2] = {0, 0};
@@ -158,24 +221,41 @@ std::unique_ptr<ProcessLine> ProcessLine::open(const std::string& path) {
   }
   void* map = ::mmap(nullptr, sizeof(Layout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) return refuse(std::string("cannot be mapped: ") + std::strerror(errno));
-  std::unique_ptr<ProcessLine> line(new ProcessLine(fd, static_cast<Layout*>(map)));
-  const bool registered = line->register_process();
-  ::flock(fd, LOCK_UN);
+  auto* layout = static_cast<Layout*>(map);
+  // No process holds a number: nobody is in the line, whatever the file says (a line left
+  // inconsistent by a crash of the machine starts empty again).
+  struct flock anyone {};
+  anyone.l_type = F_WRLCK;
+  anyone.l_whence = SEEK_SET;
+  anyone.l_start = kProcessBytes;
+  anyone.l_len = static_cast<off_t>(kMaxProcesses);
+  if (::fcntl(fd, F_OFD_GETLK, &anyone) == 0 && anyone.l_type == F_UNLCK) {
+    std::atomic_ref(layout->next).store(0);
+    std::atomic_ref(layout->serving).store(0);
+    for (auto& word : layout->slots) std::atomic_ref(word).store(0);
+  }
+  std::unique_ptr<ProcessLine> line(new ProcessLine(fd, layout));
+  std::string why;
+  const bool registered = line->register_process(why) && track_line(fd, map);
+  ofd_lock(fd, F_UNLCK, 0, 1, false);
   if (!registered) {
-    log().debug("write turns of {} are this process's only: {} processes have it open", path, kMaxProcesses);
+    line.reset();  // closes fd
+    log().warn(
+        "write turns of {} are this process's only (writers of other processes meet SQLite's busy handler): "
+        "{}",
+        path, why.empty() ? "no room to track the line across fork()" : why);
     return nullptr;
   }
   return line;
 }
 
-bool ProcessLine::register_process() {
+bool ProcessLine::register_process(std::string& why) {
   for (std::uint64_t p = 0; p < kMaxProcesses; ++p) {
-    struct flock byte {};
-    byte.l_type = F_WRLCK;
-    byte.l_whence = SEEK_SET;
-    byte.l_start = kProcessBytes + static_cast<off_t>(p);
-    byte.l_len = 1;
-    if (::fcntl(fd_, F_OFD_SETLK, &byte) != 0) continue;
+    if (ofd_lock(fd_, F_WRLCK, kProcessBytes + static_cast<off_t>(p), 1, false) != 0) {
+      if (errno == EAGAIN || errno == EACCES) continue;  // another process's number
+      why = std::string("cannot lock a process number: ") + std::strerror(errno);
+      return false;
+    }
     me_ = p;
     // Tickets still marked with this number are a dead process's: they leave the line.
     for (std::uint64_t i = 0; i < kSlots; ++i) {
@@ -187,11 +267,11 @@ bool ProcessLine::register_process() {
     }
     return true;
   }
+  why = std::to_string(kMaxProcesses) + " processes have it open";
   return false;
 }
 
 bool ProcessLine::alive(std::uint64_t owner) {
-  if (owner == me_) return false;  // this process's own ticket is not the one being asked about
   struct flock byte {};
   byte.l_type = F_WRLCK;
   byte.l_whence = SEEK_SET;
@@ -234,6 +314,7 @@ bool ProcessLine::take(SteadyClock::time_point deadline) {
   // Join the line: claim the slot of ticket `next`, then move `next` on. A taker that claimed its
   // slot and died before moving `next` is helped along by the next taker, so every ticket below
   // `next` has its slot filled in.
+  auto full_check_at = SteadyClock::now() + kCheckEvery;
   for (;;) {
     std::uint64_t t = next().load();
     std::uint64_t word = slot(t).load();
@@ -241,10 +322,19 @@ bool ProcessLine::take(SteadyClock::time_point deadline) {
       next().compare_exchange_strong(t, t + 1);
       continue;
     }
+    // A slot of a later lap: `t` was read before others took tickets past it; read `next` again.
+    if (word != 0 && ticket_of(word) > t) continue;
     // The slot still holds ticket t - kSlots until that one is served: the line is full. (The
     // turn may be past t: a dead taker's claimed ticket was skipped before `next` moved on.)
-    if (t >= serving().load() + kSlots) {
-      if (SteadyClock::now() >= deadline) return false;
+    // Nobody in a full line holds a ticket to look after a dead holder: those outside do.
+    const std::uint64_t s = serving().load();
+    if (t >= s + kSlots) {
+      const auto now = SteadyClock::now();
+      if (now >= deadline) return false;
+      if (now >= full_check_at) {
+        pass_over_gone(s);
+        full_check_at = now + kCheckEvery;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
@@ -264,7 +354,8 @@ bool ProcessLine::take(SteadyClock::time_point deadline) {
     if (s > ticket_ || now >= deadline) {
       // Out of time: leave the line. Whoever passes the turn on skips a ticket that left; if the
       // turn came to this one meanwhile, pass it on here (one of the two does, never both).
-      slot(ticket_).store(slot_word(ticket_, me_, kLeft));
+      if (s > ticket_) log().warn("write turn: ticket {} was passed over while its process waited", ticket_);
+      leave(ticket_);
       if (serving().load() == ticket_) pass_on(ticket_);
       return false;
     }
@@ -287,7 +378,7 @@ std::shared_ptr<WriteTurns> WriteTurns::of(const std::string& path) {
   std::weak_ptr<WriteTurns>& entry = registry[key];
   std::shared_ptr<WriteTurns> turns = entry.lock();
   if (!turns) {
-    turns = std::make_shared<WriteTurns>(path);
+    turns = std::make_shared<WriteTurns>(key);  // beside the file SQLite opens (a symlink resolved)
     entry = turns;
   }
   return turns;
@@ -305,13 +396,13 @@ WriteTurns::~WriteTurns() = default;
 bool WriteTurns::take(std::chrono::milliseconds timeout) {
   const auto deadline = SteadyClock::now() + timeout;
   if (!take_here(deadline)) return false;
-  if (!processes_ || processes_->take(deadline)) return true;
+  if (!processes_ || !processes_->usable() || processes_->take(deadline)) return true;
   give_back_here();
   return false;
 }
 
 void WriteTurns::give_back() {
-  if (processes_) processes_->give_back();
+  if (processes_ && processes_->usable()) processes_->give_back();
   give_back_here();
 }
 
