@@ -232,4 +232,30 @@ BOOST_AUTO_TEST_CASE(a_file_that_is_not_a_database_is_corruption) {
   }
 }
 
+// A write waits for SQLite's lock only what its turn left of the busy timeout: a writer outside
+// the turns (here a second connection, as the sqlite3 shell would be) holding the lock makes it
+// fail with 40001 then, not after a whole busy timeout more. The timeout is the store's again
+// afterwards.
+BOOST_AUTO_TEST_CASE(begin_immediate_waits_what_the_turn_left) {
+  TempDir dir;
+  const std::string path = (dir.path / "store.db").string();
+  forgeyard::StoreOptions options;
+  options.sqlite_busy_timeout = std::chrono::seconds(30);
+  forgeyard::detail::Db db(path, options), other(path, options);
+  other.exec("BEGIN IMMEDIATE");
+  const auto asked = std::chrono::steady_clock::now();
+  try {
+    db.begin_immediate(std::chrono::milliseconds(50));
+    BOOST_TEST(false, "BEGIN IMMEDIATE beside a held write lock succeeded");
+  } catch (const Error& e) {
+    BOOST_TEST(e.sqlstate() == "40001");
+  }
+  const bool in_time = std::chrono::steady_clock::now() - asked < std::chrono::seconds(15);
+  BOOST_TEST(in_time);  // not after the 30 s timeout
+  other.exec("ROLLBACK");
+  db.begin_immediate(std::chrono::milliseconds(0));  // a free lock needs no wait
+  db.exec("ROLLBACK");
+  BOOST_TEST(pragma(db, "PRAGMA busy_timeout") == "30000");  // the store's timeout again
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,8 @@
 #include "sqlite/db.hpp"
 
 #include <fcntl.h>
+
+#include <algorithm>
 #include <random>
 #include <unistd.h>
 
@@ -100,7 +102,8 @@ Db::Db(const std::string& path, const StoreOptions& options) : path_(path) {
   // A constructor that throws runs no destructor: close the handle here (ASan found it leaking).
   try {
     sqlite3_extended_result_codes(db_, 1);
-    sqlite3_busy_timeout(db_, static_cast<int>(options.sqlite_busy_timeout.count() / 1000));
+    busy_timeout_ms_ = static_cast<int>(options.sqlite_busy_timeout.count() / 1000);
+    sqlite3_busy_timeout(db_, busy_timeout_ms_);
     const std::string& sync = options.sqlite_synchronous;
     if (sync != "FULL" && sync != "NORMAL" && sync != "EXTRA" && sync != "OFF")
       throw Error(ErrorKind::InvalidArgument, sqlstate::invalid_parameter,
@@ -129,6 +132,17 @@ void Db::exec(const char* sql) {
     sqlite3_free(message);
     throw sqlite_error(rc, text);
   }
+}
+
+void Db::begin_immediate(std::chrono::milliseconds wait) {
+  sqlite3_busy_timeout(db_, static_cast<int>(std::min<std::int64_t>(wait.count(), busy_timeout_ms_)));
+  try {
+    exec("BEGIN IMMEDIATE");
+  } catch (...) {
+    sqlite3_busy_timeout(db_, busy_timeout_ms_);
+    throw;
+  }
+  sqlite3_busy_timeout(db_, busy_timeout_ms_);
 }
 
 sqlite3_stmt* Db::prepare(const char* sql) {

@@ -2,6 +2,7 @@
 // prepared once per connection and reset after every use.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -60,6 +61,10 @@ class Db {
   Db& operator=(const Db&) = delete;
 
   void exec(const char* sql);
+  // BEGIN IMMEDIATE, waiting for SQLite's write lock at most `wait` (what the caller's write turn
+  // left of its busy timeout: a writer outside the turns, such as the sqlite3 shell, cannot make
+  // a call wait past the timeout); the busy timeout is the store's again afterwards.
+  void begin_immediate(std::chrono::milliseconds wait);
   // `sql` must be a string literal: statements are cached by its address.
   Query query(const char* sql);
   // A statement built at run time (from names checked against the schema), cached by its text.
@@ -75,6 +80,7 @@ class Db {
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  int busy_timeout_ms_ = 0;
   std::map<const char*, sqlite3_stmt*> statements_;
   std::map<std::string, sqlite3_stmt*> built_statements_;
   sqlite3_stmt* prepare(const char* sql);

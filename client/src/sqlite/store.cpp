@@ -93,18 +93,21 @@ class SqlitePooledSession final : public SqliteSession {
   void write(const std::function<void(Db&)>& work) override {
     auto db = shared_.pool.acquire();
     WriteTurn turn(*shared_.turns, shared_.turn_timeout());
-    in_transaction(*db, "BEGIN IMMEDIATE", work);
+    in_transaction(
+        *db, [&] { db->begin_immediate(turn.left()); }, work);
   }
   void read(const std::function<void(Db&)>& work) override {
     auto db = shared_.readers.acquire();
-    in_transaction(*db, "BEGIN", work);
+    in_transaction(
+        *db, [&] { db->exec("BEGIN"); }, work);
   }
   std::int64_t now_usecs() override { return shared_.now_usecs(); }
   Instruments& instruments() override { return shared_.instruments; }
 
  private:
-  static void in_transaction(Db& db, const char* begin, const std::function<void(Db&)>& work) {
-    db.exec(begin);
+  template <typename Begin>
+  static void in_transaction(Db& db, const Begin& begin, const std::function<void(Db&)>& work) {
+    begin();
     try {
       work(db);
       db.exec("COMMIT");
@@ -133,7 +136,7 @@ class SqliteTransaction final : public Transaction, private SqliteSession {
         topics_(*this),
         audit_(*this),
         workflows_(*this) {
-    state_.begin([&] { db_->exec("BEGIN IMMEDIATE"); });
+    state_.begin([&] { db_->begin_immediate(turn_.left()); });
   }
   ~SqliteTransaction() override {
     state_.abandon([&] { db_->exec("ROLLBACK"); });

@@ -429,10 +429,16 @@ void WriteTurns::give_back_here() {
   held_ = false;
 }
 
-WriteTurn::WriteTurn(WriteTurns& turns, std::chrono::milliseconds timeout) : turns_(turns) {
+WriteTurn::WriteTurn(WriteTurns& turns, std::chrono::milliseconds timeout)
+    : turns_(turns), deadline_(SteadyClock::now() + timeout) {
   if (!turns_.take(timeout))
     throw sqlite_error(SQLITE_BUSY, "database is locked (other writers of the file held it past the busy timeout)");
   held_ = true;
+}
+
+std::chrono::milliseconds WriteTurn::left() const {
+  return std::max(std::chrono::milliseconds(0),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - SteadyClock::now()));
 }
 
 void WriteTurn::release() noexcept {

@@ -59,12 +59,15 @@ class WriteTurn {
  public:
   WriteTurn(WriteTurns& turns, std::chrono::milliseconds timeout);
   ~WriteTurn() { release(); }
+  // What is left of the timeout (zero once it ran out): the longest the writer may still wait.
+  std::chrono::milliseconds left() const;
   WriteTurn(const WriteTurn&) = delete;
   WriteTurn& operator=(const WriteTurn&) = delete;
   void release() noexcept;
 
  private:
   WriteTurns& turns_;
+  std::chrono::steady_clock::time_point deadline_;
   bool held_ = false;
 };
 
