@@ -109,6 +109,19 @@ int run_workload_process(const std::string& url, const std::string& run, const s
   std::printf("%s\n", format_counts(errors).c_str());
   return 0;
 }
+// Enqueues `payload` on queue "q" of tenant "t": "none" if it went in, else the error's kind and
+// SQLSTATE.
+std::string enqueue_outcome(forgeyard::Store& store, const std::string& payload) {
+  forgeyard::OutgoingMessage m;
+  m.payload = payload;
+  try {
+    store.queues().enqueue("t", "q", m);
+    return "none";
+  } catch (...) {
+    return kind_of_current_exception();
+  }
+}
+
 }  // namespace
 
 // fault_tests --fault-worker URL RUN HISTORY PROCESS: runs every workload (threads) on the store
@@ -498,19 +511,12 @@ BOOST_AUTO_TEST_CASE(a_held_lock_is_a_serialization_failure_and_then_writes_go_o
   sqlite3* holder = nullptr;
   sqlite3_open(run.path.c_str(), &holder);
   BOOST_TEST_REQUIRE(sqlite3_exec(holder, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
-  forgeyard::OutgoingMessage m;
-  m.payload = "blocked";
-  std::string kind = "none";
-  try {
-    store->queues().enqueue("t", "q", m);
-  } catch (...) {
-    kind = kind_of_current_exception();
-  }
+  const std::string kind = enqueue_outcome(*store, "blocked");
   BOOST_TEST_MESSAGE("held lock: " << kind);
   BOOST_TEST(kind == "SerializationFailure 40001");
   sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
   sqlite3_close(holder);
-  BOOST_TEST(store->queues().enqueue("t", "q", m) > 0);
+  BOOST_TEST(enqueue_outcome(*store, "blocked") == "none");
   check_consistent(*store, run.url, "t", 6);
 }
 
@@ -709,15 +715,8 @@ BOOST_AUTO_TEST_CASE(a_process_killed_holding_its_turn_blocks_the_others_only_un
   for (int i = 0; i < 500 && in_line() != 2; ++i) std::this_thread::sleep_for(10ms);
   BOOST_TEST_REQUIRE(in_line() == 2u);
   auto store = forgeyard::open(run.url, with_busy_timeout(200));
-  forgeyard::OutgoingMessage m;
-  m.payload = "after";
-  std::string kind = "none";
   const auto asked = std::chrono::steady_clock::now();
-  try {
-    store->queues().enqueue("t", "q", m);
-  } catch (...) {
-    kind = kind_of_current_exception();
-  }
+  const std::string kind = enqueue_outcome(*store, "after");
   const auto waited = std::chrono::steady_clock::now() - asked;
   BOOST_TEST(kind == "SerializationFailure 40001");
   BOOST_TEST(waited >= 200ms);
@@ -729,12 +728,11 @@ BOOST_AUTO_TEST_CASE(a_process_killed_holding_its_turn_blocks_the_others_only_un
   waitpid(holder, nullptr, 0);
   BOOST_TEST(read_whole(waiter_out).find("served") == std::string::npos);
   int written = 0;
-  for (int i = 0; i < 20; ++i) try {
-      store->queues().enqueue("t", "q", m);
-      ++written;
-    } catch (...) {
-      BOOST_TEST(false, "write " << i << " after the deaths: " << kind_of_current_exception());
-    }
+  for (int i = 0; i < 20; ++i) {
+    const std::string outcome = enqueue_outcome(*store, "after");
+    BOOST_TEST(outcome == "none", "write " << i << " after the deaths: " << outcome);
+    written += outcome == "none" ? 1 : 0;
+  }
   BOOST_TEST(written == 20);
   const auto writers = run_turn_writers(run, {1, 1}, 200, 1);
   for (const auto& w : writers) {
@@ -758,15 +756,7 @@ BOOST_AUTO_TEST_CASE(a_forked_child_does_not_keep_its_dead_parent_in_the_line) {
   kill(holder, SIGKILL);
   waitpid(holder, nullptr, 0);
   auto store = forgeyard::open(run.url, with_busy_timeout(2000));
-  forgeyard::OutgoingMessage m;
-  m.payload = "after";
-  std::string kind = "none";
-  try {
-    store->queues().enqueue("t", "q", m);
-  } catch (...) {
-    kind = kind_of_current_exception();
-  }
-  BOOST_TEST(kind == "none");
+  BOOST_TEST(enqueue_outcome(*store, "after") == "none");
   BOOST_TEST(store->queues().stats("t", "q").ready == 1);
   const std::string out = read_whole(holder_out);
   const auto at = out.find("child ");
@@ -792,15 +782,7 @@ BOOST_AUTO_TEST_CASE(a_line_nobody_has_open_starts_empty) {
     ::close(fd);
   }
   auto store = forgeyard::open(run.url, with_busy_timeout(300));
-  forgeyard::OutgoingMessage m;
-  m.payload = "after";
-  std::string kind = "none";
-  try {
-    store->queues().enqueue("t", "q", m);
-  } catch (...) {
-    kind = kind_of_current_exception();
-  }
-  BOOST_TEST(kind == "none");
+  BOOST_TEST(enqueue_outcome(*store, "after") == "none");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
