@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# A queue under a held xmin horizon (issue F17's measure; a benchmark, not a test): claim+ack at a
+# fixed offered rate while a REPEATABLE READ session holds one snapshot for the whole run, against
+# the same run with nothing held, forgeyard's queue and the hand-written SKIP LOCKED queue of
+# bench/pgbench/ side by side. Then, still held, each side's maximum rate, against its maximum
+# with nothing held. Starts its own throwaway cluster (fsync on).
+#
+# Per run it prints: the rate achieved against the offered one, claim+ack latency p50/p99 (from
+# the scheduled start, so a backlog counts), the dead tuples of the run's tables and their size
+# (pg_stat_user_tables, pg_total_relation_size) at the end. The goals (F17): the offered rate held
+# (>= 0.95x), p99 at most 2x the run with nothing held, dead tuples bounded by the work in flight,
+# and the maximum held >= 0.8x of the maximum with nothing held.
+#   FY_HELD_SECONDS=600      seconds per paced run      FY_HELD_RATES="1000 2000"  offered rates
+#   FY_HELD_CLIENTS=2        pgbench clients            FY_HELD_MAX_SECONDS=30     seconds per maximum run
+#   FY_HELD_SYNC=off         synchronous_commit (off: CPU alone, as the issue's figures)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+seconds=${FY_HELD_SECONDS:-600}
+rates=${FY_HELD_RATES:-1000 2000}
+clients=${FY_HELD_CLIENTS:-2}
+max_seconds=${FY_HELD_MAX_SECONDS:-30}
+sync=${FY_HELD_SYNC:-off}
+scripts=bench/pgbench
+dir=$(mktemp -d)
+holder=""
+source scripts/lib/cluster.sh
+finish() {
+  [ -n "$holder" ] && kill "$holder" 2>/dev/null
+  rm -rf "$dir"
+  cluster_stop
+}
+trap finish EXIT
+trap 'exit 1' INT TERM
+cluster_start || exit 1
+psql -X -q -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM SET synchronous_commit = $sync" \
+  -c "ALTER SYSTEM SET shared_buffers = '256MB'" -c "ALTER SYSTEM SET max_wal_size = '4GB'" >/dev/null || exit 1
+cluster_pg_ctl restart || exit 1
+psql -X -q -v ON_ERROR_STOP=1 -f "$scripts/setup.sql" >/dev/null || exit 1
+db=$PGDATABASE
+sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@" >/dev/null; }
+source bench/lib/fill.sh
+
+hold() { # a session that keeps one snapshot (and so the xmin horizon) until released
+  psql -X -q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT pg_catalog.txid_current()" \
+    -c "SELECT pg_catalog.pg_sleep(86400)" >/dev/null 2>&1 &
+  holder=$!
+  sleep 1
+}
+release() {
+  [ -n "$holder" ] && { kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; }
+  holder=""
+}
+# The tables a side's run leaves dead tuples in.
+tables() {
+  case "$1" in
+    forgeyard) echo "'messages', 'queue_slots', 'queue_releases', 'queues'" ;;
+    baseline) echo "'bench_q'" ;;
+  esac
+}
+dead() { # side: "dead tuples N, size M MB" of its tables
+  psql -X -At -d "$db" -c "SELECT pg_catalog.pg_stat_force_next_flush()" >/dev/null 2>&1
+  psql -X -At -d "$db" -c "SELECT 'dead tuples ' || coalesce(sum(n_dead_tup), 0) || ', size ' ||
+      pg_catalog.round(coalesce(sum(pg_catalog.pg_total_relation_size(relid)), 0) / 1048576.0) || ' MB'
+    FROM pg_catalog.pg_stat_user_tables WHERE relname IN ($(tables "$1"))"
+}
+# run label side rate seconds: pgbench at `rate` (0: as fast as it goes); prints the achieved rate
+# and latency percentiles from the per-transaction log.
+run() {
+  local label=$1 side=$2 rate=$3 secs=$4 script
+  case "$side" in
+    forgeyard) script=$scripts/forgeyard_claim1_ack.sql ;;
+    baseline) script=$scripts/baseline_claim1_ack.sql ;;
+  esac
+  rm -f "$dir"/log*
+  local pace=()
+  [ "$rate" -gt 0 ] && pace=(-R "$rate")
+  local out
+  out=$(cd "$dir" && "$PG_BIN/pgbench" -n -M prepared -c "$clients" -j "$clients" -T "$secs" "${pace[@]}" \
+    -l --log-prefix="$dir/log" -f "$OLDPWD/$script" "$db" 2>&1)
+  local tps
+  tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1)
+  local lat
+  lat=$(cat "$dir"/log* 2>/dev/null | awk '{ print $3 }' | sort -n |
+    awk '{ v[NR] = $1 } END { if (NR == 0) { print "no transactions"; exit }
+      printf "p50 %.2f ms, p99 %.2f ms", v[int(NR * 0.50) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000 }')
+  local offered="max"
+  [ "$rate" -gt 0 ] && offered="$rate/s"
+  printf '%-44s offered %-7s achieved %8.0f/s  %s  %s\n' "$label" "$offered" "${tps:-0}" "$lat" "$(dead "$side")"
+}
+# Enough ready messages that no run empties its queue: the fastest run's rate times its seconds.
+need=$((seconds * 3000 + max_seconds * 6000))
+for side in forgeyard baseline; do
+  fill "$need"
+  run "$side, nothing held, maximum" "$side" 0 "$max_seconds"
+  for rate in $rates; do
+    fill "$need"
+    run "$side, nothing held" "$side" "$rate" "$seconds"
+    fill "$need"
+    hold
+    run "$side, snapshot held ${seconds}s" "$side" "$rate" "$seconds"
+    run "$side, then its maximum, still held" "$side" 0 "$max_seconds"
+    release
+  done
+done
