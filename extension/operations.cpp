@@ -76,6 +76,45 @@ SELECT 'server', NULL, s.slot_name::pg_catalog.text, 'slot_xmin_age',
   FROM pg_catalog.pg_replication_slots s, everything e
  WHERE e.yes AND (s.xmin IS NOT NULL OR s.catalog_xmin IS NOT NULL)
 UNION ALL
+-- The oldest holder of the xmin horizon, of any kind: what keeps VACUUM from removing any row
+-- version that died after it (its age in transactions, and how long it has held it where known).
+SELECT 'horizon', NULL, h.who, v.state, v.value
+  FROM everything e,
+       (SELECT 'transaction' AS holder,
+               'pid ' OPERATOR(pg_catalog.||) a.pid OPERATOR(pg_catalog.||) ' ('
+                 OPERATOR(pg_catalog.||) coalesce(a.usename::pg_catalog.text, '?') OPERATOR(pg_catalog.||) ', '
+                 OPERATOR(pg_catalog.||) coalesce(NULLIF(a.application_name, ''), '?') OPERATOR(pg_catalog.||) ', '
+                 OPERATOR(pg_catalog.||) coalesce(a.state, '?') OPERATOR(pg_catalog.||) ')' AS who,
+               GREATEST(pg_catalog.age(a.backend_xmin), pg_catalog.age(a.backend_xid))::pg_catalog.int8 AS xids,
+               (EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) a.xact_start)
+                OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8 AS usecs
+          FROM pg_catalog.pg_stat_activity a
+         WHERE a.backend_type OPERATOR(pg_catalog.=) 'client backend'
+           AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+           AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+        UNION ALL
+        SELECT 'prepared',
+               'gid ' OPERATOR(pg_catalog.||) p.gid OPERATOR(pg_catalog.||) ' (' OPERATOR(pg_catalog.||) p.owner::pg_catalog.text
+                 OPERATOR(pg_catalog.||) ', ' OPERATOR(pg_catalog.||) p.database::pg_catalog.text OPERATOR(pg_catalog.||) ')',
+               pg_catalog.age(p.transaction)::pg_catalog.int8,
+               (EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p.prepared)
+                OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8
+          FROM pg_catalog.pg_prepared_xacts p
+        UNION ALL
+        SELECT 'replication_slot', s.slot_name::pg_catalog.text,
+               GREATEST(pg_catalog.age(s.xmin), pg_catalog.age(s.catalog_xmin))::pg_catalog.int8, NULL
+          FROM pg_catalog.pg_replication_slots s
+         WHERE s.xmin IS NOT NULL OR s.catalog_xmin IS NOT NULL
+        UNION ALL
+        SELECT 'standby', coalesce(NULLIF(r.application_name, ''), '?') OPERATOR(pg_catalog.||) ' (walsender pid '
+                 OPERATOR(pg_catalog.||) r.pid OPERATOR(pg_catalog.||) ')',
+               pg_catalog.age(r.backend_xmin)::pg_catalog.int8, NULL
+          FROM pg_catalog.pg_stat_replication r
+         WHERE r.backend_xmin IS NOT NULL
+        ORDER BY xids DESC, usecs DESC NULLS LAST LIMIT 1) h,
+       LATERAL (VALUES (h.holder, h.xids), (h.holder OPERATOR(pg_catalog.||) '_usecs', h.usecs)) v(state, value)
+ WHERE e.yes AND v.value IS NOT NULL
+UNION ALL
 SELECT 'queue', q.tenant_id, q.queue, v.state, v.value
   FROM queues q,
        LATERAL (VALUES ('ready', q.ready), ('in_flight', q.in_flight), ('delayed', q.delayed), ('dead', q.dead),

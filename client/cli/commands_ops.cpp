@@ -107,8 +107,15 @@ std::string stats_json(const StoreStats& s) {
                         {"delayed", opt(f.limit.delayed)},
                         {"refused", opt(f.limit.refused)},
                         {"state", opt_text(f.limit.state)}}));
+  std::string horizon = "null";
+  if (s.horizon)
+    horizon = obj({{"kind", json_string(s.horizon->kind)},
+                   {"holder", json_string(s.horizon->holder)},
+                   {"xid_age", num(s.horizon->xid_age)},
+                   {"held_usecs", s.horizon->held ? num(s.horizon->held->count()) : "null"}});
   return obj({{"backend", json_string(s.backend)},
               {"database_bytes", opt(s.database_bytes)},
+              {"horizon", horizon},
               {"tables", arr(tables)},
               {"queues", arr(queues)},
               {"tenants", arr(tenants)},
@@ -119,6 +126,11 @@ std::string stats_json(const StoreStats& s) {
 void print_stats(const StoreStats& s) {
   std::cout << "backend=" << s.backend << "\n";
   if (s.database_bytes) std::cout << "database_bytes=" << *s.database_bytes << "\n";
+  if (s.horizon) {
+    std::cout << "horizon=" << s.horizon->kind << " holder=" << s.horizon->holder << " xid_age=" << s.horizon->xid_age;
+    if (s.horizon->held) std::cout << " held=" << format_duration(s.horizon->held->count());
+    std::cout << "\n";
+  }
   for (const TableStats& t : s.tables) {
     std::cout << "table=" << t.name << " rows=" << t.rows << " dead_rows=" << t.dead_rows;
     if (t.bytes) std::cout << " bytes=" << *t.bytes;

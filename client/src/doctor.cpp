@@ -2,6 +2,7 @@
 // OPTIONAL). docs/operations.md, "storage doctor", lists every check with its fix.
 #include "doctor.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 
@@ -282,6 +283,37 @@ const std::vector<Rule>& rules() {
              "cleaning the hot tables";
          if (*f.oldest_transaction_age >= limits::transaction_fail) return Verdict{CheckStatus::Fail, detail, fix};
          if (*f.oldest_transaction_age >= limits::transaction_warn) return Verdict{CheckStatus::Warn, detail, fix};
+         return ok(detail);
+       }},
+      {CheckGroup::Performance, "xmin_horizon",
+       [](const DoctorFacts& f) -> Outcome {
+         // Server-wide rows only (an unbound role's stats): otherwise nothing is known of it.
+         if (f.backend != "postgresql" || !f.stats || !f.autovacuum_on) return std::nullopt;
+         const std::optional<XminHorizon>& h = f.stats->horizon;
+         if (!h) return ok("nothing holds back the xmin horizon");
+         std::string detail =
+             h->kind + " " + h->holder + " holds the xmin horizon " + std::to_string(h->xid_age) + " transactions back";
+         if (h->held) detail += ", for " + seconds(*h->held);
+         // What it holds back: the dead row versions VACUUM may not remove, in the hot tables.
+         std::vector<const TableStats*> hot;
+         std::int64_t dead = 0;
+         for (const TableStats& t : f.stats->tables)
+           if (is_hot(t.name) && t.dead_rows > 0) hot.push_back(&t), dead += t.dead_rows;
+         std::sort(hot.begin(), hot.end(),
+                   [](const TableStats* a, const TableStats* b) { return a->dead_rows > b->dead_rows; });
+         std::vector<std::string> named;
+         for (const TableStats* t : hot) named.push_back("forgeyard." + t->name + " " + std::to_string(t->dead_rows));
+         detail += "; dead rows in the hot tables: " + std::to_string(dead);
+         if (!named.empty()) detail += " (" + join(named, 3) + ")";
+         const std::string fix =
+             "end it: COMMIT or ROLLBACK (pg_terminate_backend(pid) if abandoned), COMMIT PREPARED or ROLLBACK "
+             "PREPARED 'gid', drop or advance the slot, or end the standby's long query; until then VACUUM removes "
+             "nothing that died after it and queue claims step over every row version it keeps";
+         const bool timed = h->held.has_value();
+         if ((timed && *h->held >= limits::horizon_fail) || h->xid_age >= limits::horizon_xids_fail)
+           return Verdict{CheckStatus::Fail, detail, fix};
+         if ((timed && *h->held >= limits::horizon_warn) || h->xid_age >= limits::horizon_xids_warn)
+           return Verdict{CheckStatus::Warn, detail, fix};
          return ok(detail);
        }},
       {CheckGroup::Performance, "replication_slots",

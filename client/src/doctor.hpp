@@ -34,6 +34,11 @@ constexpr auto transaction_fail = std::chrono::hours(1);
 constexpr std::int64_t slot_xmin_age_warn = 10'000'000;  // transactions
 constexpr std::int64_t slot_xmin_age_fail = 500'000'000;
 constexpr std::int64_t wal_bytes_warn = 256ll << 20;
+// The xmin horizon: a queue's claims slow down within a minute of a snapshot held (F17).
+constexpr auto horizon_warn = std::chrono::minutes(1);
+constexpr auto horizon_fail = std::chrono::hours(1);
+constexpr std::int64_t horizon_xids_warn = 1'000'000;  // for holders with no start time
+constexpr std::int64_t horizon_xids_fail = 500'000'000;
 }  // namespace doctor_limits
 
 // Tables whose bloat slows the claim path and the API's hot writes.

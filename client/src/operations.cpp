@@ -100,6 +100,17 @@ std::string prometheus_text(const StoreStats& stats, const Metrics& client) {
     Family f(out, "forgeyard_database_bytes", "gauge", "Size of the database or store file in bytes.");
     f.sample({}, static_cast<double>(*stats.database_bytes));
   }
+  if (stats.horizon) {
+    const Labels kind{{"kind", stats.horizon->kind}};
+    Family xids(out, "forgeyard_xmin_horizon_age_transactions", "gauge",
+                "Transactions begun since the oldest holder of the xmin horizon took it (PostgreSQL).");
+    xids.sample(kind, static_cast<double>(stats.horizon->xid_age));
+    if (stats.horizon->held) {
+      Family held(out, "forgeyard_xmin_horizon_held_seconds", "gauge",
+                  "How long the oldest holder of the xmin horizon has held it (a transaction or a prepared one).");
+      held.sample(kind, static_cast<double>(stats.horizon->held->count()) / 1e6);
+    }
+  }
   {
     Family rows(out, "forgeyard_table_rows", "gauge", "Rows in each forgeyard table (PostgreSQL: estimate).");
     for (const TableStats& t : stats.tables) rows.sample({{"table", t.name}}, static_cast<double>(t.rows));

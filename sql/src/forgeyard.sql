@@ -1341,7 +1341,7 @@ CREATE FUNCTION forgeyard.storage_stats(tenant text DEFAULT NULL)
     LANGUAGE c STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
     AS 'MODULE_PATHNAME', 'fy_storage_stats';
 COMMENT ON FUNCTION forgeyard.storage_stats(text) IS
-  'Operations figures as (kind, tenant_id, name, state, value) rows: database and table sizes, row and dead-row estimates, queue depth by state with pressure (0 normal, 1 elevated, 2 saturated), live and expired unreaped leases, idempotency keys by state, audit events per tenant, workflow runs by definition and state, the oldest open transaction, replication slots holding xmin, and security findings. NULL tenant: every tenant plus the server-wide rows (unbound roles only, FY040 otherwise). docs/sql-api.md, "Operations".';
+  'Operations figures as (kind, tenant_id, name, state, value) rows: database and table sizes, row and dead-row estimates, queue depth by state with pressure (0 normal, 1 elevated, 2 saturated), live and expired unreaped leases, idempotency keys by state, audit events per tenant, workflow runs by definition and state, the oldest open transaction, replication slots holding xmin, the oldest holder of the xmin horizon of any kind (a transaction, a prepared transaction, a replication slot or a standby''s feedback: its age in transactions and how long it has held it), and security findings. NULL tenant: every tenant plus the server-wide rows (unbound roles only, FY040 otherwise). docs/sql-api.md, "Operations".';
 
 INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
     ('maintenance', 'EXECUTE', 'FUNCTION forgeyard.storage_stats(text)'),

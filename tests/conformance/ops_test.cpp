@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 #include <sys/file.h>
 #include <unistd.h>
+#include <libpq-fe.h>
 
 #include <filesystem>
 #include <fstream>
@@ -211,6 +212,59 @@ BOOST_AUTO_TEST_CASE(a_healthy_store_passes_the_doctor) {
     for (const char* name : {"integrity", "migration_lock", "local_filesystem", "wal_size"})
       BOOST_TEST(check(report, name).status == CheckStatus::Ok, name);
   }
+}
+
+// A snapshot held open is named where an operator looks: stats().horizon, the doctor's
+// xmin_horizon check, `storage stats --json` and the metrics. Other runs of this suite share the
+// cluster and may hold an older one: the holder reported is at least as old as ours.
+BOOST_AUTO_TEST_CASE(a_snapshot_held_open_is_named_in_stats_doctor_and_metrics) {
+  if (!is_postgres()) {
+    BOOST_TEST(!store->stats().horizon.has_value());
+    const DoctorReport report = store->doctor();
+    for (const DoctorCheck& c : report.checks) BOOST_TEST(c.name != "xmin_horizon");
+    return;
+  }
+  PGconn* holder = PQconnectdb(url.c_str());
+  PGconn* observer = PQconnectdb(url.c_str());
+  BOOST_REQUIRE(PQstatus(holder) == CONNECTION_OK);
+  BOOST_REQUIRE(PQstatus(observer) == CONNECTION_OK);
+  auto on = [&](PGconn* conn, const std::string& sql) {
+    PGresult* r = PQexec(conn, sql.c_str());
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    std::string value = ok && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+    PQclear(r);
+    BOOST_TEST_REQUIRE(ok, sql << ": " << PQerrorMessage(conn));
+    return value;
+  };
+  auto run = [&](const std::string& sql) { return on(holder, sql); };
+  run("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  const std::string xid = run("SELECT pg_current_xact_id()::text");
+  // Transactions that begin after ours: its age grows past them.
+  for (int i = 0; i < 3; ++i) exec_sql("SELECT pg_current_xact_id()");
+  const std::int64_t ours = std::stoll(on(observer, "SELECT age('" + xid + "'::xid)"));
+  BOOST_TEST(ours >= 3);
+  const forgeyard::StoreStats s = store->stats();
+  BOOST_REQUIRE(s.horizon.has_value());
+  BOOST_TEST(s.horizon->xid_age >= ours);
+  BOOST_TEST((s.horizon->kind == "transaction" || s.horizon->kind == "prepared" ||
+              s.horizon->kind == "replication_slot" || s.horizon->kind == "standby"),
+             s.horizon->kind);
+  BOOST_TEST(!s.horizon->holder.empty());
+  const DoctorCheck& c = check(store->doctor(), "xmin_horizon");
+  BOOST_TEST(c.group == CheckGroup::Performance);
+  BOOST_TEST(c.detail.find("holds the xmin horizon") != std::string::npos, c.detail);
+  BOOST_TEST(c.detail.find("dead rows in the hot tables") != std::string::npos, c.detail);
+  const auto [code, json] = cli({"storage", "stats", "--json"});
+  BOOST_TEST(code == 0);
+  const ptree stats = parse_json(json);
+  BOOST_TEST(stats.get<std::int64_t>("horizon.xid_age") >= ours);
+  BOOST_TEST(!stats.get<std::string>("horizon.holder").empty());
+  const auto [metrics_code, metrics] = cli({"metrics"});
+  BOOST_TEST(metrics_code == 0);
+  BOOST_TEST(metrics.find("forgeyard_xmin_horizon_age_transactions{kind=\"") != std::string::npos);
+  run("COMMIT");
+  PQfinish(holder);
+  PQfinish(observer);
 }
 
 BOOST_AUTO_TEST_CASE(cli_storage_doctor_json_and_exit_code) {

@@ -205,6 +205,47 @@ BOOST_AUTO_TEST_CASE(long_transactions_and_slots_by_age) {
   BOOST_TEST(status_of(f, "replication_slots") == CheckStatus::Fail);
 }
 
+BOOST_AUTO_TEST_CASE(the_oldest_horizon_holder_is_named_with_what_it_holds_back) {
+  DoctorFacts f = healthy_postgres();
+  BOOST_TEST(status_of(f, "xmin_horizon") == CheckStatus::Ok);
+  f.stats->tables.push_back({"messages", 1000, 46'932, 1 << 20, true});
+  f.stats->tables.push_back({"queue_releases", 8, 24'026, 1 << 16, true});
+  f.stats->tables.push_back({"access_catalog", 10, 99, 1 << 16, true});  // not a hot table
+  f.stats->horizon = forgeyard::XminHorizon{"transaction", "pid 7 (app, psql, idle in transaction)", 5000, 59s};
+  BOOST_TEST(status_of(f, "xmin_horizon") == CheckStatus::Ok);
+  f.stats->horizon->held = 60s;
+  BOOST_TEST(status_of(f, "xmin_horizon") == CheckStatus::Warn);
+  const auto checks = evaluate_doctor(f);
+  const DoctorCheck* c = find(checks, "xmin_horizon");
+  BOOST_REQUIRE(c != nullptr);
+  BOOST_TEST(c->group == CheckGroup::Performance);
+  BOOST_TEST(c->detail ==
+             "transaction pid 7 (app, psql, idle in transaction) holds the xmin horizon 5000 transactions back, for "
+             "60 s; dead rows in the hot tables: 70958 (forgeyard.messages 46932, forgeyard.queue_releases 24026)");
+  BOOST_TEST(!c->fix.empty());
+  f.stats->horizon->held = 1h;
+  BOOST_TEST(status_of(f, "xmin_horizon") == CheckStatus::Fail);
+  // A slot or a standby has no start time: its age in transactions decides.
+  f.stats->horizon = forgeyard::XminHorizon{"replication_slot", "standby_1", 999'999, std::nullopt};
+  BOOST_TEST(status_of(f, "xmin_horizon") == CheckStatus::Ok);
+  f.stats->horizon->xid_age = 1'000'000;
+  BOOST_TEST(status_of(f, "xmin_horizon") == CheckStatus::Warn);
+  f.stats->horizon->xid_age = 500'000'000;
+  BOOST_TEST(status_of(f, "xmin_horizon") == CheckStatus::Fail);
+  // Without the server-wide rows (a role bound to tenants) nothing is known: no check.
+  f.autovacuum_on.reset();
+  BOOST_TEST(find(evaluate_doctor(f), "xmin_horizon") == nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(the_horizon_is_a_metric_by_kind) {
+  forgeyard::StoreStats s;
+  BOOST_TEST(forgeyard::prometheus_text(s, forgeyard::Metrics{}).find("xmin_horizon") == std::string::npos);
+  s.horizon = forgeyard::XminHorizon{"prepared", "gid g (app, db)", 42, 2500ms};
+  const std::string text = forgeyard::prometheus_text(s, forgeyard::Metrics{});
+  BOOST_TEST(text.find("forgeyard_xmin_horizon_age_transactions{kind=\"prepared\"} 42\n") != std::string::npos);
+  BOOST_TEST(text.find("forgeyard_xmin_horizon_held_seconds{kind=\"prepared\"} 2.5\n") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(dead_tuples_on_hot_tables_warn_only_past_both_limits) {
   DoctorFacts f = healthy_postgres();
   f.stats->tables.push_back({"messages", 1000, 10'001, 1 << 20, true});

@@ -5,6 +5,7 @@
 // "storage doctor".
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -60,9 +61,21 @@ struct TenantFlowLimit {
   FlowLimit limit;
 };
 
+// The oldest holder of the xmin horizon (PostgreSQL): VACUUM removes no row version that died after
+// it began, and every claim of a queue steps over the ones it keeps (docs/operations.md, "A held
+// xmin horizon").
+struct XminHorizon {
+  std::string kind;          // "transaction", "prepared", "replication_slot" or "standby"
+  std::string holder;        // "pid N (user, application, state)", "gid G (owner, database)", a slot's
+                             // name, "application (walsender pid N)"
+  std::int64_t xid_age = 0;  // transactions begun since its horizon
+  std::optional<std::chrono::microseconds> held;  // how long (a transaction or a prepared one)
+};
+
 struct StoreStats {
   std::string backend;  // "postgresql" or "sqlite"
   std::optional<std::int64_t> database_bytes;
+  std::optional<XminHorizon> horizon;       // PostgreSQL, server-wide stats: none when nothing holds it
   std::vector<TableStats> tables;           // by name
   std::vector<QueueBacklog> queues;         // by tenant, queue
   std::vector<TenantStats> tenants;         // by tenant

@@ -84,6 +84,16 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
       if (state == "pressure") q.depth.pressure = pressure_name(value);
       if (state == "waiting") q.depth.waiting = value;
       if (state == "retries_delayed") q.depth.retries_delayed = value;
+    } else if (kind == "horizon") {
+      if (!s.horizon) s.horizon.emplace();
+      constexpr std::string_view usecs = "_usecs";
+      if (state.size() > usecs.size() && state.ends_with(usecs)) {
+        s.horizon->held = std::chrono::microseconds(value);
+      } else {
+        s.horizon->kind = state;
+        s.horizon->holder = name;
+        s.horizon->xid_age = value;
+      }
     } else if (kind == "workflow") {
       s.workflows.push_back({tenant, name, state, value});
     } else if (kind == "leases" || kind == "idempotency" || kind == "audit") {
