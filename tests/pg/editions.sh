@@ -13,6 +13,9 @@
 # - `--print pg_tle` keeps pg_tle's rules: no transaction control or psql meta-command in the
 #   extension scripts it registers, no $_pgtle_ quote.
 # - pg_dump / pg_restore of a plain install by its owner alone.
+# - The upgrade in place: a plain install of the released 0.8.0 (sql/plpgsql/plain--0.8.0.sql) with
+#   messages ready, in flight, delayed and dead is brought to this version by storage install; its
+#   catalog then equals a fresh install's, bodies included, and the claim taken before is acked.
 # Runs against the cluster of scripts/test.sh (libpq's environment names it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,7 +25,7 @@ cli=$(realpath "$build/forgeyard")
 out=$CLUSTER_DIR/editions
 mkdir -p "$out"
 owner=fy_owner
-dbs=(fy_ed_cpp fy_ed_cpp2 fy_ed_pl fy_ed_psql fy_ed_twice fy_ed_nocreate fy_ed_restored fy_ed_switched)
+dbs=(fy_ed_cpp fy_ed_cpp2 fy_ed_pl fy_ed_psql fy_ed_twice fy_ed_nocreate fy_ed_restored fy_ed_switched fy_ed_upgraded)
 
 q() { psql -X -q -v ON_ERROR_STOP=1 -At -d "$1" -c "$2"; }
 check() {  # check DB DESCRIPTION CONDITION
@@ -247,6 +250,37 @@ grep -q "pgtle.install_extension('forgeyard', '$(cat VERSION)'" "$out/pg_tle.sql
   grep -q "pgtle.set_default_version('forgeyard', '$(cat VERSION)')" "$out/pg_tle.sql" ||
   { echo "FAIL: --print pg_tle does not register $(cat VERSION)"; exit 1; }
 echo "ok - --print pg_tle registers $(cat VERSION) with no transaction control, meta-command or \$_pgtle_ quote"
+
+# The upgrade in place, from the released 0.8.0: messages ready, in flight (a claim held across the
+# upgrade), delayed and dead.
+createdb -O "$owner" fy_ed_upgraded
+psql -X -q -v ON_ERROR_STOP=1 -U "$owner" -d fy_ed_upgraded -f sql/plpgsql/plain--0.8.0.sql >/dev/null
+check fy_ed_upgraded "the released 0.8.0 script installs the PL/pgSQL edition at 0.8.0" \
+  "forgeyard.edition() = 'plpgsql' AND forgeyard.version() = '0.8.0'"
+pq() { psql -X -q -v ON_ERROR_STOP=1 -At -U "$owner" -d fy_ed_upgraded -c "$1"; }
+pq "SELECT forgeyard.queue_create('t', 'q', '{\"max_attempts\": 1}')" >/dev/null
+pq "SELECT forgeyard.enqueue('t', 'q', 'held'); SELECT forgeyard.enqueue('t', 'q', 'dead')" >/dev/null
+held=$(pq "SELECT msg_id || ' ' || claim_token FROM forgeyard.claim('t', 'q', 'c', 1, '1 hour')")
+pq "SELECT forgeyard.nack('t', 'q', msg_id, claim_token, 'boom') FROM forgeyard.claim('t', 'q', 'c', 1)" >/dev/null
+pq "SELECT forgeyard.enqueue('t', 'q', 'ready'); SELECT forgeyard.enqueue('t', 'q', 'later', delay => '1 hour')" >/dev/null
+"$cli" --store "$(url fy_ed_upgraded)" storage install --edition plpgsql --json >"$out/upgrade.json" 2>"$out/upgrade.err"
+grep -q '"edition": "plpgsql", "from_version": "0.8.0", "version": "'"$(cat VERSION)"'", "action": "upgraded"' "$out/upgrade.json" ||
+  { echo "FAIL: storage install did not upgrade 0.8.0:"; cat "$out/upgrade.json" "$out/upgrade.err"; exit 1; }
+echo "ok - storage install --edition plpgsql upgrades the released 0.8.0 in place to $(cat VERSION)"
+fullcat() {  # fullcat DB OUT: the whole catalog, bodies included, owners and install records apart
+  psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" -f tests/pg/catalog.sql |
+    awk -v owner="$owner" '{ sub(/ owner=[^ ]*/, " owner=OWNER"); gsub(owner, "OWNER"); print }' | sort >"$2"
+}
+fullcat fy_ed_psql "$out/fresh-full.txt"
+fullcat fy_ed_upgraded "$out/upgraded-full.txt"
+diff -u "$out/fresh-full.txt" "$out/upgraded-full.txt" || { echo "FAIL: the upgraded catalog differs from a fresh install's (diff above)"; exit 1; }
+echo "ok - the upgraded plain install's catalog equals a fresh one's, bodies included ($(wc -l <"$out/fresh-full.txt") lines)"
+check fy_ed_upgraded "the messages come through: 1 ready, 1 in flight, 1 delayed, 1 dead" \
+  "(SELECT ready = 1 AND in_flight = 1 AND delayed = 1 AND dead = 1 FROM forgeyard.queue_stats('t', 'q'))"
+pq "SELECT forgeyard.ack('t', 'q', ${held% *}, ${held#* })" >/dev/null
+check fy_ed_upgraded "the claim taken before the upgrade is acked after it; the ready message is claimed" \
+  "(SELECT in_flight = 0 FROM forgeyard.queue_stats('t', 'q'))
+   AND (SELECT payload = 'ready' FROM forgeyard.claim('t', 'q', 'c'))"
 
 # pg_dump / pg_restore of a plain install, by its owner alone.
 q fy_ed_pl "SELECT forgeyard.grant_usage('$owner')" >/dev/null
