@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Model-checks the delivery (claim tokens) and lease (fencing epochs) protocols with spin: each real
-# model must verify with no error, and each deliberately broken variant must be refuted with the
-# violation it was built to show, so the properties are known to bite. Prints the states explored.
+# Model-checks the delivery (claim tokens), lease (fencing epochs) and queue storage (lanes, cursors,
+# segments: docs/queue-storage-design.md) protocols with spin: each real model must verify with no
+# error, and each deliberately broken variant must be refuted with the violation it was built to show,
+# so the properties are known to bite. Prints the states explored.
 #   tests/model/check.sh      every model and variant (a few seconds)
 # Needs spin and a C compiler. Exit status 0 when every expectation holds.
 set -uo pipefail
@@ -48,5 +49,10 @@ run lease.pml "" ok
 run lease.pml "-DBROKEN_FENCE" 'assertion violated (e==epoch)'
 run lease.pml "-DBROKEN_LOCK" 'assertion violated (e==epoch)'
 run lease.pml "-DBROKEN_EPOCH" 'assertion violated (epoch>max_granted)'
+run segments.pml "" ok
+run segments.pml "-DBROKEN_OWN_CLAIM" 'assertion violated (claim_of[p]==0)'
+run segments.pml "-DBROKEN_HOLE" 'assertion violated (consumed[p]||voided[p])'
+run segments.pml "-DBROKEN_RECHECK" 'assertion violated ((row[p]!=2)||consumed[p])'
+run segments.pml "-DBROKEN_WAIT" 'invalid end state'
 echo "model check: $passed passed, $failed failed ($((SECONDS - start)) s)"
 [ "$failed" -eq 0 ]
