@@ -13,6 +13,8 @@
 #   FY_HELD_SECONDS=600      seconds per paced run      FY_HELD_RATES="1000 2000"  offered rates
 #   FY_HELD_CLIENTS=2        pgbench clients            FY_HELD_MAX_SECONDS=30     seconds per maximum run
 #   FY_HELD_SYNC=off         synchronous_commit (off: CPU alone, as the issue's figures)
+#   FY_HELD_SIDES="forgeyard baseline"   the sides, in order; "lanes" is the prototype of the
+#                            claim path of docs/queue-storage-design.md (bench/prototype/lanes.sql)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FY_HELD_SECONDS:-600}
@@ -20,6 +22,7 @@ rates=${FY_HELD_RATES:-1000 2000}
 clients=${FY_HELD_CLIENTS:-2}
 max_seconds=${FY_HELD_MAX_SECONDS:-30}
 sync=${FY_HELD_SYNC:-off}
+sides=${FY_HELD_SIDES:-forgeyard baseline}
 scripts=bench/pgbench
 dir=$(mktemp -d)
 holder=""
@@ -36,26 +39,48 @@ psql -X -q -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM 
   -c "ALTER SYSTEM SET shared_buffers = '256MB'" -c "ALTER SYSTEM SET max_wal_size = '4GB'" >/dev/null || exit 1
 cluster_pg_ctl restart || exit 1
 psql -X -q -v ON_ERROR_STOP=1 -f "$scripts/setup.sql" >/dev/null || exit 1
+case " $sides " in *" lanes "*) psql -X -q -v ON_ERROR_STOP=1 -f bench/prototype/lanes.sql >/dev/null || exit 1 ;; esac
 db=$PGDATABASE
 sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@" >/dev/null; }
 source bench/lib/fill.sh
 
 hold() { # a session that keeps one snapshot (and so the xmin horizon) until released
-  psql -X -q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT pg_catalog.txid_current()" \
-    -c "SELECT pg_catalog.pg_sleep(86400)" >/dev/null 2>&1 &
+  PGAPPNAME=fy_held_xmin_holder psql -X -q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" \
+    -c "SELECT pg_catalog.txid_current()" -c "SELECT pg_catalog.pg_sleep(86400)" >/dev/null 2>&1 &
   holder=$!
   sleep 1
 }
+# Ends the holder's backend: a backend in pg_sleep does not notice its client is gone, so killing
+# psql alone would leave the snapshot held into the next run.
 release() {
+  psql -X -q -At -c "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity
+                      WHERE application_name = 'fy_held_xmin_holder'" >/dev/null
   [ -n "$holder" ] && { kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; }
   holder=""
+  for _ in $(seq 100); do
+    [ "$(psql -X -q -At -c "SELECT count(*) FROM pg_catalog.pg_stat_activity
+                             WHERE application_name = 'fy_held_xmin_holder'")" = 0 ] && return
+    sleep 0.1
+  done
+  echo "the holder's backend did not end" >&2
+  exit 1
 }
 # The tables a side's run leaves dead tuples in.
 tables() {
   case "$1" in
     forgeyard) echo "'messages', 'queue_slots', 'queue_releases', 'queues'" ;;
     baseline) echo "'bench_q'" ;;
+    lanes) echo "'msgs', 'ready'" ;;
   esac
+}
+# The prototype's queue: $1 ready messages, listed at positions 1..$1, the cursor at 0.
+fill_lanes() {
+  sql -c "TRUNCATE lanes.msgs, lanes.ready" \
+    -c "INSERT INTO lanes.msgs (msg_id, payload, ready_pos, state)
+        SELECT g, '\x7b226f72646572223a2031323334357d'::bytea, g, 'pending' FROM generate_series(1, $1) g" \
+    -c "INSERT INTO lanes.ready (lane, pos, msg_id) SELECT 1, g, g FROM generate_series(1, $1) g" \
+    -c "SELECT setval('lanes.msg_ids', $1), setval('lanes.lane_pos', $1), setval('lanes.lane_cursor', 0)" \
+    -c "VACUUM ANALYZE lanes.msgs" -c "VACUUM ANALYZE lanes.ready" -c "CHECKPOINT"
 }
 dead() { # side: "dead tuples N, size M MB" of its tables
   psql -X -At -d "$db" -c "SELECT pg_catalog.pg_stat_force_next_flush()" >/dev/null 2>&1
@@ -70,6 +95,7 @@ run() {
   case "$side" in
     forgeyard) script=$scripts/forgeyard_claim1_ack.sql ;;
     baseline) script=$scripts/baseline_claim1_ack.sql ;;
+    lanes) script=$scripts/lanes_claim1_ack.sql ;;
   esac
   rm -f "$dir"/log*
   local pace=()
@@ -89,13 +115,16 @@ run() {
 }
 # Enough ready messages that no run empties its queue: the fastest run's rate times its seconds.
 need=$((seconds * 3000 + max_seconds * 6000))
-for side in forgeyard baseline; do
-  fill "$need"
+refill() {  # refill SIDE
+  if [ "$1" = lanes ]; then fill_lanes "$need"; else fill "$need"; fi
+}
+for side in $sides; do
+  refill "$side"
   run "$side, nothing held, maximum" "$side" 0 "$max_seconds"
   for rate in $rates; do
-    fill "$need"
+    refill "$side"
     run "$side, nothing held" "$side" "$rate" "$seconds"
-    fill "$need"
+    refill "$side"
     hold
     run "$side, snapshot held ${seconds}s" "$side" "$rate" "$seconds"
     run "$side, then its maximum, still held" "$side" 0 "$max_seconds"
