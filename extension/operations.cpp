@@ -76,10 +76,16 @@ SELECT 'server', NULL, s.slot_name::pg_catalog.text, 'slot_xmin_age',
   FROM pg_catalog.pg_replication_slots s, everything e
  WHERE e.yes AND (s.xmin IS NOT NULL OR s.catalog_xmin IS NOT NULL)
 UNION ALL
--- The oldest holder of the xmin horizon, of any kind: what keeps VACUUM from removing any row
--- version that died after it (its age in transactions, and how long it has held it where known).
+-- The oldest holder of this database's xmin horizon, of any kind: what keeps VACUUM from removing
+-- any row version of forgeyard's tables that died after it (its age in transactions, and how long
+-- it has held it where known); state 'none' when nothing holds it. Since PostgreSQL 14 a session
+-- or prepared transaction of another database does not hold this one's tables; a physical slot
+-- and a standby's feedback hold every database's; a slot's catalog_xmin holds catalogs only.
+-- backend_type and state are hidden from a role without pg_read_all_stats for other roles'
+-- sessions (the PL/pgSQL edition's owner): walsenders are left out by name, NULL passes.
 SELECT 'horizon', NULL, h.who, v.state, v.value
-  FROM everything e,
+  FROM everything e
+       LEFT JOIN LATERAL
        (SELECT 'transaction' AS holder,
                'pid ' OPERATOR(pg_catalog.||) a.pid OPERATOR(pg_catalog.||) ' ('
                  OPERATOR(pg_catalog.||) coalesce(a.usename::pg_catalog.text, '?') OPERATOR(pg_catalog.||) ', '
@@ -89,7 +95,8 @@ SELECT 'horizon', NULL, h.who, v.state, v.value
                (EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) a.xact_start)
                 OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8 AS usecs
           FROM pg_catalog.pg_stat_activity a
-         WHERE a.backend_type OPERATOR(pg_catalog.=) 'client backend'
+         WHERE coalesce(a.backend_type, '') OPERATOR(pg_catalog.<>) 'walsender'
+           AND a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
            AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
            AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
         UNION ALL
@@ -100,20 +107,21 @@ SELECT 'horizon', NULL, h.who, v.state, v.value
                (EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p.prepared)
                 OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8
           FROM pg_catalog.pg_prepared_xacts p
+         WHERE p.database OPERATOR(pg_catalog.=) pg_catalog.current_database()
         UNION ALL
-        SELECT 'replication_slot', s.slot_name::pg_catalog.text,
-               GREATEST(pg_catalog.age(s.xmin), pg_catalog.age(s.catalog_xmin))::pg_catalog.int8, NULL
+        SELECT 'replication_slot', s.slot_name::pg_catalog.text, pg_catalog.age(s.xmin)::pg_catalog.int8, NULL
           FROM pg_catalog.pg_replication_slots s
-         WHERE s.xmin IS NOT NULL OR s.catalog_xmin IS NOT NULL
+         WHERE s.xmin IS NOT NULL
         UNION ALL
         SELECT 'standby', coalesce(NULLIF(r.application_name, ''), '?') OPERATOR(pg_catalog.||) ' (walsender pid '
                  OPERATOR(pg_catalog.||) r.pid OPERATOR(pg_catalog.||) ')',
                pg_catalog.age(r.backend_xmin)::pg_catalog.int8, NULL
           FROM pg_catalog.pg_stat_replication r
          WHERE r.backend_xmin IS NOT NULL
-        ORDER BY xids DESC, usecs DESC NULLS LAST LIMIT 1) h,
-       LATERAL (VALUES (h.holder, h.xids), (h.holder OPERATOR(pg_catalog.||) '_usecs', h.usecs)) v(state, value)
- WHERE e.yes AND v.value IS NOT NULL
+        ORDER BY xids DESC, usecs DESC NULLS LAST LIMIT 1) h ON true,
+       LATERAL (VALUES (coalesce(h.holder, 'none'), coalesce(h.xids, 0)),
+                       (h.holder OPERATOR(pg_catalog.||) '_usecs', h.usecs)) v(state, value)
+ WHERE e.yes AND v.state IS NOT NULL AND v.value IS NOT NULL
 UNION ALL
 SELECT 'queue', q.tenant_id, q.queue, v.state, v.value
   FROM queues q,

@@ -6,7 +6,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 
-SELECT plan(41);
+SELECT plan(44);
 
 \ir lib/err.sql
 
@@ -121,6 +121,20 @@ SELECT is(pg_temp.fig('security', NULL, 'fy_ops_app', 'unbound_usage'), 1::bigin
           'bindings in use: an application role bound to no tenant is reported');
 SELECT is(pg_temp.fig('security', NULL, 'fy_ops_bound', 'unbound_usage'), NULL, 'the bound role is not');
 SELECT is(pg_temp.fig('security', NULL, 'fy_ops_maint', 'unbound_usage'), NULL, 'a maintenance role is not');
+
+-------------------------------------------------------------------------------------------------
+-- The xmin horizon (0.9.0): one holder, or 'none'; every database's only with a NULL tenant
+-------------------------------------------------------------------------------------------------
+SELECT is((SELECT count(*) FROM forgeyard.storage_stats()
+            WHERE kind = 'horizon' AND state NOT LIKE '%\_usecs'), 1::bigint,
+          'one horizon row: the oldest holder of the xmin horizon, or none');
+SELECT ok((SELECT bool_and(state IN ('none', 'transaction', 'prepared', 'replication_slot', 'standby',
+                                     'transaction_usecs', 'prepared_usecs') AND value >= 0
+                           AND (state = 'none') = (name IS NULL))
+             FROM forgeyard.storage_stats() WHERE kind = 'horizon'),
+          'its kind is one of the holders, its figures are ages, and only none has no name');
+SELECT is((SELECT count(*) FROM forgeyard.storage_stats('ops1') WHERE kind = 'horizon'), 0::bigint,
+          'a tenant''s stats have no horizon row (server-wide only)');
 
 -------------------------------------------------------------------------------------------------
 -- Who may call it

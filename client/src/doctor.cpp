@@ -287,8 +287,9 @@ const std::vector<Rule>& rules() {
        }},
       {CheckGroup::Performance, "xmin_horizon",
        [](const DoctorFacts& f) -> Outcome {
-         // Server-wide rows only (an unbound role's stats): otherwise nothing is known of it.
-         if (f.backend != "postgresql" || !f.stats || !f.autovacuum_on) return std::nullopt;
+         // Server-wide rows of a catalog that reports it (0.9.0 on), read by an unbound role:
+         // otherwise nothing is known of it.
+         if (f.backend != "postgresql" || !f.stats || !f.horizon_known) return std::nullopt;
          const std::optional<XminHorizon>& h = f.stats->horizon;
          if (!h) return ok("nothing holds back the xmin horizon");
          std::string detail =

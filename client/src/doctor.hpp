@@ -34,11 +34,12 @@ constexpr auto transaction_fail = std::chrono::hours(1);
 constexpr std::int64_t slot_xmin_age_warn = 10'000'000;  // transactions
 constexpr std::int64_t slot_xmin_age_fail = 500'000'000;
 constexpr std::int64_t wal_bytes_warn = 256ll << 20;
-// The xmin horizon: a queue's claims slow down within a minute of a snapshot held (F17).
+// The xmin horizon: a queue's claims slow down within a minute of a snapshot held (F17), sooner
+// than long_transaction warns; its age in transactions as replication_slots counts it.
 constexpr auto horizon_warn = std::chrono::minutes(1);
 constexpr auto horizon_fail = std::chrono::hours(1);
-constexpr std::int64_t horizon_xids_warn = 1'000'000;  // for holders with no start time
-constexpr std::int64_t horizon_xids_fail = 500'000'000;
+constexpr std::int64_t horizon_xids_warn = slot_xmin_age_warn;
+constexpr std::int64_t horizon_xids_fail = slot_xmin_age_fail;
 }  // namespace doctor_limits
 
 // Tables whose bloat slows the claim path and the API's hot writes.
@@ -88,6 +89,7 @@ struct DoctorFacts {
   std::optional<std::chrono::microseconds> oldest_transaction_age;
   std::optional<std::string> slot_holding_xmin;
   std::optional<std::int64_t> slot_xmin_age;
+  bool horizon_known = false;              // storage_stats() reported on the xmin horizon (0.9.0 on): stats->horizon
   std::optional<std::int64_t> wal_bytes;   // SQLite
   std::optional<bool> network_filesystem;  // SQLite
   // OPTIONAL, and the table figures for PERFORMANCE

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <regex>
 #include <set>
@@ -216,7 +217,8 @@ BOOST_AUTO_TEST_CASE(a_healthy_store_passes_the_doctor) {
 
 // A snapshot held open is named where an operator looks: stats().horizon, the doctor's
 // xmin_horizon check, `storage stats --json` and the metrics. Other runs of this suite share the
-// cluster and may hold an older one: the holder reported is at least as old as ours.
+// cluster and may hold an older one: the holder reported is at least as old as ours, and it is
+// ours, named by its pid, when the observer sees nothing older.
 BOOST_AUTO_TEST_CASE(a_snapshot_held_open_is_named_in_stats_doctor_and_metrics) {
   if (!is_postgres()) {
     BOOST_TEST(!store->stats().horizon.has_value());
@@ -224,10 +226,10 @@ BOOST_AUTO_TEST_CASE(a_snapshot_held_open_is_named_in_stats_doctor_and_metrics) 
     for (const DoctorCheck& c : report.checks) BOOST_TEST(c.name != "xmin_horizon");
     return;
   }
-  PGconn* holder = PQconnectdb(url.c_str());
-  PGconn* observer = PQconnectdb(url.c_str());
-  BOOST_REQUIRE(PQstatus(holder) == CONNECTION_OK);
-  BOOST_REQUIRE(PQstatus(observer) == CONNECTION_OK);
+  using Conn = std::unique_ptr<PGconn, decltype(&PQfinish)>;
+  Conn holder(PQconnectdb(url.c_str()), &PQfinish), observer(PQconnectdb(url.c_str()), &PQfinish);
+  BOOST_REQUIRE(PQstatus(holder.get()) == CONNECTION_OK);
+  BOOST_REQUIRE(PQstatus(observer.get()) == CONNECTION_OK);
   auto on = [&](PGconn* conn, const std::string& sql) {
     PGresult* r = PQexec(conn, sql.c_str());
     const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
@@ -236,20 +238,39 @@ BOOST_AUTO_TEST_CASE(a_snapshot_held_open_is_named_in_stats_doctor_and_metrics) 
     BOOST_TEST_REQUIRE(ok, sql << ": " << PQerrorMessage(conn));
     return value;
   };
-  auto run = [&](const std::string& sql) { return on(holder, sql); };
-  run("BEGIN ISOLATION LEVEL REPEATABLE READ");
-  const std::string xid = run("SELECT pg_current_xact_id()::text");
+  {
+    const forgeyard::StoreStats before = store->stats();
+    if (!before.horizon) {
+      const DoctorCheck& c = check(store->doctor(), "xmin_horizon");
+      BOOST_TEST(c.status == CheckStatus::Ok);
+    }
+  }
+  on(holder.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ");
+  const std::string xid = on(holder.get(), "SELECT pg_current_xact_id()::text");
   // Transactions that begin after ours: its age grows past them.
   for (int i = 0; i < 3; ++i) exec_sql("SELECT pg_current_xact_id()");
-  const std::int64_t ours = std::stoll(on(observer, "SELECT age('" + xid + "'::xid)"));
+  const std::int64_t ours = std::stoll(on(observer.get(), "SELECT age('" + xid + "'::xid)"));
   BOOST_TEST(ours >= 3);
+  // Anything at least as old in this database or holding every database's horizon, but ours.
+  const std::string pid = std::to_string(PQbackendPID(holder.get()));
+  const std::string older = on(
+      observer.get(),
+      "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> " + pid +
+          " AND pid <> pg_backend_pid() AND greatest(age(backend_xmin), age(backend_xid)) >= " + std::to_string(ours) +
+          ") + (SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()) +" +
+          " (SELECT count(*) FROM pg_replication_slots WHERE xmin IS NOT NULL) +" +
+          " (SELECT count(*) FROM pg_stat_replication WHERE backend_xmin IS NOT NULL)");
   const forgeyard::StoreStats s = store->stats();
   BOOST_REQUIRE(s.horizon.has_value());
   BOOST_TEST(s.horizon->xid_age >= ours);
-  BOOST_TEST((s.horizon->kind == "transaction" || s.horizon->kind == "prepared" ||
-              s.horizon->kind == "replication_slot" || s.horizon->kind == "standby"),
-             s.horizon->kind);
   BOOST_TEST(!s.horizon->holder.empty());
+  if (older == "0") {
+    BOOST_TEST(s.horizon->kind == "transaction");
+    BOOST_TEST(s.horizon->holder.rfind("pid " + pid + " (", 0) == 0u, s.horizon->holder);
+    // The PL/pgSQL edition's owner, not superuser, is not shown when another role's transaction
+    // began (docs/operations.md, "Installing forgeyard"): this suite connects as another role.
+    if (!plpgsql) BOOST_TEST(s.horizon->held.has_value());
+  }
   const DoctorCheck& c = check(store->doctor(), "xmin_horizon");
   BOOST_TEST(c.group == CheckGroup::Performance);
   BOOST_TEST(c.detail.find("holds the xmin horizon") != std::string::npos, c.detail);
@@ -262,9 +283,7 @@ BOOST_AUTO_TEST_CASE(a_snapshot_held_open_is_named_in_stats_doctor_and_metrics) 
   const auto [metrics_code, metrics] = cli({"metrics"});
   BOOST_TEST(metrics_code == 0);
   BOOST_TEST(metrics.find("forgeyard_xmin_horizon_age_transactions{kind=\"") != std::string::npos);
-  run("COMMIT");
-  PQfinish(holder);
-  PQfinish(observer);
+  on(holder.get(), "COMMIT");
 }
 
 BOOST_AUTO_TEST_CASE(cli_storage_doctor_json_and_exit_code) {

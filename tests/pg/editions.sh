@@ -261,6 +261,7 @@ pq() { psql -X -q -v ON_ERROR_STOP=1 -At -U "$owner" -d fy_ed_upgraded -c "$1"; 
 pq "SELECT forgeyard.queue_create('t', 'q', '{\"max_attempts\": 1}')" >/dev/null
 pq "SELECT forgeyard.enqueue('t', 'q', 'held'); SELECT forgeyard.enqueue('t', 'q', 'dead')" >/dev/null
 held=$(pq "SELECT msg_id || ' ' || claim_token FROM forgeyard.claim('t', 'q', 'c', 1, '1 hour')")
+[ -n "$held" ] || { echo "FAIL: nothing to claim on 0.8.0"; exit 1; }
 pq "SELECT forgeyard.nack('t', 'q', msg_id, claim_token, 'boom') FROM forgeyard.claim('t', 'q', 'c', 1)" >/dev/null
 pq "SELECT forgeyard.enqueue('t', 'q', 'ready'); SELECT forgeyard.enqueue('t', 'q', 'later', delay => '1 hour')" >/dev/null
 "$cli" --store "$(url fy_ed_upgraded)" storage install --edition plpgsql --json >"$out/upgrade.json" 2>"$out/upgrade.err"
@@ -271,10 +272,17 @@ fullcat() {  # fullcat DB OUT: the whole catalog, bodies included, owners and in
   psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" -f tests/pg/catalog.sql |
     awk -v owner="$owner" '{ sub(/ owner=[^ ]*/, " owner=OWNER"); gsub(owner, "OWNER"); print }' | sort >"$2"
 }
+helpers() {  # helpers DB: the PL/pgSQL edition's own functions (schema forgeyard_pl), whole
+  psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "SELECT p.oid::regprocedure::text || E'\n' || pg_get_functiondef(p.oid)
+      FROM pg_proc p WHERE p.pronamespace = 'forgeyard_pl'::regnamespace ORDER BY 1"
+}
 fullcat fy_ed_psql "$out/fresh-full.txt"
 fullcat fy_ed_upgraded "$out/upgraded-full.txt"
+helpers fy_ed_psql >>"$out/fresh-full.txt"
+helpers fy_ed_upgraded >>"$out/upgraded-full.txt"
+[ "$(grep -c 'forgeyard_pl\.' "$out/fresh-full.txt")" -gt 10 ] || { echo "FAIL: no helper compared"; exit 1; }
 diff -u "$out/fresh-full.txt" "$out/upgraded-full.txt" || { echo "FAIL: the upgraded catalog differs from a fresh install's (diff above)"; exit 1; }
-echo "ok - the upgraded plain install's catalog equals a fresh one's, bodies included ($(wc -l <"$out/fresh-full.txt") lines)"
+echo "ok - the upgraded plain install's catalog and helpers equal a fresh one's, bodies included ($(wc -l <"$out/fresh-full.txt") lines)"
 check fy_ed_upgraded "the messages come through: 1 ready, 1 in flight, 1 delayed, 1 dead" \
   "(SELECT ready = 1 AND in_flight = 1 AND delayed = 1 AND dead = 1 FROM forgeyard.queue_stats('t', 'q'))"
 pq "SELECT forgeyard.ack('t', 'q', ${held% *}, ${held#* })" >/dev/null

@@ -49,6 +49,7 @@ DoctorFacts healthy_postgres() {
   f.timezone = "UTC";
   f.clock_skew = 2ms;
   f.autovacuum_on = true;
+  f.horizon_known = true;
   f.stats = forgeyard::StoreStats{};
   return f;
 }
@@ -226,14 +227,14 @@ BOOST_AUTO_TEST_CASE(the_oldest_horizon_holder_is_named_with_what_it_holds_back)
   f.stats->horizon->held = 1h;
   BOOST_TEST(status_of(f, "xmin_horizon") == CheckStatus::Fail);
   // A slot or a standby has no start time: its age in transactions decides.
-  f.stats->horizon = forgeyard::XminHorizon{"replication_slot", "standby_1", 999'999, std::nullopt};
+  f.stats->horizon = forgeyard::XminHorizon{"replication_slot", "standby_1", 9'999'999, std::nullopt};
   BOOST_TEST(status_of(f, "xmin_horizon") == CheckStatus::Ok);
-  f.stats->horizon->xid_age = 1'000'000;
+  f.stats->horizon->xid_age = 10'000'000;
   BOOST_TEST(status_of(f, "xmin_horizon") == CheckStatus::Warn);
   f.stats->horizon->xid_age = 500'000'000;
   BOOST_TEST(status_of(f, "xmin_horizon") == CheckStatus::Fail);
-  // Without the server-wide rows (a role bound to tenants) nothing is known: no check.
-  f.autovacuum_on.reset();
+  // Without the rows (a role bound to tenants, or a catalog before 0.9.0) nothing is known: no check.
+  f.horizon_known = false;
   BOOST_TEST(find(evaluate_doctor(f), "xmin_horizon") == nullptr);
 }
 

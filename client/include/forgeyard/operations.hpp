@@ -61,9 +61,9 @@ struct TenantFlowLimit {
   FlowLimit limit;
 };
 
-// The oldest holder of the xmin horizon (PostgreSQL): VACUUM removes no row version that died after
-// it began, and every claim of a queue steps over the ones it keeps (docs/operations.md, "A held
-// xmin horizon").
+// The oldest holder of this database's xmin horizon (PostgreSQL, 0.9.0 on): VACUUM removes no row
+// version that died after it began, and every claim of a queue steps over the ones it keeps
+// (docs/operations.md, "forgeyard storage stats" and the doctor's xmin_horizon).
 struct XminHorizon {
   std::string kind;          // "transaction", "prepared", "replication_slot" or "standby"
   std::string holder;        // "pid N (user, application, state)", "gid G (owner, database)", a slot's
@@ -76,6 +76,7 @@ struct StoreStats {
   std::string backend;  // "postgresql" or "sqlite"
   std::optional<std::int64_t> database_bytes;
   std::optional<XminHorizon> horizon;       // PostgreSQL, server-wide stats: none when nothing holds it
+                                            // (or the catalog predates 0.9.0)
   std::vector<TableStats> tables;           // by name
   std::vector<QueueBacklog> queues;         // by tenant, queue
   std::vector<TenantStats> tenants;         // by tenant

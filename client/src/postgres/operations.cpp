@@ -55,6 +55,7 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
   std::map<std::string, TenantStats> tenants;
   bool server_wide = false;
   std::vector<std::string> privileged, unbound, unsafe;
+  std::map<std::string, std::pair<std::string, std::int64_t>> horizon_rows;  // state -> (name, value)
   for (int i = 0; i < r.rows(); ++i) {
     const std::string kind = r.text(i, 0), tenant = optional_text(r, i, 1), name = optional_text(r, i, 2),
                       state = r.text(i, 3);
@@ -85,15 +86,7 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
       if (state == "waiting") q.depth.waiting = value;
       if (state == "retries_delayed") q.depth.retries_delayed = value;
     } else if (kind == "horizon") {
-      if (!s.horizon) s.horizon.emplace();
-      constexpr std::string_view usecs = "_usecs";
-      if (state.size() > usecs.size() && state.ends_with(usecs)) {
-        s.horizon->held = std::chrono::microseconds(value);
-      } else {
-        s.horizon->kind = state;
-        s.horizon->holder = name;
-        s.horizon->xid_age = value;
-      }
+      horizon_rows[state] = {name, value};
     } else if (kind == "workflow") {
       s.workflows.push_back({tenant, name, state, value});
     } else if (kind == "leases" || kind == "idempotency" || kind == "audit") {
@@ -122,6 +115,16 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
       if (state == "schema_create") unsafe.push_back("CREATE on schema forgeyard for " + name);
     }
   }
+  // The horizon: one holder's kind row (its age in transactions) and maybe "<kind>_usecs"; "none"
+  // when nothing holds it. A catalog before 0.9.0 sends no such row: not known.
+  for (const auto& [state, row] : horizon_rows) {
+    if (state == "none" || state.ends_with("_usecs")) continue;
+    s.horizon = XminHorizon{state, row.first, row.second, std::nullopt};
+    if (auto held = horizon_rows.find(state + "_usecs"); held != horizon_rows.end())
+      s.horizon->held = std::chrono::microseconds(held->second.second);
+    break;
+  }
+  if (facts != nullptr && !horizon_rows.empty()) facts->horizon_known = true;
   for (auto& [_, t] : tables) s.tables.push_back(std::move(t));
   for (auto& [_, q] : queues) s.queues.push_back(std::move(q));
   for (auto& [_, t] : tenants) s.tenants.push_back(std::move(t));
