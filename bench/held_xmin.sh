@@ -13,8 +13,8 @@
 #   FY_HELD_SECONDS=600      seconds per paced run      FY_HELD_RATES="1000 2000"  offered rates
 #   FY_HELD_CLIENTS=2        pgbench clients            FY_HELD_MAX_SECONDS=30     seconds per maximum run
 #   FY_HELD_SYNC=off         synchronous_commit (off: CPU alone, as the issue's figures)
-#   FY_HELD_SIDES="forgeyard baseline"   the sides, in order; "lanes" is the prototype of the
-#                            claim path of docs/queue-storage-design.md (bench/prototype/lanes.sql)
+#   FY_HELD_SIDES="forgeyard baseline"   the sides, in order; "lanes" and "listings" are the
+#                            prototypes of docs/queue-storage-design.md (bench/prototype/*.sql)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FY_HELD_SECONDS:-600}
@@ -39,7 +39,11 @@ psql -X -q -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM 
   -c "ALTER SYSTEM SET shared_buffers = '256MB'" -c "ALTER SYSTEM SET max_wal_size = '4GB'" >/dev/null || exit 1
 cluster_pg_ctl restart || exit 1
 psql -X -q -v ON_ERROR_STOP=1 -f "$scripts/setup.sql" >/dev/null || exit 1
-case " $sides " in *" lanes "*) psql -X -q -v ON_ERROR_STOP=1 -f bench/prototype/lanes.sql >/dev/null || exit 1 ;; esac
+for prototype in lanes listings; do
+  case " $sides " in *" $prototype "*)
+    psql -X -q -v ON_ERROR_STOP=1 -f "bench/prototype/$prototype.sql" >/dev/null || exit 1 ;;
+  esac
+done
 db=$PGDATABASE
 sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@" >/dev/null; }
 source bench/lib/fill.sh
@@ -71,6 +75,7 @@ tables() {
     forgeyard) echo "'messages', 'queue_slots', 'queue_releases', 'queues'" ;;
     baseline) echo "'bench_q'" ;;
     lanes) echo "'msgs', 'ready'" ;;
+    listings) echo "'entries_0', 'entries_1', 'entries_2', 'entries_3', 'events_0', 'events_1', 'events_2', 'events_3'" ;;
   esac
 }
 # The prototype's queue: $1 ready messages, listed at positions 1..$1, the cursor at 0.
@@ -81,6 +86,14 @@ fill_lanes() {
     -c "INSERT INTO lanes.ready (lane, pos, msg_id) SELECT 1, g, g FROM generate_series(1, $1) g" \
     -c "SELECT setval('lanes.msg_ids', $1), setval('lanes.lane_pos', $1), setval('lanes.lane_cursor', 0)" \
     -c "VACUUM ANALYZE lanes.msgs" -c "VACUUM ANALYZE lanes.ready" -c "CHECKPOINT"
+}
+# The second prototype's queue: $1 listings in segment 0 at positions 1..$1, the cursor at 0.
+fill_listings() {
+  sql -c "TRUNCATE listings.entries, listings.events" \
+    -c "INSERT INTO listings.entries (seg, lane, pos, msg_id, attempt, payload)
+        SELECT 0, 1, g, g, 0, '\x7b226f72646572223a2031323334357d'::bytea FROM generate_series(1, $1) g" \
+    -c "SELECT setval('listings.msg_ids', $1), setval('listings.lane_pos', $1), setval('listings.lane_cursor', 0)" \
+    -c "VACUUM ANALYZE listings.entries" -c "VACUUM ANALYZE listings.events" -c "CHECKPOINT"
 }
 dead() { # side: "dead tuples N, size M MB" of its tables
   psql -X -At -d "$db" -c "SELECT pg_catalog.pg_stat_force_next_flush()" >/dev/null 2>&1
@@ -96,6 +109,7 @@ run() {
     forgeyard) script=$scripts/forgeyard_claim1_ack.sql ;;
     baseline) script=$scripts/baseline_claim1_ack.sql ;;
     lanes) script=$scripts/lanes_claim1_ack.sql ;;
+    listings) script=$scripts/listings_claim1_ack.sql ;;
   esac
   rm -f "$dir"/log*
   local pace=()
@@ -116,7 +130,11 @@ run() {
 # Enough ready messages that no run empties its queue: the fastest run's rate times its seconds.
 need=$((seconds * 3000 + max_seconds * 6000))
 refill() {  # refill SIDE
-  if [ "$1" = lanes ]; then fill_lanes "$need"; else fill "$need"; fi
+  case "$1" in
+    lanes) fill_lanes "$need" ;;
+    listings) fill_listings "$need" ;;
+    *) fill "$need" ;;
+  esac
 }
 for side in $sides; do
   refill "$side"
