@@ -47,6 +47,9 @@ sql/gen/.stamp: $(SQL_SOURCES)
 	python3 sql/generate.py sql/gen
 	touch $@
 $(DATA_built): sql/gen/.stamp ;
+# The SQL both editions share (@statement blocks of extension/*.sql), as C++.
+sql/gen/statements.hpp: sql/gen/.stamp ;
+extension/operations.o: sql/gen/statements.hpp
 EXTRA_CLEAN += sql/gen
 
 installcheck:

@@ -1,15 +1,8 @@
 -- The PL/pgSQL edition's twin of extension/operations.cpp: forgeyard.storage_stats(tenant).
 
--- @body fy_storage_stats
--- The one statement of extension/operations.cpp, with $1 = tenant_arg and $2 = clock. Its column
--- references are all qualified, so the OUT columns (kind, tenant_id, name, state, value) never
--- stand for them.
-DECLARE
-    tenant_arg text := forgeyard_pl.optional_name_arg('tenant', tenant, 128);
-    clock timestamptz := forgeyard.now();
-BEGIN
-    PERFORM forgeyard_pl.check_tenant(tenant_arg);
-    RETURN QUERY
+-- @statement storage_stats
+-- The one statement of forgeyard.storage_stats() in both editions ($1 = the tenant or NULL, $2 =
+-- forgeyard.now()): extension/operations.cpp runs it through SPI, the body below with EXECUTE.
 WITH queues AS (
     SELECT q.tenant_id, q.queue, q.max_messages, st.*,
            (SELECT pg_catalog.count(*) FROM forgeyard.messages m
@@ -17,20 +10,20 @@ WITH queues AS (
                AND m.state OPERATOR(pg_catalog.=) 'pending'
                AND (m.attempt OPERATOR(pg_catalog.>) 1
                     OR (m.attempt OPERATOR(pg_catalog.=) 1
-                        AND (m.claim_token IS NULL OR m.visible_at OPERATOR(pg_catalog.<=) clock)))) AS retrying,
+                        AND (m.claim_token IS NULL OR m.visible_at OPERATOR(pg_catalog.<=) $2)))) AS retrying,
            (SELECT pg_catalog.count(*) FROM forgeyard.messages m
              WHERE m.tenant_id OPERATOR(pg_catalog.=) q.tenant_id AND m.queue OPERATOR(pg_catalog.=) q.queue
                AND m.state OPERATOR(pg_catalog.=) 'dead'
-               AND m.finished_at OPERATOR(pg_catalog.>) (clock OPERATOR(pg_catalog.-) interval '1 hour')) AS dead_last_hour
+               AND m.finished_at OPERATOR(pg_catalog.>) ($2 OPERATOR(pg_catalog.-) interval '1 hour')) AS dead_last_hour
       FROM forgeyard.queues q, LATERAL forgeyard.queue_stats(q.tenant_id, q.queue) st
-     WHERE tenant_arg IS NULL OR q.tenant_id OPERATOR(pg_catalog.=) tenant_arg
+     WHERE $1::pg_catalog.text IS NULL OR q.tenant_id OPERATOR(pg_catalog.=) $1
 ), tenants AS (
     SELECT t.tenant_id FROM (
         SELECT l.tenant_id FROM forgeyard.leases l UNION SELECT k.tenant_id FROM forgeyard.idempotency_keys k
         UNION SELECT h.tenant_id FROM forgeyard.audit_heads h) t
-     WHERE tenant_arg IS NULL OR t.tenant_id OPERATOR(pg_catalog.=) tenant_arg
+     WHERE $1::pg_catalog.text IS NULL OR t.tenant_id OPERATOR(pg_catalog.=) $1
 ), everything AS (
-    SELECT tenant_arg IS NULL AS yes
+    SELECT $1::pg_catalog.text IS NULL AS yes
 )
 SELECT 'database', NULL::pg_catalog.text, pg_catalog.current_database()::pg_catalog.text, 'bytes',
        pg_catalog.pg_database_size(pg_catalog.current_database())
@@ -133,8 +126,8 @@ SELECT 'queue', q.tenant_id, q.queue, v.state, v.value
 UNION ALL
 SELECT 'leases', t.tenant_id, NULL, v.state, v.value
   FROM tenants t,
-       LATERAL (SELECT pg_catalog.count(*) FILTER (WHERE l.expires_at OPERATOR(pg_catalog.>) clock) AS live,
-                       pg_catalog.count(*) FILTER (WHERE l.expires_at OPERATOR(pg_catalog.<=) clock) AS expired
+       LATERAL (SELECT pg_catalog.count(*) FILTER (WHERE l.expires_at OPERATOR(pg_catalog.>) $2) AS live,
+                       pg_catalog.count(*) FILTER (WHERE l.expires_at OPERATOR(pg_catalog.<=) $2) AS expired
                   FROM forgeyard.leases l
                  WHERE l.tenant_id OPERATOR(pg_catalog.=) t.tenant_id AND l.released_at IS NULL
                    AND l.reaped_at IS NULL) n,
@@ -144,9 +137,9 @@ SELECT 'idempotency', t.tenant_id, NULL, v.state, v.value
   FROM tenants t,
        LATERAL (SELECT pg_catalog.count(*) FILTER (WHERE k.status OPERATOR(pg_catalog.=) 'in_progress') AS in_progress,
                        pg_catalog.count(*) FILTER (WHERE k.status OPERATOR(pg_catalog.=) 'completed') AS completed,
-                       pg_catalog.count(*) FILTER (WHERE k.expires_at OPERATOR(pg_catalog.<=) clock
+                       pg_catalog.count(*) FILTER (WHERE k.expires_at OPERATOR(pg_catalog.<=) $2
                            AND (k.status OPERATOR(pg_catalog.=) 'completed'
-                                OR k.locked_until OPERATOR(pg_catalog.<=) clock)) AS past_retention
+                                OR k.locked_until OPERATOR(pg_catalog.<=) $2)) AS past_retention
                   FROM forgeyard.idempotency_keys k WHERE k.tenant_id OPERATOR(pg_catalog.=) t.tenant_id) n,
        LATERAL (VALUES ('in_progress', n.in_progress), ('completed', n.completed),
                        ('past_retention', n.past_retention)) v(state, value)
@@ -154,7 +147,7 @@ UNION ALL
 SELECT 'workflow', r.tenant_id, r.workflow OPERATOR(pg_catalog.||) '@' OPERATOR(pg_catalog.||) r.version::pg_catalog.text,
        r.state, pg_catalog.count(*)
   FROM forgeyard.wf_runs r
- WHERE tenant_arg IS NULL OR r.tenant_id OPERATOR(pg_catalog.=) tenant_arg
+ WHERE $1::pg_catalog.text IS NULL OR r.tenant_id OPERATOR(pg_catalog.=) $1
  GROUP BY r.tenant_id, r.workflow, r.version, r.state
 UNION ALL
 SELECT 'audit', t.tenant_id, NULL, 'events', coalesce(h.seq, 0)
@@ -193,5 +186,13 @@ SELECT 'security', NULL,
        'schema_create', 1
   FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a, everything e
  WHERE e.yes AND n.nspname OPERATOR(pg_catalog.=) 'forgeyard' AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
-   AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner;
+   AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+
+-- @body fy_storage_stats
+DECLARE
+    tenant_arg text := forgeyard_pl.optional_name_arg('tenant', tenant, 128);
+    clock timestamptz := forgeyard.now();
+BEGIN
+    PERFORM forgeyard_pl.check_tenant(tenant_arg);
+    RETURN QUERY EXECUTE @statement.storage_stats@ USING tenant_arg, clock;
 END
