@@ -78,7 +78,9 @@ BEGIN
     SELECT s.last_value INTO c FROM listings.lane_cursor s;
     run_end := c;
     expect := c + 1;
-    -- LIMIT: a walk is the work in flight; without it the generic plan of a cursor sorts the lane.
+    -- LIMIT: without it the generic plan of a cursor sorts the lane. A prototype's shortcut: with
+    -- more than 1,000 closed listings above an unclosed one (a crashed consumer's claim, a hole) no
+    -- claim reaches a ready listing (docs/queue-storage-design.md, the open questions).
     FOR e IN SELECT n.seg, n.pos, n.msg_id AS id, n.attempt, n.payload FROM listings.entries n
               WHERE n.lane = 1 AND n.pos > c ORDER BY n.pos LIMIT 1000 LOOP
         IF e.pos <> expect THEN

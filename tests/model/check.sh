@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Model-checks the delivery (claim tokens), lease (fencing epochs) and queue storage (lanes, cursors,
-# segments: docs/queue-storage-design.md) protocols with spin: each real model must verify with no
+# segments; and state kept with the listing, the design's leading open candidate:
+# docs/queue-storage-design.md) protocols with spin: each real model must verify with no
 # error, and each deliberately broken variant must be refuted with the violation it was built to show,
 # so the properties are known to bite. Prints the states explored.
 #   tests/model/check.sh      every model and variant (a few seconds)
@@ -54,5 +55,11 @@ run segments.pml "-DBROKEN_OWN_CLAIM" 'assertion violated (claim_of[p]==0)'
 run segments.pml "-DBROKEN_HOLE" 'assertion violated (consumed[p]||voided[p])'
 run segments.pml "-DBROKEN_RECHECK" 'assertion violated ((row[p]!=2)||consumed[p])'
 run segments.pml "-DBROKEN_WAIT" 'invalid end state'
+run listings.pml "" ok
+run listings.pml "-DBROKEN_RECEIPT" 'assertion violated (live==0)'
+run listings.pml "-DBROKEN_CURSOR" 'assertion violated (cl[q]!=0)'
+run listings.pml "-DBROKEN_CURSOR_LOSS" 'assertion violated ( !(made[m])||(acks[m]>0))'
+run listings.pml "-DBROKEN_RESCUE" 'assertion violated (acks[m]==0)'
+run listings.pml "-DBROKEN_ACK" 'assertion violated (cl[mine]==0)'
 echo "model check: $passed passed, $failed failed ($((SECONDS - start)) s)"
 [ "$failed" -eq 0 ]
