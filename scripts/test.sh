@@ -146,7 +146,7 @@ server_suites() {
   check restore-drill tests/pg/restore_drill.sh
   echo "== upgrade chain: ALTER EXTENSION forgeyard UPDATE vs a fresh install"
   check upgrade tests/pg/upgrade.sh
-  echo "== model check: delivery and lease protocols (spin, tests/model/check.sh)"
+  echo "== model check: delivery, lease and queue storage protocols (spin, tests/model/check.sh)"
   if tests/model/check.sh >build/model-check.log 2>&1; then
     cat build/model-check.log
     count model-check "$(grep -oE '^model check: [0-9]+ passed' build/model-check.log | grep -oE '[0-9]+')" 0
