@@ -13,6 +13,7 @@ messages=${FY_VACUUM_HELD_MESSAGES:-600000}
 dir=$(mktemp -d)
 holder=""
 trap '[ -n "$holder" ] && kill "$holder" 2>/dev/null; rm -rf "$dir"' EXIT
+source "$(dirname "$0")/lib/hold.sh"
 cat >"$dir/claim_ack.sql" <<'SQL'
 SELECT msg_id, claim_token FROM forgeyard.claim('bench', 'held', 'c', 1) \gset
 SELECT forgeyard.ack('bench', 'held', :msg_id, :claim_token);
@@ -36,17 +37,6 @@ fill() {
     -c "CREATE INDEX ON bench_held_q (vt, msg_id)" \
     -c "INSERT INTO bench_held_q (payload) SELECT 'x' FROM generate_series(1, $messages)" \
     -c "VACUUM ANALYZE forgeyard.messages" -c "VACUUM ANALYZE bench_held_q" -c "CHECKPOINT" >/dev/null
-}
-hold() {  # a session that keeps one snapshot (and xmin) for the whole run
-  psql -X -q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT pg_catalog.txid_current()" \
-    -c "SELECT pg_catalog.pg_sleep($seconds + 30)" >/dev/null 2>&1 &
-  holder=$!
-  sleep 1
-}
-release() {
-  kill "$holder" 2>/dev/null || true
-  wait "$holder" 2>/dev/null || true
-  holder=""
 }
 rates() {  # label script: pgbench's progress lines as "label  10s 1234/s  20s ..."
   "$PG_BIN/pgbench" -n -M prepared -T "$seconds" -P 10 -f "$dir/$2.sql" 2>&1 |

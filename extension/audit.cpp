@@ -32,7 +32,7 @@ constexpr std::size_t max_read_bytes = std::size_t{8} * 1024 * 1024;
 // the test vectors use); in a database of another encoding the same event would hash otherwise.
 void require_utf8() {
   if (!pg::database_is_utf8())
-    throw core::Error("0A000", "the audit log needs a database with UTF8 encoding",
+    throw core::Error(core::sqlstate::feature_not_supported, "the audit log needs a database with UTF8 encoding",
                       "its hashes are over UTF-8 text, so that every store and the offline verifier agree");
 }
 

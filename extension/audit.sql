@@ -277,7 +277,7 @@ CREATE FUNCTION forgeyard_pl.audit_not_utf8()
     RETURNS void LANGUAGE plpgsql
     AS $$
 BEGIN
-    RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = 'the audit log needs a database with UTF8 encoding',
+    RAISE EXCEPTION USING ERRCODE = '@sqlstate.feature_not_supported@', MESSAGE = 'the audit log needs a database with UTF8 encoding',
         DETAIL = 'its hashes are over UTF-8 text, so that every store and the offline verifier agree';
 END
 $$;

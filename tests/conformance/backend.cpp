@@ -1,5 +1,7 @@
 #include "backend.hpp"
 
+#include <boost/test/unit_test.hpp>
+
 #include <libpq-fe.h>
 #include <sqlite3.h>
 #include <fcntl.h>
@@ -93,6 +95,27 @@ std::string database_of(const std::string& url) {
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+PgSession::PgSession(const std::string& url) : conn_(PQconnectdb(url.c_str())) {
+  BOOST_REQUIRE_MESSAGE(PQstatus(conn_) == CONNECTION_OK, PQerrorMessage(conn_));
+}
+
+PgSession::~PgSession() {
+  PQfinish(conn_);
+}
+
+std::string PgSession::value(const std::string& sql) {
+  PGresult* r = PQexec(conn_, sql.c_str());
+  const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+  std::string v = ok && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+  PQclear(r);
+  BOOST_TEST_REQUIRE(ok, sql << ": " << PQerrorMessage(conn_));
+  return v;
+}
+
+int PgSession::pid() const {
+  return PQbackendPID(conn_);
 }
 
 namespace {

@@ -13,6 +13,8 @@
 
 #include "forgeyard/forgeyard.hpp"
 
+struct pg_conn;  // libpq's PGconn
+
 namespace conformance {
 
 // A frozen clock that tests move by hand (both backends take it through StoreOptions::clock).
@@ -78,5 +80,22 @@ std::string with_database(const std::string& base, const std::string& database);
 std::string database_of(const std::string& url);
 // A whole file's bytes ("" when it cannot be read).
 std::string slurp(const std::string& path);
+
+// A libpq connection of a test's own, beside the store's (a second session holding a transaction
+// open, a standby's replay): closed when it goes out of scope, also when a REQUIRE fails.
+class PgSession {
+ public:
+  explicit PgSession(const std::string& url);
+  ~PgSession();
+  PgSession(const PgSession&) = delete;
+  PgSession& operator=(const PgSession&) = delete;
+  // Runs `sql` (a REQUIRE fails the test when it fails); the first row's first value, "" for none
+  // or NULL.
+  std::string value(const std::string& sql);
+  int pid() const;
+
+ private:
+  ::pg_conn* conn_;
+};
 
 }  // namespace conformance

@@ -7,8 +7,6 @@
 #include <thread>
 #include <vector>
 
-#include <libpq-fe.h>
-
 #include "backend.hpp"
 #include "check.hpp"
 #include "claimers.hpp"
@@ -247,22 +245,13 @@ BOOST_AUTO_TEST_CASE(a_limit_kept_in_parts_is_exact_and_holds_up_no_second_claim
   if (is_postgres()) {
     // A claim whose transaction is still open holds its part's row; a second claimer takes another
     // part instead of waiting (with one row it would wait, and run into lock_timeout: 55P03).
-    PGconn* holder = PQconnectdb(url.c_str());
-    BOOST_REQUIRE(PQstatus(holder) == CONNECTION_OK);
-    auto run = [&](const std::string& sql) {
-      PGresult* r = PQexec(holder, sql.c_str());
-      const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
-      std::string value = ok && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
-      PQclear(r);
-      BOOST_TEST_REQUIRE(ok, sql << ": " << PQerrorMessage(holder));
-      return value;
-    };
+    conformance::PgSession holder(url);
+    auto run = [&](const std::string& sql) { return holder.value(sql); };
     run("BEGIN");
     BOOST_TEST(run("SELECT count(*) FROM forgeyard.claim('" + tenant + "', '" + queue + "', 'a', 1, '1 hour')") == "1");
     BOOST_TEST(exec_sql_error("SET lock_timeout = '5s'; SELECT forgeyard.claim('" + tenant + "', '" + queue +
                               "', 'b', 1, '1 hour')") == "");
     run("COMMIT");
-    PQfinish(holder);
     BOOST_TEST(wide().in_flight.value_or(-1) == 2);
     BOOST_TEST(queues().stats(tenant, queue).ready == 8);
   }

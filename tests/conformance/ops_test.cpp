@@ -12,12 +12,10 @@
 #include <sqlite3.h>
 #include <sys/file.h>
 #include <unistd.h>
-#include <libpq-fe.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <memory>
 #include <ostream>
 #include <regex>
 #include <set>
@@ -226,18 +224,7 @@ BOOST_AUTO_TEST_CASE(a_snapshot_held_open_is_named_in_stats_doctor_and_metrics) 
     for (const DoctorCheck& c : report.checks) BOOST_TEST(c.name != "xmin_horizon");
     return;
   }
-  using Conn = std::unique_ptr<PGconn, decltype(&PQfinish)>;
-  Conn holder(PQconnectdb(url.c_str()), &PQfinish), observer(PQconnectdb(url.c_str()), &PQfinish);
-  BOOST_REQUIRE(PQstatus(holder.get()) == CONNECTION_OK);
-  BOOST_REQUIRE(PQstatus(observer.get()) == CONNECTION_OK);
-  auto on = [&](PGconn* conn, const std::string& sql) {
-    PGresult* r = PQexec(conn, sql.c_str());
-    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
-    std::string value = ok && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
-    PQclear(r);
-    BOOST_TEST_REQUIRE(ok, sql << ": " << PQerrorMessage(conn));
-    return value;
-  };
+  conformance::PgSession holder(url), observer(url);
   {
     const forgeyard::StoreStats before = store->stats();
     if (!before.horizon) {
@@ -245,21 +232,20 @@ BOOST_AUTO_TEST_CASE(a_snapshot_held_open_is_named_in_stats_doctor_and_metrics) 
       BOOST_TEST(c.status == CheckStatus::Ok);
     }
   }
-  on(holder.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ");
-  const std::string xid = on(holder.get(), "SELECT pg_current_xact_id()::text");
+  holder.value("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  const std::string xid = holder.value("SELECT pg_current_xact_id()::text");
   // Transactions that begin after ours: its age grows past them.
   for (int i = 0; i < 3; ++i) exec_sql("SELECT pg_current_xact_id()");
-  const std::int64_t ours = std::stoll(on(observer.get(), "SELECT age('" + xid + "'::xid)"));
+  const std::int64_t ours = std::stoll(observer.value("SELECT age('" + xid + "'::xid)"));
   BOOST_TEST(ours >= 3);
   // Anything at least as old in this database or holding every database's horizon, but ours.
-  const std::string pid = std::to_string(PQbackendPID(holder.get()));
-  const std::string older = on(
-      observer.get(),
+  const std::string pid = std::to_string(holder.pid());
+  const std::string older = observer.value(
       "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> " + pid +
-          " AND pid <> pg_backend_pid() AND greatest(age(backend_xmin), age(backend_xid)) >= " + std::to_string(ours) +
-          ") + (SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()) +" +
-          " (SELECT count(*) FROM pg_replication_slots WHERE xmin IS NOT NULL) +" +
-          " (SELECT count(*) FROM pg_stat_replication WHERE backend_xmin IS NOT NULL)");
+      " AND pid <> pg_backend_pid() AND greatest(age(backend_xmin), age(backend_xid)) >= " + std::to_string(ours) +
+      ") + (SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()) +" +
+      " (SELECT count(*) FROM pg_replication_slots WHERE xmin IS NOT NULL) +" +
+      " (SELECT count(*) FROM pg_stat_replication WHERE backend_xmin IS NOT NULL)");
   const forgeyard::StoreStats s = store->stats();
   BOOST_REQUIRE(s.horizon.has_value());
   BOOST_TEST(s.horizon->xid_age >= ours);
@@ -283,7 +269,7 @@ BOOST_AUTO_TEST_CASE(a_snapshot_held_open_is_named_in_stats_doctor_and_metrics) 
   const auto [metrics_code, metrics] = cli({"metrics"});
   BOOST_TEST(metrics_code == 0);
   BOOST_TEST(metrics.find("forgeyard_xmin_horizon_age_transactions{kind=\"") != std::string::npos);
-  on(holder.get(), "COMMIT");
+  holder.value("COMMIT");
 }
 
 BOOST_AUTO_TEST_CASE(cli_storage_doctor_json_and_exit_code) {

@@ -149,27 +149,6 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
-// A libpq connection for the fixture's own statements on the standby (pausing replay).
-class Direct {
- public:
-  explicit Direct(const std::string& url) : conn_(PQconnectdb(url.c_str())) {
-    BOOST_REQUIRE_MESSAGE(PQstatus(conn_) == CONNECTION_OK, PQerrorMessage(conn_));
-  }
-  ~Direct() { PQfinish(conn_); }
-  Direct(const Direct&) = delete;
-  Direct& operator=(const Direct&) = delete;
-  std::string value(const std::string& sql) {
-    PGresult* r = PQexec(conn_, sql.c_str());
-    BOOST_REQUIRE_MESSAGE(PQresultStatus(r) == PGRES_TUPLES_OK, PQerrorMessage(conn_));
-    std::string v = PQgetisnull(r, 0, 0) ? "" : PQgetvalue(r, 0, 0);
-    PQclear(r);
-    return v;
-  }
-
- private:
-  PGconn* conn_;
-};
-
 struct ReplicaFixture : ReadFixture {
   std::string replica_url;
   std::unique_ptr<forgeyard::Store> with_replica;
@@ -198,7 +177,7 @@ struct ReplicaFixture : ReadFixture {
 
   // Until the standby has replayed everything the primary had written when this was called.
   void wait_caught_up() {
-    Direct primary(url), standby(replica_url);
+    conformance::PgSession primary(url), standby(replica_url);
     const std::string lsn = primary.value("SELECT pg_catalog.pg_current_wal_lsn()::text");
     // Patient: beside the test command's other suites and builds, replay can fall seconds behind.
     for (int i = 0; i < 6000; ++i) {
@@ -239,7 +218,7 @@ BOOST_AUTO_TEST_CASE(a_paused_replica_serves_stale_reads_within_the_bound_and_th
   auto& leases = with_replica->leases();
   leases.acquire(tenant, "before", "worker-a", 30s);
   wait_caught_up();
-  Direct standby(replica_url);
+  conformance::PgSession standby(replica_url);
   standby.value("SELECT pg_catalog.pg_wal_replay_pause()::text");
   // A write after the pause: it goes to the primary (the standby would refuse it), so strong
   // reads see it, and the paused standby does not.
@@ -321,7 +300,7 @@ BOOST_AUTO_TEST_CASE(the_cli_reads_a_replica_with_max_lag_and_reports_its_lag) {
   const std::string out = (std::filesystem::temp_directory_path() / unique("replica-cli")).string();
   with_replica->leases().acquire(tenant, "cli/before", "worker-a", 30s);
   wait_caught_up();
-  Direct standby(replica_url);
+  conformance::PgSession standby(replica_url);
   standby.value("SELECT pg_catalog.pg_wal_replay_pause()::text");
   with_replica->leases().acquire(tenant, "cli/after", "worker-a", 30s);
   const std::vector<std::string> eventual{"--replica", replica_url, "--max-lag", "1h"};

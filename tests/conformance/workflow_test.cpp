@@ -15,7 +15,6 @@
 #include <string>
 #include <thread>
 
-#include <libpq-fe.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -242,16 +241,8 @@ BOOST_AUTO_TEST_CASE(steps_named_by_position_replay_fail_and_keep_the_journal_co
   BOOST_TEST(replayed.done);
   BOOST_TEST((replayed.result == std::optional<std::string>(R"({"reserved":2})")));
   if (is_postgres()) {
-    PGconn* conn = PQconnectdb(url.c_str());
-    BOOST_REQUIRE(PQstatus(conn) == CONNECTION_OK);
-    auto value = [&](const std::string& sql) {
-      PGresult* r = PQexec(conn, sql.c_str());
-      const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
-      std::string v = ok && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
-      PQclear(r);
-      BOOST_TEST_REQUIRE(ok, sql << ": " << PQerrorMessage(conn));
-      return v;
-    };
+    conformance::PgSession conn(url);
+    auto value = [&](const std::string& sql) { return conn.value(sql); };
     const std::string call = "forgeyard.workflow_step('" + tenant + "', '" + id + "', " + std::to_string(first.epoch);
     value("BEGIN");
     BOOST_TEST(value("SELECT status FROM " + call + ", 'reserve', NULL, 1)") == "done");
@@ -262,7 +253,6 @@ BOOST_AUTO_TEST_CASE(steps_named_by_position_replay_fail_and_keep_the_journal_co
     BOOST_TEST(value("SELECT status FROM " + call + ", 'reserve')") == "done");  // by the cursor: it moves
     BOOST_TEST(value("SELECT pg_catalog.pg_current_xact_id_if_assigned() IS NULL") == "f");
     value("ROLLBACK");
-    PQfinish(conn);
   }
   BOOST_TEST(!wf.step(tenant, id, first.epoch, "charge", std::nullopt, 2).done);
   const auto declined = wf.step_fail(tenant, id, first.epoch, "charge", "declined", true, 2);
