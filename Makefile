@@ -49,7 +49,7 @@ sql/gen/.stamp: $(SQL_SOURCES)
 $(DATA_built): sql/gen/.stamp ;
 # The SQL both editions share (@statement blocks of extension/*.sql), as C++.
 sql/gen/statements.hpp: sql/gen/.stamp ;
-extension/operations.o: sql/gen/statements.hpp
+extension/operations.o extension/queue_lanes.o: sql/gen/statements.hpp
 EXTRA_CLEAN += sql/gen
 
 installcheck:

@@ -7,6 +7,7 @@
 #include "pg/args.hpp"
 #include "pg/clock.hpp"
 #include "pg/table_cache.hpp"
+#include "queue.hpp"
 #include "schedule.hpp"
 #include "tenant.hpp"
 
@@ -125,6 +126,13 @@ FY_FUNCTION(fy_maintain) {
   constexpr std::int64_t inbox_retention = 7 * core::usecs_per_day;
   pg::Spi spi;
   check_tenant(spi, tenant);
+  // The ready lanes first, before anything here writes: their cursors move only over what the
+  // snapshot shows consumed by committed work (sql/src/forgeyard.sql, queue_lanes_maintain).
+  static pg::Statement lanes("SELECT forgeyard.queue_lanes_maintain($1, $2)", {INT4OID, TEXTOID});
+  std::int64_t lane_rows = 0;
+  if (queue::lanes_schema())
+    spi.run(lanes, {pg::int4_value(max_rows), pg::optional_text_value(tenant)},
+            [&](const pg::Row& r) { lane_rows = *r.int8(1); });
   std::vector<std::pair<const char*, std::uint64_t>> done = {
       {"idempotency_keys", maintenance::purge_idempotency_keys(spi, now, max_rows, tenant)},
       {"queue_events", maintenance::purge_queue_events(spi, now, max_rows, tenant)},
@@ -135,6 +143,7 @@ FY_FUNCTION(fy_maintain) {
       {"schedules", static_cast<std::uint64_t>(schedule::tick(spi, tenant, now))},
       {"release_deltas", maintenance::fold_release_deltas(spi, max_rows, tenant)},
   };
+  if (queue::lanes_schema()) done.emplace_back("queue_lanes", static_cast<std::uint64_t>(lane_rows));
   spi.finish();
   pg::TableResult out(fcinfo);
   for (const auto& [task, rows] : done)

@@ -14,6 +14,7 @@ DECLARE
     n_runs bigint;
     n_schedules bigint;
     n_deltas bigint := 0;
+    n_lanes bigint;
 BEGIN
     PERFORM forgeyard_pl.not_null('max_rows', max_rows IS NOT NULL);
     IF max_rows <= 0 THEN
@@ -22,6 +23,8 @@ BEGIN
     PERFORM forgeyard_pl.optional_name_arg('tenant', tenant, 128);
     v_now := forgeyard.now();
     PERFORM forgeyard_pl.check_tenant(tenant);
+    -- the ready lanes first, before anything here writes (queue_lanes_maintain)
+    n_lanes := forgeyard.queue_lanes_maintain(max_rows, tenant);
     -- idempotency keys whose retention ended (as idem_purge)
     DELETE FROM forgeyard.idempotency_keys i USING (
         SELECT e.tenant_id, e.scope, e.key FROM forgeyard.idempotency_keys e
@@ -94,5 +97,5 @@ BEGIN
     END IF;
     RETURN QUERY VALUES ('idempotency_keys'::text, n_keys), ('queue_events', n_events), ('acked_messages', n_acked),
                         ('dead_letters', n_dead), ('inbox', n_inbox), ('workflow_runs', n_runs),
-                        ('schedules', n_schedules), ('release_deltas', n_deltas);
+                        ('schedules', n_schedules), ('release_deltas', n_deltas), ('queue_lanes', n_lanes);
 END

@@ -103,7 +103,12 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
   struct Cached {
     core::QueueOptions options;
     int slots;
+    std::int64_t lanes;
   };
+  // (Read apart from the options: a catalog before 0.10.0 has no such column.)
+  static pg::Statement read_lanes(
+      "SELECT lanes FROM forgeyard.queues WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
   static std::map<std::string, Cached> cache;
   static std::uint64_t cache_generation = 0;
   constexpr std::size_t max_cached = 4096;
@@ -124,6 +129,7 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
   if (auto it = cache.find(key); it != cache.end() && !(producing && own_snapshot)) {
     queue.options = it->second.options;
     queue.slots = it->second.slots;
+    queue.lanes = it->second.lanes;
     return queue;
   }
   bool found = false;
@@ -135,10 +141,12 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
     found = true;
   });
   if (!found) core::throw_unknown_queue(queue.tenant, queue.name);
+  if (lanes_schema())
+    spi.run(read_lanes, {queue.t, queue.q}, [&](const pg::Row& r) { queue.lanes = r.int8(1).value_or(0); });
   // Kept only if no invalidation came in while the row was read.
   if (!own_snapshot && pg::cache_generation(pg::CachedTable::queues) == cache_generation) {
     if (cache.size() >= max_cached) cache.clear();
-    cache[key] = {queue.options, queue.slots};
+    cache[key] = {queue.options, queue.slots, queue.lanes};
   }
   return queue;
 }

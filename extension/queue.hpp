@@ -27,6 +27,7 @@ struct Queue {
   core::QueueOptions options;
   int slots = 1;
   bool flow = false;  // the catalog has flow control's columns and tables (flow_schema())
+  std::int64_t lanes = 0;  // its ready lanes (queues.lanes; lane id = lanes * 8 + class), 0: none
 };
 
 // Whether the database has flow control's columns and tables (0.7.0); before ALTER EXTENSION
@@ -154,6 +155,30 @@ struct Claimed {
 // (as they were before, payload included) for a caller that owns what they stood for.
 std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& consumer, int max_messages,
                            std::int64_t visibility, TimestampTz now, std::vector<Claimed>* lapsed = nullptr);
+// The ready lanes (queue_lanes.cpp, 0.10.0). Whether the catalog has them:
+bool lanes_schema();
+// A message a claim tries: from a lane (pos, its listing) or from messages_claim (pos 0), with
+// the class it competes in (`aged`: its own without aging) and since when it is visible.
+struct Candidate {
+  std::int64_t msg_id;
+  int priority, aged;
+  std::int64_t pos;
+  TimestampTz visible_at;
+};
+// The candidates of a claim of up to max_messages in a queue that is not a fair one, in no order:
+// per lane, the ready entries above its cursor (up to max_messages and 32 more), then the ready
+// heads without a listing. Moves each lane's cursor over the consumed run it read, if the
+// transaction has written nothing yet.
+std::vector<Candidate> candidates(pg::Spi& spi, const Queue& queue, int max_messages, TimestampTz now);
+// Moves the queue's lane cursors, if the transaction has written nothing yet (ack_and_claim,
+// before its acks).
+void advance_lanes(pg::Spi& spi, const Queue& queue, TimestampTz now);
+// Lists new messages (ids, not yet inserted) of one class in their lane: msg_id -> position.
+// None in a queue without lanes or a fair one; one whose position maintain() voided meanwhile is
+// left out (messages_claim finds it).
+std::map<std::int64_t, std::int64_t> list(pg::Spi& spi, const Queue& queue, int priority,
+                                         const std::vector<std::int64_t>& msg_ids);
+
 // The rows of claim and ack_and_claim.
 void return_claimed(FunctionCallInfo fcinfo, const std::vector<Claimed>& claimed);
 // The max_messages argument of a claim (1..max_claim_batch), and its visibility (the queue's

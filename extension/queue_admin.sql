@@ -19,7 +19,7 @@ BEGIN
         picks := picks || 'SELECT * FROM (SELECT c.ctid FROM forgeyard.messages c'
             || '  WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.queue OPERATOR(pg_catalog.=) $2'
             || '    AND c.priority OPERATOR(pg_catalog.=) ' || p || '::pg_catalog.int2 AND c.state OPERATOR(pg_catalog.=) ''pending'''
-            || ' AND c.is_head AND c.pass IS NULL'
+            || ' AND c.is_head AND c.pass IS NULL AND c.ready_pos IS NULL'
             || '    AND c.visible_at OPERATOR(pg_catalog.<=) $5'
             || '  ORDER BY c.visible_at, c.msg_id LIMIT ' || lim || ' FOR UPDATE SKIP LOCKED) c' || p;
     END LOOP;

@@ -28,7 +28,9 @@ namespace fy::queue {
 std::string claim_sql(int limit, bool flow) {
   const std::string n = std::to_string(limit);
   // (From 0.7.0 on, messages_claim holds the messages without a fair queue's pass only.)
-  const std::string no_pass = flow ? " AND c.pass IS NULL" : "";
+  // (From 0.10.0 on, it holds the heads without a listing in a ready lane only.)
+  const std::string no_pass =
+      std::string(flow ? " AND c.pass IS NULL" : "") + (lanes_schema() ? " AND c.ready_pos IS NULL" : "");
   std::string picks;
   for (int p = 0; p < core::priority_classes; ++p) {
     if (p > 0) picks += " UNION ALL ";
@@ -98,36 +100,15 @@ std::optional<std::string> event_payload(pg::Spi& spi, const Queue& queue, const
   return payload;
 }
 
-// A ready message of a queue with aging, and the class it competes in now.
-struct Aged {
-  std::int64_t msg_id;
-  int priority, aged;
-  TimestampTz visible_at;
-};
-
-// Aging (queue option aging): the oldest ready heads of each class, up to max_messages (and some
-// more) each (one index range of messages_claim per class), ordered by the class each has aged
-// into, then by age. Within a class the older message is never in a lower aged class, so the
-// first max_messages of that order are among these.
-std::vector<Aged> aged_candidates(pg::Spi& spi, const Queue& queue, int max_messages, TimestampTz now) {
-  static pg::Statement oldest(
-      "SELECT c.msg_id, c.priority::pg_catalog.int8, c.visible_at FROM pg_catalog.generate_series(0, 5) p,"
-      " LATERAL (SELECT m.msg_id, m.priority, m.visible_at FROM forgeyard.messages m"
-      "   WHERE m.tenant_id OPERATOR(pg_catalog.=) $1 AND m.queue OPERATOR(pg_catalog.=) $2"
-      "     AND m.priority OPERATOR(pg_catalog.=) p::pg_catalog.int2 AND m.state OPERATOR(pg_catalog.=) 'pending'"
-      "     AND m.is_head AND m.pass IS NULL AND m.visible_at OPERATOR(pg_catalog.<=) $3"
-      "   ORDER BY m.visible_at, m.msg_id LIMIT $4) c",
-      {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4OID});
-  std::vector<Aged> out;
-  if (queue.options.aging_usecs <= 0) return out;
-  // (Up to 32 more per class than asked for: the rows other claimers hold are skipped.)
-  spi.run(oldest, {queue.t, queue.q, pg::timestamptz_value(now), pg::int4_value(max_messages + 32)},
-          [&](const pg::Row& r) {
-            const int p = static_cast<int>(*r.int8(2));
-            const TimestampTz visible = *r.timestamptz(3);
-            out.push_back({*r.int8(1), p, core::aged_class(p, now - visible, queue.options.aging_usecs), visible});
-          });
-  std::sort(out.begin(), out.end(), [](const Aged& a, const Aged& b) {
+// The candidates of a claim (queue_lanes.cpp) in the order they are tried: by the class each
+// has aged into (queue option aging; its own class without it), then by age. Within a class the
+// older message is never in a lower aged class, so the first max_messages of that order are among
+// them.
+std::vector<Candidate> ordered_candidates(pg::Spi& spi, const Queue& queue, int max_messages, TimestampTz now) {
+  std::vector<Candidate> out = candidates(spi, queue, max_messages, now);
+  if (queue.options.aging_usecs > 0)
+    for (Candidate& c : out) c.aged = core::aged_class(c.priority, now - c.visible_at, queue.options.aging_usecs);
+  std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
     if (a.aged != b.aged) return a.aged < b.aged;
     return a.visible_at != b.visible_at ? a.visible_at < b.visible_at : a.msg_id < b.msg_id;
   });
@@ -151,13 +132,21 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
       "   payload = CASE WHEN $3 THEN payload END"
       " WHERE msg_id OPERATOR(pg_catalog.=) $1",
       {INT8OID, TIMESTAMPTZOID, BOOLOID});
+  static pg::Statement dead_listed(
+      "UPDATE forgeyard.messages SET state = 'dead', claim_token = NULL, finished_at = $2, is_head = false,"
+      "   ready_pos = NULL, last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',"
+      "   payload = CASE WHEN $3 THEN payload END"
+      " WHERE msg_id OPERATOR(pg_catalog.=) $1",
+      {INT8OID, TIMESTAMPTZOID, BOOLOID});
   std::vector<Claimed> out;
   std::vector<std::int64_t> doomed;
   Releases lapsed;
   // The tenant's resources, read before the direct access (it runs SQL); none configured: the
   // claim never looks at a message's resource.
   const ResourceConfigs& configs = resource_configs(spi, queue);
-  const std::vector<Aged> aged = aged_candidates(spi, queue, max_messages, now);
+  const bool fair = queue.options.fairness;
+  const std::vector<Candidate> tried =
+      fair ? std::vector<Candidate>{} : ordered_candidates(spi, queue, max_messages, now);
   pg::Access access;
   pg::Table m(access, pg::OwnTable::messages);
   const MessageColumns c(m);
@@ -172,6 +161,13 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     return m.text_equals(c.state, "pending") && m.boolean(c.is_head) && m.int2(c.priority) == p &&
            m.timestamptz(c.visible_at) <= now && m.text_equals(c.tenant_id, queue.tenant) &&
            m.text_equals(c.queue, queue.name);
+  };
+  // ... and is it still listed where the candidate was found (its lane's position, or none)?
+  const int ready_col = lanes_schema() ? m.column("ready_pos") : 0;
+  auto still_listed = [&](const Candidate& a) {
+    if (!still_ready(a.priority)) return false;
+    if (ready_col == 0) return true;
+    return a.pos > 0 ? !m.is_null(ready_col) && m.int8(ready_col) == a.pos : m.is_null(ready_col);
   };
   // The resources this claim met, per part of their state (flow_resources.parts): each part's
   // row locked at its first use, decided on in memory, written once after the scan.
@@ -308,23 +304,22 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
                 {c.visible_at, until},
                 {c.claimed_by, claimed_by}});
   };
-  // A fair queue's classes are in pass order (messages_fair), where a row not yet visible (in
-  // flight, or delayed) says nothing of the rows after it: it is skipped, not a stop.
-  const bool fair = queue.options.fairness;
-  if (queue.options.aging_usecs > 0) {
-    // Aging: the candidates read before, in the order of the class they aged into, each found by
-    // its key and taken if it is still ready in its own class.
-    for (const Aged& a : aged) {
+  if (!fair) {
+    // The candidates read before, in order, each found by its key and taken if it is still ready
+    // in its own class where it was found (its listing, or none).
+    for (const Candidate& a : tried) {
       if (static_cast<int>(out.size()) >= max_messages) break;
       if (!m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(a.msg_id)}}) ||
-          !still_ready(a.priority))
+          !still_listed(a))
         continue;
       const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
       if (locked == pg::Locked::skipped) continue;
-      if (locked == pg::Locked::newer_version && !still_ready(a.priority)) continue;
+      if (locked == pg::Locked::newer_version && !still_listed(a)) continue;
       hand_out(a.priority);
     }
   } else {
+    // A fair queue's classes are in pass order (messages_fair), where a row not yet visible (in
+    // flight, or delayed) says nothing of the rows after it: it is skipped, not a stop.
     const std::array<pg::Key, 3> first = from_class(0);
     pg::Table::Scan scan(m, fair ? pg::OwnIndex::messages_fair : pg::OwnIndex::messages_claim, first);
     while (static_cast<int>(out.size()) < max_messages && scan.next()) {
@@ -370,7 +365,7 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
       return a.priority != b.priority ? a.priority < b.priority : a.msg_id < b.msg_id;
     });
   for (std::int64_t msg_id : doomed)
-    spi.run(dead,
+    spi.run(lanes_schema() ? dead_listed : dead,
             {pg::int8_value(msg_id), pg::timestamptz_value(now), pg::bool_value(queue.options.keep_dead_payload)});
   apply(spi, queue, lapsed);
   return out;

@@ -41,6 +41,9 @@ DECLARE
     l_slots integer[];
     l_bytes bigint[];
     l_keys text[];
+    k_ids bigint[];
+    k_pos bigint[];
+    advance boolean := pg_current_xact_id_if_assigned() IS NULL;
 BEGIN
     IF q.aging_usecs > 0 OR EXISTS (SELECT FROM forgeyard.flow_resources f WHERE f.tenant_id = q.tenant_id) THEN
         RETURN QUERY SELECT * FROM forgeyard_pl.queue_claim_each(q, consumer, max_messages, visibility, at_time);
@@ -56,38 +59,21 @@ BEGIN
         lim := max_messages - got;
         n := 0;
         IF NOT q.fairness THEN
+            -- The candidates (ready entries of the lanes, ready heads without a listing), each
+            -- locked SKIP LOCKED and still ready where it was found (EvalPlanQual re-checks the
+            -- newest version), in delivery order.
+            SELECT coalesce(array_agg(c.c_msg_id ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}'),
+                   coalesce(array_agg(c.c_pos ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}')
+              INTO k_ids, k_pos
+              FROM forgeyard_pl.queue_candidates(q, lim, at_time, advance) c;
+            advance := false;
             FOR r IN
                 WITH picked AS (
-                    SELECT * FROM (SELECT c.msg_id FROM forgeyard.messages c
-                                    WHERE c.tenant_id = q.tenant_id AND c.queue = q.queue AND c.priority = 0::smallint
-                                      AND c.state = 'pending' AND c.is_head AND c.pass IS NULL AND c.visible_at <= at_time
-                                    ORDER BY c.visible_at, c.msg_id LIMIT lim FOR UPDATE SKIP LOCKED) c0
-                    UNION ALL
-                    SELECT * FROM (SELECT c.msg_id FROM forgeyard.messages c
-                                    WHERE c.tenant_id = q.tenant_id AND c.queue = q.queue AND c.priority = 1::smallint
-                                      AND c.state = 'pending' AND c.is_head AND c.pass IS NULL AND c.visible_at <= at_time
-                                    ORDER BY c.visible_at, c.msg_id LIMIT lim FOR UPDATE SKIP LOCKED) c1
-                    UNION ALL
-                    SELECT * FROM (SELECT c.msg_id FROM forgeyard.messages c
-                                    WHERE c.tenant_id = q.tenant_id AND c.queue = q.queue AND c.priority = 2::smallint
-                                      AND c.state = 'pending' AND c.is_head AND c.pass IS NULL AND c.visible_at <= at_time
-                                    ORDER BY c.visible_at, c.msg_id LIMIT lim FOR UPDATE SKIP LOCKED) c2
-                    UNION ALL
-                    SELECT * FROM (SELECT c.msg_id FROM forgeyard.messages c
-                                    WHERE c.tenant_id = q.tenant_id AND c.queue = q.queue AND c.priority = 3::smallint
-                                      AND c.state = 'pending' AND c.is_head AND c.pass IS NULL AND c.visible_at <= at_time
-                                    ORDER BY c.visible_at, c.msg_id LIMIT lim FOR UPDATE SKIP LOCKED) c3
-                    UNION ALL
-                    SELECT * FROM (SELECT c.msg_id FROM forgeyard.messages c
-                                    WHERE c.tenant_id = q.tenant_id AND c.queue = q.queue AND c.priority = 4::smallint
-                                      AND c.state = 'pending' AND c.is_head AND c.pass IS NULL AND c.visible_at <= at_time
-                                    ORDER BY c.visible_at, c.msg_id LIMIT lim FOR UPDATE SKIP LOCKED) c4
-                    UNION ALL
-                    SELECT * FROM (SELECT c.msg_id FROM forgeyard.messages c
-                                    WHERE c.tenant_id = q.tenant_id AND c.queue = q.queue AND c.priority = 5::smallint
-                                      AND c.state = 'pending' AND c.is_head AND c.pass IS NULL AND c.visible_at <= at_time
-                                    ORDER BY c.visible_at, c.msg_id LIMIT lim FOR UPDATE SKIP LOCKED) c5
-                    LIMIT lim)
+                    SELECT m.msg_id FROM unnest(k_ids, k_pos) WITH ORDINALITY k(id, pos, o)
+                      JOIN forgeyard.messages m ON m.msg_id = k.id
+                     WHERE m.state = 'pending' AND m.is_head AND m.pass IS NULL AND m.visible_at <= at_time
+                       AND m.ready_pos IS NOT DISTINCT FROM k.pos AND m.tenant_id = q.tenant_id AND m.queue = q.queue
+                     ORDER BY k.o LIMIT lim FOR UPDATE OF m SKIP LOCKED)
                 UPDATE forgeyard.messages x
                    SET claim_token = nextval('forgeyard.claim_tokens'), attempt = x.attempt + 1, visible_at = v_until,
                        claimed_by = consumer
@@ -195,7 +181,7 @@ BEGIN
     PERFORM set_config('plan_cache_mode', plan_mode, true), set_config('enable_seqscan', seqscan, true);
     IF l_ids IS NOT NULL THEN
         UPDATE forgeyard.messages y
-           SET state = 'dead', claim_token = NULL, finished_at = at_time, is_head = false,
+           SET state = 'dead', claim_token = NULL, finished_at = at_time, is_head = false, ready_pos = NULL,
                last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',
                payload = CASE WHEN q.dead_letter_payload = 'keep' THEN y.payload END
          WHERE y.msg_id = ANY (l_ids);
@@ -224,6 +210,7 @@ DECLARE
     ai integer := 0;
     a_ids bigint[];
     a_prios integer[];
+    a_pos bigint[];
     mp integer;
     v_attempt integer;
     v_token bigint;
@@ -259,32 +246,30 @@ DECLARE
     o_parts integer[] := '{}';
     o_kinds integer[] := '{}';
 BEGIN
-        IF q.aging_usecs > 0 THEN
-        -- Aging: the oldest ready heads of each class, up to max_messages (and 32 more, for the
-        -- rows other claimers hold) each, by the class each has aged into, then by age.
-        SELECT coalesce(array_agg(x.msg_id ORDER BY x.aged, x.visible_at, x.msg_id), '{}'),
-               coalesce(array_agg(x.priority ORDER BY x.aged, x.visible_at, x.msg_id), '{}')
-          INTO a_ids, a_prios
-          FROM (SELECT c.msg_id, c.priority, c.visible_at,
-                       CASE WHEN c.priority <= 2 OR c.waited < q.aging_usecs THEN c.priority
-                            WHEN c.waited / q.aging_usecs >= c.priority - 2 THEN 2
-                            ELSE c.priority - (c.waited / q.aging_usecs)::integer END AS aged
-                  FROM generate_series(0, 5) g,
-                       LATERAL (SELECT y.msg_id, y.priority::integer AS priority, y.visible_at,
-                                       forgeyard_pl.usecs(at_time) - forgeyard_pl.usecs(y.visible_at) AS waited
-                                  FROM forgeyard.messages y
-                                 WHERE y.tenant_id = q.tenant_id AND y.queue = q.queue AND y.priority = g::smallint
-                                   AND y.state = 'pending' AND y.is_head AND y.pass IS NULL AND y.visible_at <= at_time
-                                 ORDER BY y.visible_at, y.msg_id LIMIT max_messages + 32) c) x;
+    IF NOT q.fairness THEN
+        -- The candidates (queue_candidates: ready entries of the lanes, ready heads without a
+        -- listing), by the class each has aged into (its own without aging), then by age.
+        SELECT coalesce(array_agg(x.c_msg_id ORDER BY x.aged, x.c_visible_at, x.c_msg_id), '{}'),
+               coalesce(array_agg(x.c_priority ORDER BY x.aged, x.c_visible_at, x.c_msg_id), '{}'),
+               coalesce(array_agg(x.c_pos ORDER BY x.aged, x.c_visible_at, x.c_msg_id), '{}')
+          INTO a_ids, a_prios, a_pos
+          FROM (SELECT c.c_msg_id, c.c_priority, c.c_pos, c.c_visible_at,
+                       CASE WHEN q.aging_usecs <= 0 OR c.c_priority <= 2 OR c.waited < q.aging_usecs THEN c.c_priority
+                            WHEN c.waited / q.aging_usecs >= c.c_priority - 2 THEN 2
+                            ELSE c.c_priority - (c.waited / q.aging_usecs)::integer END AS aged
+                  FROM (SELECT k.*, forgeyard_pl.usecs(at_time) - forgeyard_pl.usecs(k.c_visible_at) AS waited
+                          FROM forgeyard_pl.queue_candidates(q, max_messages, at_time,
+                                                             pg_current_xact_id_if_assigned() IS NULL) k) c) x;
     END IF;
     LOOP
         EXIT WHEN got >= max_messages;
         -- the next candidate, locked SKIP LOCKED and still ready in its class
-        IF q.aging_usecs > 0 THEN
+        IF NOT q.fairness THEN
             ai := ai + 1;
             EXIT WHEN ai > cardinality(a_ids);
             SELECT y.* INTO m FROM forgeyard.messages y
              WHERE y.msg_id = a_ids[ai] AND y.state = 'pending' AND y.is_head AND y.priority = a_prios[ai]::smallint
+               AND y.pass IS NULL AND y.ready_pos IS NOT DISTINCT FROM a_pos[ai]
                AND y.visible_at <= at_time AND y.tenant_id = q.tenant_id AND y.queue = q.queue
              FOR UPDATE OF y SKIP LOCKED;
             CONTINUE WHEN NOT FOUND;
@@ -292,19 +277,11 @@ BEGIN
         ELSE
             IF NOT cur_open THEN
                 EXIT WHEN p > 5;
-                IF q.fairness THEN
-                    OPEN cur NO SCROLL FOR
-                        SELECT y.* FROM forgeyard.messages y
-                         WHERE y.tenant_id = q.tenant_id AND y.queue = q.queue AND y.priority = p::smallint
-                           AND y.state = 'pending' AND y.is_head AND y.pass IS NOT NULL AND y.visible_at <= at_time
-                         ORDER BY y.pass, y.msg_id FOR UPDATE OF y SKIP LOCKED;
-                ELSE
-                    OPEN cur NO SCROLL FOR
-                        SELECT y.* FROM forgeyard.messages y
-                         WHERE y.tenant_id = q.tenant_id AND y.queue = q.queue AND y.priority = p::smallint
-                           AND y.state = 'pending' AND y.is_head AND y.pass IS NULL AND y.visible_at <= at_time
-                         ORDER BY y.visible_at, y.msg_id FOR UPDATE OF y SKIP LOCKED;
-                END IF;
+                OPEN cur NO SCROLL FOR
+                    SELECT y.* FROM forgeyard.messages y
+                     WHERE y.tenant_id = q.tenant_id AND y.queue = q.queue AND y.priority = p::smallint
+                       AND y.state = 'pending' AND y.is_head AND y.pass IS NOT NULL AND y.visible_at <= at_time
+                     ORDER BY y.pass, y.msg_id FOR UPDATE OF y SKIP LOCKED;
                 cur_open := true;
             END IF;
             FETCH cur INTO m;
@@ -454,7 +431,7 @@ BEGIN
     END IF;
     IF cardinality(l_ids) > 0 THEN
         UPDATE forgeyard.messages y
-           SET state = 'dead', claim_token = NULL, finished_at = at_time, is_head = false,
+           SET state = 'dead', claim_token = NULL, finished_at = at_time, is_head = false, ready_pos = NULL,
                last_error = 'the visibility ran out on every attempt', error_class = 'max_attempts',
                payload = CASE WHEN q.dead_letter_payload = 'keep' THEN y.payload END
          WHERE y.msg_id = ANY (l_ids);

@@ -133,6 +133,9 @@ bool insert_queue(pg::Spi& spi, const std::string& tenant, const std::string& na
                                                  pg::timestamptz_value(pg::now())});
   if (created == 0) return false;
   spi.run(counters, {t, q, pg::int4_value(slots)});
+  // Its ready lanes (sql/src/forgeyard.sql, 0.10.0), made by the function both editions share.
+  static pg::Statement lanes("SELECT forgeyard.queue_lanes_open($1, $2)", {TEXTOID, TEXTOID});
+  if (lanes_schema()) spi.run(lanes, {t, q});
   write_flow_options(spi, t, q, o);
   return true;
 }
@@ -231,6 +234,8 @@ FY_FUNCTION(fy_queue_drop) {
   static pg::Statement drop_deltas(
       "DELETE FROM forgeyard.queue_release_deltas WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
       {TEXTOID, TEXTOID});
+  static pg::Statement drop_lanes("SELECT forgeyard.queue_lanes_close($1, $2)", {TEXTOID, TEXTOID});
+  if (lanes_schema()) spi.run(drop_lanes, {t, q});
   const bool dropped = spi.run(drop_queue, {t, q}) > 0;
   spi.run(drop_rest, {t, q});
   if (pg::has_table(pg::CachedTable::queue_release_deltas)) spi.run(drop_deltas, {t, q});

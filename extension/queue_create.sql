@@ -363,6 +363,7 @@ BEGIN
     END IF;
     INSERT INTO forgeyard.queue_slots (tenant_id, queue, slot) SELECT tenant, name, s FROM generate_series(0, slots - 1) s;
     INSERT INTO forgeyard.queue_releases (tenant_id, queue, slot) SELECT tenant, name, s FROM generate_series(0, slots - 1) s;
+    PERFORM forgeyard.queue_lanes_open(tenant, name);
     RETURN true;
 END
 $$;
@@ -456,6 +457,7 @@ BEGIN
     PERFORM forgeyard_pl.queue_refuse_reserved(queue);
     PERFORM forgeyard_pl.check_tenant(tenant);
     PERFORM forgeyard_pl.queue_lock(tenant, queue, true);
+    PERFORM forgeyard.queue_lanes_close(tenant, queue);
     DELETE FROM forgeyard.queues x WHERE x.tenant_id = tenant AND x.queue = queue_drop.queue;
     GET DIAGNOSTICS dropped = ROW_COUNT;
     WITH dm AS (DELETE FROM forgeyard.messages x WHERE x.tenant_id = tenant AND x.queue = queue_drop.queue),

@@ -260,7 +260,8 @@ struct NewRow {
   std::int64_t bytes;
   int slot;
   TimestampTz visible_at;
-  std::int64_t pass = 0;  // (a fair queue's)
+  std::int64_t pass = 0;       // (a fair queue's)
+  std::int64_t ready_pos = 0;  // its listing's position in its lane (0: none)
 };
 
 // The message rows, below SPI (pg/table_access.hpp): constraints checked and every index entry
@@ -271,7 +272,7 @@ void insert_messages(const Queue& queue, const std::vector<NewRow>& rows, Timest
   pg::Table messages(access, pg::OwnTable::messages);
   // Column numbers once per call, the same values array for every row (only its data changes);
   // the columns of 0.7.0 only when given: a catalog before it has neither, and its calls pass neither.
-  std::array<std::pair<int, pg::Value>, 17> values{{
+  std::array<std::pair<int, pg::Value>, 18> values{{
       {messages.column("msg_id"), {}},
       {messages.column("tenant_id"), queue.t},
       {messages.column("queue"), queue.q},
@@ -292,6 +293,8 @@ void insert_messages(const Queue& queue, const std::vector<NewRow>& rows, Timest
   if (flow.resource) values[n++] = {messages.column("resource"), pg::text_value(*flow.resource)};
   const std::size_t pass_at = n;
   if (queue.options.fairness) values[n++] = {messages.column("pass"), {}};
+  const std::size_t ready_at = n;
+  if (queue.lanes > 0) values[n++] = {messages.column("ready_pos"), {}};
   for (const NewRow& r : rows) {
     values[0].second = pg::int8_value(r.msg_id);
     values[4].second = {Int16GetDatum(static_cast<std::int16_t>(r.priority)), false};
@@ -303,6 +306,7 @@ void insert_messages(const Queue& queue, const std::vector<NewRow>& rows, Timest
     values[10].second = {Int16GetDatum(static_cast<std::int16_t>(r.slot)), false};
     values[12].second = pg::timestamptz_value(r.visible_at);
     if (queue.options.fairness) values[pass_at].second = pg::int8_value(r.pass);
+    if (queue.lanes > 0) values[ready_at].second = r.ready_pos > 0 ? pg::int8_value(r.ready_pos) : pg::null_value();
     messages.insert(std::span<const std::pair<int, pg::Value>>(values.data(), n));
   }
   messages.finish();
@@ -370,6 +374,17 @@ void join_fairness_key(pg::Spi& spi, const Queue& queue, const Flow& flow, std::
   for (std::size_t i = static_cast<std::size_t>(heads); i < rows.size(); ++i) rows[i].is_head = false;
 }
 
+// The heads a call makes claimable at once (no delay) listed in their lane (queue_lanes.cpp).
+void list_rows(pg::Spi& spi, const Queue& queue, int priority, std::int64_t delay, std::vector<NewRow>& rows) {
+  if (queue.lanes <= 0 || queue.options.fairness || delay > 0) return;
+  std::vector<std::int64_t> heads;
+  for (const NewRow& r : rows)
+    if (r.is_head) heads.push_back(r.msg_id);
+  const std::map<std::int64_t, std::int64_t> positions = list(spi, queue, priority, heads);
+  for (NewRow& r : rows)
+    if (auto it = positions.find(r.msg_id); it != positions.end()) r.ready_pos = it->second;
+}
+
 // In a fair queue, the passes of a call's new messages (one key, one class).
 void assign_passes(pg::Spi& spi, const Queue& queue, const Flow& flow, int priority, std::vector<NewRow>& rows) {
   const std::vector<std::int64_t> passes =
@@ -419,6 +434,7 @@ FY_FUNCTION(fy_enqueue) {
   admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
   join_fairness_key(spi, queue, flow, rows);
   assign_passes(spi, queue, flow, priority, rows);
+  list_rows(spi, queue, priority, delay, rows);
   insert_messages(queue, rows, now, flow);
   spi.finish();
   return Int64GetDatum(msg_id);
@@ -455,6 +471,7 @@ FY_FUNCTION(fy_enqueue_batch) {
   admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
   join_fairness_key(spi, queue, flow, rows);
   assign_passes(spi, queue, flow, priority, rows);
+  list_rows(spi, queue, priority, delay, rows);
   insert_messages(queue, rows, now, flow);
   spi.finish();
   pg::TableResult out(fcinfo);

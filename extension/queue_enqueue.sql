@@ -329,6 +329,7 @@ DECLARE
     v_slot integer;
     v_head boolean;
     v_pass bigint;
+    v_pos bigint;
 BEGIN
     q := forgeyard_pl.queue_open(tenant, queue, true);
     -- The argument checks of forgeyard_pl.bytea_arg, text_arg, name_arg, queue_priority and
@@ -392,11 +393,15 @@ BEGIN
     IF q.fairness THEN
         v_pass := (forgeyard_pl.queue_fair_passes(q, v_priority, v_fkey, 1))[1];
     END IF;
+    -- Claimable at once: listed in its lane (queue_lanes.sql, lane_list).
+    IF v_head AND v_delay = 0 AND q.lanes IS NOT NULL AND NOT q.fairness THEN
+        WITH l AS (@statement.lane_list(q.lanes * 8 + v_priority, ARRAY[v_id])@) SELECT l.listed_pos INTO v_pos FROM l;
+    END IF;
     INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, partition_key, is_head, event_id, payload,
-                                    bytes, slot, enqueued_at, visible_at, attempt, fairness_key, resource, pass)
+                                    bytes, slot, enqueued_at, visible_at, attempt, fairness_key, resource, pass, ready_pos)
     VALUES (v_id, q.tenant_id, q.queue, 'pending', v_priority, v_key, v_head, enqueue.event_id, v_payload, v_bytes, v_slot,
             v_now, CASE WHEN v_delay = 0 THEN v_now ELSE v_now + forgeyard_pl.queue_usecs_interval(v_delay) END, 0,
-            v_fkey, v_resource, v_pass);
+            v_fkey, v_resource, v_pass, v_pos);
     RETURN v_id;
 END
 
@@ -435,6 +440,8 @@ DECLARE
     r_slots integer[] := '{}';
     r_heads boolean[] := '{}';
     r_passes bigint[];
+    l_ids bigint[];
+    l_pos bigint[];
     v_visible timestamptz;
     heads bigint;
 BEGIN
@@ -534,10 +541,17 @@ BEGIN
         r_passes := forgeyard_pl.queue_fair_passes(q, v_priority, v_fkey, cardinality(r_ids));
     END IF;
     v_visible := CASE WHEN v_delay = 0 THEN v_now ELSE v_now + forgeyard_pl.queue_usecs_interval(v_delay) END;
+    -- The heads claimable at once: listed in their lane (queue_lanes.sql, lane_list).
+    IF v_delay = 0 AND q.lanes IS NOT NULL AND NOT q.fairness AND cardinality(r_ids) > 0 THEN
+        l_ids := ARRAY(SELECT r.id FROM unnest(r_ids, r_heads) WITH ORDINALITY r(id, head, o) WHERE r.head ORDER BY r.o);
+        WITH l AS (@statement.lane_list(q.lanes * 8 + v_priority, l_ids)@)
+        SELECT array_agg(l.listed_id), array_agg(l.listed_pos) INTO l_ids, l_pos FROM l;
+    END IF;
     INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, partition_key, is_head, event_id, payload,
-                                    bytes, slot, enqueued_at, visible_at, attempt, fairness_key, resource, pass)
+                                    bytes, slot, enqueued_at, visible_at, attempt, fairness_key, resource, pass, ready_pos)
     SELECT r.id, q.tenant_id, q.queue, 'pending', v_priority, v_keys[r.ix], r.head, v_events[r.ix], v_payloads[r.ix],
-           octet_length(v_payloads[r.ix]), r.slot, v_now, v_visible, 0, v_fkey, v_resource, r_passes[r.o]
+           octet_length(v_payloads[r.ix]), r.slot, v_now, v_visible, 0, v_fkey, v_resource, r_passes[r.o],
+           l_pos[array_position(l_ids, r.id)]
       FROM unnest(r_index, r_ids, r_heads, r_slots) WITH ORDINALITY r(ix, id, head, slot, o)
      ORDER BY r.o;
     RETURN QUERY SELECT x.id FROM unnest(ids) WITH ORDINALITY x(id, o) ORDER BY x.o;

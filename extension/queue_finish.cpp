@@ -82,7 +82,8 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
             token_col = m.column("claim_token"), slot_col = m.column("slot"), bytes_col = m.column("bytes"),
             key_col = m.column(queue.options.max_in_flight_per_key > 0 ? "fairness_key" : "partition_key"),
             finished_col = m.column("finished_at"), payload_col = m.column("payload"),
-            resource_col = resources ? m.column("resource") : 0, part_col = resources ? m.column("resource_part") : 0;
+            resource_col = resources ? m.column("resource") : 0, part_col = resources ? m.column("resource_part") : 0,
+            ready_col = lanes_schema() ? m.column("ready_pos") : 0;
   const bool keep = queue.options.retain_acked_usecs > 0;
   const pg::Value acked = keep ? pg::text_value("acked") : pg::null_value();
   const pg::Value finished = pg::timestamptz_value(now);
@@ -104,7 +105,9 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
     releases.add(queue, m.int2(slot_col), m.int8(bytes_col), m.text(key_col));
     if (resources)
       releases.outcome(m.text(resource_col), m.is_null(part_col) ? 0 : m.int2(part_col), core::flow::Outcome::success);
-    if (keep)
+    if (keep && ready_col != 0)
+      m.update({{state_col, acked}, {finished_col, finished}, {payload_col, pg::null_value()}, {ready_col, pg::null_value()}});
+    else if (keep)
       m.update({{state_col, acked}, {finished_col, finished}, {payload_col, pg::null_value()}});
     else
       m.remove();
@@ -118,10 +121,13 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
 Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token, TimestampTz now,
                Releases& releases) {
   static pg::Statement remove("DELETE FROM forgeyard.messages WHERE msg_id OPERATOR(pg_catalog.=) $1", {INT8OID});
-  static pg::Statement keep(
-      "UPDATE forgeyard.messages SET state = 'acked', finished_at = $2, payload = NULL"
-      " WHERE msg_id OPERATOR(pg_catalog.=) $1",
-      {INT8OID, TIMESTAMPTZOID});
+#define FY_KEEP(listed)                                                                       \
+  "UPDATE forgeyard.messages SET state = 'acked', finished_at = $2, payload = NULL" listed \
+  " WHERE msg_id OPERATOR(pg_catalog.=) $1"
+  static pg::Statement keep_old(FY_KEEP(""), {INT8OID, TIMESTAMPTZOID});
+  static pg::Statement keep_listed(FY_KEEP(", ready_pos = NULL"), {INT8OID, TIMESTAMPTZOID});
+#undef FY_KEEP
+  pg::Statement& keep = lanes_schema() ? keep_listed : keep_old;
   std::optional<Delivery> d = lock_delivery(spi, queue, msg_id);
   if (core::decide_ack(fence_of(d), msg_id, token) == core::AckAction::no_op) return Finish::already_finished;
   if (queue.options.retain_acked_usecs > 0)
@@ -148,15 +154,23 @@ void ack_many(pg::Spi& spi, const Queue& queue, const std::vector<std::pair<std:
 // nack: retry after backoff with full jitter, or dead-letter (max attempts, or permanent).
 std::string nack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token,
                      const std::string& error, bool permanent, TimestampTz now, Releases& releases) {
-  static pg::Statement retry(
-      "UPDATE forgeyard.messages SET claim_token = NULL, claimed_by = NULL, visible_at = $2, last_error = $3"
-      " WHERE msg_id OPERATOR(pg_catalog.=) $1",
-      {INT8OID, TIMESTAMPTZOID, TEXTOID});
-  static pg::Statement dead(
-      "UPDATE forgeyard.messages SET state = 'dead', claim_token = NULL, finished_at = $2, last_error = $3,"
-      "   error_class = $4, is_head = false, payload = CASE WHEN $5 THEN payload END"
-      " WHERE msg_id OPERATOR(pg_catalog.=) $1",
-      {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, BOOLOID});
+  // (From 0.10.0 on, a retry or a dead letter is no longer listed: a retry is found in
+  // messages_claim once it is due.)
+#define FY_RETRY(listed)                                                                                      \
+  "UPDATE forgeyard.messages SET claim_token = NULL, claimed_by = NULL, visible_at = $2, last_error = $3" listed \
+  " WHERE msg_id OPERATOR(pg_catalog.=) $1"
+#define FY_DEAD(listed)                                                                  \
+  "UPDATE forgeyard.messages SET state = 'dead', claim_token = NULL, finished_at = $2, last_error = $3," \
+  "   error_class = $4, is_head = false, payload = CASE WHEN $5 THEN payload END" listed                 \
+  " WHERE msg_id OPERATOR(pg_catalog.=) $1"
+  static pg::Statement retry_old(FY_RETRY(""), {INT8OID, TIMESTAMPTZOID, TEXTOID});
+  static pg::Statement retry_listed(FY_RETRY(", ready_pos = NULL"), {INT8OID, TIMESTAMPTZOID, TEXTOID});
+  static pg::Statement dead_old(FY_DEAD(""), {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, BOOLOID});
+  static pg::Statement dead_listed(FY_DEAD(", ready_pos = NULL"), {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, BOOLOID});
+#undef FY_RETRY
+#undef FY_DEAD
+  pg::Statement& retry = lanes_schema() ? retry_listed : retry_old;
+  pg::Statement& dead = lanes_schema() ? dead_listed : dead_old;
   std::optional<Delivery> d = lock_delivery(spi, queue, msg_id);
   core::check_nack(fence_of(d), msg_id, token);
   // For the resource: a failure, unless the message's own fault.
@@ -222,6 +236,9 @@ FY_FUNCTION(fy_ack_and_claim) {
   const std::int64_t visibility = visibility_arg(fcinfo, 6, queue);
   const TimestampTz now = pg::now();
   Releases releases;
+  // The lanes' cursors moved before the acks write: the claim after them cannot, as it would
+  // count this transaction's own acks as consumed (queue_lanes.cpp).
+  advance_lanes(spi, queue, now);
   if (!deliveries.empty()) ack_many(spi, queue, deliveries, now, releases);
   apply(spi, queue, releases);
   const std::vector<Claimed> claimed = claim(spi, queue, consumer, max_messages, visibility, now);

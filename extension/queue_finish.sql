@@ -64,7 +64,7 @@ DECLARE
 BEGIN
     IF n = 1 THEN
         IF keep THEN
-            UPDATE forgeyard.messages m SET state = 'acked', finished_at = at_time, payload = NULL
+            UPDATE forgeyard.messages m SET state = 'acked', finished_at = at_time, payload = NULL, ready_pos = NULL
              WHERE m.msg_id = ids[1] AND m.claim_token = tokens[1] AND m.state = 'pending'
                AND m.tenant_id = q.tenant_id AND m.queue = q.queue
             RETURNING m.msg_id, m.slot, m.bytes, CASE WHEN key_limit THEN m.fairness_key ELSE m.partition_key END AS key,
@@ -120,7 +120,7 @@ BEGIN
                              JOIN unnest(ids, tokens) x(id, tok) ON m.msg_id = x.id AND m.claim_token = x.tok
                             WHERE m.msg_id = ANY (ids) AND m.state = 'pending' AND m.tenant_id = q.tenant_id AND m.queue = q.queue
                             ORDER BY m.msg_id FOR UPDATE OF m)
-                UPDATE forgeyard.messages m SET state = 'acked', finished_at = at_time, payload = NULL
+                UPDATE forgeyard.messages m SET state = 'acked', finished_at = at_time, payload = NULL, ready_pos = NULL
                   FROM l WHERE m.msg_id = l.id
                 RETURNING m.msg_id, m.slot, m.bytes, CASE WHEN key_limit THEN m.fairness_key ELSE m.partition_key END AS key,
                           m.resource, coalesce(m.resource_part, 0)::integer AS part
@@ -150,7 +150,7 @@ BEGIN
             PERFORM forgeyard_pl.queue_stale_claim(ids[i], tokens[i]);
         END IF;
         IF keep THEN
-            UPDATE forgeyard.messages m SET state = 'acked', finished_at = at_time, payload = NULL WHERE m.msg_id = ids[i];
+            UPDATE forgeyard.messages m SET state = 'acked', finished_at = at_time, payload = NULL, ready_pos = NULL WHERE m.msg_id = ids[i];
         ELSE
             DELETE FROM forgeyard.messages m WHERE m.msg_id = ids[i];
         END IF;
@@ -208,7 +208,7 @@ BEGIN
     o_kind := CASE WHEN permanent THEN 2 ELSE 1 END;
     IF permanent OR d.attempt >= q.max_attempts THEN
         UPDATE forgeyard.messages m
-           SET state = 'dead', claim_token = NULL, finished_at = at_time, last_error = error,
+           SET state = 'dead', claim_token = NULL, finished_at = at_time, last_error = error, ready_pos = NULL,
                error_class = CASE WHEN permanent THEN 'permanent' ELSE 'max_attempts' END, is_head = false,
                payload = CASE WHEN q.dead_letter_payload = 'keep' THEN m.payload END
          WHERE m.msg_id = queue_nack_one.msg_id;
@@ -237,7 +237,7 @@ BEGIN
     IF NOT budget.admitted THEN
         visible := greatest(visible, budget.not_before);
     END IF;
-    UPDATE forgeyard.messages m SET claim_token = NULL, claimed_by = NULL, visible_at = visible, last_error = error
+    UPDATE forgeyard.messages m SET claim_token = NULL, claimed_by = NULL, visible_at = visible, ready_pos = NULL, last_error = error
      WHERE m.msg_id = queue_nack_one.msg_id;
     o_outcome := 'retry';
 END
@@ -278,6 +278,9 @@ BEGIN
     n := forgeyard_pl.queue_max_messages_arg(max_messages);
     vis := forgeyard_pl.queue_visibility_arg(visibility, q.visibility_usecs);
     v_now := forgeyard.now();
+    -- The lanes' cursors moved before the acks write (queue_candidates): the claim after them
+    -- cannot, as it would count this transaction's own acks as consumed.
+    PERFORM forgeyard_pl.queue_lanes_advance(q, v_now);
     IF cardinality(d.ids) > 0 THEN
         PERFORM forgeyard_pl.queue_ack(q, d.ids, d.tokens, v_now);
     END IF;

@@ -353,11 +353,11 @@ SELECT is(forgeyard.inbox_purge(), 0, 'inbox_purge() by default keeps 7 days: no
 SET forgeyard.now_override = '2030-04-01 00:00:00+00';
 DELETE FROM forgeyard.inbox;
 SELECT results_eq($$SELECT task, "rows" FROM forgeyard.maintain()$$,
-                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 1), ('acked_messages', 0), ('dead_letters', 2), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0)$$,
+                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 1), ('acked_messages', 0), ('dead_letters', 2), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0), ('queue_lanes', 0)$$,
                   'maintain() returns each of its tasks with the rows it removed: d1''s dedup event (24 h window long over) and k3 and s5 (dead 7 days ago)');
 SELECT is(pg_temp.dead('t1', 'dk') || pg_temp.dead('t1', 'st'), '{}'::bigint[], 'the dead letters past the default 7 days are gone');
 SELECT results_eq($$SELECT task, "rows" FROM forgeyard.maintain()$$,
-                  $$SELECT unnest(ARRAY['idempotency_keys', 'queue_events', 'acked_messages', 'dead_letters', 'inbox', 'workflow_runs', 'schedules', 'release_deltas']), 0::bigint$$,
+                  $$SELECT unnest(ARRAY['idempotency_keys', 'queue_events', 'acked_messages', 'dead_letters', 'inbox', 'workflow_runs', 'schedules', 'release_deltas', 'queue_lanes']), 0::bigint$$,
                   'maintain() again: every task, nothing left to remove');
 SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'mt', '{"dedup_window": "1 hour", "retain_acked": "30 minutes",
                    "dead_letter_retention": "2 hours", "max_dead": 2}')$$,
@@ -397,7 +397,7 @@ SELECT is(pg_temp.dead('t1', 'mt'), pg_temp.ids('m1', 'm2', 'm3', 'm4'), 't1''s 
 
 INSERT INTO snaps SELECT 'maintain-bad', pg_temp.snap();
 SELECT results_eq($$SELECT task, "rows" FROM forgeyard.maintain(1000, 't1')$$,
-                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 0), ('acked_messages', 0), ('dead_letters', 2), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0)$$,
+                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 0), ('acked_messages', 0), ('dead_letters', 2), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0), ('queue_lanes', 0)$$,
                   'maintain at once: the dead letters over max_dead (2)');
 SELECT is(pg_temp.dead('t1', 'mt'), pg_temp.ids('m3', 'm4'), 'the newest 2 dead letters are kept');
 SELECT results_eq($$SELECT sum("rows") FROM forgeyard.maintain()$$, $$VALUES (0::numeric)$$, 'maintain again: nothing more to do');
@@ -407,13 +407,13 @@ SELECT results_eq($$SELECT "rows" FROM forgeyard.maintain() WHERE task = 'acked_
                   'before retain_acked is over: the acked message stays');
 SET forgeyard.now_override = '2030-04-01 00:30:00+00';
 SELECT results_eq($$SELECT task, "rows" FROM forgeyard.maintain()$$,
-                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 0), ('acked_messages', 1), ('dead_letters', 0), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0)$$,
+                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 0), ('acked_messages', 1), ('dead_letters', 0), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0), ('queue_lanes', 0)$$,
                   'after retain_acked (30 minutes): the acked message is removed');
 SELECT is_empty($$SELECT * FROM pg_temp.msg('ma')$$, 'the acked row is gone');
 
 SET forgeyard.now_override = '2030-04-01 01:00:00+00';
 SELECT results_eq($$SELECT task, "rows" FROM forgeyard.maintain()$$,
-                  $$VALUES ('idempotency_keys'::text, 1::bigint), ('queue_events', 1), ('acked_messages', 0), ('dead_letters', 0), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0)$$,
+                  $$VALUES ('idempotency_keys'::text, 1::bigint), ('queue_events', 1), ('acked_messages', 0), ('dead_letters', 0), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0), ('queue_lanes', 0)$$,
                   'after an hour: the expired idempotency key and the dedup event past its window');
 SELECT is_empty($$SELECT 1 FROM forgeyard.queue_events WHERE tenant_id = 't1' AND queue = 'mt'$$, 'mt keeps no dedup event');
 SELECT isnt(forgeyard.enqueue('t1', 'mt', 'other', '00000000-0000-0000-0000-0000000000aa'), pg_temp.id('ma'),
@@ -421,11 +421,11 @@ SELECT isnt(forgeyard.enqueue('t1', 'mt', 'other', '00000000-0000-0000-0000-0000
 
 SET forgeyard.now_override = '2030-04-01 02:00:01+00';
 SELECT results_eq($$SELECT task, "rows" FROM forgeyard.maintain(1000, 't2')$$,
-                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 0), ('acked_messages', 0), ('dead_letters', 1), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0)$$,
+                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 0), ('acked_messages', 0), ('dead_letters', 1), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0), ('queue_lanes', 0)$$,
                   'maintain for t2 only: t2''s dead letter past its 2 hours');
 SELECT is(pg_temp.dead('t1', 'mt'), pg_temp.ids('m3', 'm4'), 't1''s dead letters were left alone');
 SELECT results_eq($$SELECT task, "rows" FROM forgeyard.maintain(1)$$,
-                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 1), ('acked_messages', 0), ('dead_letters', 1), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0)$$,
+                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 1), ('acked_messages', 0), ('dead_letters', 1), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0), ('queue_lanes', 0)$$,
                   'maintain(1): at most one row per task (the event of the 01:00 message, one of two dead letters)');
 SELECT results_eq($$SELECT "rows" FROM forgeyard.maintain(1) WHERE task = 'dead_letters'$$, $$VALUES (1::bigint)$$,
                   'the next bounded pass takes the next one');

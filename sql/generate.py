@@ -29,8 +29,10 @@ for `sym`:
                              inline them)
     -- @statement name      (one SQL statement both editions run, with $1, $2, ... parameters:
                              a body names it @statement.name@, which becomes a quoted literal
-                             for EXECUTE ... USING; OUTDIR/statements.hpp has it for the C++
-                             edition as fy::statements::name)
+                             for EXECUTE ... USING, or @statement.name(a, b)@, which becomes
+                             the statement itself with $1 -> (a), $2 -> (b), for static SQL in
+                             a body or helper; OUTDIR/statements.hpp has it for the C++ edition
+                             as fy::statements::name)
 
 A block runs to the next marker. A declared symbol without a body, or a body for no declared
 symbol, is an error: the PL/pgSQL edition has every function of the API. `@EDITION@` and `@VERSION@` are replaced everywhere, and in the
@@ -116,8 +118,27 @@ def read_bodies():
         if tag in statements[name]:
             sys.exit(f"statement {name} contains {tag}")
         return tag + statements[name] + tag
+    def inline(m):
+        # @statement.name(a, b)@: the statement itself, $1 -> (a), $2 -> (b), for a static SQL
+        # statement in PL/pgSQL (planned once per session) where EXECUTE would plan every call.
+        name, args = m.group(1), [a.strip() for a in m.group(2).split(",")]
+        if name not in statements:
+            sys.exit(f"a body names @statement.{name}(...)@, which no extension/*.sql declares")
+        used.add(name)
+        text = statements[name].strip().rstrip(";")
+        params = {int(k) for k in re.findall(r"\$(\d+)", text)}
+        if params != set(range(1, len(args) + 1)):
+            sys.exit(f"@statement.{name}(...)@ gives {len(args)} arguments for parameters {sorted(params)}")
+        return re.sub(r"\$(\d+)", lambda p: "(" + args[int(p.group(1)) - 1] + ")", text)
+    expand = [(r"@statement\.(\w+)\(([^()@]*)\)@", inline), (r"@statement\.(\w+)@", literal)]
     for sym, (lang, block) in bodies.items():
-        bodies[sym] = (lang, re.sub(r"@statement\.(\w+)@", literal, block))
+        for pattern, fn in expand:
+            block = re.sub(pattern, fn, block)
+        bodies[sym] = (lang, block)
+    for i, block in enumerate(helpers):
+        for pattern, fn in expand:
+            block = re.sub(pattern, fn, block)
+        helpers[i] = block
     if set(statements) - used:
         sys.exit("statements no body runs: " + ", ".join(sorted(set(statements) - used)))
     return bodies, helpers, statements

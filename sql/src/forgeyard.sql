@@ -2621,6 +2621,246 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
 -- (end of section)
 
 -------------------------------------------------------------------------------------------------
+-- 0.10.0: ready lanes, the claim path that does not walk dead entries (F17, step 2 of
+-- docs/queue-storage-design.md; docs/architecture.md, "Ready lanes")
+-------------------------------------------------------------------------------------------------
+
+-- A lane is the ready list of one queue and class: lane id = queues.lanes * 8 + class. An enqueue
+-- that makes a message claimable at once appends an entry at the lane's next position (its
+-- sequence forgeyard.lane_<id>, taken inside the INSERT) and writes that position into the
+-- message's ready_pos; the entry is never updated. The listing stays open while the message is
+-- pending at its position (claimed or not); once the message is finished, nacked, dead or gone it
+-- is consumed. The lane's cursor (sequence forgeyard.lane_<id>_cursor) is a position at or below
+-- which every entry is consumed: claims read the entries above it only, so what committed work
+-- consumed is never walked again, whatever snapshot is held. A claim moves the cursor over the run
+-- of positions its snapshot shows consumed, before it has written anything. A position without an
+-- entry (a producer still open, or rolled back) stops the cursor until the producer commits or
+-- maintain() voids it (an entry without a message). What is not listed (delayed, retried,
+-- promoted, redriven, fanned out from a topic, enqueued before 0.10.0) is found as before, in
+-- messages_claim, which now holds only the pending heads without a listing.
+CREATE SEQUENCE forgeyard.queue_lane_numbers;
+COMMENT ON SEQUENCE forgeyard.queue_lane_numbers IS 'The lanes numbers of queues: a queue''s lane ids are lanes * 8 + class.';
+ALTER TABLE forgeyard.queues ADD COLUMN lanes bigint UNIQUE;
+COMMENT ON COLUMN forgeyard.queues.lanes IS
+  'The queue''s ready lanes (lane id = lanes * 8 + class, sequences forgeyard.lane_<id> and lane_<id>_cursor, owned by this column); NULL until queue_create or maintain() gives it lanes.';
+ALTER TABLE forgeyard.messages ADD COLUMN ready_pos bigint;
+ALTER TABLE forgeyard.messages ADD CONSTRAINT messages_listing
+    CHECK (ready_pos IS NULL OR (state = 'pending' AND is_head AND pass IS NULL));
+COMMENT ON COLUMN forgeyard.messages.ready_pos IS
+  'The position of the message''s open listing in its lane (queue_lanes), NULL when it has none: found by claims in messages_claim then.';
+DROP INDEX forgeyard.messages_claim;
+CREATE INDEX messages_claim ON forgeyard.messages (tenant_id, queue, priority, visible_at, msg_id)
+    WITH (deduplicate_items = off) WHERE state = 'pending' AND is_head AND pass IS NULL AND ready_pos IS NULL;
+CREATE TABLE forgeyard.queue_lanes (
+    lane   bigint NOT NULL,
+    pos    bigint NOT NULL,
+    msg_id bigint,
+    PRIMARY KEY (lane, pos)
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+COMMENT ON TABLE forgeyard.queue_lanes IS
+  'Ready lanes: entries appended when a message becomes claimable at once (its listing), never updated; msg_id NULL is a void that maintain() put in a position its producer left empty. Entries at or below their lane''s cursor are consumed and deleted by maintain().';
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_lanes', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_lane_numbers', '');
+
+-- A queue's lanes: its two sequences per class, owned by queues.lanes (dropped with the table),
+-- and the queue's row pointing at them; the lanes it has if it has them. Called by queue_create in
+-- both editions and by maintain() for a queue without lanes (created before 0.10.0, or copied in
+-- by rows). 42704 for an unknown queue.
+CREATE FUNCTION forgeyard.queue_lanes_open(tenant text, queue text)
+    RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    n bigint;
+BEGIN
+    IF $1 IS NULL OR $2 IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', CASE WHEN $1 IS NULL THEN 'tenant' ELSE 'queue' END USING ERRCODE = '22004';
+    END IF;
+    -- (The row is taken by the update itself: a second caller waits for it, then finds lanes.)
+    UPDATE forgeyard.queues x SET lanes = nextval('forgeyard.queue_lane_numbers')
+     WHERE x.tenant_id = $1 AND x.queue = $2 AND x.lanes IS NULL
+    RETURNING x.lanes INTO n;
+    IF NOT FOUND THEN
+        SELECT x.lanes INTO n FROM forgeyard.queues x WHERE x.tenant_id = $1 AND x.queue = $2;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'queue "%" does not exist', $2 USING ERRCODE = '42704';
+        END IF;
+        RETURN n;
+    END IF;
+    FOR p IN 0..5 LOOP
+        EXECUTE format('CREATE SEQUENCE forgeyard.%I OWNED BY forgeyard.queues.lanes', 'lane_' || (n * 8 + p));
+        EXECUTE format('CREATE SEQUENCE forgeyard.%I MINVALUE 0 START 0 OWNED BY forgeyard.queues.lanes',
+                       'lane_' || (n * 8 + p) || '_cursor');
+        EXECUTE format('COMMENT ON SEQUENCE forgeyard.%I IS %L', 'lane_' || (n * 8 + p),
+                       format('Positions of the ready lane of queue %s of tenant %s, class %s.', $2, $1, p));
+        EXECUTE format('COMMENT ON SEQUENCE forgeyard.%I IS %L', 'lane_' || (n * 8 + p) || '_cursor',
+                       format('Cursor of the ready lane of queue %s of tenant %s, class %s: every position at or below it is consumed.', $2, $1, p));
+    END LOOP;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION forgeyard.queue_lanes_open(text, text) IS
+  'Internal (queue_create, maintain): gives a queue its ready lanes, or returns those it has. Not granted to anyone.';
+
+-- Takes a queue's lanes away: its entries and sequences dropped, its listed messages unlisted
+-- (messages_claim finds them). queue_drop in both editions; false for a queue without lanes.
+CREATE FUNCTION forgeyard.queue_lanes_close(tenant text, queue text)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    n bigint;
+BEGIN
+    IF $1 IS NULL OR $2 IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', CASE WHEN $1 IS NULL THEN 'tenant' ELSE 'queue' END USING ERRCODE = '22004';
+    END IF;
+    SELECT x.lanes INTO n FROM forgeyard.queues x WHERE x.tenant_id = $1 AND x.queue = $2 FOR UPDATE;
+    IF n IS NULL THEN
+        RETURN false;
+    END IF;
+    UPDATE forgeyard.messages m SET ready_pos = NULL
+     WHERE m.tenant_id = $1 AND m.queue = $2 AND m.state = 'pending' AND m.ready_pos IS NOT NULL;
+    DELETE FROM forgeyard.queue_lanes e WHERE e.lane BETWEEN n * 8 AND n * 8 + 7;
+    UPDATE forgeyard.queues x SET lanes = NULL WHERE x.tenant_id = $1 AND x.queue = $2;
+    FOR p IN 0..5 LOOP
+        EXECUTE format('DROP SEQUENCE IF EXISTS forgeyard.%I, forgeyard.%I',
+                       'lane_' || (n * 8 + p), 'lane_' || (n * 8 + p) || '_cursor');
+    END LOOP;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION forgeyard.queue_lanes_close(text, text) IS
+  'Internal (queue_drop): takes a queue''s ready lanes away, its listed messages back to messages_claim. Not granted to anyone.';
+
+-- maintain()'s part of the lanes (both editions call it first, before anything of theirs writes):
+-- each lane's cursor moved over the positions its snapshot shows consumed; the first position
+-- its producer left empty (rolled back, or still open) voided, waiting for that producer at most
+-- 10 ms; the entries at or below the cursor deleted, up to max_rows a lane (a message still listed
+-- there, which only a restore of a dump whose cursor was read after its rows can leave, is
+-- unlisted: messages_claim finds it); and the queues without lanes given theirs. Returns the rows
+-- it wrote.
+CREATE FUNCTION forgeyard.queue_lanes_maintain(max_rows integer, tenant text DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    advance boolean := pg_catalog.pg_current_xact_id_if_assigned() IS NULL;
+    done bigint := 0;
+    n bigint;
+    x record;
+    e record;
+    expect bigint;
+    cur bigint;
+    lanes bigint[] := '{}';
+    cursors bigint[] := '{}';
+    gap_lanes bigint[] := '{}';
+    gaps bigint[] := '{}';
+    timeout text := pg_catalog.current_setting('lock_timeout');
+BEGIN
+    IF $1 IS NULL THEN
+        RAISE EXCEPTION 'max_rows must not be NULL' USING ERRCODE = '22004';
+    ELSIF $1 <= 0 THEN
+        RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = '22023';
+    END IF;
+    -- Read only: the cursors moved, the gaps found (every position without an entry below the
+    -- first entry not consumed, or below the last position taken).
+    FOR x IN SELECT q.lanes * 8 + p AS lane,
+                    coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || (q.lanes * 8 + p))::regclass), 0)
+                        AS last_pos,
+                    coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || (q.lanes * 8 + p) || '_cursor')::regclass), 0)
+                        AS cursor
+               FROM forgeyard.queues q, pg_catalog.generate_series(0, 5) p
+              WHERE q.lanes IS NOT NULL AND ($2 IS NULL OR q.tenant_id = $2)
+    LOOP
+        cur := x.cursor;
+        IF x.last_pos > x.cursor THEN
+            expect := x.cursor + 1;
+            n := 0;
+            FOR e IN SELECT l.pos, (m.msg_id IS NULL OR m.ready_pos IS DISTINCT FROM l.pos) AS consumed
+                       FROM forgeyard.queue_lanes l LEFT JOIN forgeyard.messages m ON m.msg_id = l.msg_id
+                      WHERE l.lane = x.lane AND l.pos > x.cursor
+                      ORDER BY l.pos LIMIT $1
+            LOOP
+                WHILE expect < e.pos AND n < $1 LOOP
+                    gap_lanes := gap_lanes || x.lane;
+                    gaps := gaps || expect;
+                    expect := expect + 1;
+                    n := n + 1;
+                END LOOP;
+                EXIT WHEN NOT e.consumed OR n >= $1;
+                IF n = 0 THEN
+                    cur := e.pos;
+                END IF;
+                expect := e.pos + 1;
+            END LOOP;
+            -- (Past the last entry, the positions taken are gaps too.)
+            WHILE expect <= x.last_pos AND n < $1
+                  AND NOT EXISTS (SELECT 1 FROM forgeyard.queue_lanes l WHERE l.lane = x.lane AND l.pos >= expect) LOOP
+                gap_lanes := gap_lanes || x.lane;
+                gaps := gaps || expect;
+                expect := expect + 1;
+                n := n + 1;
+            END LOOP;
+            IF advance AND cur > x.cursor THEN
+                PERFORM pg_catalog.setval(('forgeyard.lane_' || x.lane || '_cursor')::regclass, cur);
+            END IF;
+        END IF;
+        -- (Entries are deleted only at or below a cursor set: one not moved is the sequence's.)
+        IF NOT advance THEN
+            cur := x.cursor;
+        END IF;
+        IF cur > 0 THEN
+            lanes := lanes || x.lane;
+            cursors := cursors || cur;
+        END IF;
+    END LOOP;
+    FOR i IN 1 .. pg_catalog.cardinality(gaps) LOOP
+        -- The void's insert waits for a producer that holds the position; one still open after
+        -- 10 ms keeps it, and the next pass tries again.
+        BEGIN
+            PERFORM pg_catalog.set_config('lock_timeout', '10ms', true);
+            INSERT INTO forgeyard.queue_lanes (lane, pos, msg_id) VALUES (gap_lanes[i], gaps[i], NULL)
+                ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            done := done + n;
+            PERFORM pg_catalog.set_config('lock_timeout', timeout, true);
+        EXCEPTION WHEN lock_not_available OR serialization_failure THEN
+            NULL;
+        END;
+    END LOOP;
+    FOR i IN 1 .. pg_catalog.cardinality(lanes) LOOP
+        WITH d AS (
+            DELETE FROM forgeyard.queue_lanes l
+             WHERE l.ctid = ANY (ARRAY(
+                       SELECT y.ctid FROM forgeyard.queue_lanes y
+                        WHERE y.lane = lanes[i] AND y.pos <= cursors[i]
+                        ORDER BY y.pos LIMIT $1 FOR UPDATE SKIP LOCKED))
+            RETURNING l.pos, l.msg_id),
+         u AS (UPDATE forgeyard.messages m SET ready_pos = NULL FROM d
+                WHERE m.msg_id = d.msg_id AND m.ready_pos = d.pos)
+        SELECT pg_catalog.count(*) INTO n FROM d;
+        done := done + n;
+    END LOOP;
+    FOR x IN SELECT q.tenant_id, q.queue FROM forgeyard.queues q
+              WHERE q.lanes IS NULL AND ($2 IS NULL OR q.tenant_id OPERATOR(pg_catalog.=) $2)
+              ORDER BY q.tenant_id, q.queue LIMIT $1 FOR UPDATE SKIP LOCKED
+    LOOP
+        PERFORM forgeyard.queue_lanes_open(x.tenant_id, x.queue);
+        done := done + 1;
+    END LOOP;
+    RETURN done;
+END
+$$;
+COMMENT ON FUNCTION forgeyard.queue_lanes_maintain(integer, text) IS
+  'Internal: maintain()''s part of the ready lanes (cursors moved, gaps voided, consumed entries deleted, lanes given to queues without them). Not granted to anyone.';
+
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
 -- Grants
 -------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,125 @@
+-- The ready lanes (sql/src/forgeyard.sql, 0.10.0; docs/architecture.md, "Ready lanes"): the
+-- statements both editions run on them (the C++ edition's in extension/queue_lanes.cpp), and the
+-- PL/pgSQL edition's candidates of a claim.
+
+-- @statement lane_ends
+-- Per class of a queue with lanes ($1: its queues.lanes): the lane, the last position taken in it
+-- and its cursor (0 before the first). (The statements' aliases are not names the PL/pgSQL
+-- bodies that inline them use.)
+SELECT lane_p::integer AS class, $1 * 8 + lane_p AS lane,
+       coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || ($1 * 8 + lane_p))::regclass), 0) AS last_pos,
+       coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || ($1 * 8 + lane_p) || '_cursor')::regclass), 0)
+           AS cursor
+  FROM pg_catalog.generate_series(0, 5) lane_p
+
+-- @statement lane_walk
+-- The entries of lane $1 above position $2, in position order, at most $4: whether each is
+-- consumed (its message gone, or no longer listed there: what moves the cursor) and whether it is
+-- ready at $3 (listed there and visible: a candidate, fresh or with its claim lapsed).
+SELECT lane_e.pos, lane_e.msg_id,
+       (lane_m.msg_id IS NULL OR lane_m.ready_pos IS DISTINCT FROM lane_e.pos) AS consumed,
+       coalesce(lane_m.ready_pos = lane_e.pos AND lane_m.visible_at <= $3, false) AS ready,
+       lane_m.visible_at
+  FROM forgeyard.queue_lanes lane_e LEFT JOIN forgeyard.messages lane_m ON lane_m.msg_id = lane_e.msg_id
+ WHERE lane_e.lane = $1 AND lane_e.pos > $2
+ ORDER BY lane_e.pos LIMIT $4
+
+-- @statement lane_advance
+-- Moves lane $1's cursor to $2 (the caller read it lower): not transactional, and a slower claim
+-- may set it lower again, which is safe (every value set is a run of consumed positions).
+SELECT pg_catalog.setval(('forgeyard.lane_' || $1 || '_cursor')::regclass, $2)
+
+-- @statement lane_list
+-- Lists the messages $2 (ids, not yet inserted) in lane $1: an entry each at the lane's next
+-- position, taken inside the INSERT. A position maintain() voided meanwhile conflicts: that
+-- message is left without a listing (messages_claim finds it).
+INSERT INTO forgeyard.queue_lanes AS lane_e (lane, pos, msg_id)
+SELECT $1, pg_catalog.nextval(('forgeyard.lane_' || $1)::regclass), lane_u.id
+  FROM pg_catalog.unnest($2::bigint[]) lane_u(id)
+    ON CONFLICT DO NOTHING
+RETURNING lane_e.msg_id AS listed_id, lane_e.pos AS listed_pos
+
+-- @statement due_candidates
+-- The pending heads without a listing that are visible at $3 (delayed, retried, promoted,
+-- redriven, fanned out, enqueued before the queue had lanes), up to $4 per class, from
+-- messages_claim: one index range per class.
+SELECT lane_c.msg_id AS due_id, lane_c.priority::integer AS due_priority, lane_c.visible_at AS due_visible_at
+  FROM pg_catalog.generate_series(0, 5) lane_p,
+       LATERAL (SELECT lane_m.msg_id, lane_m.priority, lane_m.visible_at FROM forgeyard.messages lane_m
+                 WHERE lane_m.tenant_id = $1 AND lane_m.queue = $2 AND lane_m.priority = lane_p::smallint
+                   AND lane_m.state = 'pending' AND lane_m.is_head AND lane_m.pass IS NULL AND lane_m.ready_pos IS NULL
+                   AND lane_m.visible_at <= $3
+                 ORDER BY lane_m.visible_at, lane_m.msg_id LIMIT $4) lane_c
+
+-- @helper
+-- queue::candidates: the messages a claim of up to `lim` in queue `q` (not a fair one) tries, in
+-- no order (the caller orders them by class, then visible_at, then msg_id): per lane with entries
+-- above its cursor, the ready entries up to lim and 32 more (for those other claimers hold), with
+-- their positions; then the ready heads without a listing (due_candidates), position NULL. Moves
+-- each lane's cursor over the run of consumed positions it read when `advance` (the transaction
+-- has written nothing: what it sees consumed is committed).
+CREATE FUNCTION forgeyard_pl.queue_candidates(q record, lim integer, at_time timestamptz, advance boolean)
+    RETURNS TABLE (c_msg_id bigint, c_priority integer, c_pos bigint, c_visible_at timestamptz)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    want integer := lim + 32;
+    l record;
+    e record;
+    got integer;
+    seen integer;
+    after bigint;
+    expect bigint;
+    run_end bigint;
+BEGIN
+    IF q.lanes IS NOT NULL THEN
+        FOR l IN @statement.lane_ends(q.lanes)@ LOOP
+            CONTINUE WHEN l.last_pos <= l.cursor;
+            got := 0;
+            after := l.cursor;
+            expect := l.cursor + 1;
+            run_end := l.cursor;
+            LOOP
+                seen := 0;
+                FOR e IN @statement.lane_walk(l.lane, after, at_time, 256)@ LOOP
+                    seen := seen + 1;
+                    after := e.pos;
+                    IF expect IS NOT NULL AND e.pos = expect AND e.consumed THEN
+                        run_end := e.pos;
+                        expect := expect + 1;
+                    ELSE
+                        expect := NULL;
+                    END IF;
+                    IF e.ready THEN
+                        c_msg_id := e.msg_id; c_priority := l.class; c_pos := e.pos; c_visible_at := e.visible_at;
+                        RETURN NEXT;
+                        got := got + 1;
+                        EXIT WHEN got >= want;
+                    END IF;
+                END LOOP;
+                EXIT WHEN seen < 256 OR got >= want;
+            END LOOP;
+            IF advance AND run_end > l.cursor THEN
+                PERFORM @statement.lane_advance(l.lane, run_end)@;
+            END IF;
+        END LOOP;
+    END IF;
+    FOR e IN @statement.due_candidates(q.tenant_id, q.queue, at_time, want)@ LOOP
+        c_msg_id := e.due_id; c_priority := e.due_priority; c_pos := NULL; c_visible_at := e.due_visible_at;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- Moves the cursors of queue q's lanes over what its snapshot shows consumed, when the
+-- transaction has written nothing yet (ack_and_claim, before its acks).
+CREATE FUNCTION forgeyard_pl.queue_lanes_advance(q record, at_time timestamptz)
+    RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF q.lanes IS NOT NULL AND NOT q.fairness AND pg_catalog.pg_current_xact_id_if_assigned() IS NULL THEN
+        PERFORM FROM forgeyard_pl.queue_candidates(q, 0, at_time, true);
+    END IF;
+END
+$$;
