@@ -395,6 +395,8 @@ BEGIN
     END IF;
     -- Claimable at once: listed in its lane (queue_lanes.sql, lane_list).
     IF v_head AND v_delay = 0 AND q.lanes IS NOT NULL AND NOT q.fairness THEN
+        -- (The transaction's id before the position: forgeyard.queue_lanes_maintain.)
+        PERFORM pg_current_xact_id();
         WITH l AS (@statement.lane_list(q.lanes * 8 + v_priority, ARRAY[v_id])@) SELECT l.listed_pos INTO v_pos FROM l;
     END IF;
     INSERT INTO forgeyard.messages (msg_id, tenant_id, queue, state, priority, partition_key, is_head, event_id, payload,
@@ -544,6 +546,7 @@ BEGIN
     -- The heads claimable at once: listed in their lane (queue_lanes.sql, lane_list).
     IF v_delay = 0 AND q.lanes IS NOT NULL AND NOT q.fairness AND cardinality(r_ids) > 0 THEN
         l_ids := ARRAY(SELECT r.id FROM unnest(r_ids, r_heads) WITH ORDINALITY r(id, head, o) WHERE r.head ORDER BY r.o);
+        PERFORM pg_current_xact_id();
         WITH l AS (@statement.lane_list(q.lanes * 8 + v_priority, l_ids)@)
         SELECT array_agg(l.listed_id), array_agg(l.listed_pos) INTO l_ids, l_pos FROM l;
     END IF;

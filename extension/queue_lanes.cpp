@@ -1,18 +1,15 @@
 // The ready lanes (sql/src/forgeyard.sql, 0.10.0; docs/architecture.md, "Ready lanes"): a claim's
-// candidates, the cursors moved, an enqueue's listing. The statements are extension/queue_lanes.sql's,
-// which the PL/pgSQL edition runs too (sql/gen/statements.hpp).
+// candidates, the cursors moved, an enqueue's listing, below SPI (pg/table_access.hpp) as the
+// statements of extension/queue_lanes.sql that the PL/pgSQL edition runs: the same reads, rows
+// and sequences, so that a claim, an ack_and_claim and an enqueue run no statement of their own.
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "pg/table_access.hpp"
 #include "pg/table_cache.hpp"
 #include "queue.hpp"
-#include "sql/gen/statements.hpp"
-
-extern "C" {
-#include <access/xact.h>
-#include <utils/array.h>
-}
 
 namespace fy::queue {
 
@@ -22,118 +19,182 @@ bool lanes_schema() {
 
 namespace {
 
-constexpr int walk_batch = 256;
-
-pg::Value int8_array_value(const std::vector<std::int64_t>& values) {
-  std::vector<Datum> datums;
-  datums.reserve(values.size());
-  for (std::int64_t v : values) datums.push_back(Int64GetDatum(v));
-  ArrayType* array = nullptr;
-  pg::guard([&]() noexcept {
-    array = construct_array(datums.data(), static_cast<int>(datums.size()), INT8OID, sizeof(std::int64_t),
-                            FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-  });
-  return {PointerGetDatum(array), false};
+// A lane's two sequences (lane_<id> and lane_<id>_cursor), looked up by name (a syscache probe):
+// a lane's sequences are dropped only with its queue's lanes.
+struct LaneSequences {
+  Oid positions, cursor;
+};
+LaneSequences lane_sequences(std::int64_t lane) {
+  const std::string name = "lane_" + std::to_string(lane);
+  const LaneSequences s{pg::forgeyard_sequence(name.c_str()), pg::forgeyard_sequence((name + "_cursor").c_str())};
+  if (s.positions == InvalidOid || s.cursor == InvalidOid)
+    throw core::Error(core::sqlstate::internal_error, "the sequences of ready lane " + std::to_string(lane) +
+                                                          " are missing (maintain() gives the queue new lanes "
+                                                          "once forgeyard.queue_lanes_close has run for it)");
+  return s;
 }
 
-// Walks one lane from its cursor: its ready entries (up to `want`) into `out`, and the end of the
-// run of consumed positions above the cursor.
-std::int64_t walk_lane(pg::Spi& spi, std::int64_t lane, int priority, std::int64_t cursor, int want, TimestampTz now,
-                       std::vector<Candidate>* out) {
-  static pg::Statement walk(statements::lane_walk, {INT8OID, INT8OID, TIMESTAMPTZOID, INT4OID}, pg::Planning::generic);
+struct LaneColumns {
+  int pos, msg_id;
+  explicit LaneColumns(const pg::Table& t) : pos(t.column("pos")), msg_id(t.column("msg_id")) {}
+};
+struct ReadColumns {
+  int ready_pos, visible_at;
+  explicit ReadColumns(const pg::Table& m) : ready_pos(m.column("ready_pos")), visible_at(m.column("visible_at")) {}
+};
+
+// Walks one lane from its cursor (extension/queue_lanes.sql, lane_walk): its ready entries, up to
+// `want`, into `out`; returns the end of the run of consumed positions above the cursor. An entry
+// is consumed when its message is gone or no longer listed at its position, ready when it is
+// listed there and visible at `now`.
+std::int64_t walk_lane(pg::Table& lanes, pg::Table& m, std::int64_t lane, int priority, std::int64_t cursor, int want,
+                       TimestampTz now, std::vector<Candidate>* out) {
+  const LaneColumns l = pg::columns_of<LaneColumns>(lanes);
+  const ReadColumns c = pg::columns_of<ReadColumns>(m);
   int got = 0;
-  std::int64_t after = cursor, run_end = cursor;
+  std::int64_t run_end = cursor;
   bool in_run = true;
-  for (;;) {
-    int seen = 0;
-    spi.run(walk, {pg::int8_value(lane), pg::int8_value(after), pg::timestamptz_value(now), pg::int4_value(walk_batch)},
-            [&](const pg::Row& r) {
-              ++seen;
-              const std::int64_t pos = *r.int8(1);
-              after = pos;
-              if (in_run && pos == run_end + 1 && *r.boolean(3))
-                run_end = pos;
-              else
-                in_run = false;
-              if (got < want && *r.boolean(4)) {
-                out->push_back({*r.int8(2), priority, priority, pos, *r.timestamptz(5)});
-                ++got;
-              }
-            });
+  pg::Table::Scan scan(lanes, pg::OwnIndex::queue_lanes_pkey,
+                       {{1, pg::Compare::eq, pg::int8_value(lane)}, {2, pg::Compare::gt, pg::int8_value(cursor)}});
+  while (scan.next()) {
+    const std::int64_t pos = lanes.int8(l.pos);
+    bool consumed = true, ready = false;
+    TimestampTz visible_at = 0;
+    std::int64_t msg_id = 0;
+    if (!lanes.is_null(l.msg_id)) {
+      msg_id = lanes.int8(l.msg_id);
+      if (m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(msg_id)}}) &&
+          !m.is_null(c.ready_pos) && m.int8(c.ready_pos) == pos) {
+        consumed = false;
+        visible_at = m.timestamptz(c.visible_at);
+        ready = visible_at <= now;
+      }
+    }
+    if (in_run && pos == run_end + 1 && consumed)
+      run_end = pos;
+    else
+      in_run = false;
+    if (ready && got < want) {
+      out->push_back({msg_id, priority, priority, pos, visible_at});
+      ++got;
+    }
     // (A ready entry ends the run: once `want` are found, the run has ended too.)
-    if (seen < walk_batch || (got >= want && !in_run)) break;
+    if (got >= want && !in_run) break;
   }
+  scan.end();
   return run_end;
+}
+
+// Per class of the queue, walks its lane if it has entries above its cursor, and moves the
+// cursor over the consumed run when `advance`.
+void walk_lanes(const Queue& queue, int want, TimestampTz now, bool advance, std::vector<Candidate>* out) {
+  std::array<LaneSequences, core::priority_classes> sequences;
+  std::array<std::int64_t, core::priority_classes> last{}, cursor{};
+  bool any = false;
+  for (int p = 0; p < core::priority_classes; ++p) {
+    sequences[p] = lane_sequences(queue.lanes * 8 + p);
+    last[p] = pg::sequence_last_value(sequences[p].positions);
+    cursor[p] = pg::sequence_last_value(sequences[p].cursor);
+    any = any || last[p] > cursor[p];
+  }
+  if (!any) return;
+  pg::Access access;
+  pg::Table lanes(access, pg::OwnTable::queue_lanes, pg::Opened::for_row_locks);
+  pg::Table m(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
+  for (int p = 0; p < core::priority_classes; ++p) {
+    if (last[p] <= cursor[p]) continue;
+    const std::int64_t run_end = walk_lane(lanes, m, queue.lanes * 8 + p, p, cursor[p], want, now, out);
+    if (advance && run_end > cursor[p]) pg::sequence_set_value(sequences[p].cursor, run_end);
+  }
+  m.finish();
+  lanes.finish();
+  access.finish();
+}
+
+// What the snapshot shows consumed is committed only while this transaction has written nothing.
+bool may_advance() {
+  return !TransactionIdIsValid(GetTopTransactionIdIfAny());
+}
+
+// The pending heads without a listing that are visible at `now` (extension/queue_lanes.sql,
+// due_candidates), up to `want` per class, from messages_claim: one scan from the highest class
+// down, restarted at the next class once a class's first row not yet visible (or the want-th) is
+// read, so an empty class costs nothing. Before 0.10.0 (before ALTER EXTENSION UPDATE) it holds
+// every pending head of a queue without fairness.
+void due_candidates(const Queue& queue, int want, TimestampTz now, std::vector<Candidate>& out) {
+  pg::Access access;
+  pg::Table m(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
+  const int msg_id = m.column("msg_id"), priority = m.column("priority"), visible = m.column("visible_at"),
+            state = m.column("state"), is_head = m.column("is_head");
+  const int ready_pos = lanes_schema() ? m.column("ready_pos") : 0;
+  auto from_class = [&](int p) {
+    return std::array<pg::Key, 3>{{{1, pg::Compare::eq, queue.t},
+                                   {2, pg::Compare::eq, queue.q},
+                                   {3, pg::Compare::ge, {Int16GetDatum(static_cast<std::int16_t>(p)), false}}}};
+  };
+  const std::array<pg::Key, 3> first = from_class(0);
+  pg::Table::Scan scan(m, pg::OwnIndex::messages_claim, first);
+  int current = -1, got = 0;
+  while (scan.next()) {
+    const int p = m.int2(priority);
+    if (p != current) {
+      current = p;
+      got = 0;
+    }
+    const TimestampTz at = m.timestamptz(visible);
+    if (at > now || got >= want) {
+      if (p + 1 >= core::priority_classes) break;
+      const std::array<pg::Key, 3> next = from_class(p + 1);
+      scan.restart(next);
+      continue;
+    }
+    // (The version visible may be newer than the entry's: the claim checks it again under its lock.)
+    if (!m.text_equals(state, "pending") || !m.boolean(is_head) || (ready_pos != 0 && !m.is_null(ready_pos))) continue;
+    out.push_back({m.int8(msg_id), p, p, 0, at});
+    ++got;
+  }
+  scan.end();
+  m.finish();
+  access.finish();
 }
 
 }  // namespace
 
-std::vector<Candidate> candidates(pg::Spi& spi, const Queue& queue, int max_messages, TimestampTz now) {
-  static pg::Statement ends(statements::lane_ends, {INT8OID}, pg::Planning::generic);
-  static pg::Statement advance(statements::lane_advance, {INT8OID, INT8OID});
-  static pg::Statement due(statements::due_candidates, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4OID},
-                           pg::Planning::generic);
+std::vector<Candidate> candidates(pg::Spi&, const Queue& queue, int max_messages, TimestampTz now) {
   // The rows other claimers hold are skipped: up to 32 more per lane than asked for.
   const int want = max_messages + 32;
   std::vector<Candidate> out;
-  if (queue.lanes > 0) {
-    // What the snapshot shows consumed is committed only while this transaction has written nothing.
-    const bool may_advance = !TransactionIdIsValid(GetTopTransactionIdIfAny());
-    struct End {
-      int priority;
-      std::int64_t lane, last, cursor;
-    };
-    std::vector<End> lanes;
-    spi.run(ends, {pg::int8_value(queue.lanes)}, [&](const pg::Row& r) {
-      lanes.push_back({static_cast<int>(*r.int8(1)), *r.int8(2), *r.int8(3), *r.int8(4)});
-    });
-    for (const End& l : lanes) {
-      if (l.last <= l.cursor) continue;
-      const std::int64_t run_end = walk_lane(spi, l.lane, l.priority, l.cursor, want, now, &out);
-      if (may_advance && run_end > l.cursor) spi.run(advance, {pg::int8_value(l.lane), pg::int8_value(run_end)});
-    }
-  }
-  // Before 0.10.0 (before ALTER EXTENSION UPDATE) messages_claim holds every pending head (of a
-  // queue without fairness, from 0.7.0 on).
-#define FY_DUE_OLD(pass)                                                                                         \
-  "SELECT c.msg_id, c.priority::pg_catalog.int8, c.visible_at FROM pg_catalog.generate_series(0, 5) p,"          \
-  " LATERAL (SELECT m.msg_id, m.priority, m.visible_at FROM forgeyard.messages m"                                \
-  "   WHERE m.tenant_id OPERATOR(pg_catalog.=) $1 AND m.queue OPERATOR(pg_catalog.=) $2"                         \
-  "     AND m.priority OPERATOR(pg_catalog.=) p::pg_catalog.int2 AND m.state OPERATOR(pg_catalog.=) 'pending'"   \
-  "     AND m.is_head" pass " AND m.visible_at OPERATOR(pg_catalog.<=) $3"                                       \
-  "   ORDER BY m.visible_at, m.msg_id LIMIT $4) c"
-  static pg::Statement due_flow(FY_DUE_OLD(" AND m.pass IS NULL"), {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4OID});
-  static pg::Statement due_old(FY_DUE_OLD(""), {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4OID});
-#undef FY_DUE_OLD
-  pg::Statement& due_now = lanes_schema() ? due : queue.flow ? due_flow : due_old;
-  spi.run(due_now, {queue.t, queue.q, pg::timestamptz_value(now), pg::int4_value(want)}, [&](const pg::Row& r) {
-    const int p = static_cast<int>(*r.int8(2));
-    out.push_back({*r.int8(1), p, p, 0, *r.timestamptz(3)});
-  });
+  if (queue.lanes > 0) walk_lanes(queue, want, now, may_advance(), &out);
+  due_candidates(queue, want, now, out);
   return out;
 }
 
-void advance_lanes(pg::Spi& spi, const Queue& queue, TimestampTz now) {
-  if (queue.lanes <= 0 || queue.options.fairness || TransactionIdIsValid(GetTopTransactionIdIfAny())) return;
-  static pg::Statement ends(statements::lane_ends, {INT8OID}, pg::Planning::generic);
-  static pg::Statement advance(statements::lane_advance, {INT8OID, INT8OID});
-  std::vector<std::array<std::int64_t, 3>> lanes;
-  spi.run(ends, {pg::int8_value(queue.lanes)},
-          [&](const pg::Row& r) { lanes.push_back({*r.int8(2), *r.int8(3), *r.int8(4)}); });
-  for (const auto& [lane, last, cursor] : lanes) {
-    if (last <= cursor) continue;
-    const std::int64_t run_end = walk_lane(spi, lane, 0, cursor, 0, now, nullptr);
-    if (run_end > cursor) spi.run(advance, {pg::int8_value(lane), pg::int8_value(run_end)});
-  }
+void advance_lanes(pg::Spi&, const Queue& queue, TimestampTz now) {
+  if (queue.lanes <= 0 || queue.options.fairness || !may_advance()) return;
+  std::vector<Candidate> none;
+  walk_lanes(queue, 0, now, true, &none);
 }
 
-std::map<std::int64_t, std::int64_t> list(pg::Spi& spi, const Queue& queue, int priority,
+std::map<std::int64_t, std::int64_t> list(pg::Spi&, const Queue& queue, int priority,
                                          const std::vector<std::int64_t>& msg_ids) {
-  static pg::Statement insert(statements::lane_list, {INT8OID, INT8ARRAYOID}, pg::Planning::generic);
   std::map<std::int64_t, std::int64_t> positions;
   if (queue.lanes <= 0 || queue.options.fairness || msg_ids.empty()) return positions;
-  spi.run(insert, {pg::int8_value(queue.lanes * 8 + priority), int8_array_value(msg_ids)},
-          [&](const pg::Row& r) { positions[*r.int8(1)] = *r.int8(2); });
+  // The transaction's id first: maintain() voids a position only once every transaction that was
+  // running when the position was taken has ended (forgeyard.queue_lanes_maintain).
+  pg::guard([]() noexcept { GetTopTransactionId(); });
+  const std::int64_t lane = queue.lanes * 8 + priority;
+  const LaneSequences s = lane_sequences(lane);
+  pg::Access access;
+  pg::Table lanes(access, pg::OwnTable::queue_lanes);
+  const LaneColumns l = pg::columns_of<LaneColumns>(lanes);
+  const int lane_col = lanes.column("lane");
+  for (const std::int64_t id : msg_ids) {
+    const std::int64_t pos = pg::sequence_next_value(s.positions);
+    lanes.insert({{lane_col, pg::int8_value(lane)}, {l.pos, pg::int8_value(pos)}, {l.msg_id, pg::int8_value(id)}});
+    positions[id] = pos;
+  }
+  lanes.finish();
+  access.finish();
   return positions;
 }
 

@@ -143,7 +143,8 @@ SELECT set_eq(
           'forgeyard.wf_schedules', 'forgeyard.wf_cursors', 'forgeyard.workflow_runs', 'forgeyard.workflow_stuck',
           'forgeyard.queue_admission', 'forgeyard.queue_retry_windows', 'forgeyard.flow_state',
           'forgeyard.flow_resources', 'forgeyard.flow_resource_state', 'forgeyard.flow_outcome_deltas',
-          'forgeyard.queue_fair_keys', 'forgeyard.queue_lanes', 'forgeyard.queue_lane_numbers'],
+          'forgeyard.queue_fair_keys', 'forgeyard.queue_lanes', 'forgeyard.queue_lane_numbers',
+          'forgeyard.queue_lane_marks'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT is((SELECT relpersistence FROM pg_catalog.pg_class WHERE oid = 'forgeyard.wf_cursors'::regclass), 'u'::"char",
           'the step cursors are UNLOGGED (moving one writes no WAL); every other table is logged');

@@ -42,7 +42,8 @@ enum class OwnTable : int {
   wf_journal,
   wf_cursors,
   flow_resource_state,
-  flow_outcome_deltas
+  flow_outcome_deltas,
+  queue_lanes
 };
 enum class OwnIndex : int {
   messages_pkey,
@@ -56,7 +57,8 @@ enum class OwnIndex : int {
   wf_journal_pkey,
   wf_cursors_pkey,
   flow_resource_state_pkey,
-  flow_outcome_deltas_part
+  flow_outcome_deltas_part,
+  queue_lanes_pkey
 };
 
 // One statement's worth of direct access: CommandCounterIncrement and a pushed snapshot, popped

@@ -72,6 +72,32 @@ std::int64_t next_value(CachedTable sequence) {
   return guard([&]() noexcept { return nextval_internal(relid, true); });
 }
 
+Oid forgeyard_sequence(const char* name) {
+  return guard([&]() noexcept {
+    const Oid schema = get_namespace_oid("forgeyard", true);
+    return schema == InvalidOid ? InvalidOid : get_relname_relid(name, schema);
+  });
+}
+
+std::int64_t sequence_last_value(Oid sequence) {
+  return guard([&]() noexcept {
+    LOCAL_FCINFO(call, 1);
+    InitFunctionCallInfoData(*call, nullptr, 1, InvalidOid, nullptr, nullptr);
+    call->args[0].value = ObjectIdGetDatum(sequence);
+    call->args[0].isnull = false;
+    const Datum last = pg_sequence_last_value(call);
+    return call->isnull ? std::int64_t{0} : static_cast<std::int64_t>(DatumGetInt64(last));
+  });
+}
+
+std::int64_t sequence_next_value(Oid sequence) {
+  return guard([&]() noexcept { return static_cast<std::int64_t>(nextval_internal(sequence, true)); });
+}
+
+void sequence_set_value(Oid sequence, std::int64_t value) {
+  guard([&]() noexcept { DirectFunctionCall2(setval_oid, ObjectIdGetDatum(sequence), Int64GetDatum(value)); });
+}
+
 void invalidate_trigger_table(FunctionCallInfo fcinfo) {
   if (!CALLED_AS_TRIGGER(fcinfo))
     throw core::Error(core::sqlstate::internal_error, "invalidate_caches must be called as a trigger");

@@ -37,6 +37,14 @@ bool has_table(CachedTable table);
 // kept while no invalidation of the relation came in. Checks the privilege as nextval does.
 std::int64_t next_value(CachedTable sequence);
 
+// A sequence of schema forgeyard made after the extension (a ready lane's, queue_lanes.cpp), by
+// name: InvalidOid if there is none. Its last value (0 before the first), a new value, and a new
+// last value (setval: not transactional), each checking the privilege as the SQL functions do.
+Oid forgeyard_sequence(const char* name);
+std::int64_t sequence_last_value(Oid sequence);
+std::int64_t sequence_next_value(Oid sequence);
+void sequence_set_value(Oid sequence, std::int64_t value);
+
 // The body of forgeyard.invalidate_caches(), a statement trigger on a cached table: queues a
 // relcache invalidation of the trigger's table (applied here at the end of the command, in
 // other backends after commit). Internal error when not called as a trigger.

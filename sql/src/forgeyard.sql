@@ -2635,7 +2635,7 @@ INSERT INTO forgeyard.access_catalog (access, privilege, object) VALUES
 -- consumed is never walked again, whatever snapshot is held. A claim moves the cursor over the run
 -- of positions its snapshot shows consumed, before it has written anything. A position without an
 -- entry (a producer still open, or rolled back) stops the cursor until the producer commits or
--- maintain() voids it (an entry without a message). What is not listed (delayed, retried,
+-- maintain() voids it (an entry without a message) once its producer must have ended. What is not listed (delayed, retried,
 -- promoted, redriven, fanned out from a topic, enqueued before 0.10.0) is found as before, in
 -- messages_claim, which now holds only the pending heads without a listing.
 CREATE SEQUENCE forgeyard.queue_lane_numbers;
@@ -2660,6 +2660,14 @@ CREATE TABLE forgeyard.queue_lanes (
 COMMENT ON TABLE forgeyard.queue_lanes IS
   'Ready lanes: entries appended when a message becomes claimable at once (its listing), never updated; msg_id NULL is a void that maintain() put in a position its producer left empty. Entries at or below their lane''s cursor are consumed and deleted by maintain().';
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_lanes', '');
+CREATE TABLE forgeyard.queue_lane_marks (
+    lane bigint PRIMARY KEY,
+    pos  bigint NOT NULL,
+    next_xid xid8 NOT NULL
+);
+COMMENT ON TABLE forgeyard.queue_lane_marks IS
+  'maintain()''s marks of lanes with gaps: the last position taken and the next transaction id when the mark was made; once every transaction below that id has ended, the gaps at or below the position are voided.';
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_lane_marks', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_lane_numbers', '');
 
 -- A queue's lanes: its two sequences per class, owned by queues.lanes (dropped with the table),
@@ -2735,9 +2743,9 @@ COMMENT ON FUNCTION forgeyard.queue_lanes_close(text, text) IS
   'Internal (queue_drop): takes a queue''s ready lanes away, its listed messages back to messages_claim. Not granted to anyone.';
 
 -- maintain()'s part of the lanes (both editions call it first, before anything of theirs writes):
--- each lane's cursor moved over the positions its snapshot shows consumed; the first position
--- its producer left empty (rolled back, or still open) voided, waiting for that producer at most
--- 10 ms; the entries at or below the cursor deleted, up to max_rows a lane (a message still listed
+-- each lane's cursor moved over the positions its snapshot shows consumed; the positions their
+-- producers left empty (rolled back, or crashed) voided, once no transaction running when they
+-- were taken can still be (queue_lane_marks); the entries at or below the cursor deleted, up to max_rows a lane (a message still listed
 -- there, which only a restore of a dump whose cursor was read after its rows can leave, is
 -- unlisted: messages_claim finds it); and the queues without lanes given theirs. Returns the rows
 -- it wrote.
@@ -2758,7 +2766,6 @@ DECLARE
     cursors bigint[] := '{}';
     gap_lanes bigint[] := '{}';
     gaps bigint[] := '{}';
-    timeout text := pg_catalog.current_setting('lock_timeout');
 BEGIN
     IF $1 IS NULL THEN
         RAISE EXCEPTION 'max_rows must not be NULL' USING ERRCODE = '22004';
@@ -2817,20 +2824,37 @@ BEGIN
             cursors := cursors || cur;
         END IF;
     END LOOP;
-    FOR i IN 1 .. pg_catalog.cardinality(gaps) LOOP
-        -- The void's insert waits for a producer that holds the position; one still open after
-        -- 10 ms keeps it, and the next pass tries again.
-        BEGIN
-            PERFORM pg_catalog.set_config('lock_timeout', '10ms', true);
-            INSERT INTO forgeyard.queue_lanes (lane, pos, msg_id) VALUES (gap_lanes[i], gaps[i], NULL)
-                ON CONFLICT DO NOTHING;
-            GET DIAGNOSTICS n = ROW_COUNT;
-            done := done + n;
-            PERFORM pg_catalog.set_config('lock_timeout', timeout, true);
-        EXCEPTION WHEN lock_not_available OR serialization_failure THEN
-            NULL;
-        END;
-    END LOOP;
+    -- A gap is voided once no transaction that was running when its position was taken can still
+    -- be: the lane's mark (its last position then, and the next transaction id then) is settled
+    -- when this snapshot's xmin has passed that id. Producers take their transaction id before a
+    -- position, so a position at or below the mark belongs to a transaction below that id: one
+    -- that committed (its entry is visible, and the void's insert does nothing) or rolled back.
+    -- So a void never waits, and never takes a position from a producer still open. (Not under
+    -- a transaction snapshot, whose xmin and xmax are older than the positions read.)
+    IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+        FOR x IN SELECT DISTINCT g.lane, k.pos AS mark_pos, k.next_xid AS mark_xmax,
+                        pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()) AS now_xmin,
+                        pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()) AS now_xmax,
+                        coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || g.lane)::regclass), 0) AS last_pos
+                   FROM pg_catalog.unnest(gap_lanes) g(lane)
+                   LEFT JOIN forgeyard.queue_lane_marks k ON k.lane = g.lane
+        LOOP
+            IF x.mark_xmax IS NOT NULL AND x.mark_xmax <= x.now_xmin THEN
+                INSERT INTO forgeyard.queue_lanes (lane, pos, msg_id)
+                SELECT g.lane, g.pos, NULL FROM unnest(gap_lanes, gaps) g(lane, pos)
+                 WHERE g.lane = x.lane AND g.pos <= x.mark_pos
+                    ON CONFLICT DO NOTHING;
+                GET DIAGNOSTICS n = ROW_COUNT;
+                done := done + n;
+            END IF;
+            -- A new mark once the last one is settled (or none, or one from another cluster's
+            -- transaction ids: a restore's), the last position read before this snapshot's xmax.
+            IF x.mark_xmax IS NULL OR x.mark_xmax <= x.now_xmin OR x.mark_xmax > x.now_xmax THEN
+                INSERT INTO forgeyard.queue_lane_marks (lane, pos, next_xid) VALUES (x.lane, x.last_pos, x.now_xmax)
+                    ON CONFLICT (lane) DO UPDATE SET pos = excluded.pos, next_xid = excluded.next_xid;
+            END IF;
+        END LOOP;
+    END IF;
     FOR i IN 1 .. pg_catalog.cardinality(lanes) LOOP
         WITH d AS (
             DELETE FROM forgeyard.queue_lanes l

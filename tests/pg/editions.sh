@@ -289,6 +289,12 @@ pq "SELECT forgeyard.ack('t', 'q', ${held% *}, ${held#* })" >/dev/null
 check fy_ed_upgraded "the claim taken before the upgrade is acked after it; the ready message is claimed" \
   "(SELECT in_flight = 0 FROM forgeyard.queue_stats('t', 'q'))
    AND (SELECT payload = 'ready' FROM forgeyard.claim('t', 'q', 'c'))"
+pq "SELECT forgeyard.maintain()" >/dev/null
+pq "SELECT forgeyard.enqueue('t', 'q', 'after')" >/dev/null
+check fy_ed_upgraded "maintain() gives the upgraded queue its ready lanes; a message enqueued after is listed and claimed" \
+  "(SELECT lanes IS NOT NULL FROM forgeyard.queues WHERE queue = 'q')
+   AND (SELECT ready_pos IS NOT NULL FROM forgeyard.messages WHERE payload = 'after')
+   AND (SELECT payload = 'after' FROM forgeyard.claim('t', 'q', 'c'))"
 
 # pg_dump / pg_restore of a plain install, by its owner alone.
 q fy_ed_pl "SELECT forgeyard.grant_usage('$owner')" >/dev/null

@@ -258,6 +258,42 @@ check "$v070" "0.7.0 updated to $latest: an ack gives room back through a delta,
   "(SELECT admitted_messages = 1 FROM forgeyard.queue_overview WHERE tenant_id = 't' AND queue = 'q')
    AND (SELECT count(*) = 1 FROM forgeyard.queue_release_deltas)"
 
+# From 0.9.0, before ready lanes (F17): messages ready, in flight, delayed and dead on the 0.9.0
+# catalog (this library's queue calls run there as they did), then the update. The claim held
+# across it is acked with its token, the others come through, and maintain() gives the queue its
+# lanes: a message enqueued after that is listed (queue_lanes) and claimed from its lane.
+v090=fy_upgrade_090
+dropdb --if-exists "$v090"
+createdb "$v090"
+q "$v090" "CREATE EXTENSION forgeyard VERSION '0.9.0'"
+q "$v090" "SELECT forgeyard.queue_create('t', 'q', '{\"max_attempts\": 1}');
+           SELECT forgeyard.enqueue('t', 'q', 'dead'); SELECT forgeyard.enqueue('t', 'q', 'inflight');
+           SELECT forgeyard.enqueue('t', 'q', 'ready'); SELECT forgeyard.enqueue('t', 'q', 'delayed', delay => '1 hour')" >/dev/null
+q "$v090" "SELECT forgeyard.nack('t', 'q', msg_id, claim_token, 'boom', true) FROM forgeyard.claim('t', 'q', 'c')" >/dev/null
+held=$(q "$v090" "SELECT msg_id || ' ' || claim_token FROM forgeyard.claim('t', 'q', 'c')")
+check "$v090" "on the 0.9.0 catalog: one message dead, one in flight, one ready, one delayed" \
+  "to_regclass('forgeyard.queue_lanes') IS NULL
+   AND (SELECT count(*) = 4 FROM forgeyard.messages)
+   AND (SELECT payload = 'dead' FROM forgeyard.messages WHERE state = 'dead')
+   AND (SELECT payload = 'inflight' FROM forgeyard.messages WHERE msg_id = ${held% *})"
+q "$v090" "ALTER EXTENSION forgeyard UPDATE"
+check "$v090" "0.9.0 updated to $latest: the claim held across the update is acked with its token" \
+  "(SELECT extversion = '$latest' FROM pg_extension WHERE extname = 'forgeyard')
+   AND (SELECT forgeyard.ack('t', 'q', ${held% *}, ${held#* }) IS NULL)
+   AND NOT EXISTS (SELECT FROM forgeyard.messages WHERE msg_id = ${held% *})"
+check "$v090" "the ready message comes through, the delayed one waits, the dead letter is kept" \
+  "(SELECT payload = 'ready' FROM forgeyard.claim('t', 'q', 'c'))
+   AND (SELECT count(*) = 0 FROM forgeyard.claim('t', 'q', 'c'))
+   AND (SELECT count(*) = 1 FROM forgeyard.dead_list('t', 'q'))"
+q "$v090" "SELECT forgeyard.maintain()" >/dev/null
+q "$v090" "SELECT forgeyard.enqueue('t', 'q', 'after')" >/dev/null
+check "$v090" "maintain() gives the queue its lanes; a message enqueued after is listed and claimed" \
+  "(SELECT lanes IS NOT NULL FROM forgeyard.queues WHERE queue = 'q')
+   AND (SELECT ready_pos IS NOT NULL FROM forgeyard.messages WHERE payload = 'after')
+   AND (SELECT count(*) = 1 FROM forgeyard.queue_lanes)
+   AND (SELECT payload = 'after' FROM forgeyard.claim('t', 'q', 'c'))"
+dropdb "$v090"
+
 # Both equal a fresh install given the same grant, except for pg_init_privs: PostgreSQL records a
 # GRANT run inside ALTER EXTENSION UPDATE (apply_access re-granting the recorded roles) as an initial
 # privilege of the extension, which a grant after CREATE EXTENSION is not. Initial privileges are

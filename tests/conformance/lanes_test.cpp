@@ -1,0 +1,179 @@
+// Ready lanes (docs/architecture.md, "Ready lanes"; F17): on PostgreSQL a claim starts at its
+// lane's cursor, which moves over what committed work consumed whatever snapshot is held, and
+// maintain() voids the positions rolled-back producers left. What a user sees is the same on
+// every backend: these cases hold SQLite to the deliveries, PostgreSQL to the lanes as well.
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend.hpp"
+#include "check.hpp"
+
+using namespace std::chrono_literals;
+using forgeyard::Delivery;
+using forgeyard::OutgoingMessage;
+using forgeyard::Priority;
+
+namespace {
+struct LanesFixture : conformance::Backend {
+  std::string queue = "laned";
+  forgeyard::Queues& queues() { return store->queues(); }
+  std::int64_t send(const std::string& payload, Priority p = Priority::Interactive) {
+    OutgoingMessage m;
+    m.payload = payload;
+    m.priority = p;
+    return queues().enqueue(tenant, queue, m);
+  }
+  std::vector<Delivery> take(int n = 1) { return queues().claim(tenant, queue, "consumer-1", n); }
+  // PostgreSQL: the lane of class p of the queue (its id), its last position taken and its cursor.
+  struct Lane {
+    std::int64_t last = 0, cursor = 0;
+  };
+  Lane lane(conformance::PgSession& s, int p) {
+    const std::string id = s.value("SELECT lanes * 8 + " + std::to_string(p) +
+                                   " FROM forgeyard.queues WHERE tenant_id = '" + tenant + "' AND queue = '" + queue +
+                                   "'");
+    BOOST_REQUIRE(!id.empty());
+    Lane l;
+    const std::string last = s.value("SELECT pg_sequence_last_value('forgeyard.lane_" + id + "'::regclass)");
+    const std::string cursor = s.value("SELECT pg_sequence_last_value('forgeyard.lane_" + id + "_cursor'::regclass)");
+    l.last = last.empty() ? 0 : std::stoll(last);
+    l.cursor = cursor.empty() ? 0 : std::stoll(cursor);
+    return l;
+  }
+};
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(lanes, LanesFixture)
+
+// A snapshot held open (REPEATABLE READ in a second session) keeps every version the claims and
+// acks leave; the claims still deliver in order, and the lane's cursor passes every consumed
+// entry: no claim steps over what was consumed before it (docs/queue-storage-design.md).
+BOOST_AUTO_TEST_CASE(with_a_snapshot_held_open_the_cursor_passes_what_was_consumed) {
+  queues().create(tenant, queue, {});
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 120; ++i) ids.push_back(send("m" + std::to_string(i)));
+  std::optional<conformance::PgSession> holder;
+  if (is_postgres()) {
+    holder.emplace(url);
+    holder->value("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    holder->value("SELECT count(*) FROM forgeyard.messages");
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::vector<Delivery> d = take();
+    BOOST_REQUIRE(d.size() == 1u);
+    BOOST_TEST(d[0].msg_id == ids[i]);
+    queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);
+  }
+  BOOST_TEST(take().empty());
+  if (!is_postgres()) return;
+  conformance::PgSession observer(url);
+  const Lane l = lane(observer, 3);  // interactive
+  BOOST_TEST(l.last == 120);
+  BOOST_TEST(l.cursor == 120);
+  // Listed messages never enter messages_claim: it holds none of this queue's.
+  BOOST_TEST(observer.value("SELECT count(*) FROM forgeyard.messages WHERE tenant_id = '" + tenant +
+                            "' AND queue = '" + queue + "' AND ready_pos IS NULL AND state = 'pending'") == "0");
+  holder->value("COMMIT");
+}
+
+// A producer that rolls back leaves its position empty: the cursor stops there (claims pass it
+// and still deliver), until maintain() voids it once the producer must have ended; the next
+// claim then moves the cursor past it.
+BOOST_AUTO_TEST_CASE(a_rolled_back_enqueue_leaves_a_gap_that_maintain_voids) {
+  queues().create(tenant, queue, {});
+  const std::int64_t a = send("a");
+  {
+    auto tx = store->begin();
+    tx->queues().enqueue(tenant, queue, {"rolled back"});
+    tx->rollback();
+  }
+  const std::int64_t b = send("b");
+  for (const std::int64_t id : {a, b}) {
+    const std::vector<Delivery> d = take();
+    BOOST_REQUIRE(d.size() == 1u);
+    BOOST_TEST(d[0].msg_id == id);
+    queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);
+  }
+  BOOST_TEST(take().empty());
+  if (!is_postgres()) return;
+  conformance::PgSession observer(url);
+  Lane l = lane(observer, 3);
+  BOOST_TEST(l.last == 3);
+  BOOST_TEST(l.cursor == 1);  // stopped at the gap
+  // The first pass marks the lane; a later one voids the gap once every transaction that was
+  // running at the mark has ended (other suites on this cluster may keep one open a while).
+  bool voided = false;
+  for (int i = 0; i < 200 && !voided; ++i) {
+    voided = observer.value("SELECT count(*) FROM forgeyard.queue_lanes WHERE msg_id IS NULL AND lane = (SELECT "
+                            "lanes * 8 + 3 FROM forgeyard.queues WHERE tenant_id = '" +
+                            tenant + "' AND queue = '" + queue + "')") == "1";
+    if (!voided) {
+      store->maintain(1000, tenant);
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  BOOST_TEST(voided);
+  BOOST_TEST(take().empty());
+  l = lane(observer, 3);
+  BOOST_TEST(l.cursor == 3);
+  // And maintain() deletes the entries behind the cursor.
+  store->maintain(1000, tenant);
+  BOOST_TEST(observer.value("SELECT count(*) FROM forgeyard.queue_lanes WHERE lane = (SELECT lanes * 8 + 3 FROM "
+                            "forgeyard.queues WHERE tenant_id = '" +
+                            tenant + "' AND queue = '" + queue + "')") == "0");
+}
+
+// What is not listed at enqueue (a retry after its backoff) competes with what is by age: the
+// retry that became visible first is claimed before a message enqueued after that.
+BOOST_AUTO_TEST_CASE(a_due_retry_and_a_listed_message_are_claimed_oldest_first) {
+  forgeyard::QueueOptions o;
+  o.backoff_base = 1s;
+  o.backoff_max = 1s;
+  queues().create(tenant, queue, o);
+  const std::int64_t a = send("a");
+  std::vector<Delivery> d = take();
+  BOOST_REQUIRE(d.size() == 1u);
+  queues().nack(tenant, queue, a, d[0].claim_token, "boom");
+  clock.advance(2s);  // the retry is visible (after at most its backoff)
+  const std::int64_t b = send("b");
+  d = take(2);
+  BOOST_REQUIRE(d.size() == 2u);
+  BOOST_TEST(d[0].msg_id == a);
+  BOOST_TEST(d[1].msg_id == b);
+  // A higher class first, listed or not.
+  const std::int64_t low = send("low", Priority::Bulk);
+  const std::int64_t high = send("high", Priority::Emergency);
+  d = take(2);
+  BOOST_REQUIRE(d.size() == 2u);
+  BOOST_TEST(d[0].msg_id == high);
+  BOOST_TEST(d[1].msg_id == low);
+}
+
+// queue_drop takes the lanes with the queue: no sequence of them is left behind.
+BOOST_AUTO_TEST_CASE(dropping_a_queue_drops_its_lanes) {
+  queues().create(tenant, queue, {});
+  send("x");
+  if (!is_postgres()) {
+    BOOST_TEST(queues().drop(tenant, queue));
+    return;
+  }
+  conformance::PgSession observer(url);
+  const std::string base = observer.value("SELECT lanes FROM forgeyard.queues WHERE tenant_id = '" + tenant +
+                                          "' AND queue = '" + queue + "'");
+  BOOST_REQUIRE(!base.empty());
+  BOOST_TEST(observer.value("SELECT count(*) FROM pg_class WHERE relnamespace = 'forgeyard'::regnamespace AND relname ~ "
+                            "'^lane_[0-9]+(_cursor)?$' AND substring(relname from '[0-9]+')::bigint / 8 = " +
+                            base) == "12");
+  BOOST_TEST(queues().drop(tenant, queue));
+  BOOST_TEST(observer.value("SELECT count(*) FROM pg_class WHERE relnamespace = 'forgeyard'::regnamespace AND relname ~ "
+                            "'^lane_[0-9]+(_cursor)?$' AND substring(relname from '[0-9]+')::bigint / 8 = " +
+                            base) == "0");
+  BOOST_TEST(observer.value("SELECT count(*) FROM forgeyard.queue_lanes WHERE lane / 8 = " + base) == "0");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
