@@ -2760,10 +2760,17 @@ DECLARE
     n bigint;
     x record;
     e record;
+    x_lane bigint;
+    x_last bigint;
+    x_cursor bigint;
     expect bigint;
     cur bigint;
     lanes bigint[] := '{}';
     cursors bigint[] := '{}';
+    l_lanes bigint[];
+    l_last bigint[];
+    l_cursor bigint[];
+    bound xid8;
     gap_lanes bigint[] := '{}';
     gaps bigint[] := '{}';
 BEGIN
@@ -2772,27 +2779,41 @@ BEGIN
     ELSIF $1 <= 0 THEN
         RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = '22023';
     END IF;
-    -- Read only: the cursors moved, the gaps found (every position without an entry below the
-    -- first entry not consumed, or below the last position taken).
-    FOR x IN SELECT q.lanes * 8 + p AS lane,
-                    coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || (q.lanes * 8 + p))::regclass), 0)
-                        AS last_pos,
-                    coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || (q.lanes * 8 + p) || '_cursor')::regclass), 0)
-                        AS cursor
-               FROM forgeyard.queues q, pg_catalog.generate_series(0, 5) p
-              WHERE q.lanes IS NOT NULL AND ($2 IS NULL OR q.tenant_id = $2)
-    LOOP
-        cur := x.cursor;
-        IF x.last_pos > x.cursor THEN
-            expect := x.cursor + 1;
+    -- Every lane's last position taken and cursor, read in one statement before anything else;
+    -- then, when the transaction has no id yet, its id, taken now: every producer of a position
+    -- read above took its transaction id before its position (queue_lanes.sql, lane_list), so its
+    -- id is below this one (queue_lane_marks). (Not a snapshot's xmax: that is one past the last
+    -- transaction completed, and one still running can have a higher id.)
+    SELECT coalesce(array_agg(v.lane ORDER BY v.lane), '{}'), coalesce(array_agg(v.last_pos ORDER BY v.lane), '{}'),
+           coalesce(array_agg(v.cursor ORDER BY v.lane), '{}')
+      INTO l_lanes, l_last, l_cursor
+      FROM (SELECT q.lanes * 8 + p AS lane,
+                   coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || (q.lanes * 8 + p))::regclass), 0)
+                       AS last_pos,
+                   coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || (q.lanes * 8 + p) || '_cursor')::regclass), 0)
+                       AS cursor
+              FROM forgeyard.queues q, pg_catalog.generate_series(0, 5) p
+             WHERE q.lanes IS NOT NULL AND ($2 IS NULL OR q.tenant_id = $2)) v;
+    IF advance THEN
+        bound := pg_catalog.pg_current_xact_id();
+    END IF;
+    -- The cursors moved, the gaps found (every position without an entry below the first entry
+    -- not consumed, or below the last position taken).
+    FOR i IN 1 .. pg_catalog.cardinality(l_lanes) LOOP
+        x_lane := l_lanes[i];
+        x_last := l_last[i];
+        x_cursor := l_cursor[i];
+        cur := x_cursor;
+        IF x_last > x_cursor THEN
+            expect := x_cursor + 1;
             n := 0;
             FOR e IN SELECT l.pos, (m.msg_id IS NULL OR m.ready_pos IS DISTINCT FROM l.pos) AS consumed
                        FROM forgeyard.queue_lanes l LEFT JOIN forgeyard.messages m ON m.msg_id = l.msg_id
-                      WHERE l.lane = x.lane AND l.pos > x.cursor
+                      WHERE l.lane = x_lane AND l.pos > x_cursor
                       ORDER BY l.pos LIMIT $1
             LOOP
                 WHILE expect < e.pos AND n < $1 LOOP
-                    gap_lanes := gap_lanes || x.lane;
+                    gap_lanes := gap_lanes || x_lane;
                     gaps := gaps || expect;
                     expect := expect + 1;
                     n := n + 1;
@@ -2804,42 +2825,43 @@ BEGIN
                 expect := e.pos + 1;
             END LOOP;
             -- (Past the last entry, the positions taken are gaps too.)
-            WHILE expect <= x.last_pos AND n < $1
-                  AND NOT EXISTS (SELECT 1 FROM forgeyard.queue_lanes l WHERE l.lane = x.lane AND l.pos >= expect) LOOP
-                gap_lanes := gap_lanes || x.lane;
+            WHILE expect <= x_last AND n < $1
+                  AND NOT EXISTS (SELECT 1 FROM forgeyard.queue_lanes l WHERE l.lane = x_lane AND l.pos >= expect) LOOP
+                gap_lanes := gap_lanes || x_lane;
                 gaps := gaps || expect;
                 expect := expect + 1;
                 n := n + 1;
             END LOOP;
-            IF advance AND cur > x.cursor THEN
-                PERFORM pg_catalog.setval(('forgeyard.lane_' || x.lane || '_cursor')::regclass, cur);
+            IF advance AND cur > x_cursor THEN
+                PERFORM pg_catalog.setval(('forgeyard.lane_' || x_lane || '_cursor')::regclass, cur);
             END IF;
         END IF;
         -- (Entries are deleted only at or below a cursor set: one not moved is the sequence's.)
         IF NOT advance THEN
-            cur := x.cursor;
+            cur := x_cursor;
         END IF;
         IF cur > 0 THEN
-            lanes := lanes || x.lane;
+            lanes := lanes || x_lane;
             cursors := cursors || cur;
         END IF;
     END LOOP;
     -- A gap is voided once no transaction that was running when its position was taken can still
-    -- be: the lane's mark (its last position then, and the next transaction id then) is settled
-    -- when this snapshot's xmin has passed that id. Producers take their transaction id before a
-    -- position, so a position at or below the mark belongs to a transaction below that id: one
-    -- that committed (its entry is visible, and the void's insert does nothing) or rolled back.
-    -- So a void never waits, and never takes a position from a producer still open. (Not under
-    -- a transaction snapshot, whose xmin and xmax are older than the positions read.)
-    IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
-        FOR x IN SELECT DISTINCT g.lane, k.pos AS mark_pos, k.next_xid AS mark_xmax,
+    -- be: the lane's mark (its last position taken, and an id above every producer's of those
+    -- positions: the id of the pass that made it) is settled when this snapshot's xmin has passed
+    -- that id. A position at or below the mark then belongs to a transaction that committed (its
+    -- entry is visible, and the void's insert does nothing) or rolled back: a void never waits,
+    -- and never takes a position from a producer still open (tests/model/lanes.pml). Not under a
+    -- transaction snapshot (a gap it shows may have been filled since: its insert would be
+    -- 40001), nor when the transaction had an id before this pass (no bound).
+    IF bound IS NOT NULL AND pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+        FOR x IN SELECT g.lane, k.pos AS mark_pos, k.next_xid AS mark_xid,
                         pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()) AS now_xmin,
-                        pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()) AS now_xmax,
-                        coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || g.lane)::regclass), 0) AS last_pos
-                   FROM pg_catalog.unnest(gap_lanes) g(lane)
+                        l.last_pos
+                   FROM (SELECT DISTINCT u.lane FROM unnest(gap_lanes) u(lane)) g
+                   JOIN unnest(l_lanes, l_last) l(lane, last_pos) ON l.lane = g.lane
                    LEFT JOIN forgeyard.queue_lane_marks k ON k.lane = g.lane
         LOOP
-            IF x.mark_xmax IS NOT NULL AND x.mark_xmax <= x.now_xmin THEN
+            IF x.mark_xid IS NOT NULL AND x.mark_xid <= x.now_xmin THEN
                 INSERT INTO forgeyard.queue_lanes (lane, pos, msg_id)
                 SELECT g.lane, g.pos, NULL FROM unnest(gap_lanes, gaps) g(lane, pos)
                  WHERE g.lane = x.lane AND g.pos <= x.mark_pos
@@ -2848,9 +2870,9 @@ BEGIN
                 done := done + n;
             END IF;
             -- A new mark once the last one is settled (or none, or one from another cluster's
-            -- transaction ids: a restore's), the last position read before this snapshot's xmax.
-            IF x.mark_xmax IS NULL OR x.mark_xmax <= x.now_xmin OR x.mark_xmax > x.now_xmax THEN
-                INSERT INTO forgeyard.queue_lane_marks (lane, pos, next_xid) VALUES (x.lane, x.last_pos, x.now_xmax)
+            -- transaction ids: a restore's, above this pass's own).
+            IF x.mark_xid IS NULL OR x.mark_xid <= x.now_xmin OR x.mark_xid > bound THEN
+                INSERT INTO forgeyard.queue_lane_marks (lane, pos, next_xid) VALUES (x.lane, x.last_pos, bound)
                     ON CONFLICT (lane) DO UPDATE SET pos = excluded.pos, next_xid = excluded.next_xid;
             END IF;
         END LOOP;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Model-checks the delivery (claim tokens), lease (fencing epochs) and queue storage (lanes, cursors,
-# segments; and state kept with the listing, the design's leading open candidate:
-# docs/queue-storage-design.md) protocols with spin: each real model must verify with no
+# segments; state kept with the listing, the design's leading open candidate:
+# docs/queue-storage-design.md; and the ready lanes as built in 0.10.0: cursors over consumed runs,
+# voids once their lane's mark is settled) protocols with spin: each real model must verify with no
 # error, and each deliberately broken variant must be refuted with the violation it was built to show,
 # so the properties are known to bite. Prints the states explored.
 #   tests/model/check.sh      every model and variant (a few seconds)
@@ -61,5 +62,10 @@ run listings.pml "-DBROKEN_CURSOR" 'assertion violated (cl[q]!=0)'
 run listings.pml "-DBROKEN_CURSOR_LOSS" 'assertion violated ( !(made[m])||(acks[m]>0))'
 run listings.pml "-DBROKEN_RESCUE" 'assertion violated (acks[m]==0)'
 run listings.pml "-DBROKEN_ACK" 'assertion violated (cl[mine]==0)'
+run lanes.pml "" ok
+run lanes.pml "-DBROKEN_MARK_ORDER" 'assertion violated (entry[p]!=3)'
+run lanes.pml "-DBROKEN_LATE_XID" 'assertion violated (entry[p]!=3)'
+run lanes.pml "-DBROKEN_GAP_RUN" 'assertion violated ((entry[p]==3)||((entry[p]==2)&&consumed[p]))'
+run lanes.pml "-DBROKEN_SNAPSHOT_XMAX" 'assertion violated (entry[p]!=3)'
 echo "model check: $passed passed, $failed failed ($((SECONDS - start)) s)"
 [ "$failed" -eq 0 ]
