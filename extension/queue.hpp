@@ -26,7 +26,7 @@ struct Queue {
   pg::Value t, q;
   core::QueueOptions options;
   int slots = 1;
-  bool flow = false;  // the catalog has flow control's columns and tables (flow_schema())
+  bool flow = false;       // the catalog has flow control's columns and tables (flow_schema())
   std::int64_t lanes = 0;  // its ready lanes (queues.lanes; lane id = lanes * 8 + class), 0: none
 };
 
@@ -177,7 +177,7 @@ void advance_lanes(pg::Spi& spi, const Queue& queue, TimestampTz now);
 // None in a queue without lanes or a fair one; one whose position maintain() voided meanwhile is
 // left out (messages_claim finds it).
 std::map<std::int64_t, std::int64_t> list(pg::Spi& spi, const Queue& queue, int priority,
-                                         const std::vector<std::int64_t>& msg_ids);
+                                          const std::vector<std::int64_t>& msg_ids);
 
 // The rows of claim and ack_and_claim.
 void return_claimed(FunctionCallInfo fcinfo, const std::vector<Claimed>& claimed);

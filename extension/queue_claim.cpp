@@ -309,8 +309,7 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     // in its own class where it was found (its listing, or none).
     for (const Candidate& a : tried) {
       if (static_cast<int>(out.size()) >= max_messages) break;
-      if (!m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(a.msg_id)}}) ||
-          !still_listed(a))
+      if (!m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(a.msg_id)}}) || !still_listed(a))
         continue;
       const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
       if (locked == pg::Locked::skipped) continue;

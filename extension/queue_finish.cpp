@@ -106,7 +106,10 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
     if (resources)
       releases.outcome(m.text(resource_col), m.is_null(part_col) ? 0 : m.int2(part_col), core::flow::Outcome::success);
     if (keep && ready_col != 0)
-      m.update({{state_col, acked}, {finished_col, finished}, {payload_col, pg::null_value()}, {ready_col, pg::null_value()}});
+      m.update({{state_col, acked},
+                {finished_col, finished},
+                {payload_col, pg::null_value()},
+                {ready_col, pg::null_value()}});
     else if (keep)
       m.update({{state_col, acked}, {finished_col, finished}, {payload_col, pg::null_value()}});
     else
@@ -121,7 +124,7 @@ std::vector<bool> ack_current(const Queue& queue, const std::vector<std::pair<st
 Finish ack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std::int64_t token, TimestampTz now,
                Releases& releases) {
   static pg::Statement remove("DELETE FROM forgeyard.messages WHERE msg_id OPERATOR(pg_catalog.=) $1", {INT8OID});
-#define FY_KEEP(listed)                                                                       \
+#define FY_KEEP(listed)                                                                    \
   "UPDATE forgeyard.messages SET state = 'acked', finished_at = $2, payload = NULL" listed \
   " WHERE msg_id OPERATOR(pg_catalog.=) $1"
   static pg::Statement keep_old(FY_KEEP(""), {INT8OID, TIMESTAMPTZOID});
@@ -156,10 +159,10 @@ std::string nack_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, std:
                      const std::string& error, bool permanent, TimestampTz now, Releases& releases) {
   // (From 0.10.0 on, a retry or a dead letter is no longer listed: a retry is found in
   // messages_claim once it is due.)
-#define FY_RETRY(listed)                                                                                      \
+#define FY_RETRY(listed)                                                                                         \
   "UPDATE forgeyard.messages SET claim_token = NULL, claimed_by = NULL, visible_at = $2, last_error = $3" listed \
   " WHERE msg_id OPERATOR(pg_catalog.=) $1"
-#define FY_DEAD(listed)                                                                  \
+#define FY_DEAD(listed)                                                                                  \
   "UPDATE forgeyard.messages SET state = 'dead', claim_token = NULL, finished_at = $2, last_error = $3," \
   "   error_class = $4, is_head = false, payload = CASE WHEN $5 THEN payload END" listed                 \
   " WHERE msg_id OPERATOR(pg_catalog.=) $1"

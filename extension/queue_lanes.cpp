@@ -176,7 +176,7 @@ void advance_lanes(pg::Spi&, const Queue& queue, TimestampTz now) {
 }
 
 std::map<std::int64_t, std::int64_t> list(pg::Spi&, const Queue& queue, int priority,
-                                         const std::vector<std::int64_t>& msg_ids) {
+                                          const std::vector<std::int64_t>& msg_ids) {
   std::map<std::int64_t, std::int64_t> positions;
   if (queue.lanes <= 0 || queue.options.fairness || msg_ids.empty()) return positions;
   // The transaction's id first: maintain() voids a position only once every transaction that was

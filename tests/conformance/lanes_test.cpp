@@ -34,9 +34,9 @@ struct LanesFixture : conformance::Backend {
     std::int64_t last = 0, cursor = 0;
   };
   Lane lane(conformance::PgSession& s, int p) {
-    const std::string id = s.value("SELECT lanes * 8 + " + std::to_string(p) +
-                                   " FROM forgeyard.queues WHERE tenant_id = '" + tenant + "' AND queue = '" + queue +
-                                   "'");
+    const std::string id =
+        s.value("SELECT lanes * 8 + " + std::to_string(p) + " FROM forgeyard.queues WHERE tenant_id = '" + tenant +
+                "' AND queue = '" + queue + "'");
     BOOST_REQUIRE(!id.empty());
     Lane l;
     const std::string last = s.value("SELECT pg_sequence_last_value('forgeyard.lane_" + id + "'::regclass)");
@@ -76,8 +76,8 @@ BOOST_AUTO_TEST_CASE(with_a_snapshot_held_open_the_cursor_passes_what_was_consum
   BOOST_TEST(l.last == 120);
   BOOST_TEST(l.cursor == 120);
   // Listed messages never enter messages_claim: it holds none of this queue's.
-  BOOST_TEST(observer.value("SELECT count(*) FROM forgeyard.messages WHERE tenant_id = '" + tenant +
-                            "' AND queue = '" + queue + "' AND ready_pos IS NULL AND state = 'pending'") == "0");
+  BOOST_TEST(observer.value("SELECT count(*) FROM forgeyard.messages WHERE tenant_id = '" + tenant + "' AND queue = '" +
+                            queue + "' AND ready_pos IS NULL AND state = 'pending'") == "0");
   holder->value("COMMIT");
 }
 
@@ -109,9 +109,10 @@ BOOST_AUTO_TEST_CASE(a_rolled_back_enqueue_leaves_a_gap_that_maintain_voids) {
   // running at the mark has ended (other suites on this cluster may keep one open a while).
   bool voided = false;
   for (int i = 0; i < 200 && !voided; ++i) {
-    voided = observer.value("SELECT count(*) FROM forgeyard.queue_lanes WHERE msg_id IS NULL AND lane = (SELECT "
-                            "lanes * 8 + 3 FROM forgeyard.queues WHERE tenant_id = '" +
-                            tenant + "' AND queue = '" + queue + "')") == "1";
+    voided = observer.value(
+                 "SELECT count(*) FROM forgeyard.queue_lanes WHERE msg_id IS NULL AND lane = (SELECT "
+                 "lanes * 8 + 3 FROM forgeyard.queues WHERE tenant_id = '" +
+                 tenant + "' AND queue = '" + queue + "')") == "1";
     if (!voided) {
       store->maintain(1000, tenant);
       std::this_thread::sleep_for(50ms);
@@ -166,13 +167,15 @@ BOOST_AUTO_TEST_CASE(dropping_a_queue_drops_its_lanes) {
   const std::string base = observer.value("SELECT lanes FROM forgeyard.queues WHERE tenant_id = '" + tenant +
                                           "' AND queue = '" + queue + "'");
   BOOST_REQUIRE(!base.empty());
-  BOOST_TEST(observer.value("SELECT count(*) FROM pg_class WHERE relnamespace = 'forgeyard'::regnamespace AND relname ~ "
-                            "'^lane_[0-9]+(_cursor)?$' AND substring(relname from '[0-9]+')::bigint / 8 = " +
-                            base) == "12");
+  BOOST_TEST(
+      observer.value("SELECT count(*) FROM pg_class WHERE relnamespace = 'forgeyard'::regnamespace AND relname ~ "
+                     "'^lane_[0-9]+(_cursor)?$' AND substring(relname from '[0-9]+')::bigint / 8 = " +
+                     base) == "12");
   BOOST_TEST(queues().drop(tenant, queue));
-  BOOST_TEST(observer.value("SELECT count(*) FROM pg_class WHERE relnamespace = 'forgeyard'::regnamespace AND relname ~ "
-                            "'^lane_[0-9]+(_cursor)?$' AND substring(relname from '[0-9]+')::bigint / 8 = " +
-                            base) == "0");
+  BOOST_TEST(
+      observer.value("SELECT count(*) FROM pg_class WHERE relnamespace = 'forgeyard'::regnamespace AND relname ~ "
+                     "'^lane_[0-9]+(_cursor)?$' AND substring(relname from '[0-9]+')::bigint / 8 = " +
+                     base) == "0");
   BOOST_TEST(observer.value("SELECT count(*) FROM forgeyard.queue_lanes WHERE lane / 8 = " + base) == "0");
 }
 
