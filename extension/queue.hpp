@@ -165,11 +165,11 @@ struct Candidate {
   std::int64_t pos;
   TimestampTz visible_at;
 };
-// The candidates of a claim of up to max_messages in a queue that is not a fair one, in no order:
-// per lane, the ready entries above its cursor (up to max_messages and 32 more), then the ready
-// heads without a listing. Moves each lane's cursor over the consumed run it read, if the
-// transaction has written nothing yet.
-std::vector<Candidate> candidates(pg::Spi& spi, const Queue& queue, int max_messages, TimestampTz now);
+// The candidates of a claim in a queue that is not a fair one, in no order: per lane, up to
+// `want` ready entries above its cursor, then up to `want` ready heads without a listing per
+// class. Moves each lane's cursor over the consumed run it read, if the transaction has written
+// nothing yet.
+std::vector<Candidate> candidates(pg::Spi& spi, const Queue& queue, int want, TimestampTz now);
 // Moves the queue's lane cursors, if the transaction has written nothing yet (ack_and_claim,
 // before its acks).
 void advance_lanes(pg::Spi& spi, const Queue& queue, TimestampTz now);

@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -104,8 +105,9 @@ std::optional<std::string> event_payload(pg::Spi& spi, const Queue& queue, const
 // has aged into (queue option aging; its own class without it), then by age. Within a class the
 // older message is never in a lower aged class, so the first max_messages of that order are among
 // them.
-std::vector<Candidate> ordered_candidates(pg::Spi& spi, const Queue& queue, int max_messages, TimestampTz now) {
-  std::vector<Candidate> out = candidates(spi, queue, max_messages, now);
+std::vector<Candidate> ordered_candidates(pg::Spi& spi, const Queue& queue, int max_messages, int extra,
+                                          TimestampTz now) {
+  std::vector<Candidate> out = candidates(spi, queue, max_messages + extra, now);
   if (queue.options.aging_usecs > 0)
     for (Candidate& c : out) c.aged = core::aged_class(c.priority, now - c.visible_at, queue.options.aging_usecs);
   std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
@@ -145,8 +147,11 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   // claim never looks at a message's resource.
   const ResourceConfigs& configs = resource_configs(spi, queue);
   const bool fair = queue.options.fairness;
+  // A few more candidates per lane and class than asked for (each one read costs a message
+  // lookup); when others held some of them and the claim came out short, once more with many more.
+  constexpr int few_more = 4, many_more = 64;
   const std::vector<Candidate> tried =
-      fair ? std::vector<Candidate>{} : ordered_candidates(spi, queue, max_messages, now);
+      fair ? std::vector<Candidate>{} : ordered_candidates(spi, queue, max_messages, few_more, now);
   pg::Access access;
   pg::Table m(access, pg::OwnTable::messages);
   const MessageColumns c(m);
@@ -307,15 +312,26 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   if (!fair) {
     // The candidates read before, in order, each found by its key and taken if it is still ready
     // in its own class where it was found (its listing, or none).
-    for (const Candidate& a : tried) {
-      if (static_cast<int>(out.size()) >= max_messages) break;
-      if (!m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(a.msg_id)}}) || !still_listed(a))
-        continue;
-      const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
-      if (locked == pg::Locked::skipped) continue;
-      if (locked == pg::Locked::newer_version && !still_listed(a)) continue;
-      hand_out(a.priority);
-    }
+    std::set<std::int64_t> seen;
+    auto try_each = [&](const std::vector<Candidate>& list) {
+      int held_by_others = 0;
+      for (const Candidate& a : list) {
+        if (static_cast<int>(out.size()) >= max_messages) break;
+        if (!seen.insert(a.msg_id).second) continue;
+        if (!m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(a.msg_id)}}) || !still_listed(a))
+          continue;
+        const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
+        if (locked == pg::Locked::skipped) {
+          ++held_by_others;
+          continue;
+        }
+        if (locked == pg::Locked::newer_version && !still_listed(a)) continue;
+        hand_out(a.priority);
+      }
+      return held_by_others;
+    };
+    if (try_each(tried) > 0 && static_cast<int>(out.size()) < max_messages)
+      try_each(ordered_candidates(spi, queue, max_messages, many_more, now));
   } else {
     // A fair queue's classes are in pass order (messages_fair), where a row not yet visible (in
     // flight, or delayed) says nothing of the rows after it: it is skipped, not a stop.

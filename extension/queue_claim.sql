@@ -43,6 +43,7 @@ DECLARE
     l_keys text[];
     k_ids bigint[];
     k_pos bigint[];
+    extra integer := 4;
     advance boolean := pg_current_xact_id_if_assigned() IS NULL;
 BEGIN
     IF q.aging_usecs > 0 OR EXISTS (SELECT FROM forgeyard.flow_resources f WHERE f.tenant_id = q.tenant_id) THEN
@@ -65,7 +66,7 @@ BEGIN
             SELECT coalesce(array_agg(c.c_msg_id ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}'),
                    coalesce(array_agg(c.c_pos ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}')
               INTO k_ids, k_pos
-              FROM forgeyard_pl.queue_candidates(q, lim, at_time, advance) c;
+              FROM forgeyard_pl.queue_candidates(q, lim + extra, at_time, advance) c;
             advance := false;
             FOR r IN
                 WITH picked AS (
@@ -175,8 +176,14 @@ BEGIN
             END LOOP;
         END IF;
         -- Lapsed deliveries took places in the limit: the rest of it again (they are no longer
-        -- visible, so not taken twice).
-        EXIT WHEN n < lim OR got >= max_messages;
+        -- visible, so not taken twice). A few more candidates per lane than the limit are read (each
+        -- costs a message lookup); when some of them were not taken (others hold them) and the claim
+        -- is short, once more with many more.
+        EXIT WHEN got >= max_messages;
+        IF n < lim THEN
+            EXIT WHEN q.fairness OR extra >= 64 OR cardinality(k_ids) <= n;
+            extra := 64;
+        END IF;
     END LOOP;
     PERFORM set_config('plan_cache_mode', plan_mode, true), set_config('enable_seqscan', seqscan, true);
     IF l_ids IS NOT NULL THEN
@@ -258,7 +265,7 @@ BEGIN
                             WHEN c.waited / q.aging_usecs >= c.c_priority - 2 THEN 2
                             ELSE c.c_priority - (c.waited / q.aging_usecs)::integer END AS aged
                   FROM (SELECT k.*, forgeyard_pl.usecs(at_time) - forgeyard_pl.usecs(k.c_visible_at) AS waited
-                          FROM forgeyard_pl.queue_candidates(q, max_messages, at_time,
+                          FROM forgeyard_pl.queue_candidates(q, max_messages + 32, at_time,
                                                              pg_current_xact_id_if_assigned() IS NULL) k) c) x;
     END IF;
     LOOP

@@ -160,9 +160,7 @@ void due_candidates(const Queue& queue, int want, TimestampTz now, std::vector<C
 
 }  // namespace
 
-std::vector<Candidate> candidates(pg::Spi&, const Queue& queue, int max_messages, TimestampTz now) {
-  // The rows other claimers hold are skipped: up to 32 more per lane than asked for.
-  const int want = max_messages + 32;
+std::vector<Candidate> candidates(pg::Spi&, const Queue& queue, int want, TimestampTz now) {
   std::vector<Candidate> out;
   if (queue.lanes > 0) walk_lanes(queue, want, now, may_advance(), &out);
   due_candidates(queue, want, now, out);

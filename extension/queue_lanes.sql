@@ -53,18 +53,17 @@ SELECT lane_c.msg_id AS due_id, lane_c.priority::integer AS due_priority, lane_c
                  ORDER BY lane_m.visible_at, lane_m.msg_id LIMIT $4) lane_c
 
 -- @helper
--- queue::candidates: the messages a claim of up to `lim` in queue `q` (not a fair one) tries, in
--- no order (the caller orders them by class, then visible_at, then msg_id): per lane with entries
--- above its cursor, the ready entries up to lim and 32 more (for those other claimers hold), with
--- their positions; then the ready heads without a listing (due_candidates), position NULL. Moves
--- each lane's cursor over the run of consumed positions it read when `advance` (the transaction
--- has written nothing: what it sees consumed is committed).
-CREATE FUNCTION forgeyard_pl.queue_candidates(q record, lim integer, at_time timestamptz, advance boolean)
+-- queue::candidates: the messages a claim in queue `q` (not a fair one) tries, in no order (the
+-- caller orders them by class, then visible_at, then msg_id): per lane with entries above its
+-- cursor, up to `want` ready entries, with their positions; then up to `want` ready heads without
+-- a listing per class (due_candidates), position NULL. Moves each lane's cursor over the run of
+-- consumed positions it read when `advance` (the transaction has written nothing: what it sees
+-- consumed is committed).
+CREATE FUNCTION forgeyard_pl.queue_candidates(q record, want integer, at_time timestamptz, advance boolean)
     RETURNS TABLE (c_msg_id bigint, c_priority integer, c_pos bigint, c_visible_at timestamptz)
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    want integer := lim + 32;
     l record;
     e record;
     got integer;
