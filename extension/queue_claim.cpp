@@ -148,8 +148,8 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   const ResourceConfigs& configs = resource_configs(spi, queue);
   const bool fair = queue.options.fairness;
   // A few more candidates per lane and class than asked for (each one read costs a message
-  // lookup); when others held some of them and the claim came out short, once more with many more.
-  constexpr int few_more = 4, many_more = 64;
+  // lookup); see the loop below for when more are read.
+  constexpr int few_more = 4, most_more = 4096;
   const std::vector<Candidate> tried =
       fair ? std::vector<Candidate>{} : ordered_candidates(spi, queue, max_messages, few_more, now);
   pg::Access access;
@@ -314,24 +314,28 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     // in its own class where it was found (its listing, or none).
     std::set<std::int64_t> seen;
     auto try_each = [&](const std::vector<Candidate>& list) {
-      int held_by_others = 0;
       for (const Candidate& a : list) {
         if (static_cast<int>(out.size()) >= max_messages) break;
         if (!seen.insert(a.msg_id).second) continue;
         if (!m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(a.msg_id)}}) || !still_listed(a))
           continue;
         const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
-        if (locked == pg::Locked::skipped) {
-          ++held_by_others;
-          continue;
-        }
+        if (locked == pg::Locked::skipped) continue;
         if (locked == pg::Locked::newer_version && !still_listed(a)) continue;
         hand_out(a.priority);
       }
-      return held_by_others;
     };
-    if (try_each(tried) > 0 && static_cast<int>(out.size()) < max_messages)
-      try_each(ordered_candidates(spi, queue, max_messages, many_more, now));
+    // The candidates were read before this call's snapshot: others may have taken them since, or
+    // hold them now. While the claim is short and the list may have been cut (it had as many as
+    // were asked for), they are read again from the cursors with eight times more.
+    std::vector<Candidate> list = tried;
+    for (int extra = few_more;; extra *= 8) {
+      try_each(list);
+      if (static_cast<int>(out.size()) >= max_messages ||
+          list.size() < static_cast<std::size_t>(max_messages + extra) || extra >= most_more)
+        break;
+      list = ordered_candidates(spi, queue, max_messages, extra * 8, now);
+    }
   } else {
     // A fair queue's classes are in pass order (messages_fair), where a row not yet visible (in
     // flight, or delayed) says nothing of the rows after it: it is skipped, not a stop.

@@ -177,12 +177,13 @@ BEGIN
         END IF;
         -- Lapsed deliveries took places in the limit: the rest of it again (they are no longer
         -- visible, so not taken twice). A few more candidates per lane than the limit are read (each
-        -- costs a message lookup); when some of them were not taken (others hold them) and the claim
-        -- is short, once more with many more.
+        -- costs a message lookup): others may have taken them since, or hold them now; while the
+        -- claim is short and the list may have been cut (it had as many as were asked for), they are
+        -- read again from the cursors with eight times more.
         EXIT WHEN got >= max_messages;
         IF n < lim THEN
-            EXIT WHEN q.fairness OR extra >= 64 OR cardinality(k_ids) <= n;
-            extra := 64;
+            EXIT WHEN q.fairness OR extra >= 4096 OR cardinality(k_ids) < lim + extra;
+            extra := extra * 8;
         END IF;
     END LOOP;
     PERFORM set_config('plan_cache_mode', plan_mode, true), set_config('enable_seqscan', seqscan, true);
