@@ -24,6 +24,11 @@ inline constexpr std::size_t max_consumer_bytes = 256;
 inline constexpr std::size_t max_partition_key_bytes = 512;
 inline constexpr std::size_t max_error_bytes = 4096;
 inline constexpr int max_claim_batch = 1000;
+// A claim for longer than this (its visibility, an extend, a workflow step's deadline) takes the
+// message out of its ready lane (ready_pos NULL: messages_claim finds it when it lapses): a
+// listing held open stops its lane's cursor, and every claim would read what was consumed past it
+// (docs/architecture.md, "Ready lanes"). The PL/pgSQL edition writes the same number (60000000).
+inline constexpr std::int64_t max_listed_claim_usecs = 60'000'000;
 inline constexpr std::int64_t max_queue_duration_usecs = 30 * usecs_per_day;
 // The most delivery attempts a queue may allow (attempt numbers stay small on both backends).
 inline constexpr std::int64_t max_queue_attempts = 1000;

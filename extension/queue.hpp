@@ -165,11 +165,19 @@ struct Candidate {
   std::int64_t pos;
   TimestampTz visible_at;
 };
+// Where a claim's reads of its lanes got to (per class, the last position read; 0: none yet), so
+// that a second read goes on from there, and whether any read stopped at what was asked for (more
+// may be ready).
+struct LaneReads {
+  std::array<std::int64_t, core::priority_classes> after{};
+  bool cut = false;
+};
 // The candidates of a claim in a queue that is not a fair one, in no order: per lane, up to
-// `want` ready entries above its cursor, then up to `want` ready heads without a listing per
-// class. Moves each lane's cursor over the consumed run it read, if the transaction has written
-// nothing yet.
-std::vector<Candidate> candidates(pg::Spi& spi, const Queue& queue, int want, TimestampTz now);
+// `want` ready entries above its cursor (or above where `reads` got to), then up to `due_want`
+// ready heads without a listing per class. Moves each lane's cursor over the consumed run it read,
+// if the transaction has written nothing yet.
+std::vector<Candidate> candidates(pg::Spi& spi, const Queue& queue, int want, int due_want, TimestampTz now,
+                                  LaneReads* reads);
 // Moves the queue's lane cursors, if the transaction has written nothing yet (ack_and_claim,
 // before its acks).
 void advance_lanes(pg::Spi& spi, const Queue& queue, TimestampTz now);

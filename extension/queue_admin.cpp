@@ -117,6 +117,9 @@ FY_FUNCTION(fy_dead_redrive) {
   // elsewhere none (fairness may have been set or removed while it was dead: dead letters do not
   // count against the queue, so the option could change).
   static pg::Statement revive(FY_REVIVE(", pass = $5"), {INT8OID, TIMESTAMPTZOID, INT2OID, BOOLOID, INT8OID});
+  // From 0.10.0 on, with no listing (a finished row may keep one a library before it left).
+  static pg::Statement revive_unlisted(FY_REVIVE(", pass = $5, ready_pos = NULL"),
+                                       {INT8OID, TIMESTAMPTZOID, INT2OID, BOOLOID, INT8OID});
 #undef FY_REVIVE
   pg::Spi spi;
   const queue::Queue q = queue::load(spi, fcinfo, true);
@@ -150,7 +153,7 @@ FY_FUNCTION(fy_dead_redrive) {
         q.options.fairness
             ? pg::int8_value(queue::fair_passes(spi, q, static_cast<int>(d.priority), d.fairness_key, 1)[0])
             : pg::null_value();
-    spi.run(revive, {id, at, in, head, pass});
+    spi.run(queue::lanes_schema() ? revive_unlisted : revive, {id, at, in, head, pass});
   }
   spi.finish();
   return Int32GetDatum(static_cast<std::int32_t>(dead.size()));

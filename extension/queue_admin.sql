@@ -166,7 +166,7 @@ BEGIN
         v_pass := CASE WHEN q.fairness THEN (forgeyard_pl.queue_fair_passes(q, d_priorities[i], d_fairness[i], 1))[1] END;
         UPDATE forgeyard.messages x
            SET state = 'pending', attempt = 0, claim_token = NULL, claimed_by = NULL, visible_at = v_now,
-               finished_at = NULL, error_class = NULL, slot = v_slot, is_head = v_head, pass = v_pass
+               finished_at = NULL, error_class = NULL, slot = v_slot, is_head = v_head, pass = v_pass, ready_pos = NULL
          WHERE x.msg_id = d_ids[i];
     END LOOP;
     RETURN cardinality(d_ids);

@@ -105,9 +105,9 @@ std::optional<std::string> event_payload(pg::Spi& spi, const Queue& queue, const
 // has aged into (queue option aging; its own class without it), then by age. Within a class the
 // older message is never in a lower aged class, so the first max_messages of that order are among
 // them.
-std::vector<Candidate> ordered_candidates(pg::Spi& spi, const Queue& queue, int max_messages, int extra,
-                                          TimestampTz now) {
-  std::vector<Candidate> out = candidates(spi, queue, max_messages + extra, now);
+std::vector<Candidate> ordered_candidates(pg::Spi& spi, const Queue& queue, int want, int due_want, TimestampTz now,
+                                          LaneReads& reads) {
+  std::vector<Candidate> out = candidates(spi, queue, want, due_want, now, &reads);
   if (queue.options.aging_usecs > 0)
     for (Candidate& c : out) c.aged = core::aged_class(c.priority, now - c.visible_at, queue.options.aging_usecs);
   std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
@@ -149,9 +149,11 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   const bool fair = queue.options.fairness;
   // A few more candidates per lane and class than asked for (each one read costs a message
   // lookup); see the loop below for when more are read.
-  constexpr int few_more = 4, most_more = 4096;
+  constexpr int few_more = 4, most_more = 1 << 27;
+  LaneReads reads;
   const std::vector<Candidate> tried =
-      fair ? std::vector<Candidate>{} : ordered_candidates(spi, queue, max_messages, few_more, now);
+      fair ? std::vector<Candidate>{}
+           : ordered_candidates(spi, queue, max_messages + few_more, max_messages + few_more, now, reads);
   pg::Access access;
   pg::Table m(access, pg::OwnTable::messages);
   const MessageColumns c(m);
@@ -297,15 +299,32 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
       out.push_back({msg_id, m.uuid(c.event_id), m.text(c.partition_key), p, attempt, token, m.bytea(c.payload),
                      m.timestamptz(c.enqueued_at)});
     }
-    if (admitted_part >= 0)
-      m.update({{c.attempt, pg::int4_value(static_cast<std::int32_t>(attempt))},
-                {c.claim_token, pg::int8_value(token)},
+    const pg::Value attempt_value = pg::int4_value(static_cast<std::int32_t>(attempt)),
+                    token_value = pg::int8_value(token);
+    // A claim for longer than a listing may stay open leaves its lane (core::max_listed_claim_usecs).
+    const bool unlist = ready_col != 0 && visibility > core::max_listed_claim_usecs && !m.is_null(ready_col);
+    if (admitted_part >= 0 && unlist)
+      m.update({{c.attempt, attempt_value},
+                {c.claim_token, token_value},
+                {c.visible_at, until},
+                {c.claimed_by, claimed_by},
+                {resource_part_col, pg::int2_value(static_cast<std::int16_t>(admitted_part))},
+                {ready_col, pg::null_value()}});
+    else if (admitted_part >= 0)
+      m.update({{c.attempt, attempt_value},
+                {c.claim_token, token_value},
                 {c.visible_at, until},
                 {c.claimed_by, claimed_by},
                 {resource_part_col, pg::int2_value(static_cast<std::int16_t>(admitted_part))}});
+    else if (unlist)
+      m.update({{c.attempt, attempt_value},
+                {c.claim_token, token_value},
+                {c.visible_at, until},
+                {c.claimed_by, claimed_by},
+                {ready_col, pg::null_value()}});
     else
-      m.update({{c.attempt, pg::int4_value(static_cast<std::int32_t>(attempt))},
-                {c.claim_token, pg::int8_value(token)},
+      m.update({{c.attempt, attempt_value},
+                {c.claim_token, token_value},
                 {c.visible_at, until},
                 {c.claimed_by, claimed_by}});
   };
@@ -326,15 +345,15 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
       }
     };
     // The candidates were read before this call's snapshot: others may have taken them since, or
-    // hold them now. While the claim is short and the list may have been cut (it had as many as
-    // were asked for), they are read again from the cursors with eight times more.
+    // hold them now. While the claim is short and a read stopped at what was asked for, more are
+    // read: the lanes on from where their reads got to, the heads without a listing again with
+    // eight times more (those tried are passed over).
     std::vector<Candidate> list = tried;
     for (int extra = few_more;; extra *= 8) {
       try_each(list);
-      if (static_cast<int>(out.size()) >= max_messages ||
-          list.size() < static_cast<std::size_t>(max_messages + extra) || extra >= most_more)
-        break;
-      list = ordered_candidates(spi, queue, max_messages, extra * 8, now);
+      if (static_cast<int>(out.size()) >= max_messages || !reads.cut || extra >= most_more) break;
+      reads.cut = false;
+      list = ordered_candidates(spi, queue, max_messages + few_more, max_messages + extra * 8, now, reads);
     }
   } else {
     // A fair queue's classes are in pass order (messages_fair), where a row not yet visible (in

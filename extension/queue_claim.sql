@@ -3,7 +3,8 @@
 
 -- @helper
 -- queue::claim: up to max_messages deliveries of queue `q` (a forgeyard.queues row) for consumer,
--- each invisible to others for `visibility` microseconds from at_time, with a new claim token.
+-- each invisible to others for `visibility` microseconds from at_time, with a new claim token. A
+-- claim for longer than 60 s (core::max_listed_claim_usecs) takes the message out of its lane.
 -- Returns every row it handed out or dead-lettered: c_lapsed marks a delivery that lapsed on every
 -- attempt (dead-lettered here, as a nack after max_attempts; its row carries what it was, payload
 -- included, for a caller that owns what it stood for); the others are the deliveries. Delivery
@@ -77,7 +78,7 @@ BEGIN
                      ORDER BY k.o LIMIT lim FOR UPDATE OF m SKIP LOCKED)
                 UPDATE forgeyard.messages x
                    SET claim_token = nextval('forgeyard.claim_tokens'), attempt = x.attempt + 1, visible_at = v_until,
-                       claimed_by = consumer
+                       claimed_by = consumer, ready_pos = CASE WHEN visibility <= 60000000 THEN x.ready_pos END
                   FROM picked WHERE x.msg_id = picked.msg_id
                 RETURNING x.msg_id, x.event_id, x.partition_key, x.priority, x.attempt, x.claim_token,
                           COALESCE(x.payload, (SELECT e.payload FROM forgeyard.subscriptions s JOIN forgeyard.topic_events e
@@ -182,7 +183,7 @@ BEGIN
         -- read again from the cursors with eight times more.
         EXIT WHEN got >= max_messages;
         IF n < lim THEN
-            EXIT WHEN q.fairness OR extra >= 4096 OR cardinality(k_ids) < lim + extra;
+            EXIT WHEN q.fairness OR extra >= 134217728 OR cardinality(k_ids) < lim + extra;
             extra := extra * 8;
         END IF;
     END LOOP;
@@ -219,6 +220,8 @@ DECLARE
     a_ids bigint[];
     a_prios integer[];
     a_pos bigint[];
+    want integer := max_messages + 32;
+    tried bigint[] := '{}';
     mp integer;
     v_attempt integer;
     v_token bigint;
@@ -254,26 +257,34 @@ DECLARE
     o_parts integer[] := '{}';
     o_kinds integer[] := '{}';
 BEGIN
-    IF NOT q.fairness THEN
-        -- The candidates (queue_candidates: ready entries of the lanes, ready heads without a
-        -- listing), by the class each has aged into (its own without aging), then by age.
-        SELECT coalesce(array_agg(x.c_msg_id ORDER BY x.aged, x.c_visible_at, x.c_msg_id), '{}'),
-               coalesce(array_agg(x.c_priority ORDER BY x.aged, x.c_visible_at, x.c_msg_id), '{}'),
-               coalesce(array_agg(x.c_pos ORDER BY x.aged, x.c_visible_at, x.c_msg_id), '{}')
-          INTO a_ids, a_prios, a_pos
-          FROM (SELECT c.c_msg_id, c.c_priority, c.c_pos, c.c_visible_at,
-                       CASE WHEN q.aging_usecs <= 0 OR c.c_priority <= 2 OR c.waited < q.aging_usecs THEN c.c_priority
-                            WHEN c.waited / q.aging_usecs >= c.c_priority - 2 THEN 2
-                            ELSE c.c_priority - (c.waited / q.aging_usecs)::integer END AS aged
-                  FROM (SELECT k.*, forgeyard_pl.usecs(at_time) - forgeyard_pl.usecs(k.c_visible_at) AS waited
-                          FROM forgeyard_pl.queue_candidates(q, max_messages + 32, at_time,
-                                                             pg_current_xact_id_if_assigned() IS NULL) k) c) x;
-    END IF;
     LOOP
         EXIT WHEN got >= max_messages;
         -- the next candidate, locked SKIP LOCKED and still ready in its class
         IF NOT q.fairness THEN
             ai := ai + 1;
+            IF a_ids IS NULL OR (ai > cardinality(a_ids) AND cardinality(a_ids) >= want) THEN
+                -- The candidates (queue_candidates: ready entries of the lanes, ready heads without
+                -- a listing), by the class each has aged into (its own without aging), then by age;
+                -- read again with eight times more, past those tried, while the last read may have
+                -- been cut (a resource may refuse many in a row, and others may hold some).
+                IF a_ids IS NOT NULL THEN
+                    tried := tried || a_ids;
+                    want := want * 8;
+                END IF;
+                SELECT coalesce(array_agg(x.c_msg_id ORDER BY x.aged, x.c_visible_at, x.c_msg_id), '{}'),
+                       coalesce(array_agg(x.c_priority ORDER BY x.aged, x.c_visible_at, x.c_msg_id), '{}'),
+                       coalesce(array_agg(x.c_pos ORDER BY x.aged, x.c_visible_at, x.c_msg_id), '{}')
+                  INTO a_ids, a_prios, a_pos
+                  FROM (SELECT c.c_msg_id, c.c_priority, c.c_pos, c.c_visible_at,
+                               CASE WHEN q.aging_usecs <= 0 OR c.c_priority <= 2 OR c.waited < q.aging_usecs THEN c.c_priority
+                                    WHEN c.waited / q.aging_usecs >= c.c_priority - 2 THEN 2
+                                    ELSE c.c_priority - (c.waited / q.aging_usecs)::integer END AS aged
+                          FROM (SELECT k.*, forgeyard_pl.usecs(at_time) - forgeyard_pl.usecs(k.c_visible_at) AS waited
+                                  FROM forgeyard_pl.queue_candidates(q, want, at_time,
+                                                                     pg_current_xact_id_if_assigned() IS NULL) k
+                                 WHERE NOT (k.c_msg_id = ANY (tried))) c) x;
+                ai := 1;
+            END IF;
             EXIT WHEN ai > cardinality(a_ids);
             SELECT y.* INTO m FROM forgeyard.messages y
              WHERE y.msg_id = a_ids[ai] AND y.state = 'pending' AND y.is_head AND y.priority = a_prios[ai]::smallint
@@ -426,11 +437,12 @@ BEGIN
         IF admitted_part >= 0 THEN
             UPDATE forgeyard.messages y
                SET attempt = v_attempt, claim_token = v_token, visible_at = v_until, claimed_by = consumer,
-                   resource_part = admitted_part::smallint
+                   resource_part = admitted_part::smallint, ready_pos = CASE WHEN visibility <= 60000000 THEN y.ready_pos END
              WHERE y.msg_id = m.msg_id;
         ELSE
             UPDATE forgeyard.messages y
-               SET attempt = v_attempt, claim_token = v_token, visible_at = v_until, claimed_by = consumer
+               SET attempt = v_attempt, claim_token = v_token, visible_at = v_until, claimed_by = consumer,
+                   ready_pos = CASE WHEN visibility <= 60000000 THEN y.ready_pos END
              WHERE y.msg_id = m.msg_id;
         END IF;
     END LOOP;

@@ -374,9 +374,12 @@ void join_fairness_key(pg::Spi& spi, const Queue& queue, const Flow& flow, std::
   for (std::size_t i = static_cast<std::size_t>(heads); i < rows.size(); ++i) rows[i].is_head = false;
 }
 
-// The heads a call makes claimable at once (no delay) listed in their lane (queue_lanes.cpp).
-void list_rows(pg::Spi& spi, const Queue& queue, int priority, std::int64_t delay, std::vector<NewRow>& rows) {
-  if (queue.lanes <= 0 || queue.options.fairness || delay > 0) return;
+// The heads a call makes claimable at once (no delay) listed in their lane (queue_lanes.cpp); not
+// those bound to a resource, whose limits may keep them ready while others go past (a listing
+// left open stops its lane's cursor).
+void list_rows(pg::Spi& spi, const Queue& queue, int priority, std::int64_t delay, const Flow& flow,
+               std::vector<NewRow>& rows) {
+  if (queue.lanes <= 0 || queue.options.fairness || delay > 0 || flow.resource) return;
   std::vector<std::int64_t> heads;
   for (const NewRow& r : rows)
     if (r.is_head) heads.push_back(r.msg_id);
@@ -434,7 +437,7 @@ FY_FUNCTION(fy_enqueue) {
   admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
   join_fairness_key(spi, queue, flow, rows);
   assign_passes(spi, queue, flow, priority, rows);
-  list_rows(spi, queue, priority, delay, rows);
+  list_rows(spi, queue, priority, delay, flow, rows);
   insert_messages(queue, rows, now, flow);
   spi.finish();
   return Int64GetDatum(msg_id);
@@ -471,7 +474,7 @@ FY_FUNCTION(fy_enqueue_batch) {
   admit_rate(spi, queue, static_cast<std::int64_t>(rows.size()), now);
   join_fairness_key(spi, queue, flow, rows);
   assign_passes(spi, queue, flow, priority, rows);
-  list_rows(spi, queue, priority, delay, rows);
+  list_rows(spi, queue, priority, delay, flow, rows);
   insert_messages(queue, rows, now, flow);
   spi.finish();
   pg::TableResult out(fcinfo);

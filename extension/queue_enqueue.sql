@@ -393,8 +393,9 @@ BEGIN
     IF q.fairness THEN
         v_pass := (forgeyard_pl.queue_fair_passes(q, v_priority, v_fkey, 1))[1];
     END IF;
-    -- Claimable at once: listed in its lane (queue_lanes.sql, lane_list).
-    IF v_head AND v_delay = 0 AND q.lanes IS NOT NULL AND NOT q.fairness THEN
+    -- Claimable at once: listed in its lane (queue_lanes.sql, lane_list); not one bound to a
+    -- resource, which its limits may keep ready while others go past (it would stop the cursor).
+    IF v_head AND v_delay = 0 AND q.lanes IS NOT NULL AND NOT q.fairness AND v_resource IS NULL THEN
         -- (The transaction's id before the position: forgeyard.queue_lanes_maintain.)
         PERFORM pg_current_xact_id();
         WITH l AS (@statement.lane_list(q.lanes * 8 + v_priority, ARRAY[v_id])@) SELECT l.listed_pos INTO v_pos FROM l;
@@ -544,7 +545,7 @@ BEGIN
     END IF;
     v_visible := CASE WHEN v_delay = 0 THEN v_now ELSE v_now + forgeyard_pl.queue_usecs_interval(v_delay) END;
     -- The heads claimable at once: listed in their lane (queue_lanes.sql, lane_list).
-    IF v_delay = 0 AND q.lanes IS NOT NULL AND NOT q.fairness AND cardinality(r_ids) > 0 THEN
+    IF v_delay = 0 AND q.lanes IS NOT NULL AND NOT q.fairness AND v_resource IS NULL AND cardinality(r_ids) > 0 THEN
         l_ids := ARRAY(SELECT r.id FROM unnest(r_ids, r_heads) WITH ORDINALITY r(id, head, o) WHERE r.head ORDER BY r.o);
         PERFORM pg_current_xact_id();
         WITH l AS (@statement.lane_list(q.lanes * 8 + v_priority, l_ids)@)

@@ -199,9 +199,15 @@ TimestampTz extend_one(pg::Spi& spi, const Queue& queue, std::int64_t msg_id, st
                        std::int64_t visibility, TimestampTz now) {
   static pg::Statement extend("UPDATE forgeyard.messages SET visible_at = $2 WHERE msg_id OPERATOR(pg_catalog.=) $1",
                               {INT8OID, TIMESTAMPTZOID});
+  // From 0.10.0 on, extended for longer than a listing may stay open, it leaves its lane
+  // (core::max_listed_claim_usecs).
+  static pg::Statement extend_unlisted(
+      "UPDATE forgeyard.messages SET visible_at = $2, ready_pos = NULL WHERE msg_id OPERATOR(pg_catalog.=) $1",
+      {INT8OID, TIMESTAMPTZOID});
   std::optional<Delivery> d = lock_delivery(spi, queue, msg_id);
   core::check_extend(fence_of(d), msg_id, token, now);
-  spi.run(extend, {pg::int8_value(msg_id), pg::timestamptz_value(now + visibility)});
+  spi.run(visibility > core::max_listed_claim_usecs && lanes_schema() ? extend_unlisted : extend,
+          {pg::int8_value(msg_id), pg::timestamptz_value(now + visibility)});
   return now + visibility;
 }
 

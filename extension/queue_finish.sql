@@ -258,7 +258,9 @@ BEGIN
     IF NOT FOUND OR d.state <> 'pending' OR d.token IS DISTINCT FROM claim_token OR d.visible_at <= at_time THEN
         PERFORM forgeyard_pl.queue_stale_claim(msg_id, claim_token);
     END IF;
-    UPDATE forgeyard.messages m SET visible_at = at_time + forgeyard_pl.queue_usecs_interval(visibility)
+    -- (Extended for longer than 60 s, core::max_listed_claim_usecs, it leaves its lane.)
+    UPDATE forgeyard.messages m SET visible_at = at_time + forgeyard_pl.queue_usecs_interval(visibility),
+                                    ready_pos = CASE WHEN visibility <= 60000000 THEN m.ready_pos END
      WHERE m.msg_id = queue_extend_one.msg_id;
 END
 $$;

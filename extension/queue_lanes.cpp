@@ -2,6 +2,7 @@
 // candidates, the cursors moved, an enqueue's listing, below SPI (pg/table_access.hpp) as the
 // statements of extension/queue_lanes.sql that the PL/pgSQL edition runs: the same reads, rows
 // and sequences, so that a claim, an ack_and_claim and an enqueue run no statement of their own.
+#include <algorithm>
 #include <array>
 #include <map>
 #include <string>
@@ -39,16 +40,20 @@ struct LaneColumns {
   explicit LaneColumns(const pg::Table& t) : pos(t.column("pos")), msg_id(t.column("msg_id")) {}
 };
 struct ReadColumns {
-  int ready_pos, visible_at;
-  explicit ReadColumns(const pg::Table& m) : ready_pos(m.column("ready_pos")), visible_at(m.column("visible_at")) {}
+  int ready_pos, visible_at, state, is_head;
+  explicit ReadColumns(const pg::Table& m)
+      : ready_pos(m.column("ready_pos")),
+        visible_at(m.column("visible_at")),
+        state(m.column("state")),
+        is_head(m.column("is_head")) {}
 };
 
 // Walks one lane from its cursor (extension/queue_lanes.sql, lane_walk): its ready entries, up to
 // `want`, into `out`; returns the end of the run of consumed positions above the cursor. An entry
-// is consumed when its message is gone or no longer listed at its position, ready when it is
-// listed there and visible at `now`.
+// is consumed when its message is gone, finished or no longer listed at its position, ready when
+// it is a pending head listed there and visible at `now`.
 std::int64_t walk_lane(pg::Table& lanes, pg::Table& m, std::int64_t lane, int priority, std::int64_t cursor, int want,
-                       TimestampTz now, std::vector<Candidate>* out) {
+                       TimestampTz now, std::vector<Candidate>* out, std::int64_t* last_read, bool* cut) {
   const LaneColumns l = pg::columns_of<LaneColumns>(lanes);
   const ReadColumns c = pg::columns_of<ReadColumns>(m);
   int got = 0;
@@ -64,7 +69,8 @@ std::int64_t walk_lane(pg::Table& lanes, pg::Table& m, std::int64_t lane, int pr
     if (!lanes.is_null(l.msg_id)) {
       msg_id = lanes.int8(l.msg_id);
       if (m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(msg_id)}}) &&
-          !m.is_null(c.ready_pos) && m.int8(c.ready_pos) == pos) {
+          !m.is_null(c.ready_pos) && m.int8(c.ready_pos) == pos && m.text_equals(c.state, "pending") &&
+          m.boolean(c.is_head)) {
         consumed = false;
         visible_at = m.timestamptz(c.visible_at);
         ready = visible_at <= now;
@@ -78,16 +84,21 @@ std::int64_t walk_lane(pg::Table& lanes, pg::Table& m, std::int64_t lane, int pr
       out->push_back({msg_id, priority, priority, pos, visible_at});
       ++got;
     }
+    if (last_read != nullptr) *last_read = pos;
     // (A ready entry ends the run: once `want` are found, the run has ended too.)
-    if (got >= want && !in_run) break;
+    if (got >= want && !in_run) {
+      if (cut != nullptr && want > 0) *cut = true;
+      break;
+    }
   }
   scan.end();
   return run_end;
 }
 
-// Per class of the queue, walks its lane if it has entries above its cursor, and moves the
-// cursor over the consumed run when `advance`.
-void walk_lanes(const Queue& queue, int want, TimestampTz now, bool advance, std::vector<Candidate>* out) {
+// Per class of the queue, walks its lane if it has entries above its cursor (or above where
+// `reads` got to), and moves the cursor over the consumed run when `advance`.
+void walk_lanes(const Queue& queue, int want, TimestampTz now, bool advance, std::vector<Candidate>* out,
+                LaneReads* reads) {
   std::array<LaneSequences, core::priority_classes> sequences;
   std::array<std::int64_t, core::priority_classes> last{}, cursor{};
   bool any = false;
@@ -102,9 +113,12 @@ void walk_lanes(const Queue& queue, int want, TimestampTz now, bool advance, std
   pg::Table lanes(access, pg::OwnTable::queue_lanes, pg::Opened::for_row_locks);
   pg::Table m(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
   for (int p = 0; p < core::priority_classes; ++p) {
-    if (last[p] <= cursor[p]) continue;
-    const std::int64_t run_end = walk_lane(lanes, m, queue.lanes * 8 + p, p, cursor[p], want, now, out);
-    if (advance && run_end > cursor[p]) pg::sequence_set_value(sequences[p].cursor, run_end);
+    const std::int64_t from = reads != nullptr ? std::max(cursor[p], reads->after[p]) : cursor[p];
+    if (last[p] <= from) continue;
+    const std::int64_t run_end =
+        walk_lane(lanes, m, queue.lanes * 8 + p, p, from, want, now, out, reads != nullptr ? &reads->after[p] : nullptr,
+                  reads != nullptr ? &reads->cut : nullptr);
+    if (advance && from == cursor[p] && run_end > cursor[p]) pg::sequence_set_value(sequences[p].cursor, run_end);
   }
   m.finish();
   lanes.finish();
@@ -121,7 +135,7 @@ bool may_advance() {
 // down, restarted at the next class once a class's first row not yet visible (or the want-th) is
 // read, so an empty class costs nothing. Before 0.10.0 (before ALTER EXTENSION UPDATE) it holds
 // every pending head of a queue without fairness.
-void due_candidates(const Queue& queue, int want, TimestampTz now, std::vector<Candidate>& out) {
+void due_candidates(const Queue& queue, int want, TimestampTz now, std::vector<Candidate>& out, bool* cut) {
   pg::Access access;
   pg::Table m(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
   const int msg_id = m.column("msg_id"), priority = m.column("priority"), visible = m.column("visible_at"),
@@ -143,6 +157,7 @@ void due_candidates(const Queue& queue, int want, TimestampTz now, std::vector<C
     }
     const TimestampTz at = m.timestamptz(visible);
     if (at > now || got >= want) {
+      if (at <= now && cut != nullptr) *cut = true;
       if (p + 1 >= core::priority_classes) break;
       const std::array<pg::Key, 3> next = from_class(p + 1);
       scan.restart(next);
@@ -160,17 +175,18 @@ void due_candidates(const Queue& queue, int want, TimestampTz now, std::vector<C
 
 }  // namespace
 
-std::vector<Candidate> candidates(pg::Spi&, const Queue& queue, int want, TimestampTz now) {
+std::vector<Candidate> candidates(pg::Spi&, const Queue& queue, int want, int due_want, TimestampTz now,
+                                  LaneReads* reads) {
   std::vector<Candidate> out;
-  if (queue.lanes > 0) walk_lanes(queue, want, now, may_advance(), &out);
-  due_candidates(queue, want, now, out);
+  if (queue.lanes > 0) walk_lanes(queue, want, now, may_advance(), &out, reads);
+  due_candidates(queue, due_want, now, out, reads != nullptr ? &reads->cut : nullptr);
   return out;
 }
 
 void advance_lanes(pg::Spi&, const Queue& queue, TimestampTz now) {
   if (queue.lanes <= 0 || queue.options.fairness || !may_advance()) return;
   std::vector<Candidate> none;
-  walk_lanes(queue, 0, now, true, &none);
+  walk_lanes(queue, 0, now, true, &none, nullptr);
 }
 
 std::map<std::int64_t, std::int64_t> list(pg::Spi&, const Queue& queue, int priority,

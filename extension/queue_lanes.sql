@@ -14,11 +14,14 @@ SELECT lane_p::integer AS class, $1 * 8 + lane_p AS lane,
 
 -- @statement lane_walk
 -- The entries of lane $1 above position $2, in position order, at most $4: whether each is
--- consumed (its message gone, or no longer listed there: what moves the cursor) and whether it is
--- ready at $3 (listed there and visible: a candidate, fresh or with its claim lapsed).
+-- consumed (its message gone, finished, or no longer listed there: what moves the cursor) and
+-- whether it is ready at $3 (a pending head listed there and visible: a candidate, fresh or with
+-- its claim lapsed).
 SELECT lane_e.pos, lane_e.msg_id,
-       (lane_m.msg_id IS NULL OR lane_m.ready_pos IS DISTINCT FROM lane_e.pos) AS consumed,
-       coalesce(lane_m.ready_pos = lane_e.pos AND lane_m.visible_at <= $3, false) AS ready,
+       (lane_m.msg_id IS NULL OR lane_m.ready_pos IS DISTINCT FROM lane_e.pos OR lane_m.state <> 'pending'
+        OR NOT lane_m.is_head) AS consumed,
+       coalesce(lane_m.ready_pos = lane_e.pos AND lane_m.state = 'pending' AND lane_m.is_head
+                AND lane_m.visible_at <= $3, false) AS ready,
        lane_m.visible_at
   FROM forgeyard.queue_lanes lane_e LEFT JOIN forgeyard.messages lane_m ON lane_m.msg_id = lane_e.msg_id
  WHERE lane_e.lane = $1 AND lane_e.pos > $2

@@ -22,10 +22,8 @@ ALTER TABLE forgeyard.queues ADD COLUMN lanes bigint UNIQUE;
 COMMENT ON COLUMN forgeyard.queues.lanes IS
   'The queue''s ready lanes (lane id = lanes * 8 + class, sequences forgeyard.lane_<id> and lane_<id>_cursor, owned by this column); NULL until queue_create or maintain() gives it lanes.';
 ALTER TABLE forgeyard.messages ADD COLUMN ready_pos bigint;
-ALTER TABLE forgeyard.messages ADD CONSTRAINT messages_listing
-    CHECK (ready_pos IS NULL OR (state = 'pending' AND is_head AND pass IS NULL));
 COMMENT ON COLUMN forgeyard.messages.ready_pos IS
-  'The position of the message''s open listing in its lane (queue_lanes), NULL when it has none: found by claims in messages_claim then.';
+  'The position of the message''s open listing in its lane (queue_lanes), NULL when it has none: found by claims in messages_claim then. A listing is open only while the message is a pending head: acks and dead-lettering clear it (a library before 0.10.0, still loaded by a session after the update, may leave it on a finished row, where it means nothing); a redrive clears it.';
 DROP INDEX forgeyard.messages_claim;
 CREATE INDEX messages_claim ON forgeyard.messages (tenant_id, queue, priority, visible_at, msg_id)
     WITH (deduplicate_items = off) WHERE state = 'pending' AND is_head AND pass IS NULL AND ready_pos IS NULL;
@@ -109,6 +107,7 @@ BEGIN
     UPDATE forgeyard.messages m SET ready_pos = NULL
      WHERE m.tenant_id = $1 AND m.queue = $2 AND m.state = 'pending' AND m.ready_pos IS NOT NULL;
     DELETE FROM forgeyard.queue_lanes e WHERE e.lane BETWEEN n * 8 AND n * 8 + 7;
+    DELETE FROM forgeyard.queue_lane_marks k WHERE k.lane BETWEEN n * 8 AND n * 8 + 7;
     UPDATE forgeyard.queues x SET lanes = NULL WHERE x.tenant_id = $1 AND x.queue = $2;
     FOR p IN 0..5 LOOP
         EXECUTE format('DROP SEQUENCE IF EXISTS forgeyard.%I, forgeyard.%I',
@@ -149,6 +148,7 @@ DECLARE
     l_last bigint[];
     l_cursor bigint[];
     bound xid8;
+    sweep bigint;
     gap_lanes bigint[] := '{}';
     gaps bigint[] := '{}';
 BEGIN
@@ -157,7 +157,11 @@ BEGIN
     ELSIF $1 <= 0 THEN
         RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = '22023';
     END IF;
-    -- Every lane's last position taken and cursor, read in one statement before anything else;
+    sweep := coalesce((SELECT k.pos FROM forgeyard.queue_lane_marks k WHERE k.lane = -1), 0);
+    -- Every lane's last position taken and cursor, of up to 64 queues (each sequence read holds
+    -- a lock to the end of the transaction: a pass over every queue could run out of locks), the
+    -- next ones after the last pass's (mark row -1 holds where it ended), read in one statement
+    -- before anything else;
     -- then, when the transaction has no id yet, its id, taken now: every producer of a position
     -- read above took its transaction id before its position (queue_lanes.sql, lane_list), so its
     -- id is below this one (queue_lane_marks). (Not a snapshot's xmax: that is one past the last
@@ -171,7 +175,14 @@ BEGIN
                    coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || (q.lanes * 8 + p) || '_cursor')::regclass), 0)
                        AS cursor
               FROM forgeyard.queues q, pg_catalog.generate_series(0, 5) p
-             WHERE q.lanes IS NOT NULL AND ($2 IS NULL OR q.tenant_id = $2)) v;
+             WHERE q.lanes IN (SELECT w.lanes FROM forgeyard.queues w
+                                WHERE w.lanes IS NOT NULL AND ($2 IS NULL OR w.tenant_id = $2)
+                                ORDER BY w.lanes <= sweep, w.lanes LIMIT 64)) v;
+    -- (The next pass goes on after the last queue read here, or from the first when all were.)
+    INSERT INTO forgeyard.queue_lane_marks (lane, pos, next_xid)
+    VALUES (-1, CASE WHEN pg_catalog.cardinality(l_lanes) >= 64 * 6 THEN l_lanes[pg_catalog.cardinality(l_lanes)] / 8 ELSE 0 END,
+            '0'::xid8)
+        ON CONFLICT (lane) DO UPDATE SET pos = excluded.pos;
     IF advance THEN
         bound := pg_catalog.pg_current_xact_id();
     END IF;
@@ -185,7 +196,8 @@ BEGIN
         IF x_last > x_cursor THEN
             expect := x_cursor + 1;
             n := 0;
-            FOR e IN SELECT l.pos, (m.msg_id IS NULL OR m.ready_pos IS DISTINCT FROM l.pos) AS consumed
+            FOR e IN SELECT l.pos, (m.msg_id IS NULL OR m.ready_pos IS DISTINCT FROM l.pos OR m.state <> 'pending'
+                                    OR NOT m.is_head) AS consumed
                        FROM forgeyard.queue_lanes l LEFT JOIN forgeyard.messages m ON m.msg_id = l.msg_id
                       WHERE l.lane = x_lane AND l.pos > x_cursor
                       ORDER BY l.pos LIMIT $1
@@ -270,7 +282,7 @@ BEGIN
     END LOOP;
     FOR x IN SELECT q.tenant_id, q.queue FROM forgeyard.queues q
               WHERE q.lanes IS NULL AND ($2 IS NULL OR q.tenant_id OPERATOR(pg_catalog.=) $2)
-              ORDER BY q.tenant_id, q.queue LIMIT $1 FOR UPDATE SKIP LOCKED
+              ORDER BY q.tenant_id, q.queue LIMIT least($1, 16) FOR UPDATE SKIP LOCKED
     LOOP
         PERFORM forgeyard.queue_lanes_open(x.tenant_id, x.queue);
         done := done + 1;
