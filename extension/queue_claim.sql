@@ -3,6 +3,7 @@
 
 -- @helper
 -- queue::claim: up to max_messages deliveries of queue `q` (a forgeyard.queues row) for consumer,
+-- (first_ids and first_pos: the lanes' candidates ack_and_claim read before its acks),
 -- each invisible to others for `visibility` microseconds from at_time, with a new claim token. A
 -- claim for longer than 60 s (core::max_listed_claim_usecs) takes the message out of its lane.
 -- Returns every row it handed out or dead-lettered: c_lapsed marks a delivery that lapsed on every
@@ -24,7 +25,8 @@
 -- (queue_part_lock, queue_part_admit); only when every part is held by others, and this claim holds
 -- no resource row, is the starting part waited for, if the transaction may wait for it.
 CREATE FUNCTION forgeyard_pl.queue_claim(q record, consumer text, max_messages integer, visibility bigint,
-                                         at_time timestamptz)
+                                         at_time timestamptz, first_ids bigint[] DEFAULT NULL,
+                                         first_pos bigint[] DEFAULT NULL)
     RETURNS TABLE (c_msg_id bigint, c_event_id uuid, c_partition_key text, c_priority integer, c_attempt integer,
                    c_claim_token bigint, c_payload bytea, c_enqueued_at timestamptz, c_order bigint, c_lapsed boolean)
     LANGUAGE plpgsql
@@ -64,11 +66,17 @@ BEGIN
             -- The candidates (ready entries of the lanes, ready heads without a listing), each
             -- locked SKIP LOCKED and still ready where it was found (EvalPlanQual re-checks the
             -- newest version), in delivery order.
+            -- (ack_and_claim read the lanes before its acks: first_ids; the heads without a
+            -- listing are read now, after them.)
             SELECT coalesce(array_agg(c.c_msg_id ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}'),
                    coalesce(array_agg(c.c_pos ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}')
               INTO k_ids, k_pos
-              FROM forgeyard_pl.queue_candidates(q, lim + extra, at_time, advance) c;
+              FROM (SELECT * FROM forgeyard_pl.queue_candidates(q, lim + extra, at_time, advance, first_ids IS NULL, true)
+                    UNION ALL
+                    SELECT f.id, m.priority::integer, f.pos, m.visible_at
+                      FROM unnest(first_ids, first_pos) f(id, pos) JOIN forgeyard.messages m ON m.msg_id = f.id) c;
             advance := false;
+            first_ids := NULL;
             FOR r IN
                 WITH picked AS (
                     SELECT m.msg_id FROM unnest(k_ids, k_pos) WITH ORDINALITY k(id, pos, o)

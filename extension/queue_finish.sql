@@ -268,6 +268,7 @@ $$;
 -- @body fy_ack_and_claim
 DECLARE
     q forgeyard.queues%ROWTYPE;
+    f record;
     v_consumer text;
     d record;
     n integer;
@@ -280,9 +281,9 @@ BEGIN
     n := forgeyard_pl.queue_max_messages_arg(max_messages);
     vis := forgeyard_pl.queue_visibility_arg(visibility, q.visibility_usecs);
     v_now := forgeyard.now();
-    -- The lanes' cursors moved before the acks write (queue_candidates): the claim after them
-    -- cannot, as it would count this transaction's own acks as consumed.
-    PERFORM forgeyard_pl.queue_lanes_advance(q, v_now);
+    -- The lanes read before the acks write, which moves their cursors (the claim after the acks
+    -- cannot: it would count this transaction's own acks as consumed); the claim starts from them.
+    f := forgeyard_pl.queue_first_candidates(q, n + 4, v_now);
     IF cardinality(d.ids) > 0 THEN
         PERFORM forgeyard_pl.queue_ack(q, d.ids, d.tokens, v_now);
     END IF;
@@ -290,7 +291,7 @@ BEGIN
     SELECT c.c_msg_id, c.c_event_id, c.c_partition_key,
            (ARRAY['emergency', 'security_control', 'realtime', 'interactive', 'background', 'bulk'])[c.c_priority + 1],
            c.c_attempt, c.c_claim_token, c.c_payload, c.c_enqueued_at
-      FROM forgeyard_pl.queue_claim(q, v_consumer, n, vis, v_now) c
+      FROM forgeyard_pl.queue_claim(q, v_consumer, n, vis, v_now, f.ids, f.positions) c
      WHERE NOT c.c_lapsed
      ORDER BY c.c_priority, c.c_order, c.c_msg_id;
 END

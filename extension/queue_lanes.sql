@@ -61,8 +61,9 @@ SELECT lane_c.msg_id AS due_id, lane_c.priority::integer AS due_priority, lane_c
 -- cursor, up to `want` ready entries, with their positions; then up to `want` ready heads without
 -- a listing per class (due_candidates), position NULL. Moves each lane's cursor over the run of
 -- consumed positions it read when `advance` (the transaction has written nothing: what it sees
--- consumed is committed).
-CREATE FUNCTION forgeyard_pl.queue_candidates(q record, want integer, at_time timestamptz, advance boolean)
+-- consumed is committed). `lanes` and `due`: which of the two it reads.
+CREATE FUNCTION forgeyard_pl.queue_candidates(q record, want integer, at_time timestamptz, advance boolean,
+                                             lanes boolean DEFAULT true, due boolean DEFAULT true)
     RETURNS TABLE (c_msg_id bigint, c_priority integer, c_pos bigint, c_visible_at timestamptz)
     LANGUAGE plpgsql
     AS $$
@@ -75,7 +76,7 @@ DECLARE
     expect bigint;
     run_end bigint;
 BEGIN
-    IF q.lanes IS NOT NULL THEN
+    IF lanes AND q.lanes IS NOT NULL THEN
         FOR l IN @statement.lane_ends(q.lanes)@ LOOP
             CONTINUE WHEN l.last_pos <= l.cursor;
             got := 0;
@@ -107,6 +108,9 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
+    IF NOT due THEN
+        RETURN;
+    END IF;
     FOR e IN @statement.due_candidates(q.tenant_id, q.queue, at_time, want)@ LOOP
         c_msg_id := e.due_id; c_priority := e.due_priority; c_pos := NULL; c_visible_at := e.due_visible_at;
         RETURN NEXT;
@@ -114,15 +118,20 @@ BEGIN
 END
 $$;
 
--- Moves the cursors of queue q's lanes over what its snapshot shows consumed, when the
--- transaction has written nothing yet (ack_and_claim, before its acks).
-CREATE FUNCTION forgeyard_pl.queue_lanes_advance(q record, at_time timestamptz)
-    RETURNS void
+-- ack_and_claim's first read of the lanes, before its acks write (queue_claim takes it as its first
+-- candidates from the lanes): the read that moves the cursors, which the claim after the acks
+-- cannot (it would count the transaction's own acks as consumed). NULL, and the claim reads the
+-- lanes itself, for a queue without lanes or a fair one, or when the transaction has written
+-- already.
+CREATE FUNCTION forgeyard_pl.queue_first_candidates(q record, want integer, at_time timestamptz,
+                                                    OUT ids bigint[], OUT positions bigint[])
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    IF q.lanes IS NOT NULL AND NOT q.fairness AND pg_catalog.pg_current_xact_id_if_assigned() IS NULL THEN
-        PERFORM FROM forgeyard_pl.queue_candidates(q, 0, at_time, true);
+    IF q.lanes IS NULL OR q.fairness OR pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RETURN;
     END IF;
+    SELECT coalesce(array_agg(c.c_msg_id), '{}'), coalesce(array_agg(c.c_pos), '{}') INTO ids, positions
+      FROM forgeyard_pl.queue_candidates(q, want, at_time, true, true, false) c;
 END
 $$;
