@@ -3,7 +3,6 @@
 
 -- @helper
 -- queue::claim: up to max_messages deliveries of queue `q` (a forgeyard.queues row) for consumer,
--- (first_ids and first_pos: the lanes' candidates ack_and_claim read before its acks),
 -- each invisible to others for `visibility` microseconds from at_time, with a new claim token. A
 -- claim for longer than 60 s (core::max_listed_claim_usecs) takes the message out of its lane.
 -- Returns every row it handed out or dead-lettered: c_lapsed marks a delivery that lapsed on every
@@ -25,8 +24,20 @@
 -- (queue_part_lock, queue_part_admit); only when every part is held by others, and this claim holds
 -- no resource row, is the starting part waited for, if the transaction may wait for it.
 CREATE FUNCTION forgeyard_pl.queue_claim(q record, consumer text, max_messages integer, visibility bigint,
-                                         at_time timestamptz, first_ids bigint[] DEFAULT NULL,
-                                         first_pos bigint[] DEFAULT NULL)
+                                         at_time timestamptz)
+    RETURNS TABLE (c_msg_id bigint, c_event_id uuid, c_partition_key text, c_priority integer, c_attempt integer,
+                   c_claim_token bigint, c_payload bytea, c_enqueued_at timestamptz, c_order bigint, c_lapsed boolean)
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM forgeyard_pl.queue_claim_from(q, consumer, max_messages, visibility, at_time, NULL, NULL);
+END
+$$;
+
+-- queue_claim, its first candidates from the lanes given (first_ids, first_pos: what
+-- ack_and_claim read before its acks), or read here when they are NULL.
+CREATE FUNCTION forgeyard_pl.queue_claim_from(q record, consumer text, max_messages integer, visibility bigint,
+                                              at_time timestamptz, first_ids bigint[], first_pos bigint[])
     RETURNS TABLE (c_msg_id bigint, c_event_id uuid, c_partition_key text, c_priority integer, c_attempt integer,
                    c_claim_token bigint, c_payload bytea, c_enqueued_at timestamptz, c_order bigint, c_lapsed boolean)
     LANGUAGE plpgsql

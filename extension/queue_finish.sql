@@ -291,7 +291,7 @@ BEGIN
     SELECT c.c_msg_id, c.c_event_id, c.c_partition_key,
            (ARRAY['emergency', 'security_control', 'realtime', 'interactive', 'background', 'bulk'])[c.c_priority + 1],
            c.c_attempt, c.c_claim_token, c.c_payload, c.c_enqueued_at
-      FROM forgeyard_pl.queue_claim(q, v_consumer, n, vis, v_now, f.ids, f.positions) c
+      FROM forgeyard_pl.queue_claim_from(q, v_consumer, n, vis, v_now, f.ids, f.positions) c
      WHERE NOT c.c_lapsed
      ORDER BY c.c_priority, c.c_order, c.c_msg_id;
 END
