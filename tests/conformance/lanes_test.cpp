@@ -215,6 +215,49 @@ BOOST_AUTO_TEST_CASE(a_claim_reads_past_candidates_others_hold) {
   BOOST_TEST(next[0].msg_id == ids[0]);
 }
 
+// A listing held open stops its lane's cursor, so what may stay in flight long leaves the lane: a
+// claim or an extend for longer than 60 s, and a message bound to a resource (whose limits may keep
+// it ready). Each is still delivered: a lapsed long claim is claimed again from messages_claim.
+BOOST_AUTO_TEST_CASE(long_claims_and_resource_bound_messages_leave_the_lanes) {
+  queues().create(tenant, queue, {});
+  const std::int64_t long_claimed = send("long");
+  const std::int64_t extended = send("extended");
+  OutgoingMessage bound;
+  bound.payload = "bound";
+  bound.resource = "downstream";
+  const std::int64_t bound_id = queues().enqueue(tenant, queue, bound);
+  std::optional<conformance::PgSession> observer;
+  auto listed = [&](std::int64_t id) {
+    return observer->value("SELECT ready_pos IS NOT NULL FROM forgeyard.messages WHERE msg_id = " + std::to_string(id));
+  };
+  if (is_postgres()) {
+    observer.emplace(url);
+    BOOST_TEST(listed(long_claimed) == "t");
+    BOOST_TEST(listed(bound_id) == "f");
+  }
+  std::vector<Delivery> d = queues().claim(tenant, queue, "c", 1, std::chrono::minutes(2));
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].msg_id == long_claimed);
+  d = queues().claim(tenant, queue, "c", 1, std::chrono::seconds(30));
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].msg_id == extended);
+  if (is_postgres()) {
+    BOOST_TEST(listed(long_claimed) == "f");
+    BOOST_TEST(listed(extended) == "t");  // 30 s: it stays
+  }
+  queues().extend(tenant, queue, extended, d[0].claim_token, std::chrono::minutes(5));
+  if (is_postgres()) BOOST_TEST(listed(extended) == "f");
+  d = take();
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].msg_id == bound_id);
+  queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);
+  clock.advance(std::chrono::minutes(3));  // the 2-minute claim lapsed
+  d = take();
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].msg_id == long_claimed);
+  BOOST_TEST(d[0].attempt == 2);
+}
+
 // queue_drop takes the lanes with the queue: no sequence of them is left behind.
 BOOST_AUTO_TEST_CASE(dropping_a_queue_drops_its_lanes) {
   queues().create(tenant, queue, {});
