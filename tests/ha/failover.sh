@@ -169,7 +169,9 @@ echo "== pg_auto_failover: monitor on $(port_of monitor)"
 as_owner monitor pg_autoctl create monitor --pgdata "$HA_DIR/monitor" --pgport "$(port_of monitor)" --hostname 127.0.0.1 \
   --auth trust --no-ssl --pgctl "$PG_BIN/pg_ctl" >"$HA_DIR/monitor.log" 2>&1 || { cat "$HA_DIR/monitor.log"; exit 1; }
 start_service monitor
-wait_for 30 "the monitor" eval 'psql -X -At "$monitor_url" -c "SELECT 1" >/dev/null 2>&1' || exit 1
+# (120 s: at nice 19 beside the sanitizer suites, two clean-clone runs of 0.10.0's test command saw
+# the monitor not yet accepting connections after 30 s.)
+wait_for 120 "the monitor" eval 'psql -X -At "$monitor_url" -c "SELECT 1" >/dev/null 2>&1' || exit 1
 # Failure detection in seconds rather than the defaults' half a minute.
 psql -X -q -h 127.0.0.1 -p "$(port_of monitor)" -U "$CLUSTER_OWNER" -d pg_auto_failover \
   -c "ALTER SYSTEM SET pgautofailover.health_check_period = 1000" \
