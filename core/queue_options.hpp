@@ -29,6 +29,12 @@ inline constexpr int max_claim_batch = 1000;
 // listing held open stops its lane's cursor, and every claim would read what was consumed past it
 // (docs/architecture.md, "Ready lanes"). The PL/pgSQL edition writes the same number (60000000).
 inline constexpr std::int64_t max_listed_claim_usecs = 60'000'000;
+// A release generation (0.11.0): an ack adds the room it gives back to its slot's delta row of
+// the generation (forgeyard.now() in these units since 1970), in place; the first ack of a later
+// generation folds it into the release row. Under a held snapshot an ack so walks at most one
+// generation's versions of one row (docs/architecture.md, "Capacity slots"). The PL/pgSQL edition
+// writes the same number (100000).
+inline constexpr std::int64_t release_generation_usecs = 100'000;
 inline constexpr std::int64_t max_queue_duration_usecs = 30 * usecs_per_day;
 // The most delivery attempts a queue may allow (attempt numbers stay small on both backends).
 inline constexpr std::int64_t max_queue_attempts = 1000;

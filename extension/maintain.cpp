@@ -82,7 +82,8 @@ std::uint64_t purge_workflow_runs(pg::Spi& spi, TimestampTz now, std::int32_t ma
 }
 
 // Release deltas folded into their release rows (give_back() folds them at an ack that locks the
-// row; consumers under REPEATABLE READ only ever add deltas): up to max_rows release rows that have
+// row, from 0.11.0 on at the first ack of a generation; consumers under REPEATABLE READ only ever
+// add deltas): up to max_rows release rows that have
 // deltas, each locked SKIP LOCKED (a row an ack holds is left to it), its deltas deleted and added
 // to it. Not under a transaction snapshot (a row changed since would be 40001): 0 there.
 std::uint64_t fold_release_deltas(pg::Spi& spi, std::int32_t max_rows, const Tenant& tenant) {
@@ -104,10 +105,39 @@ std::uint64_t fold_release_deltas(pg::Spi& spi, std::int32_t max_rows, const Ten
       "          AND q.slot OPERATOR(pg_catalog.=) s.slot)"
       " SELECT COALESCE(pg_catalog.sum(s.n), 0)::pg_catalog.int8 FROM s",
       {INT4OID, TEXTOID});
+  // From 0.11.0 on, the generations before the current one, each delta row locked SKIP LOCKED
+  // (an ack may be adding to a row of its generation).
+  static pg::Statement fold_generations(
+      "WITH r AS (SELECT r.tenant_id, r.queue, r.slot FROM forgeyard.queue_releases r"
+      "   WHERE ($2::pg_catalog.text IS NULL OR r.tenant_id OPERATOR(pg_catalog.=) $2)"
+      "     AND EXISTS (SELECT 1 FROM forgeyard.queue_release_deltas x WHERE x.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
+      "                   AND x.queue OPERATOR(pg_catalog.=) r.queue AND x.slot OPERATOR(pg_catalog.=) r.slot"
+      "                   AND x.gen OPERATOR(pg_catalog.<) $3)"
+      "   LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),"
+      " d AS (DELETE FROM forgeyard.queue_release_deltas x WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+      "        SELECT y.ctid FROM forgeyard.queue_release_deltas y JOIN r ON y.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
+      "           AND y.queue OPERATOR(pg_catalog.=) r.queue AND y.slot OPERATOR(pg_catalog.=) r.slot"
+      "         WHERE y.gen OPERATOR(pg_catalog.<) $3 FOR UPDATE OF y SKIP LOCKED))"
+      "      RETURNING x.tenant_id, x.queue, x.slot, x.released_messages, x.released_bytes),"
+      " s AS (SELECT d.tenant_id, d.queue, d.slot, pg_catalog.sum(d.released_messages)::pg_catalog.int8 AS m,"
+      "              pg_catalog.sum(d.released_bytes)::pg_catalog.int8 AS b, pg_catalog.count(*) AS n"
+      "         FROM d GROUP BY d.tenant_id, d.queue, d.slot),"
+      " u AS (UPDATE forgeyard.queue_releases q SET released_messages = q.released_messages OPERATOR(pg_catalog.+) s.m,"
+      "              released_bytes = q.released_bytes OPERATOR(pg_catalog.+) s.b"
+      "         FROM s WHERE q.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND q.queue OPERATOR(pg_catalog.=) s.queue"
+      "          AND q.slot OPERATOR(pg_catalog.=) s.slot)"
+      " SELECT COALESCE(pg_catalog.sum(s.n), 0)::pg_catalog.int8 FROM s",
+      {INT4OID, TEXTOID, INT8OID});
   if (pg::uses_transaction_snapshot() || !pg::has_table(pg::CachedTable::queue_release_deltas)) return 0;
   std::int64_t folded = 0;
-  spi.run(fold, {pg::int4_value(max_rows), pg::optional_text_value(tenant)},
-          [&](const pg::Row& r) { folded = *r.int8(1); });
+  const auto count = [&](const pg::Row& r) { folded = *r.int8(1); };
+  if (pg::has_column(pg::CachedTable::queue_release_deltas, "gen"))
+    spi.run(fold_generations,
+            {pg::int4_value(max_rows), pg::optional_text_value(tenant),
+             pg::int8_value(pg::unix_usecs(pg::now()) / core::release_generation_usecs)},
+            count);
+  else
+    spi.run(fold, {pg::int4_value(max_rows), pg::optional_text_value(tenant)}, count);
   return static_cast<std::uint64_t>(folded);
 }
 

@@ -254,8 +254,103 @@ void Releases::outcome(const std::optional<std::string>& resource, int part, cor
 
 namespace {
 
+// The older generations' delta rows of a slot folded into its release row (the first ack of a
+// generation in the slot): false when the slot has no release row (the queue was dropped).
+bool fold_generations(pg::Access& access, pg::Table& d, const Queue& queue, const pg::Value& s, std::int64_t gen,
+                      bool own_snapshot) {
+  pg::Table r(access, pg::OwnTable::queue_releases);
+  if (!r.find(pg::OwnIndex::queue_releases_pkey,
+              {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, s}})) {
+    r.finish();
+    return false;  // the queue was dropped under us
+  }
+  if (own_snapshot || r.lock(pg::LockMode::no_key_update, pg::Wait::skip) == pg::Locked::skipped) {
+    r.finish();
+    return true;  // another ack folds (or nothing is folded under a transaction snapshot)
+  }
+  const int messages = r.column("released_messages"), bytes = r.column("released_bytes"),
+            folded = r.column("folded_gen");
+  const int d_gen = d.column("gen"), d_messages = d.column("released_messages"), d_bytes = d.column("released_bytes");
+  const std::int64_t from = r.int8(folded);
+  // (A row another transaction holds, or one deleted meanwhile, is left: the next fold starts at
+  // its generation. A row of a transaction still open is not seen here: maintain() folds it.)
+  std::int64_t next_from = gen;
+  core::Usage total;
+  pg::Table::Scan older(d, pg::OwnIndex::queue_release_deltas_slot,
+                        {{1, pg::Compare::eq, queue.t},
+                         {2, pg::Compare::eq, queue.q},
+                         {3, pg::Compare::eq, s},
+                         {4, pg::Compare::ge, pg::int8_value(from)},
+                         {4, pg::Compare::lt, pg::int8_value(gen)}});
+  while (older.next()) {
+    const std::int64_t row_gen = d.int8(d_gen);
+    if (d.lock(pg::LockMode::update, pg::Wait::skip) == pg::Locked::skipped) {
+      next_from = std::min(next_from, row_gen);
+      continue;
+    }
+    total.messages += d.int8(d_messages);
+    total.bytes += d.int8(d_bytes);
+    d.remove();
+  }
+  older.end();
+  if (total.messages != 0 || total.bytes != 0 || next_from != from)
+    r.update({{messages, pg::int8_value(r.int8(messages) + total.messages)},
+              {bytes, pg::int8_value(r.int8(bytes) + total.bytes)},
+              {folded, pg::int8_value(next_from)}});
+  r.finish();
+  return true;
+}
+
+// From 0.11.0 on (release generations): the room goes to the slot's delta row of the current
+// generation instead, updated in place, and the release row is not touched by an ack. Per slot,
+// the first delta row of the generation locked FOR NO KEY UPDATE SKIP LOCKED gets the room; when
+// there is none this transaction can lock (each is held by another ack, or there is none yet), a
+// new row of the generation is inserted, which waits for nobody. When the generation has no row
+// at all yet, this is its first ack in the slot: the older generations' rows are folded into the
+// release row (fold_generations()), if this ack can lock it without waiting. Under a transaction
+// snapshot the room is always a new row, and nothing is folded (a row changed since the snapshot
+// could only be 40001). So under a held snapshot an ack walks the versions of one generation's
+// row, never the release row's, whose versions are one per fold.
+void give_back_by_generation(const Queue& queue, const std::map<int, core::Usage>& slots, bool own_snapshot) {
+  const std::int64_t gen = pg::unix_usecs(pg::now()) / core::release_generation_usecs;
+  const pg::Value g = pg::int8_value(gen);
+  pg::Access access;
+  pg::Table d(access, pg::OwnTable::queue_release_deltas);
+  const int d_gen = d.column("gen"), d_messages = d.column("released_messages"), d_bytes = d.column("released_bytes");
+  for (const auto& [slot, used] : slots) {
+    const pg::Value s = pg::int4_value(slot);
+    bool seen = false;
+    bool added = false;
+    if (!own_snapshot) {
+      pg::Table::Scan rows(d, pg::OwnIndex::queue_release_deltas_slot,
+                           {{1, pg::Compare::eq, queue.t},
+                            {2, pg::Compare::eq, queue.q},
+                            {3, pg::Compare::eq, s},
+                            {4, pg::Compare::eq, g}});
+      while (!added && rows.next()) {
+        seen = true;
+        if (d.lock(pg::LockMode::no_key_update, pg::Wait::skip) == pg::Locked::skipped) continue;
+        d.update({{d_messages, pg::int8_value(d.int8(d_messages) + used.messages)},
+                  {d_bytes, pg::int8_value(d.int8(d_bytes) + used.bytes)}});
+        added = true;
+      }
+      rows.end();
+    }
+    if (added) continue;
+    if (!seen && !fold_generations(access, d, queue, s, gen, own_snapshot)) continue;
+    d.insert({{1, queue.t},
+              {2, queue.q},
+              {3, s},
+              {d_gen, g},
+              {d_messages, pg::int8_value(used.messages)},
+              {d_bytes, pg::int8_value(used.bytes)}});
+  }
+  d.finish();
+  access.finish();
+}
+
 // The room of released messages back to their slots, below SPI (pg/table_access.hpp), never
-// waiting for a row another transaction holds: per slot, its release row locked FOR NO KEY UPDATE
+// waiting for a row another transaction holds. On a catalog before 0.11.0, per slot: its release row locked FOR NO KEY UPDATE
 // SKIP LOCKED, the slot's committed deltas folded into it (each delta locked SKIP LOCKED, so one
 // another folder took is left to it, and deleted), and the room added. A release row another
 // transaction holds, or any under a transaction snapshot (where a row changed since the snapshot
@@ -265,6 +360,10 @@ namespace {
 void give_back(const Queue& queue, const std::map<int, core::Usage>& slots) {
   const bool deltas = pg::has_table(pg::CachedTable::queue_release_deltas);
   const bool own_snapshot = pg::uses_transaction_snapshot();
+  if (deltas && pg::has_column(pg::CachedTable::queue_release_deltas, "gen")) {
+    give_back_by_generation(queue, slots, own_snapshot);
+    return;
+  }
   pg::Access access;
   pg::Table r(access, pg::OwnTable::queue_releases);
   std::optional<pg::Table> d;

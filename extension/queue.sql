@@ -283,53 +283,73 @@ END
 $$;
 
 -- give_back (queue.cpp) for one slot: the room of `messages` released messages of `bytes` back
--- to slot `slot` of queue `name`, never waiting for a row another transaction holds: its release
--- row locked FOR NO KEY UPDATE SKIP LOCKED, the slot's committed deltas folded into it (each delta
--- locked SKIP LOCKED, so one another folder took is left to it, and deleted) and the room added. A
--- release row another transaction holds, or any under a transaction snapshot (`own`: where a row
--- changed since the snapshot could only be 40001), gets the room as a delta row of its own (an
--- INSERT, which waits for nobody). A slot without a release row (the queue was dropped under us)
--- is passed over.
+-- to slot `slot` of queue `name`, never waiting for a row another transaction holds, into the
+-- slot's delta row of the current generation (forgeyard.now() in units of 100 ms since 1970;
+-- core::release_generation_usecs): the first one this transaction can lock FOR NO KEY UPDATE SKIP
+-- LOCKED is updated in place; when there is none, a new row of the generation is inserted (an
+-- INSERT, which waits for nobody). When the generation has no row at all yet, this is its first
+-- ack in the slot: the older generations' rows are folded into the release row, if this call can
+-- lock it SKIP LOCKED (each delta locked SKIP LOCKED too; the next fold starts at the lowest
+-- generation left). Under a transaction snapshot (`own`: where a row changed since the snapshot
+-- could only be 40001) the room is always a new row and nothing is folded. A slot without a
+-- release row (the queue was dropped under us) is passed over.
 CREATE FUNCTION forgeyard_pl.queue_give_back_slot(tenant text, name text, slot integer, messages bigint, bytes bigint,
                                                   own boolean)
     RETURNS void LANGUAGE plpgsql
     AS $$
 DECLARE
-    deltas boolean;
+    g bigint := forgeyard_pl.usecs(forgeyard.now()) / 100000;
+    from_gen bigint;
+    left_gen bigint;
+    fm bigint;
+    fb bigint;
 BEGIN
     IF NOT own THEN
-        SELECT EXISTS (SELECT FROM forgeyard.queue_release_deltas d
-                        WHERE d.tenant_id = tenant AND d.queue = name AND d.slot = queue_give_back_slot.slot)
-          INTO deltas
-          FROM forgeyard.queue_releases r
-         WHERE r.tenant_id = tenant AND r.queue = name AND r.slot = queue_give_back_slot.slot
-           FOR NO KEY UPDATE OF r SKIP LOCKED;
+        UPDATE forgeyard.queue_release_deltas d
+           SET released_messages = d.released_messages + messages, released_bytes = d.released_bytes + bytes
+         WHERE d.ctid = ANY (ARRAY(SELECT y.ctid FROM forgeyard.queue_release_deltas y
+                                    WHERE y.tenant_id = tenant AND y.queue = name
+                                      AND y.slot = queue_give_back_slot.slot AND y.gen = g
+                                    LIMIT 1 FOR NO KEY UPDATE OF y SKIP LOCKED));
         IF FOUND THEN
-            -- (The row is ours now: a statement after this one updates its newest version.)
-            IF deltas THEN
+            RETURN;
+        END IF;
+        IF NOT EXISTS (SELECT FROM forgeyard.queue_release_deltas y
+                        WHERE y.tenant_id = tenant AND y.queue = name AND y.slot = queue_give_back_slot.slot
+                          AND y.gen = g) THEN
+            SELECT r.folded_gen INTO from_gen
+              FROM forgeyard.queue_releases r
+             WHERE r.tenant_id = tenant AND r.queue = name AND r.slot = queue_give_back_slot.slot
+               FOR NO KEY UPDATE OF r SKIP LOCKED;
+            IF FOUND THEN
+                -- (The row is ours now: a statement after this one updates its newest version.)
                 WITH f AS (DELETE FROM forgeyard.queue_release_deltas d
                             WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM forgeyard.queue_release_deltas x
                                                        WHERE x.tenant_id = tenant AND x.queue = name
                                                          AND x.slot = queue_give_back_slot.slot
+                                                         AND x.gen >= from_gen AND x.gen < g
                                                        FOR UPDATE OF x SKIP LOCKED))
                            RETURNING d.released_messages, d.released_bytes)
-                UPDATE forgeyard.queue_releases r
-                   SET released_messages = r.released_messages + messages
-                           + COALESCE((SELECT sum(f.released_messages) FROM f), 0)::bigint,
-                       released_bytes = r.released_bytes + bytes + COALESCE((SELECT sum(f.released_bytes) FROM f), 0)::bigint
-                 WHERE r.tenant_id = tenant AND r.queue = name AND r.slot = queue_give_back_slot.slot;
-            ELSE
-                UPDATE forgeyard.queue_releases r
-                   SET released_messages = r.released_messages + messages, released_bytes = r.released_bytes + bytes
-                 WHERE r.tenant_id = tenant AND r.queue = name AND r.slot = queue_give_back_slot.slot;
+                SELECT COALESCE(sum(f.released_messages), 0)::bigint, COALESCE(sum(f.released_bytes), 0)::bigint
+                  INTO fm, fb FROM f;
+                SELECT min(x.gen) INTO left_gen FROM forgeyard.queue_release_deltas x
+                 WHERE x.tenant_id = tenant AND x.queue = name AND x.slot = queue_give_back_slot.slot
+                   AND x.gen >= from_gen AND x.gen < g;
+                left_gen := COALESCE(left_gen, g);
+                IF fm <> 0 OR fb <> 0 OR left_gen <> from_gen THEN
+                    UPDATE forgeyard.queue_releases r
+                       SET released_messages = r.released_messages + fm, released_bytes = r.released_bytes + fb,
+                           folded_gen = left_gen
+                     WHERE r.tenant_id = tenant AND r.queue = name AND r.slot = queue_give_back_slot.slot;
+                END IF;
             END IF;
-            RETURN;
         END IF;
     END IF;
-    IF EXISTS (SELECT FROM forgeyard.queue_releases r
-                WHERE r.tenant_id = tenant AND r.queue = name AND r.slot = queue_give_back_slot.slot) THEN
-        INSERT INTO forgeyard.queue_release_deltas (tenant_id, queue, slot, released_messages, released_bytes)
-        VALUES (tenant, name, slot, messages, bytes);
+    IF from_gen IS NOT NULL OR EXISTS (SELECT FROM forgeyard.queue_releases r
+                                        WHERE r.tenant_id = tenant AND r.queue = name
+                                          AND r.slot = queue_give_back_slot.slot) THEN
+        INSERT INTO forgeyard.queue_release_deltas (tenant_id, queue, slot, gen, released_messages, released_bytes)
+        VALUES (tenant, name, slot, g, messages, bytes);
     END IF;
 END
 $$;

@@ -7,7 +7,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 
-SELECT plan(199);
+SELECT plan(204);
 
 SET TIME ZONE 'UTC';
 
@@ -352,9 +352,13 @@ SELECT is(forgeyard.inbox_purge(), 0, 'inbox_purge() by default keeps 7 days: no
 -------------------------------------------------------------------------------------------------
 SET forgeyard.now_override = '2030-04-01 00:00:00+00';
 DELETE FROM forgeyard.inbox;
+-- (The acks above left their room in delta rows of their generations, all older than this one.)
+CREATE TEMP TABLE deltas_before AS SELECT count(*) AS n FROM forgeyard.queue_release_deltas;
 SELECT results_eq($$SELECT task, "rows" FROM forgeyard.maintain()$$,
-                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 1), ('acked_messages', 0), ('dead_letters', 2), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', 0), ('queue_lanes', 0)$$,
-                  'maintain() returns each of its tasks with the rows it removed: d1''s dedup event (24 h window long over) and k3 and s5 (dead 7 days ago)');
+                  $$VALUES ('idempotency_keys'::text, 0::bigint), ('queue_events', 1), ('acked_messages', 0), ('dead_letters', 2), ('inbox', 0), ('workflow_runs', 0), ('schedules', 0), ('release_deltas', (SELECT n FROM deltas_before)), ('queue_lanes', 0)$$,
+                  'maintain() returns each of its tasks with the rows it removed: d1''s dedup event (24 h window long over), k3 and s5 (dead 7 days ago), and the acks'' release deltas');
+SELECT ok((SELECT n FROM deltas_before) > 0 AND NOT EXISTS (SELECT FROM forgeyard.queue_release_deltas),
+          'the release deltas of older generations were folded: none is left');
 SELECT is(pg_temp.dead('t1', 'dk') || pg_temp.dead('t1', 'st'), '{}'::bigint[], 'the dead letters past the default 7 days are gone');
 SELECT results_eq($$SELECT task, "rows" FROM forgeyard.maintain()$$,
                   $$SELECT unnest(ARRAY['idempotency_keys', 'queue_events', 'acked_messages', 'dead_letters', 'inbox', 'workflow_runs', 'schedules', 'release_deltas', 'queue_lanes']), 0::bigint$$,
@@ -521,9 +525,11 @@ SELECT throws_ok('SELECT * FROM ' || call, code, message, format('bad input %s: 
 SELECT is(pg_temp.snap(), (SELECT s FROM snaps WHERE k = 'bad'), 'after every rejected call the tables are exactly as before');
 
 -------------------------------------------------------------------------------------------------
--- Release deltas (F19, 0.7.1): room given back while a slot's release row was held by another
--- transaction is a row of queue_release_deltas (one stands in here for such an ack). The bound
--- counts it at once; the next ack that locks the row folds it in, and so does maintain().
+-- Release deltas (F19, 0.7.1; generations, 0.11.0): an ack gives room back into a row of
+-- queue_release_deltas of its generation (forgeyard.now() in 100 ms units), never into the release
+-- row itself; a delta of generation 0 stands in here for one a library before 0.11.0 left. The
+-- bound counts it at once; maintain() folds the older generations into the release row, and so
+-- does the first ack of a generation in its slot.
 -------------------------------------------------------------------------------------------------
 SET forgeyard.now_override = '';
 DO $$ BEGIN
@@ -541,14 +547,36 @@ SELECT is((SELECT released_messages || '/' || released_bytes || '/' || (SELECT c
              FROM forgeyard.queue_releases WHERE tenant_id = 't1' AND queue = 'rd'),
           '1/10/0', 'the release row holds it now and no delta is left');
 INSERT INTO forgeyard.queue_release_deltas VALUES ('t1', 'rd', 0, 1, 10);
+SET forgeyard.now_override = '2031-06-01 00:00:00+00';
 DO $$ BEGIN PERFORM forgeyard.ack('t1', 'rd', msg_id, claim_token) FROM rd_claimed ORDER BY msg_id LIMIT 1; END $$;
-SELECT is((SELECT released_messages || '/' || released_bytes || '/' || (SELECT count(*) FROM forgeyard.queue_release_deltas)
+SELECT is((SELECT released_messages || '/' || released_bytes || '/' || folded_gen || ' '
+                  || (SELECT string_agg(d.gen || ':' || d.released_messages || '/' || d.released_bytes, ',')
+                        FROM forgeyard.queue_release_deltas d WHERE d.queue = 'rd')
              FROM forgeyard.queue_releases WHERE tenant_id = 't1' AND queue = 'rd'),
-          '3/30/0', 'an ack that locks the release row adds its room and folds the slot''s delta');
+          '2/20/19380384000 19380384000:1/10',
+          'the first ack of a generation folds the slot''s older deltas into the release row, and adds its room to a delta row of its generation');
 SELECT is((SELECT admitted_messages FROM forgeyard.queue_overview WHERE tenant_id = 't1' AND queue = 'rd'), 0::numeric,
           'the bound counts every release once');
-SELECT ok(forgeyard.queue_drop('t1', 'rd') AND NOT EXISTS (SELECT 1 FROM forgeyard.queue_release_deltas WHERE queue = 'rd'),
+DO $$ BEGIN PERFORM forgeyard.ack('t1', 'rd', msg_id, claim_token) FROM rd_claimed ORDER BY msg_id OFFSET 1; END $$;
+SELECT is((SELECT released_messages || '/' || released_bytes || ' '
+                  || (SELECT string_agg(d.gen || ':' || d.released_messages || '/' || d.released_bytes, ',')
+                        FROM forgeyard.queue_release_deltas d WHERE d.queue = 'rd')
+             FROM forgeyard.queue_releases WHERE tenant_id = 't1' AND queue = 'rd'),
+          '2/20 19380384000:2/20',
+          'a second ack of the generation adds to that row in place: the release row is not touched');
+SET forgeyard.now_override = '2031-06-01 00:00:00.1+00';
+SELECT results_eq($$SELECT task, "rows" FROM forgeyard.maintain(1000, 't1') WHERE task = 'release_deltas'$$,
+                  $$VALUES ('release_deltas'::text, 1::bigint)$$, 'maintain() folds the generation once it is past');
+SELECT is((SELECT released_messages || '/' || (SELECT count(*) FROM forgeyard.queue_release_deltas WHERE queue = 'rd')
+             FROM forgeyard.queue_releases WHERE tenant_id = 't1' AND queue = 'rd'),
+          '4/0', 'the release row holds every release now');
+DO $$ BEGIN PERFORM forgeyard.enqueue('t1', 'rd', '0123456789'); END $$;
+CREATE TEMP TABLE rd_claimed2 AS SELECT msg_id, claim_token FROM forgeyard.claim('t1', 'rd', 'c', 1);
+DO $$ BEGIN PERFORM forgeyard.ack('t1', 'rd', msg_id, claim_token) FROM rd_claimed2; END $$;
+SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'rd')$$, 'queue_drop of a queue with a release delta');
+SELECT is((SELECT count(*) FROM forgeyard.queue_release_deltas WHERE queue = 'rd'), 0::bigint,
           'queue_drop removes the queue''s deltas with it');
+SET forgeyard.now_override = '';
 
 SELECT * FROM finish();
 ROLLBACK;

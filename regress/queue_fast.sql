@@ -22,7 +22,7 @@ CREATE FUNCTION pg_temp.plan(t text, q text) RETURNS text LANGUAGE sql AS $$
 $$;
 CREATE FUNCTION pg_temp.used(t text, q text) RETURNS bigint LANGUAGE sql AS $$
     SELECT (SELECT sum(a.admitted_messages) FROM forgeyard.queue_slots a WHERE a.tenant_id = $1 AND a.queue = $2)
-         - (SELECT sum(r.released_messages) FROM forgeyard.queue_releases r WHERE r.tenant_id = $1 AND r.queue = $2)
+         - pg_temp.released($1, $2)
 $$;
 
 -------------------------------------------------------------------------------------------------

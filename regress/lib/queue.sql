@@ -1,4 +1,4 @@
--- Named messages and claims, and table snapshots, for regress/queue.sql and regress/queue_admin.sql.
+-- Named messages and claims, table snapshots and counters, for the queue files of regress/.
 -- Included with \ir after lib/err.sql; never run on its own (pg_prove runs regress/*.sql).
 
 -- Named messages: the msg_id each enqueue returned. A procedure, so that CALL prints nothing
@@ -79,6 +79,12 @@ CREATE FUNCTION pg_temp.pending(t text, q text) RETURNS bigint LANGUAGE sql AS $
 $$;
 CREATE FUNCTION pg_temp.stored(t text, q text) RETURNS bigint LANGUAGE sql AS $$
     SELECT count(*) FROM forgeyard.messages x WHERE x.tenant_id = $1 AND x.queue = $2
+$$;
+-- Messages of room a queue's slots got back: their release rows and release deltas (an ack adds
+-- to a delta row of its generation, folded into the release row later: 0.11.0).
+CREATE FUNCTION pg_temp.released(t text, q text) RETURNS bigint LANGUAGE sql AS $$
+    SELECT ((SELECT COALESCE(sum(r.released_messages), 0) FROM forgeyard.queue_releases r WHERE r.tenant_id = $1 AND r.queue = $2)
+          + (SELECT COALESCE(sum(d.released_messages), 0) FROM forgeyard.queue_release_deltas d WHERE d.tenant_id = $1 AND d.queue = $2))::bigint
 $$;
 CREATE FUNCTION pg_temp.options(t text, q text) RETURNS jsonb LANGUAGE sql AS $$
     SELECT l.options FROM forgeyard.queue_list($1) l WHERE l.queue = $2
