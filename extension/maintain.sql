@@ -76,22 +76,23 @@ BEGIN
     GET DIAGNOSTICS n_runs = ROW_COUNT;
     -- the runs of the due workflow schedules started (schedule::tick, extension/schedule.sql)
     n_schedules := forgeyard_pl.workflow_schedule_tick(tenant, v_now);
-    -- release deltas of the generations before this one folded into their release rows (not under
-    -- a transaction snapshot, where a row changed since would be 40001): up to max_rows release rows
-    -- that have such deltas, each locked SKIP LOCKED (a row an ack holds is left to it), its deltas
-    -- locked SKIP LOCKED (an ack may be adding to one), deleted and added to it
+    -- release deltas of the generations before this one (and of a library before 0.11.0: gen NULL)
+    -- folded into their release rows (not under a transaction snapshot, where a row changed since
+    -- would be 40001): up to max_rows release rows that have such deltas, each locked SKIP LOCKED
+    -- (a row an ack holds is left to it), its deltas locked SKIP LOCKED (an ack may be adding to
+    -- one), deleted and added to it
     IF NOT forgeyard_pl.queue_own_snapshot() THEN
         g := forgeyard_pl.usecs(v_now) / 100000;
         WITH r AS (SELECT x.tenant_id, x.queue, x.slot FROM forgeyard.queue_releases x
                     WHERE (tenant IS NULL OR x.tenant_id = tenant)
                       AND EXISTS (SELECT 1 FROM forgeyard.queue_release_deltas y
                                    WHERE y.tenant_id = x.tenant_id AND y.queue = x.queue AND y.slot = x.slot
-                                     AND y.gen < g)
+                                     AND (y.gen IS NULL OR y.gen < g))
                     LIMIT max_rows FOR NO KEY UPDATE SKIP LOCKED),
              d AS (DELETE FROM forgeyard.queue_release_deltas y
                     WHERE y.ctid = ANY (ARRAY(SELECT z.ctid FROM forgeyard.queue_release_deltas z JOIN r
                                                 ON z.tenant_id = r.tenant_id AND z.queue = r.queue AND z.slot = r.slot
-                                               WHERE z.gen < g FOR UPDATE OF z SKIP LOCKED))
+                                               WHERE (z.gen IS NULL OR z.gen < g) FOR UPDATE OF z SKIP LOCKED))
                    RETURNING y.tenant_id, y.queue, y.slot, y.released_messages, y.released_bytes),
              s AS (SELECT d.tenant_id, d.queue, d.slot, sum(d.released_messages)::bigint AS m,
                           sum(d.released_bytes)::bigint AS b, count(*) AS n

@@ -153,8 +153,13 @@ struct Claimed {
 // Up to max_messages deliveries, highest class first, then oldest (queue_claim.cpp). Deliveries
 // that lapsed on every attempt are dead-lettered instead; with `lapsed`, they are appended there
 // (as they were before, payload included) for a caller that owns what they stood for.
+struct FirstCandidates;
 std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& consumer, int max_messages,
-                           std::int64_t visibility, TimestampTz now, std::vector<Claimed>* lapsed = nullptr);
+                           std::int64_t visibility, TimestampTz now, std::vector<Claimed>* lapsed = nullptr,
+                           const FirstCandidates* first = nullptr);
+// How many more candidates than it may take a claim reads per lane and class (each read costs a
+// message lookup; more are read when the claim comes out short).
+inline constexpr int claim_extra_candidates = 4;
 // The ready lanes (queue_lanes.cpp, 0.10.0). Whether the catalog has them:
 bool lanes_schema();
 // A message a claim tries: from a lane (pos, its listing) or from messages_claim (pos 0), with
@@ -173,14 +178,20 @@ struct LaneReads {
   bool cut = false;
 };
 // The candidates of a claim in a queue that is not a fair one, in no order: per lane, up to
-// `want` ready entries above its cursor (or above where `reads` got to), then up to `due_want`
-// ready heads without a listing per class. Moves each lane's cursor over the consumed run it read,
-// if the transaction has written nothing yet.
+// `want` ready entries above its cursor (or above where `reads` got to; none without `lanes`),
+// then up to `due_want` ready heads without a listing per class. Moves each lane's cursor over the
+// consumed run it read, if the transaction has written nothing yet.
 std::vector<Candidate> candidates(pg::Spi& spi, const Queue& queue, int want, int due_want, TimestampTz now,
-                                  LaneReads* reads);
-// Moves the queue's lane cursors, if the transaction has written nothing yet (ack_and_claim,
-// before its acks).
-void advance_lanes(pg::Spi& spi, const Queue& queue, TimestampTz now);
+                                  LaneReads* reads, bool lanes = true);
+// ack_and_claim's read of its lanes before its acks write, which moves their cursors (the claim
+// after the acks cannot: it would count the transaction's own acks as consumed): up to `want`
+// ready entries per lane and where the reads got to, which the claim takes as its first
+// candidates. None for a queue without lanes or a fair one, or when the transaction has written.
+struct FirstCandidates {
+  std::vector<Candidate> lanes;
+  LaneReads reads;
+};
+std::optional<FirstCandidates> first_candidates(pg::Spi& spi, const Queue& queue, int want, TimestampTz now);
 // Lists new messages (ids, not yet inserted) of one class in their lane: msg_id -> position.
 // None in a queue without lanes or a fair one; one whose position maintain() voided meanwhile is
 // left out (messages_claim finds it).

@@ -299,19 +299,22 @@ CREATE FUNCTION forgeyard_pl.queue_give_back_slot(tenant text, name text, slot i
     AS $$
 DECLARE
     g bigint := forgeyard_pl.usecs(forgeyard.now()) / 100000;
+    row_id tid;
     from_gen bigint;
     left_gen bigint;
     fm bigint;
     fb bigint;
 BEGIN
     IF NOT own THEN
-        UPDATE forgeyard.queue_release_deltas d
-           SET released_messages = d.released_messages + messages, released_bytes = d.released_bytes + bytes
-         WHERE d.ctid = ANY (ARRAY(SELECT y.ctid FROM forgeyard.queue_release_deltas y
-                                    WHERE y.tenant_id = tenant AND y.queue = name
-                                      AND y.slot = queue_give_back_slot.slot AND y.gen = g
-                                    LIMIT 1 FOR NO KEY UPDATE OF y SKIP LOCKED));
+        -- (Locked, then updated by a statement of its own: the lock may have followed the row to a
+        -- version newer than this statement's snapshot, which the next statement sees.)
+        SELECT y.ctid INTO row_id FROM forgeyard.queue_release_deltas y
+         WHERE y.tenant_id = tenant AND y.queue = name AND y.slot = queue_give_back_slot.slot AND y.gen = g
+         LIMIT 1 FOR NO KEY UPDATE OF y SKIP LOCKED;
         IF FOUND THEN
+            UPDATE forgeyard.queue_release_deltas d
+               SET released_messages = d.released_messages + messages, released_bytes = d.released_bytes + bytes
+             WHERE d.ctid = row_id;
             RETURN;
         END IF;
         IF NOT EXISTS (SELECT FROM forgeyard.queue_release_deltas y

@@ -106,8 +106,9 @@ std::optional<std::string> event_payload(pg::Spi& spi, const Queue& queue, const
 // older message is never in a lower aged class, so the first max_messages of that order are among
 // them.
 std::vector<Candidate> ordered_candidates(pg::Spi& spi, const Queue& queue, int want, int due_want, TimestampTz now,
-                                          LaneReads& reads) {
-  std::vector<Candidate> out = candidates(spi, queue, want, due_want, now, &reads);
+                                          LaneReads& reads, const FirstCandidates* first = nullptr) {
+  std::vector<Candidate> out = candidates(spi, queue, want, due_want, now, &reads, first == nullptr);
+  if (first != nullptr) out.insert(out.end(), first->lanes.begin(), first->lanes.end());
   if (queue.options.aging_usecs > 0)
     for (Candidate& c : out) c.aged = core::aged_class(c.priority, now - c.visible_at, queue.options.aging_usecs);
   std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
@@ -125,7 +126,8 @@ std::vector<Candidate> ordered_candidates(pg::Spi& spi, const Queue& queue, int 
 // EvalPlanQual would) and updated at once with its claim token. The classes after the limit is
 // filled are never opened.
 std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& consumer, int max_messages,
-                           std::int64_t visibility, TimestampTz now, std::vector<Claimed>* lapsed_out) {
+                           std::int64_t visibility, TimestampTz now, std::vector<Claimed>* lapsed_out,
+                           const FirstCandidates* first) {
   // A delivery that lapsed once too often (its consumer died or hung every time) is not handed
   // out again: it is dead-lettered like a nack after max_attempts.
   static pg::Statement dead(
@@ -149,11 +151,12 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
   const bool fair = queue.options.fairness;
   // A few more candidates per lane and class than asked for (each one read costs a message
   // lookup); see the loop below for when more are read.
-  constexpr int few_more = 4, most_more = 1 << 27;
-  LaneReads reads;
+  // (ack_and_claim read its lanes before its acks: `first`, and where those reads got to.)
+  constexpr int few_more = claim_extra_candidates, most_more = 1 << 27;
+  LaneReads reads = first != nullptr ? first->reads : LaneReads{};
   const std::vector<Candidate> tried =
       fair ? std::vector<Candidate>{}
-           : ordered_candidates(spi, queue, max_messages + few_more, max_messages + few_more, now, reads);
+           : ordered_candidates(spi, queue, max_messages + few_more, max_messages + few_more, now, reads, first);
   pg::Access access;
   pg::Table m(access, pg::OwnTable::messages);
   const MessageColumns c(m);

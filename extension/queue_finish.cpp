@@ -245,12 +245,15 @@ FY_FUNCTION(fy_ack_and_claim) {
   const std::int64_t visibility = visibility_arg(fcinfo, 6, queue);
   const TimestampTz now = pg::now();
   Releases releases;
-  // The lanes' cursors moved before the acks write: the claim after them cannot, as it would
-  // count this transaction's own acks as consumed (queue_lanes.cpp).
-  advance_lanes(spi, queue, now);
+  // The lanes read (and their cursors moved) before the acks write: the claim after them could
+  // not move the cursors, as it would count this transaction's own acks as consumed
+  // (queue_lanes.cpp); it takes what this read found as its first candidates.
+  const std::optional<FirstCandidates> first =
+      first_candidates(spi, queue, max_messages + claim_extra_candidates, now);
   if (!deliveries.empty()) ack_many(spi, queue, deliveries, now, releases);
   apply(spi, queue, releases);
-  const std::vector<Claimed> claimed = claim(spi, queue, consumer, max_messages, visibility, now);
+  const std::vector<Claimed> claimed =
+      claim(spi, queue, consumer, max_messages, visibility, now, nullptr, first ? &*first : nullptr);
   spi.finish();
   return_claimed(fcinfo, claimed);
   return (Datum)0;

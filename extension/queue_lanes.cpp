@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,18 +21,28 @@ bool lanes_schema() {
 
 namespace {
 
-// A lane's two sequences (lane_<id> and lane_<id>_cursor), looked up by name (a syscache probe):
-// a lane's sequences are dropped only with its queue's lanes.
+// A lane's two sequences (lane_<id> and lane_<id>_cursor), looked up by name (a syscache probe)
+// and kept per backend until forgeyard's relations are invalidated (pg::relations_generation: a
+// DROP EXTENSION, after which lane ids start again). A lane id is never given twice otherwise: a
+// queue's lanes are dropped only with their number (queue_drop, queue_lanes_close).
 struct LaneSequences {
   Oid positions, cursor;
 };
 LaneSequences lane_sequences(std::int64_t lane) {
+  static std::map<std::int64_t, LaneSequences> kept;
+  static std::uint64_t kept_at = 0;
+  if (kept_at != pg::relations_generation() || kept.size() > 4096) {
+    kept.clear();
+    kept_at = pg::relations_generation();
+  }
+  if (const auto found = kept.find(lane); found != kept.end()) return found->second;
   const std::string name = "lane_" + std::to_string(lane);
   const LaneSequences s{pg::forgeyard_sequence(name.c_str()), pg::forgeyard_sequence((name + "_cursor").c_str())};
   if (s.positions == InvalidOid || s.cursor == InvalidOid)
     throw core::Error(core::sqlstate::internal_error, "the sequences of ready lane " + std::to_string(lane) +
                                                           " are missing (maintain() gives the queue new lanes "
                                                           "once forgeyard.queue_lanes_close has run for it)");
+  kept.emplace(lane, s);
   return s;
 }
 
@@ -102,10 +113,11 @@ void walk_lanes(const Queue& queue, int want, TimestampTz now, bool advance, std
   std::array<LaneSequences, core::priority_classes> sequences;
   std::array<std::int64_t, core::priority_classes> last{}, cursor{};
   bool any = false;
+  // (A lane never listed in has no position taken: its cursor is not read.)
   for (int p = 0; p < core::priority_classes; ++p) {
     sequences[p] = lane_sequences(queue.lanes * 8 + p);
     last[p] = pg::sequence_last_value(sequences[p].positions);
-    cursor[p] = pg::sequence_last_value(sequences[p].cursor);
+    cursor[p] = last[p] > 0 ? pg::sequence_last_value(sequences[p].cursor) : 0;
     any = any || last[p] > cursor[p];
   }
   if (!any) return;
@@ -176,17 +188,18 @@ void due_candidates(const Queue& queue, int want, TimestampTz now, std::vector<C
 }  // namespace
 
 std::vector<Candidate> candidates(pg::Spi&, const Queue& queue, int want, int due_want, TimestampTz now,
-                                  LaneReads* reads) {
+                                  LaneReads* reads, bool lanes) {
   std::vector<Candidate> out;
-  if (queue.lanes > 0) walk_lanes(queue, want, now, may_advance(), &out, reads);
+  if (lanes && queue.lanes > 0) walk_lanes(queue, want, now, may_advance(), &out, reads);
   due_candidates(queue, due_want, now, out, reads != nullptr ? &reads->cut : nullptr);
   return out;
 }
 
-void advance_lanes(pg::Spi&, const Queue& queue, TimestampTz now) {
-  if (queue.lanes <= 0 || queue.options.fairness || !may_advance()) return;
-  std::vector<Candidate> none;
-  walk_lanes(queue, 0, now, true, &none, nullptr);
+std::optional<FirstCandidates> first_candidates(pg::Spi&, const Queue& queue, int want, TimestampTz now) {
+  if (queue.lanes <= 0 || queue.options.fairness || !may_advance()) return std::nullopt;
+  FirstCandidates first;
+  walk_lanes(queue, want, now, true, &first.lanes, &first.reads);
+  return first;
 }
 
 std::map<std::int64_t, std::int64_t> list(pg::Spi&, const Queue& queue, int priority,

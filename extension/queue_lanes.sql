@@ -4,13 +4,16 @@
 
 -- @statement lane_ends
 -- Per class of a queue with lanes ($1: its queues.lanes): the lane, the last position taken in it
--- and its cursor (0 before the first). (The statements' aliases are not names the PL/pgSQL
--- bodies that inline them use.)
-SELECT lane_p::integer AS class, $1 * 8 + lane_p AS lane,
-       coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || ($1 * 8 + lane_p))::regclass), 0) AS last_pos,
-       coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || ($1 * 8 + lane_p) || '_cursor')::regclass), 0)
-           AS cursor
-  FROM pg_catalog.generate_series(0, 5) lane_p
+-- and its cursor (0 before the first; not read for a lane never listed in). (The statements'
+-- aliases are not names the PL/pgSQL bodies that inline them use.)
+SELECT lane_l.class, lane_l.lane, lane_l.last_pos,
+       CASE WHEN lane_l.last_pos > 0
+            THEN coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || lane_l.lane || '_cursor')::regclass), 0)
+            ELSE 0 END AS cursor
+  FROM (SELECT lane_p::integer AS class, $1 * 8 + lane_p AS lane,
+               coalesce(pg_catalog.pg_sequence_last_value(('forgeyard.lane_' || ($1 * 8 + lane_p))::regclass), 0)
+                   AS last_pos
+          FROM pg_catalog.generate_series(0, 5) lane_p OFFSET 0) lane_l
 
 -- @statement lane_walk
 -- The entries of lane $1 above position $2, in position order, at most $4: whether each is

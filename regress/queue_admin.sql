@@ -527,9 +527,10 @@ SELECT is(pg_temp.snap(), (SELECT s FROM snaps WHERE k = 'bad'), 'after every re
 -------------------------------------------------------------------------------------------------
 -- Release deltas (F19, 0.7.1; generations, 0.11.0): an ack gives room back into a row of
 -- queue_release_deltas of its generation (forgeyard.now() in 100 ms units), never into the release
--- row itself; a delta of generation 0 stands in here for one a library before 0.11.0 left. The
--- bound counts it at once; maintain() folds the older generations into the release row, and so
--- does the first ack of a generation in its slot.
+-- row itself. A delta without a generation stands in here for one a library before 0.11.0 left
+-- (a session that loaded it before the update), then one of an old generation. The bound counts
+-- each at once; maintain() folds both into the release row, and the first ack of a generation in
+-- a slot folds the older generations.
 -------------------------------------------------------------------------------------------------
 SET forgeyard.now_override = '';
 DO $$ BEGIN
@@ -546,7 +547,7 @@ SELECT results_eq($$SELECT task, "rows" FROM forgeyard.maintain(1000, 't1') WHER
 SELECT is((SELECT released_messages || '/' || released_bytes || '/' || (SELECT count(*) FROM forgeyard.queue_release_deltas)
              FROM forgeyard.queue_releases WHERE tenant_id = 't1' AND queue = 'rd'),
           '1/10/0', 'the release row holds it now and no delta is left');
-INSERT INTO forgeyard.queue_release_deltas VALUES ('t1', 'rd', 0, 1, 10);
+INSERT INTO forgeyard.queue_release_deltas VALUES ('t1', 'rd', 0, 1, 10, 1);
 SET forgeyard.now_override = '2031-06-01 00:00:00+00';
 DO $$ BEGIN PERFORM forgeyard.ack('t1', 'rd', msg_id, claim_token) FROM rd_claimed ORDER BY msg_id LIMIT 1; END $$;
 SELECT is((SELECT released_messages || '/' || released_bytes || '/' || folded_gen || ' '

@@ -2929,11 +2929,13 @@ COMMENT ON FUNCTION forgeyard.queue_lanes_maintain(integer, text) IS
 -- so under a held snapshot an ack walks at most one generation's versions of one row, not every
 -- version since the snapshot was taken. The first ack of a generation in a slot folds the older
 -- generations' rows into the release row (once per generation, not per ack); maintain() folds
--- what is left. A slot's usage is unchanged: admitted less its release row and all its deltas.
-ALTER TABLE forgeyard.queue_release_deltas ADD COLUMN gen bigint NOT NULL DEFAULT 0;
+-- what is left, and the rows of a library before 0.11.0 (gen NULL: a session that loaded it
+-- before the update still inserts them). A slot's usage is unchanged: admitted less its release
+-- row and all its deltas.
+ALTER TABLE forgeyard.queue_release_deltas ADD COLUMN gen bigint;
 ALTER TABLE forgeyard.queue_release_deltas SET (fillfactor = 50);
 COMMENT ON COLUMN forgeyard.queue_release_deltas.gen IS
-  'The generation the room was given back in: forgeyard.now() in units of 100 ms since 1970 (0: a library before 0.11.0). An ack updates a row of its generation in place (or adds one when every row of it is held); the older generations are folded into the release row.';
+  'The generation the room was given back in: forgeyard.now() in units of 100 ms since 1970 (NULL: a library before 0.11.0, still loaded by a session after the update). An ack updates a row of its generation in place (or adds one when every row of it is held); the older generations are folded into the release row.';
 DROP INDEX forgeyard.queue_release_deltas_slot;
 CREATE INDEX queue_release_deltas_slot ON forgeyard.queue_release_deltas (tenant_id, queue, slot, gen);
 COMMENT ON TABLE forgeyard.queue_release_deltas IS

@@ -297,6 +297,51 @@ check "$v090" "maintain() gives the queue its lanes; a message enqueued after is
    AND (SELECT payload = 'after' FROM forgeyard.claim('t', 'q', 'c'))"
 dropdb "$v090"
 
+# From 0.10.0, before release generations (F17): on the 0.10.0 catalog this library's acks give
+# room back as they did there (to the release row; a delta only under REPEATABLE READ), with
+# messages dead, in flight, ready and delayed. After the update the 0.10.0 delta has no generation
+# (as the rows a session that loaded the 0.10.0 library before the update still inserts), the
+# claim held across the update is acked with its token into a delta row of its generation, and
+# maintain() a second later folds both into the release row: the bound counts every release once.
+v0100=fy_upgrade_0100
+dropdb --if-exists "$v0100"
+createdb "$v0100"
+q "$v0100" "CREATE EXTENSION forgeyard VERSION '0.10.0'"
+q "$v0100" "SELECT forgeyard.queue_create('t', 'q', '{\"max_attempts\": 1}');
+            SELECT forgeyard.enqueue('t', 'q', 'dead'); SELECT forgeyard.enqueue('t', 'q', 'acked');
+            SELECT forgeyard.enqueue('t', 'q', 'acked-rr'); SELECT forgeyard.enqueue('t', 'q', 'inflight');
+            SELECT forgeyard.enqueue('t', 'q', 'ready'); SELECT forgeyard.enqueue('t', 'q', 'delayed', delay => '1 hour')" >/dev/null
+q "$v0100" "SELECT forgeyard.nack('t', 'q', msg_id, claim_token, 'boom', true) FROM forgeyard.claim('t', 'q', 'c')" >/dev/null
+q "$v0100" "SELECT forgeyard.ack('t', 'q', msg_id, claim_token) FROM forgeyard.claim('t', 'q', 'c')" >/dev/null
+q "$v0100" "BEGIN ISOLATION LEVEL REPEATABLE READ;
+            SELECT forgeyard.ack('t', 'q', msg_id, claim_token) FROM forgeyard.claim('t', 'q', 'c');
+            COMMIT" >/dev/null
+held=$(q "$v0100" "SELECT msg_id || ' ' || claim_token FROM forgeyard.claim('t', 'q', 'c')")
+check "$v0100" "on the 0.10.0 catalog: an ack updates the release row, one under REPEATABLE READ adds a delta" \
+  "(SELECT sum(released_messages) = 2 FROM forgeyard.queue_releases WHERE queue = 'q')
+   AND (SELECT count(*) = 1 FROM forgeyard.queue_release_deltas)
+   AND (SELECT admitted_messages = 3 FROM forgeyard.queue_overview WHERE queue = 'q')
+   AND (SELECT payload = 'inflight' FROM forgeyard.messages WHERE msg_id = ${held% *})"
+q "$v0100" "ALTER EXTENSION forgeyard UPDATE"
+q "$v0100" "SELECT forgeyard.ack('t', 'q', ${held% *}, ${held#* })" >/dev/null
+check "$v0100" "0.10.0 updated to $latest: the claim held across the update is acked with its token, into a delta row of its generation" \
+  "(SELECT extversion = '$latest' FROM pg_extension WHERE extname = 'forgeyard')
+   AND NOT EXISTS (SELECT FROM forgeyard.messages WHERE msg_id = ${held% *})
+   AND (SELECT count(*) = 1 FROM forgeyard.queue_release_deltas WHERE gen IS NULL AND released_messages = 1)
+   AND (SELECT count(*) = 1 FROM forgeyard.queue_release_deltas WHERE gen > 0 AND released_messages = 1)
+   AND (SELECT sum(released_messages) = 2 FROM forgeyard.queue_releases WHERE queue = 'q')
+   AND (SELECT admitted_messages = 2 FROM forgeyard.queue_overview WHERE queue = 'q')"
+q "$v0100" "SELECT set_config('forgeyard.now_override', (clock_timestamp() + interval '1 second')::text, false);
+            SELECT forgeyard.maintain()" >/dev/null
+check "$v0100" "maintain() folds the 0.10.0 delta and the new generation's into the release row; the ready message comes through, the delayed one waits, the dead letter is kept" \
+  "(SELECT sum(released_messages) = 4 FROM forgeyard.queue_releases WHERE queue = 'q')
+   AND NOT EXISTS (SELECT FROM forgeyard.queue_release_deltas)
+   AND (SELECT admitted_messages = 2 FROM forgeyard.queue_overview WHERE queue = 'q')
+   AND (SELECT payload = 'ready' FROM forgeyard.claim('t', 'q', 'c'))
+   AND (SELECT count(*) = 0 FROM forgeyard.claim('t', 'q', 'c'))
+   AND (SELECT count(*) = 1 FROM forgeyard.dead_list('t', 'q'))"
+dropdb "$v0100"
+
 # Both equal a fresh install given the same grant, except for pg_init_privs: PostgreSQL records a
 # GRANT run inside ALTER EXTENSION UPDATE (apply_access re-granting the recorded roles) as an initial
 # privilege of the extension, which a grant after CREATE EXTENSION is not. Initial privileges are
