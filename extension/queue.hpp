@@ -163,12 +163,14 @@ inline constexpr int claim_extra_candidates = 4;
 // The ready lanes (queue_lanes.cpp, 0.10.0). Whether the catalog has them:
 bool lanes_schema();
 // A message a claim tries: from a lane (pos, its listing) or from messages_claim (pos 0), with
-// the class it competes in (`aged`: its own without aging) and since when it is visible.
+// the class it competes in (`aged`: its own without aging) and since when it is visible;
+// `lapsed`: a listed one that was delivered before (its claim lapsed).
 struct Candidate {
   std::int64_t msg_id;
   int priority, aged;
   std::int64_t pos;
   TimestampTz visible_at;
+  bool lapsed = false;
 };
 // Where a claim's reads of its lanes got to (per class, the last position read; 0: none yet), so
 // that a second read goes on from there, and whether any read stopped at what was asked for (more

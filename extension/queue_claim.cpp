@@ -358,6 +358,19 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
       reads.cut = false;
       list = ordered_candidates(spi, queue, max_messages + few_more, max_messages + extra * 8, now, reads);
     }
+    // A lapsed delivery still listed in its lane that this claim passed over (the limit was filled
+    // by messages before it: visible since earlier) leaves the lane, if no one holds it:
+    // messages_claim finds it in the same order. Listed, it would stop its lane's cursor until it
+    // is claimed again, and every claim would walk what was consumed past it meanwhile.
+    if (ready_col != 0)
+      for (const Candidate& a : list) {
+        if (!a.lapsed || seen.count(a.msg_id) != 0) continue;
+        if (!m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(a.msg_id)}}) || !still_listed(a))
+          continue;
+        const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
+        if (locked == pg::Locked::skipped || (locked == pg::Locked::newer_version && !still_listed(a))) continue;
+        m.update({{ready_col, pg::null_value()}});
+      }
   } else {
     // A fair queue's classes are in pass order (messages_fair), where a row not yet visible (in
     // flight, or delayed) says nothing of the rows after it: it is skipped, not a stop.

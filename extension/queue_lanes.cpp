@@ -51,12 +51,13 @@ struct LaneColumns {
   explicit LaneColumns(const pg::Table& t) : pos(t.column("pos")), msg_id(t.column("msg_id")) {}
 };
 struct ReadColumns {
-  int ready_pos, visible_at, state, is_head;
+  int ready_pos, visible_at, state, is_head, attempt;
   explicit ReadColumns(const pg::Table& m)
       : ready_pos(m.column("ready_pos")),
         visible_at(m.column("visible_at")),
         state(m.column("state")),
-        is_head(m.column("is_head")) {}
+        is_head(m.column("is_head")),
+        attempt(m.column("attempt")) {}
 };
 
 // Walks one lane from its cursor (extension/queue_lanes.sql, lane_walk): its ready entries, up to
@@ -74,7 +75,7 @@ std::int64_t walk_lane(pg::Table& lanes, pg::Table& m, std::int64_t lane, int pr
                        {{1, pg::Compare::eq, pg::int8_value(lane)}, {2, pg::Compare::gt, pg::int8_value(cursor)}});
   while (scan.next()) {
     const std::int64_t pos = lanes.int8(l.pos);
-    bool consumed = true, ready = false;
+    bool consumed = true, ready = false, lapsed = false;
     TimestampTz visible_at = 0;
     std::int64_t msg_id = 0;
     if (!lanes.is_null(l.msg_id)) {
@@ -85,6 +86,7 @@ std::int64_t walk_lane(pg::Table& lanes, pg::Table& m, std::int64_t lane, int pr
         consumed = false;
         visible_at = m.timestamptz(c.visible_at);
         ready = visible_at <= now;
+        lapsed = ready && m.int4(c.attempt) > 0;
       }
     }
     if (in_run && pos == run_end + 1 && consumed)
@@ -92,7 +94,7 @@ std::int64_t walk_lane(pg::Table& lanes, pg::Table& m, std::int64_t lane, int pr
     else
       in_run = false;
     if (ready && got < want) {
-      out->push_back({msg_id, priority, priority, pos, visible_at});
+      out->push_back({msg_id, priority, priority, pos, visible_at, lapsed});
       ++got;
     }
     if (last_read != nullptr) *last_read = pos;

@@ -258,6 +258,44 @@ BOOST_AUTO_TEST_CASE(long_claims_and_resource_bound_messages_leave_the_lanes) {
   BOOST_TEST(d[0].attempt == 2);
 }
 
+// A delivery whose claim lapsed (its consumer died) is ready again but comes after the messages
+// visible since before its lapse. Still listed, it would stop its lane's cursor until it is claimed
+// again, and every claim would walk what was consumed past it meanwhile: the first claim that
+// passes it over takes it out of the lane, the cursor goes on, and it is still delivered in its
+// turn (from messages_claim), on its second attempt.
+BOOST_AUTO_TEST_CASE(a_lapsed_delivery_behind_older_messages_leaves_its_lane) {
+  queues().create(tenant, queue, {});
+  const std::int64_t dying = send("dying");
+  std::vector<Delivery> d = queues().claim(tenant, queue, "dies", 1, std::chrono::seconds(30));
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].msg_id == dying);
+  std::vector<std::int64_t> backlog;
+  for (int i = 0; i < 5; ++i) backlog.push_back(send("backlog-" + std::to_string(i)));
+  clock.advance(std::chrono::minutes(1));  // the claim lapsed: ready again, visible since 30 s ago
+  std::optional<conformance::PgSession> observer;
+  if (is_postgres()) observer.emplace(url);
+  for (std::size_t i = 0; i < backlog.size(); ++i) {
+    d = take();
+    BOOST_REQUIRE(d.size() == 1u);
+    BOOST_TEST(d[0].msg_id == backlog[i]);
+    queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);
+    if (is_postgres() && i == 0)
+      BOOST_TEST(observer->value("SELECT ready_pos IS NULL FROM forgeyard.messages WHERE msg_id = " +
+                                 std::to_string(dying)) == "t");
+  }
+  if (is_postgres()) {
+    // The cursor passed the lapsed delivery's position and the backlog acked before the last claim.
+    const Lane l = lane(*observer, 3);
+    BOOST_TEST(l.cursor >= l.last - 1);
+  }
+  d = take();
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].msg_id == dying);
+  BOOST_TEST(d[0].attempt == 2);
+  queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);
+  BOOST_TEST(take().empty());
+}
+
 // queue_drop takes the lanes with the queue: no sequence of them is left behind.
 BOOST_AUTO_TEST_CASE(dropping_a_queue_drops_its_lanes) {
   queues().create(tenant, queue, {});
