@@ -351,26 +351,35 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
     // hold them now. While the claim is short and a read stopped at what was asked for, more are
     // read: the lanes on from where their reads got to, the heads without a listing again with
     // eight times more (those tried are passed over).
-    std::vector<Candidate> list = tried;
-    for (int extra = few_more;; extra *= 8) {
-      try_each(list);
-      if (static_cast<int>(out.size()) >= max_messages || !reads.cut || extra >= most_more) break;
-      reads.cut = false;
-      list = ordered_candidates(spi, queue, max_messages + few_more, max_messages + extra * 8, now, reads);
-    }
-    // A lapsed delivery still listed in its lane that this claim passed over (the limit was filled
-    // by messages before it: visible since earlier) leaves the lane, if no one holds it:
-    // messages_claim finds it in the same order. Listed, it would stop its lane's cursor until it
-    // is claimed again, and every claim would walk what was consumed past it meanwhile.
-    if (ready_col != 0)
-      for (const Candidate& a : list) {
-        if (!a.lapsed || seen.count(a.msg_id) != 0) continue;
+    // A lapsed delivery still listed in its lane (delivered before, ready again) leaves the lane
+    // when a claim meets it, if no one holds it, and is tried as a head without a listing: it
+    // comes after every message visible since before its lapse, so listed it would stop its lane's
+    // cursor until it is claimed again, and every claim would walk what was consumed past it
+    // meanwhile (extension/queue_lanes.sql, queue_candidates: the same in the PL/pgSQL edition).
+    auto unlist_lapsed = [&](std::vector<Candidate>& list) {
+      bool wrote = false;
+      for (Candidate& a : list) {
+        if (!a.lapsed) continue;
+        a.lapsed = false;
         if (!m.find(pg::OwnIndex::messages_pkey, {{1, pg::Compare::eq, pg::int8_value(a.msg_id)}}) || !still_listed(a))
           continue;
         const pg::Locked locked = m.lock(pg::LockMode::update, pg::Wait::skip);
         if (locked == pg::Locked::skipped || (locked == pg::Locked::newer_version && !still_listed(a))) continue;
         m.update({{ready_col, pg::null_value()}});
+        a.pos = 0;
+        wrote = true;
       }
+      if (wrote) access.next_command();
+    };
+    std::vector<Candidate> list = tried;
+    for (int extra = few_more;; extra *= 8) {
+      if (ready_col != 0) unlist_lapsed(list);
+      try_each(list);
+      if (static_cast<int>(out.size()) >= max_messages || !reads.cut || extra >= most_more) break;
+      reads.cut = false;
+      list = ordered_candidates(spi, queue, max_messages + few_more, max_messages + extra * 8, now, reads);
+    }
+
   } else {
     // A fair queue's classes are in pass order (messages_fair), where a row not yet visible (in
     // flight, or delayed) says nothing of the rows after it: it is skipped, not a stop.

@@ -206,13 +206,6 @@ BEGIN
             extra := extra * 8;
         END IF;
     END LOOP;
-    -- A lapsed delivery still listed in its lane that this claim passed over (the limit was filled
-    -- by messages before it: visible since earlier) leaves the lane, if no one holds it:
-    -- messages_claim finds it in the same order. Listed, it would stop its lane's cursor until it
-    -- is claimed again, and every claim would walk what was consumed past it meanwhile.
-    IF NOT q.fairness AND cardinality(k_ids) > n THEN
-        PERFORM forgeyard_pl.queue_unlist_lapsed(q, k_ids, k_pos, at_time);
-    END IF;
     PERFORM set_config('plan_cache_mode', plan_mode, true), set_config('enable_seqscan', seqscan, true);
     IF l_ids IS NOT NULL THEN
         UPDATE forgeyard.messages y
@@ -222,23 +215,6 @@ BEGIN
          WHERE y.msg_id = ANY (l_ids);
         PERFORM forgeyard_pl.queue_apply(q, l_slots, l_bytes, l_keys, '{}', '{}', '{}', at_time);
     END IF;
-END
-$$;
-
--- The lapsed deliveries still listed in their lane among a claim's candidates (ids, at their
--- positions) that are ready at at_time and that no one holds: they leave the lane (claim in
--- queue_claim.cpp). The claim's own deliveries are no longer ready.
-CREATE FUNCTION forgeyard_pl.queue_unlist_lapsed(q record, ids bigint[], positions bigint[], at_time timestamptz)
-    RETURNS void LANGUAGE plpgsql
-    AS $$
-BEGIN
-    UPDATE forgeyard.messages x SET ready_pos = NULL
-     WHERE x.ctid = ANY (ARRAY(SELECT m.ctid FROM unnest(ids, positions) k(id, pos)
-                                 JOIN forgeyard.messages m ON m.msg_id = k.id
-                                WHERE k.pos IS NOT NULL AND m.ready_pos = k.pos AND m.attempt > 0
-                                  AND m.state = 'pending' AND m.is_head AND m.pass IS NULL
-                                  AND m.visible_at <= at_time AND m.tenant_id = q.tenant_id AND m.queue = q.queue
-                                  FOR UPDATE OF m SKIP LOCKED));
 END
 $$;
 
@@ -491,10 +467,6 @@ BEGIN
     END LOOP;
     IF cur_open THEN
         CLOSE cur;
-    END IF;
-    -- (A lapsed delivery still listed that this claim passed over leaves its lane: queue_claim_from.)
-    IF NOT q.fairness AND cardinality(a_ids) > got THEN
-        PERFORM forgeyard_pl.queue_unlist_lapsed(q, a_ids, a_pos, at_time);
     END IF;
     IF cardinality(l_ids) > 0 THEN
         UPDATE forgeyard.messages y

@@ -18,14 +18,14 @@ SELECT lane_l.class, lane_l.lane, lane_l.last_pos,
 -- @statement lane_walk
 -- The entries of lane $1 above position $2, in position order, at most $4: whether each is
 -- consumed (its message gone, finished, or no longer listed there: what moves the cursor) and
--- whether it is ready at $3 (a pending head listed there and visible: a candidate, fresh or with
--- its claim lapsed).
+-- whether it is ready at $3 (a pending head listed there and visible: a candidate, fresh or, when
+-- `lapsed`, delivered before and its claim lapsed).
 SELECT lane_e.pos, lane_e.msg_id,
        (lane_m.msg_id IS NULL OR lane_m.ready_pos IS DISTINCT FROM lane_e.pos OR lane_m.state <> 'pending'
         OR NOT lane_m.is_head) AS consumed,
        coalesce(lane_m.ready_pos = lane_e.pos AND lane_m.state = 'pending' AND lane_m.is_head
                 AND lane_m.visible_at <= $3, false) AS ready,
-       lane_m.visible_at
+       lane_m.visible_at, coalesce(lane_m.attempt > 0, false) AS lapsed
   FROM forgeyard.queue_lanes lane_e LEFT JOIN forgeyard.messages lane_m ON lane_m.msg_id = lane_e.msg_id
  WHERE lane_e.lane = $1 AND lane_e.pos > $2
  ORDER BY lane_e.pos LIMIT $4
@@ -64,7 +64,10 @@ SELECT lane_c.msg_id AS due_id, lane_c.priority::integer AS due_priority, lane_c
 -- cursor, up to `want` ready entries, with their positions; then up to `want` ready heads without
 -- a listing per class (due_candidates), position NULL. Moves each lane's cursor over the run of
 -- consumed positions it read when `advance` (the transaction has written nothing: what it sees
--- consumed is committed). `lanes` and `due`: which of the two it reads.
+-- consumed is committed). `lanes` and `due`: which of the two it reads. A lapsed delivery still
+-- listed (delivered before, ready again) that the walk meets leaves its lane, after the cursors
+-- moved, if no one holds it (queue_unlist_lapsed), and is found with the heads without a listing
+-- (claim in queue_claim.cpp: the same in the C++ edition).
 CREATE FUNCTION forgeyard_pl.queue_candidates(q record, want integer, at_time timestamptz, advance boolean,
                                              lanes boolean DEFAULT true, due boolean DEFAULT true)
     RETURNS TABLE (c_msg_id bigint, c_priority integer, c_pos bigint, c_visible_at timestamptz)
@@ -78,6 +81,8 @@ DECLARE
     after bigint;
     expect bigint;
     run_end bigint;
+    lapsed_ids bigint[];
+    lapsed_pos bigint[];
 BEGIN
     IF lanes AND q.lanes IS NOT NULL THEN
         FOR l IN @statement.lane_ends(q.lanes)@ LOOP
@@ -97,7 +102,10 @@ BEGIN
                     ELSE
                         expect := NULL;
                     END IF;
-                    IF e.ready THEN
+                    IF e.ready AND e.lapsed THEN
+                        lapsed_ids := coalesce(lapsed_ids, '{}') || e.msg_id;
+                        lapsed_pos := coalesce(lapsed_pos, '{}') || e.pos;
+                    ELSIF e.ready THEN
                         c_msg_id := e.msg_id; c_priority := l.class; c_pos := e.pos; c_visible_at := e.visible_at;
                         RETURN NEXT;
                         got := got + 1;
@@ -110,6 +118,9 @@ BEGIN
                 PERFORM FROM (@statement.lane_advance(l.lane, run_end)@) s;
             END IF;
         END LOOP;
+        IF lapsed_ids IS NOT NULL THEN
+            PERFORM forgeyard_pl.queue_unlist_lapsed(q, lapsed_ids, lapsed_pos, at_time);
+        END IF;
     END IF;
     IF NOT due THEN
         RETURN;
@@ -136,5 +147,21 @@ BEGIN
     END IF;
     SELECT coalesce(array_agg(c.c_msg_id), '{}'), coalesce(array_agg(c.c_pos), '{}') INTO ids, positions
       FROM forgeyard_pl.queue_candidates(q, want, at_time, true, true, false) c;
+END
+$$;
+
+-- The lapsed deliveries a claim's walk met still listed in their lane (ids, at their positions)
+-- that are ready at at_time and that no one holds: they leave the lane (queue_candidates).
+CREATE FUNCTION forgeyard_pl.queue_unlist_lapsed(q record, ids bigint[], positions bigint[], at_time timestamptz)
+    RETURNS void LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE forgeyard.messages x SET ready_pos = NULL
+     WHERE x.ctid = ANY (ARRAY(SELECT m.ctid FROM unnest(ids, positions) k(id, pos)
+                                 JOIN forgeyard.messages m ON m.msg_id = k.id
+                                WHERE k.pos IS NOT NULL AND m.ready_pos = k.pos AND m.attempt > 0
+                                  AND m.state = 'pending' AND m.is_head AND m.pass IS NULL
+                                  AND m.visible_at <= at_time AND m.tenant_id = q.tenant_id AND m.queue = q.queue
+                                  FOR UPDATE OF m SKIP LOCKED));
 END
 $$;

@@ -261,8 +261,9 @@ BOOST_AUTO_TEST_CASE(long_claims_and_resource_bound_messages_leave_the_lanes) {
 // A delivery whose claim lapsed (its consumer died) is ready again but comes after the messages
 // visible since before its lapse. Still listed, it would stop its lane's cursor until it is claimed
 // again, and every claim would walk what was consumed past it meanwhile: the first claim that
-// passes it over takes it out of the lane, the cursor goes on, and it is still delivered in its
-// turn (from messages_claim), on its second attempt.
+// meets it takes it out of the lane, the cursor goes on, and it is still delivered in its turn
+// (from messages_claim), on its second attempt. A lapsed delivery that is the oldest is claimed
+// again by the claim that meets it.
 BOOST_AUTO_TEST_CASE(a_lapsed_delivery_behind_older_messages_leaves_its_lane) {
   queues().create(tenant, queue, {});
   const std::int64_t dying = send("dying");
@@ -294,6 +295,17 @@ BOOST_AUTO_TEST_CASE(a_lapsed_delivery_behind_older_messages_leaves_its_lane) {
   BOOST_TEST(d[0].attempt == 2);
   queues().ack(tenant, queue, d[0].msg_id, d[0].claim_token);
   BOOST_TEST(take().empty());
+  // The oldest ready message lapsed: the claim that meets it in its lane delivers it again.
+  const std::int64_t oldest = send("oldest");
+  d = queues().claim(tenant, queue, "dies", 1, std::chrono::seconds(30));
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].msg_id == oldest);
+  clock.advance(std::chrono::seconds(31));
+  send("younger");
+  d = take();
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].msg_id == oldest);
+  BOOST_TEST(d[0].attempt == 2);
 }
 
 // queue_drop takes the lanes with the queue: no sequence of them is left behind.
