@@ -248,8 +248,7 @@ FY_FUNCTION(fy_ack_and_claim) {
   // The lanes read (and their cursors moved) before the acks write: the claim after them could
   // not move the cursors, as it would count this transaction's own acks as consumed
   // (queue_lanes.cpp); it takes what this read found as its first candidates.
-  const std::optional<FirstCandidates> first =
-      first_candidates(spi, queue, max_messages + claim_extra_candidates, now);
+  const std::optional<FirstCandidates> first = first_candidates(spi, queue, max_messages + claim_extra_candidates, now);
   if (!deliveries.empty()) ack_many(spi, queue, deliveries, now, releases);
   apply(spi, queue, releases);
   const std::vector<Claimed> claimed =
