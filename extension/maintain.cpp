@@ -83,50 +83,51 @@ std::uint64_t purge_workflow_runs(pg::Spi& spi, TimestampTz now, std::int32_t ma
 
 // Release deltas folded into their release rows (give_back() folds them at an ack that locks the
 // row, from 0.11.0 on at the first ack of a generation; consumers under REPEATABLE READ only ever
-// add deltas): up to max_rows release rows that have
-// deltas, each locked SKIP LOCKED (a row an ack holds is left to it), its deltas deleted and added
-// to it. Not under a transaction snapshot (a row changed since would be 40001): 0 there.
+// add deltas): up to max_rows release rows that have deltas, each locked SKIP LOCKED (a row an ack
+// holds is left to it), its deltas deleted and added to it. Not under a transaction snapshot (a
+// row changed since would be 40001): 0 there. From 0.11.0 on, the generations before the current
+// one and the rows of a library before it (gen NULL), each delta row locked SKIP LOCKED (an ack
+// may be adding to one). (A 0.10.0 library's maintain(), in a session that loaded it before the
+// update, deletes without SKIP LOCKED: it waits for an ack that holds a row of the current
+// generation.)
 std::uint64_t fold_release_deltas(pg::Spi& spi, std::int32_t max_rows, const Tenant& tenant) {
+  // The release rows that have deltas to fold (`foldable`: more conditions on a delta row x), the
+  // deltas deleted (`deleted`, d), their sums (s) added to their rows, and how many were folded.
+  const auto fold_sql = [](const char* foldable, const char* deleted) {
+    return std::string(
+               "WITH r AS (SELECT r.tenant_id, r.queue, r.slot FROM forgeyard.queue_releases r"
+               "   WHERE ($2::pg_catalog.text IS NULL OR r.tenant_id OPERATOR(pg_catalog.=) $2)"
+               "     AND EXISTS (SELECT 1 FROM forgeyard.queue_release_deltas x"
+               "                  WHERE x.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
+               "                   AND x.queue OPERATOR(pg_catalog.=) r.queue AND x.slot OPERATOR(pg_catalog.=) r.slot") +
+           foldable +
+           ")"
+           "   LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),"
+           " d AS (" +
+           deleted +
+           "      RETURNING x.tenant_id, x.queue, x.slot, x.released_messages, x.released_bytes),"
+           " s AS (SELECT d.tenant_id, d.queue, d.slot, pg_catalog.sum(d.released_messages)::pg_catalog.int8 AS m,"
+           "              pg_catalog.sum(d.released_bytes)::pg_catalog.int8 AS b, pg_catalog.count(*) AS n"
+           "         FROM d GROUP BY d.tenant_id, d.queue, d.slot),"
+           " u AS (UPDATE forgeyard.queue_releases q SET released_messages = q.released_messages OPERATOR(pg_catalog.+) s.m,"
+           "              released_bytes = q.released_bytes OPERATOR(pg_catalog.+) s.b"
+           "         FROM s WHERE q.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND q.queue OPERATOR(pg_catalog.=) s.queue"
+           "          AND q.slot OPERATOR(pg_catalog.=) s.slot)"
+           " SELECT COALESCE(pg_catalog.sum(s.n), 0)::pg_catalog.int8 FROM s";
+  };
   static pg::Statement fold(
-      "WITH r AS (SELECT r.tenant_id, r.queue, r.slot FROM forgeyard.queue_releases r"
-      "   WHERE ($2::pg_catalog.text IS NULL OR r.tenant_id OPERATOR(pg_catalog.=) $2)"
-      "     AND EXISTS (SELECT 1 FROM forgeyard.queue_release_deltas x WHERE x.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
-      "                   AND x.queue OPERATOR(pg_catalog.=) r.queue AND x.slot OPERATOR(pg_catalog.=) r.slot)"
-      "   LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),"
-      " d AS (DELETE FROM forgeyard.queue_release_deltas x USING r WHERE x.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
-      "        AND x.queue OPERATOR(pg_catalog.=) r.queue AND x.slot OPERATOR(pg_catalog.=) r.slot"
-      "      RETURNING x.tenant_id, x.queue, x.slot, x.released_messages, x.released_bytes),"
-      " s AS (SELECT d.tenant_id, d.queue, d.slot, pg_catalog.sum(d.released_messages)::pg_catalog.int8 AS m,"
-      "              pg_catalog.sum(d.released_bytes)::pg_catalog.int8 AS b, pg_catalog.count(*) AS n"
-      "         FROM d GROUP BY d.tenant_id, d.queue, d.slot),"
-      " u AS (UPDATE forgeyard.queue_releases q SET released_messages = q.released_messages OPERATOR(pg_catalog.+) s.m,"
-      "              released_bytes = q.released_bytes OPERATOR(pg_catalog.+) s.b"
-      "         FROM s WHERE q.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND q.queue OPERATOR(pg_catalog.=) s.queue"
-      "          AND q.slot OPERATOR(pg_catalog.=) s.slot)"
-      " SELECT COALESCE(pg_catalog.sum(s.n), 0)::pg_catalog.int8 FROM s",
+      fold_sql(
+          "",
+          "DELETE FROM forgeyard.queue_release_deltas x USING r WHERE x.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
+          "        AND x.queue OPERATOR(pg_catalog.=) r.queue AND x.slot OPERATOR(pg_catalog.=) r.slot"),
       {INT4OID, TEXTOID});
-  // From 0.11.0 on, the generations before the current one, each delta row locked SKIP LOCKED
-  // (an ack may be adding to a row of its generation).
   static pg::Statement fold_generations(
-      "WITH r AS (SELECT r.tenant_id, r.queue, r.slot FROM forgeyard.queue_releases r"
-      "   WHERE ($2::pg_catalog.text IS NULL OR r.tenant_id OPERATOR(pg_catalog.=) $2)"
-      "     AND EXISTS (SELECT 1 FROM forgeyard.queue_release_deltas x WHERE x.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
-      "                   AND x.queue OPERATOR(pg_catalog.=) r.queue AND x.slot OPERATOR(pg_catalog.=) r.slot"
-      "                   AND (x.gen IS NULL OR x.gen OPERATOR(pg_catalog.<) $3))"
-      "   LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),"
-      " d AS (DELETE FROM forgeyard.queue_release_deltas x WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-      "        SELECT y.ctid FROM forgeyard.queue_release_deltas y JOIN r ON y.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
-      "           AND y.queue OPERATOR(pg_catalog.=) r.queue AND y.slot OPERATOR(pg_catalog.=) r.slot"
-      "         WHERE (y.gen IS NULL OR y.gen OPERATOR(pg_catalog.<) $3) FOR UPDATE OF y SKIP LOCKED))"
-      "      RETURNING x.tenant_id, x.queue, x.slot, x.released_messages, x.released_bytes),"
-      " s AS (SELECT d.tenant_id, d.queue, d.slot, pg_catalog.sum(d.released_messages)::pg_catalog.int8 AS m,"
-      "              pg_catalog.sum(d.released_bytes)::pg_catalog.int8 AS b, pg_catalog.count(*) AS n"
-      "         FROM d GROUP BY d.tenant_id, d.queue, d.slot),"
-      " u AS (UPDATE forgeyard.queue_releases q SET released_messages = q.released_messages OPERATOR(pg_catalog.+) s.m,"
-      "              released_bytes = q.released_bytes OPERATOR(pg_catalog.+) s.b"
-      "         FROM s WHERE q.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND q.queue OPERATOR(pg_catalog.=) s.queue"
-      "          AND q.slot OPERATOR(pg_catalog.=) s.slot)"
-      " SELECT COALESCE(pg_catalog.sum(s.n), 0)::pg_catalog.int8 FROM s",
+      fold_sql(" AND (x.gen IS NULL OR x.gen OPERATOR(pg_catalog.<) $3)",
+               "DELETE FROM forgeyard.queue_release_deltas x WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+               "        SELECT y.ctid FROM forgeyard.queue_release_deltas y JOIN r"
+               "            ON y.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
+               "           AND y.queue OPERATOR(pg_catalog.=) r.queue AND y.slot OPERATOR(pg_catalog.=) r.slot"
+               "         WHERE (y.gen IS NULL OR y.gen OPERATOR(pg_catalog.<) $3) FOR UPDATE OF y SKIP LOCKED))"),
       {INT4OID, TEXTOID, INT8OID});
   if (pg::uses_transaction_snapshot() || !pg::has_table(pg::CachedTable::queue_release_deltas)) return 0;
   std::int64_t folded = 0;
