@@ -350,12 +350,14 @@ void give_back_by_generation(const Queue& queue, const std::map<int, core::Usage
 }
 
 // The room of released messages back to their slots, below SPI (pg/table_access.hpp), never
-// waiting for a row another transaction holds. On a catalog before 0.11.0, per slot: its release row locked FOR NO KEY
-// UPDATE SKIP LOCKED, the slot's committed deltas folded into it (each delta locked SKIP LOCKED, so one another folder
-// took is left to it, and deleted), and the room added. A release row another transaction holds, or any under a
-// transaction snapshot (where a row changed since the snapshot could only be 40001), gets the room as a delta row of
-// its own instead: an INSERT, which waits for nobody. So no two acks wait for each other, in any order of slots
-// (docs/architecture.md, "Locks held to commit"). A database still at 0.7.0 has no deltas: there the row is waited for.
+// waiting for a row another transaction holds (give_back_by_generation() from 0.11.0 on). On a
+// catalog before 0.11.0, per slot: its release row locked FOR NO KEY UPDATE SKIP LOCKED, the
+// slot's committed deltas folded into it (each delta locked SKIP LOCKED, so one another folder
+// took is left to it, and deleted), and the room added. A release row another transaction holds,
+// or any under a transaction snapshot (where a row changed since the snapshot could only be
+// 40001), gets the room as a delta row of its own instead: an INSERT, which waits for nobody. So
+// no two acks wait for each other, in any order of slots (docs/architecture.md, "Locks held to
+// commit"). A database still at 0.7.0 has no deltas: there the row is waited for.
 void give_back(const Queue& queue, const std::map<int, core::Usage>& slots) {
   const bool deltas = pg::has_table(pg::CachedTable::queue_release_deltas);
   const bool own_snapshot = pg::uses_transaction_snapshot();
