@@ -12,7 +12,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 
-SELECT plan(11);
+SELECT plan(13);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -79,6 +79,19 @@ SELECT is(:after_release::bigint, 0::bigint, 'a lease_release runs no nested sta
 SELECT pg_stat_statements_reset() IS NULL AS reset \gset
 SELECT count(*) AS listed FROM forgeyard.queue_list('t1') \gset
 SELECT cmp_ok((SELECT n FROM nested), '>', 0::bigint, 'a call that runs SQL (queue_list) is counted: the count is not blind');
+
+-- The backend keeps its lanes' sequence oids (queue_lanes.cpp) until forgeyard's relations are
+-- invalidated: after DROP EXTENSION the lane numbers start again, so a new queue gets the lane ids
+-- the backend knew, with new sequences.
+SELECT (SELECT lanes FROM forgeyard.queues WHERE tenant_id = 't1' AND queue = 'direct') AS old_lanes \gset
+DROP EXTENSION forgeyard CASCADE;
+CREATE EXTENSION forgeyard;
+SELECT forgeyard.queue_create('t1', 'again') IS NULL AS created \gset
+SELECT forgeyard.enqueue('t1', 'again', 'after') AS again_id \gset
+SELECT is((SELECT lanes FROM forgeyard.queues WHERE tenant_id = 't1' AND queue = 'again'), :old_lanes::bigint,
+          'after DROP and CREATE EXTENSION a new queue gets the lanes number this backend used before');
+SELECT is((SELECT msg_id FROM forgeyard.claim('t1', 'again', 'w')), :again_id::bigint,
+          'and its claim reads the new lane sequences: the kept oids were forgotten');
 
 SELECT * FROM finish();
 ROLLBACK;
