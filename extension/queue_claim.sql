@@ -78,14 +78,22 @@ BEGIN
             -- locked SKIP LOCKED and still ready where it was found (EvalPlanQual re-checks the
             -- newest version), in delivery order.
             -- (ack_and_claim read the lanes before its acks: first_ids; the heads without a
-            -- listing are read now, after them.)
-            SELECT coalesce(array_agg(c.c_msg_id ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}'),
-                   coalesce(array_agg(c.c_pos ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}')
-              INTO k_ids, k_pos
-              FROM (SELECT * FROM forgeyard_pl.queue_candidates(q, lim + extra, at_time, advance, first_ids IS NULL, true)
-                    UNION ALL
-                    SELECT f.id, m.priority::integer, f.pos, m.visible_at
-                      FROM unnest(first_ids, first_pos) f(id, pos) JOIN forgeyard.messages m ON m.msg_id = f.id) c;
+            -- listing are read now, after them, by the statement queue_candidates would run.)
+            IF first_ids IS NULL THEN
+                SELECT coalesce(array_agg(c.c_msg_id ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}'),
+                       coalesce(array_agg(c.c_pos ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}')
+                  INTO k_ids, k_pos
+                  FROM forgeyard_pl.queue_candidates(q, lim + extra, at_time, advance) c;
+            ELSE
+                SELECT coalesce(array_agg(c.id ORDER BY c.priority, c.visible_at, c.id), '{}'),
+                       coalesce(array_agg(c.pos ORDER BY c.priority, c.visible_at, c.id), '{}')
+                  INTO k_ids, k_pos
+                  FROM (SELECT f.id, m.priority::integer AS priority, f.pos, m.visible_at
+                          FROM unnest(first_ids, first_pos) f(id, pos) JOIN forgeyard.messages m ON m.msg_id = f.id
+                        UNION ALL
+                        SELECT due.due_id, due.due_priority, NULL, due.due_visible_at
+                          FROM (@statement.due_candidates(q.tenant_id, q.queue, at_time, lim + extra)@) due) c;
+            END IF;
             advance := false;
             first_ids := NULL;
             FOR r IN

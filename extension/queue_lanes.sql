@@ -72,6 +72,7 @@ CREATE FUNCTION forgeyard_pl.queue_candidates(q record, want integer, at_time ti
                                              lanes boolean DEFAULT true, due boolean DEFAULT true)
     RETURNS TABLE (c_msg_id bigint, c_priority integer, c_pos bigint, c_visible_at timestamptz)
     LANGUAGE plpgsql
+    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
     AS $$
 DECLARE
     l record;
