@@ -7,7 +7,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 
-SELECT plan(204);
+SELECT plan(218);
 
 SET TIME ZONE 'UTC';
 
@@ -578,6 +578,58 @@ SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'rd')$$, 'queue_drop of a qu
 SELECT is((SELECT count(*) FROM forgeyard.queue_release_deltas WHERE queue = 'rd'), 0::bigint,
           'queue_drop removes the queue''s deltas with it');
 SET forgeyard.now_override = '';
+
+-- The lanes' part of maintain(): what a restore can leave, and how far one pass reads.
+-- A dump reads a lane's cursor after its rows, so a restore can bring back a cursor past a
+-- message the dump still shows listed: claims start above the cursor and would never meet it,
+-- and messages_claim holds only messages without a listing. maintain() deletes the entries at
+-- or below the cursor and unlists such a message. (setval stands in for the restored value.)
+SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'healed')$$, 'queue_create healed');
+DO $$ BEGIN PERFORM forgeyard.enqueue('t1', 'healed', 'behind the cursor'); END $$;
+SELECT is((SELECT ready_pos FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'healed'), 1::bigint,
+          'the message is listed at position 1 of its lane');
+SELECT ok(pg_catalog.setval(('forgeyard.lane_' || (lanes * 8 + 3) || '_cursor')::regclass, 1) = 1,
+          'a restored cursor at the listing''s position')
+  FROM forgeyard.queues WHERE tenant_id = 't1' AND queue = 'healed';
+SELECT is((SELECT count(*) FROM forgeyard.claim('t1', 'healed', 'c', 10)), 0::bigint,
+          'until maintain() runs, no claim finds a listing behind its cursor');
+SELECT results_eq($$SELECT "rows" FROM forgeyard.maintain(1000, 't1') WHERE task = 'queue_lanes'$$,
+                  $$VALUES (1::bigint)$$, 'maintain() deletes the entry at the cursor');
+SELECT is((SELECT coalesce(ready_pos, 0) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'healed'), 0::bigint,
+          'and unlists the message it still listed');
+SELECT is((SELECT string_agg(convert_from(c.payload, 'UTF8'), ',') || ' attempt ' || min(c.attempt)
+             FROM forgeyard.claim('t1', 'healed', 'c', 10) c),
+          'behind the cursor attempt 1', 'the next claim delivers it');
+
+-- One pass reads the lanes of 64 queues at most (each sequence read holds a lock to the end of
+-- the transaction), from the one after where the last pass ended, round to the first: 70 queues
+-- whose only entry is at its cursor take two passes, the first ending at the 64th lowest lane
+-- number.
+DELETE FROM forgeyard.queue_lane_marks WHERE lane = -1;
+DO $$ BEGIN
+    FOR i IN 0 .. 69 LOOP
+        PERFORM forgeyard.queue_create('t9', 'rot' || lpad(i::text, 2, '0'));
+        PERFORM forgeyard.enqueue('t9', 'rot' || lpad(i::text, 2, '0'), 'x');
+    END LOOP;
+    PERFORM pg_catalog.setval(('forgeyard.lane_' || (lanes * 8 + 3) || '_cursor')::regclass, 1)
+       FROM forgeyard.queues WHERE tenant_id = 't9';
+END $$;
+SELECT results_eq($$SELECT "rows" FROM forgeyard.maintain(1000, 't9') WHERE task = 'queue_lanes'$$,
+                  $$VALUES (64::bigint)$$, 'the first pass reads 64 queues');
+SELECT is((SELECT string_agg(q.queue, ',' ORDER BY q.lanes) FROM forgeyard.queues q
+            WHERE q.tenant_id = 't9' AND EXISTS (SELECT FROM forgeyard.queue_lanes l WHERE l.lane = q.lanes * 8 + 3)),
+          'rot64,rot65,rot66,rot67,rot68,rot69', 'those with the lowest lane numbers: six are left');
+SELECT is((SELECT pos FROM forgeyard.queue_lane_marks WHERE lane = -1),
+          (SELECT lanes FROM forgeyard.queues WHERE tenant_id = 't9' AND queue = 'rot63'), 'it ends at the 64th');
+SELECT results_eq($$SELECT "rows" FROM forgeyard.maintain(1000, 't9') WHERE task = 'queue_lanes'$$,
+                  $$VALUES (6::bigint)$$, 'the next pass goes on after it');
+SELECT is((SELECT count(*) FROM forgeyard.queue_lanes l JOIN forgeyard.queues q ON l.lane BETWEEN q.lanes * 8 AND q.lanes * 8 + 7
+            WHERE q.tenant_id = 't9'), 0::bigint, 'and no entry is left');
+SELECT is((SELECT pos FROM forgeyard.queue_lane_marks WHERE lane = -1),
+          (SELECT lanes FROM forgeyard.queues WHERE tenant_id = 't9' AND queue = 'rot57'),
+          'it read the six, then went round to the first 58');
+SELECT is((SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 't9' AND ready_pos IS NULL AND state = 'pending'),
+          70::bigint, 'every message unlisted, for messages_claim to find');
 
 SELECT * FROM finish();
 ROLLBACK;

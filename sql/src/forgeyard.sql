@@ -2800,9 +2800,14 @@ BEGIN
              WHERE q.lanes IN (SELECT w.lanes FROM forgeyard.queues w
                                 WHERE w.lanes IS NOT NULL AND ($2 IS NULL OR w.tenant_id = $2)
                                 ORDER BY w.lanes <= sweep, w.lanes LIMIT 64)) v;
-    -- (The next pass goes on after the last queue read here, or from the first when all were.)
+    -- (The next pass goes on after the last queue read here in the pass's order, the highest at
+    -- or below the mark when the pass went round to the first queues; from the first when all
+    -- were read.)
     INSERT INTO forgeyard.queue_lane_marks (lane, pos, next_xid)
-    VALUES (-1, CASE WHEN pg_catalog.cardinality(l_lanes) >= 64 * 6 THEN l_lanes[pg_catalog.cardinality(l_lanes)] / 8 ELSE 0 END,
+    VALUES (-1, CASE WHEN pg_catalog.cardinality(l_lanes) >= 64 * 6
+                     THEN coalesce((SELECT pg_catalog.max(u.lane / 8) FROM unnest(l_lanes) u(lane) WHERE u.lane / 8 <= sweep),
+                                   l_lanes[pg_catalog.cardinality(l_lanes)] / 8)
+                     ELSE 0 END,
             '0'::xid8)
         ON CONFLICT (lane) DO UPDATE SET pos = excluded.pos;
     IF advance THEN
