@@ -13,8 +13,11 @@
 #   FY_HELD_SECONDS=600      seconds per paced run      FY_HELD_RATES="1000 2000"  offered rates
 #   FY_HELD_CLIENTS=2        pgbench clients            FY_HELD_MAX_SECONDS=30     seconds per maximum run
 #   FY_HELD_SYNC=off         synchronous_commit (off: CPU alone, as the issue's figures)
-#   FY_HELD_SIDES="forgeyard baseline"   the sides, in order; "lanes" and "listings" are the
-#                            prototypes of docs/queue-storage-design.md (bench/prototype/*.sql)
+#   FY_HELD_SIDES="forgeyard baseline"   the sides, in order; "plpgsql" is forgeyard's queue in
+#                            the PL/pgSQL edition (a plain install by a role that is not superuser,
+#                            in its own database: make must have generated sql/gen first); "lanes"
+#                            and "listings" are the prototypes of docs/queue-storage-design.md
+#                            (bench/prototype/*.sql)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FY_HELD_SECONDS:-600}
@@ -44,6 +47,15 @@ for prototype in lanes listings; do
     psql -X -q -v ON_ERROR_STOP=1 -f "bench/prototype/$prototype.sql" >/dev/null || exit 1 ;;
   esac
 done
+case " $sides " in *" plpgsql "*)
+  script="sql/gen/plpgsql/plain--$(cat VERSION).sql"
+  [ -f "$script" ] || { echo "no $script: run make first" >&2; exit 1; }
+  psql -X -q -v ON_ERROR_STOP=1 -c "CREATE ROLE fy_owner LOGIN NOSUPERUSER CREATEDB CREATEROLE" >/dev/null &&
+    createdb -O fy_owner fy_held_pl && psql -X -q -v ON_ERROR_STOP=1 -U fy_owner -d fy_held_pl -f "$script" >/dev/null &&
+    psql -X -q -v ON_ERROR_STOP=1 -d fy_held_pl -f "$scripts/setup.sql" >/dev/null || exit 1 ;;
+esac
+# Each side runs in the database $db names: fy_held_pl for the PL/pgSQL edition's (the holder
+# too: a snapshot holds back the horizon of its own database only).
 db=$PGDATABASE
 sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@" >/dev/null; }
 source bench/lib/fill.sh
@@ -52,7 +64,7 @@ source bench/lib/hold.sh
 # The tables a side's run leaves dead tuples in.
 tables() {
   case "$1" in
-    forgeyard) echo "'messages', 'queue_slots', 'queue_releases', 'queue_release_deltas', 'queues', 'queue_lanes'" ;;
+    forgeyard | plpgsql) echo "'messages', 'queue_slots', 'queue_releases', 'queue_release_deltas', 'queues', 'queue_lanes'" ;;
     baseline) echo "'bench_q'" ;;
     lanes) echo "'msgs', 'ready'" ;;
     listings) echo "'entries_0', 'entries_1', 'entries_2', 'entries_3', 'events_0', 'events_1', 'events_2', 'events_3'" ;;
@@ -86,7 +98,7 @@ dead() { # side: "dead tuples N, size M MB" of its tables
 run() {
   local label=$1 side=$2 rate=$3 secs=$4 script
   case "$side" in
-    forgeyard) script=$scripts/forgeyard_claim1_ack.sql ;;
+    forgeyard | plpgsql) script=$scripts/forgeyard_claim1_ack.sql ;;
     baseline) script=$scripts/baseline_claim1_ack.sql ;;
     lanes) script=$scripts/lanes_claim1_ack.sql ;;
     listings) script=$scripts/listings_claim1_ack.sql ;;
@@ -117,13 +129,15 @@ refill() {  # refill SIDE
   esac
 }
 for side in $sides; do
+  db=$PGDATABASE
+  [ "$side" = plpgsql ] && db=fy_held_pl
   refill "$side"
   run "$side, nothing held, maximum" "$side" 0 "$max_seconds"
   for rate in $rates; do
     refill "$side"
     run "$side, nothing held" "$side" "$rate" "$seconds"
     refill "$side"
-    hold
+    PGDATABASE=$db hold
     run "$side, snapshot held ${seconds}s" "$side" "$rate" "$seconds"
     run "$side, then its maximum, still held" "$side" 0 "$max_seconds"
     release
