@@ -13,6 +13,10 @@
 #   FY_HELD_SECONDS=600      seconds per paced run      FY_HELD_RATES="1000 2000"  offered rates
 #   FY_HELD_CLIENTS=2        pgbench clients            FY_HELD_MAX_SECONDS=30     seconds per maximum run
 #   FY_HELD_SYNC=off         synchronous_commit (off: CPU alone, as the issue's figures)
+#   FY_HELD_PRODUCE=0        1: during each paced run, one more pgbench client enqueues at the
+#                            offered rate (forgeyard and plpgsql: forgeyard.enqueue; baseline: its
+#                            INSERT), so the queue's depth stays; its rate and latency are printed
+#                            on a line of their own (the producers' side of a held snapshot)
 #   FY_HELD_SIDES="forgeyard baseline"   the sides, in order; "plpgsql" is forgeyard's queue in
 #                            the PL/pgSQL edition (a plain install by a role that is not superuser,
 #                            in its own database: make must have generated sql/gen first); "lanes"
@@ -26,6 +30,7 @@ clients=${FY_HELD_CLIENTS:-2}
 max_seconds=${FY_HELD_MAX_SECONDS:-30}
 sync=${FY_HELD_SYNC:-off}
 sides=${FY_HELD_SIDES:-forgeyard baseline}
+produce=${FY_HELD_PRODUCE:-0}
 scripts=bench/pgbench
 dir=$(mktemp -d)
 holder=""
@@ -93,31 +98,45 @@ dead() { # side: "dead tuples N, size M MB" of its tables
       pg_catalog.round(coalesce(sum(pg_catalog.pg_total_relation_size(relid)), 0) / 1048576.0) || ' MB'
     FROM pg_catalog.pg_stat_user_tables WHERE relname IN ($(tables "$1"))"
 }
+# percentiles PREFIX: "p50 …, p99 …" of the per-transaction logs $dir/PREFIX*.
+percentiles() {
+  cat "$dir/$1"* 2>/dev/null | awk '{ print $3 }' | sort -n |
+    awk '{ v[NR] = $1 } END { if (NR == 0) { print "no transactions"; exit }
+      printf "p50 %.2f ms, p99 %.2f ms", v[int(NR * 0.50) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000 }'
+}
 # run label side rate seconds: pgbench at `rate` (0: as fast as it goes); prints the achieved rate
-# and latency percentiles from the per-transaction log.
+# and latency percentiles from the per-transaction log (and the producer's, FY_HELD_PRODUCE=1).
 run() {
-  local label=$1 side=$2 rate=$3 secs=$4 script
+  local label=$1 side=$2 rate=$3 secs=$4 script producer=""
   case "$side" in
-    forgeyard | plpgsql) script=$scripts/forgeyard_claim1_ack.sql ;;
-    baseline) script=$scripts/baseline_claim1_ack.sql ;;
+    forgeyard | plpgsql) script=$scripts/forgeyard_claim1_ack.sql producer=$scripts/forgeyard_enqueue.sql ;;
+    baseline) script=$scripts/baseline_claim1_ack.sql producer=$scripts/baseline_enqueue.sql ;;
     lanes) script=$scripts/lanes_claim1_ack.sql ;;
     listings) script=$scripts/listings_claim1_ack.sql ;;
   esac
-  rm -f "$dir"/log*
+  rm -f "$dir"/log* "$dir"/plog*
   local pace=()
   [ "$rate" -gt 0 ] && pace=(-R "$rate")
+  local pid="" pout=$dir/producer.out
+  if [ "$produce" = 1 ] && [ "$rate" -gt 0 ] && [ -n "$producer" ]; then
+    (cd "$dir" && "$PG_BIN/pgbench" -n -M prepared -c 1 -j 1 -T "$secs" -R "$rate" -l --log-prefix="$dir/plog" \
+      -f "$OLDPWD/$producer" "$db" >"$pout" 2>&1) &
+    pid=$!
+  fi
   local out
   out=$(cd "$dir" && "$PG_BIN/pgbench" -n -M prepared -c "$clients" -j "$clients" -T "$secs" "${pace[@]}" \
     -l --log-prefix="$dir/log" -f "$OLDPWD/$script" "$db" 2>&1)
   local tps
   tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1)
-  local lat
-  lat=$(cat "$dir"/log* 2>/dev/null | awk '{ print $3 }' | sort -n |
-    awk '{ v[NR] = $1 } END { if (NR == 0) { print "no transactions"; exit }
-      printf "p50 %.2f ms, p99 %.2f ms", v[int(NR * 0.50) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000 }')
   local offered="max"
   [ "$rate" -gt 0 ] && offered="$rate/s"
-  printf '%-44s offered %-7s achieved %8.0f/s  %s  %s\n' "$label" "$offered" "${tps:-0}" "$lat" "$(dead "$side")"
+  printf '%-44s offered %-7s achieved %8.0f/s  %s  %s\n' "$label" "$offered" "${tps:-0}" "$(percentiles log)" \
+    "$(dead "$side")"
+  if [ -n "$pid" ]; then
+    wait "$pid"
+    printf '%-44s offered %-7s achieved %8.0f/s  %s\n' "  its producer (enqueue)" "$offered" \
+      "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$pout" | head -1)" "$(percentiles plog)"
+  fi
 }
 # Enough ready messages that no run empties its queue: the fastest run's rate times its seconds.
 need=$((seconds * 3000 + max_seconds * 6000))

@@ -47,8 +47,9 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
   // The common case first, below SPI (pg/table_access.hpp): the first slot from `start` that no
   // other producer holds is locked FOR UPDATE SKIP LOCKED and, if the class still fits
   // (core::class_limit, the bound of core::admits) by its admitted count less its release row's
-  // and its release deltas', takes the message. A locked slot without room stays locked and the
-  // statements below decide.
+  // (and, only if that leaves no room, its release deltas'), takes the message. A locked slot
+  // without room stays locked and the statements below decide. `seen` can then be an overcount,
+  // which only makes a batch come back here sooner.
   int took = -1;
   core::Usage used;
   {
@@ -68,15 +69,19 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
       const std::int64_t m = slots.int8(admitted_messages), b = slots.int8(admitted_bytes);
       used = {m - releases.int8(releases.column("released_messages")),
               b - releases.int8(releases.column("released_bytes"))};
-      if (deltas) {
+      const core::Usage limit =
+          core::class_limit(queue.options, priority, core::slot_budget(queue.options, queue.slots, slot));
+      auto room = [&] { return used.messages + 1 <= limit.messages && used.bytes + bytes <= limit.bytes; };
+      // The release deltas only when the release row alone leaves no room: without them the usage
+      // is an overcount, which admits nothing the bound would refuse, and reading them walks
+      // every version a held snapshot keeps of the slot's deltas (one per ack).
+      if (deltas && !room()) {
         if (!released) released.emplace(access, pg::OwnTable::queue_release_deltas);
         const core::Usage given = slot_deltas(*released, queue, slot);
         used.messages -= given.messages;
         used.bytes -= given.bytes;
       }
-      const core::Usage limit =
-          core::class_limit(queue.options, priority, core::slot_budget(queue.options, queue.slots, slot));
-      if (used.messages + 1 <= limit.messages && used.bytes + bytes <= limit.bytes) {
+      if (room()) {
         slots.update({{admitted_messages, pg::int8_value(m + 1)}, {admitted_bytes, pg::int8_value(b + bytes)}});
         took = slot;
       }

@@ -7,7 +7,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 
-SELECT plan(218);
+SELECT plan(222);
 
 SET TIME ZONE 'UTC';
 
@@ -577,6 +577,20 @@ DO $$ BEGIN PERFORM forgeyard.ack('t1', 'rd', msg_id, claim_token) FROM rd_claim
 SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'rd')$$, 'queue_drop of a queue with a release delta');
 SELECT is((SELECT count(*) FROM forgeyard.queue_release_deltas WHERE queue = 'rd'), 0::bigint,
           'queue_drop removes the queue''s deltas with it');
+-- A producer reads a slot's release deltas only when its release row alone leaves no room; room
+-- that only a delta holds is still found.
+DO $$ BEGIN
+    PERFORM forgeyard.queue_create('t1', 'rf', '{"max_messages": 10}');
+    PERFORM forgeyard.enqueue('t1', 'rf', 'a') FROM generate_series(1, 9);
+    PERFORM forgeyard.ack('t1', 'rf', c.msg_id, c.claim_token) FROM forgeyard.claim('t1', 'rf', 'c', 1) c;
+END $$;
+SELECT is((SELECT slots FROM forgeyard.queues WHERE tenant_id = 't1' AND queue = 'rf'), 1, 'a queue of 10 has one slot (its interactive class admitted up to 9)');
+SELECT is((SELECT r.released_messages || '/' || (SELECT sum(d.released_messages) FROM forgeyard.queue_release_deltas d
+                                                  WHERE d.tenant_id = 't1' AND d.queue = 'rf')
+             FROM forgeyard.queue_releases r WHERE r.tenant_id = 't1' AND r.queue = 'rf'),
+          '0/1', 'a full queue''s ack gave its room back in a delta row, not in the release row');
+SELECT lives_ok($$SELECT forgeyard.enqueue('t1', 'rf', 'b')$$, 'a producer finds the room the delta holds');
+SELECT throws_ok($$SELECT forgeyard.enqueue('t1', 'rf', 'c')$$, 'FY020', NULL, 'and the bound holds after it');
 SET forgeyard.now_override = '';
 
 -- The lanes' part of maintain(): what a restore can leave, and how far one pass reads.
