@@ -83,7 +83,10 @@ BEGIN
                 SELECT coalesce(array_agg(c.c_msg_id ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}'),
                        coalesce(array_agg(c.c_pos ORDER BY c.c_priority, c.c_visible_at, c.c_msg_id), '{}')
                   INTO k_ids, k_pos
-                  FROM forgeyard_pl.queue_candidates(q, lim + extra, at_time, advance) c;
+                  FROM (SELECT * FROM forgeyard_pl.queue_candidates(q, lim + extra, at_time, advance, true, true)
+                        UNION ALL
+                        SELECT f.id, m.priority::integer, f.pos, m.visible_at
+                          FROM unnest(first_ids, first_pos) f(id, pos) JOIN forgeyard.messages m ON m.msg_id = f.id) c;
             ELSE
                 SELECT coalesce(array_agg(c.id ORDER BY c.priority, c.visible_at, c.id), '{}'),
                        coalesce(array_agg(c.pos ORDER BY c.priority, c.visible_at, c.id), '{}')

@@ -72,7 +72,6 @@ CREATE FUNCTION forgeyard_pl.queue_candidates(q record, want integer, at_time ti
                                              lanes boolean DEFAULT true, due boolean DEFAULT true)
     RETURNS TABLE (c_msg_id bigint, c_priority integer, c_pos bigint, c_visible_at timestamptz)
     LANGUAGE plpgsql
-    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
     AS $$
 DECLARE
     l record;
@@ -142,12 +141,21 @@ CREATE FUNCTION forgeyard_pl.queue_first_candidates(q record, want integer, at_t
                                                     OUT ids bigint[], OUT positions bigint[])
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    plan_mode text;
+    seqscan text;
 BEGIN
     IF q.lanes IS NULL OR q.fairness OR pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL THEN
         RETURN;
     END IF;
+    -- (The walk's statements run their generic plans, as in the claim: planned with the call's
+    -- values, they were planned again on every call.)
+    plan_mode := current_setting('plan_cache_mode');
+    seqscan := current_setting('enable_seqscan');
+    PERFORM set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true);
     SELECT coalesce(array_agg(c.c_msg_id), '{}'), coalesce(array_agg(c.c_pos), '{}') INTO ids, positions
       FROM forgeyard_pl.queue_candidates(q, want, at_time, true, true, false) c;
+    PERFORM set_config('plan_cache_mode', plan_mode, true), set_config('enable_seqscan', seqscan, true);
 END
 $$;
 
