@@ -35,6 +35,12 @@ inline constexpr std::int64_t max_listed_claim_usecs = 60'000'000;
 // generation's versions of one row (docs/architecture.md, "Capacity slots"). The PL/pgSQL edition
 // writes the same number (100000).
 inline constexpr std::int64_t release_generation_usecs = 100'000;
+// An admission generation (0.12.0): a producer adds what it admits to its slot's row of the
+// generation (forgeyard.now() in these units since 1970), in place, under the slot row's lock; the
+// first producer of a later generation folds it into the slot row. The slot row so keeps one
+// version per generation with producers, not one per message (docs/architecture.md, "Capacity
+// slots"). The PL/pgSQL edition writes the same number (1000000).
+inline constexpr std::int64_t admission_generation_usecs = 1'000'000;
 inline constexpr std::int64_t max_queue_duration_usecs = 30 * usecs_per_day;
 // The most delivery attempts a queue may allow (attempt numbers stay small on both backends).
 inline constexpr std::int64_t max_queue_attempts = 1000;

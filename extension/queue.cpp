@@ -158,11 +158,28 @@ Queue load(pg::Spi& spi, const std::string& tenant, const std::string& name, boo
   " WHERE d.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND d.queue OPERATOR(pg_catalog.=) a.queue" \
   "   AND d.slot OPERATOR(pg_catalog.=) a.slot)"
 
-std::string slot_usage_sql(bool deltas) {
-  return std::string("SELECT a.slot, a.admitted_messages OPERATOR(pg_catalog.-) r.released_messages") +
+// A slot's row of its admission generation (0.12.0), as a subquery of the slot `a`.
+#define FY_SLOT_GENERATION(column)                                                                   \
+  "(SELECT g." column                                                                                \
+  " FROM forgeyard.queue_admit_deltas g"                                                             \
+  " WHERE g.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND g.queue OPERATOR(pg_catalog.=) a.queue" \
+  "   AND g.slot OPERATOR(pg_catalog.=) a.slot AND g.gen OPERATOR(pg_catalog.=) a.admit_gen)"
+
+SlotCounts slot_counts() {
+  if (pg::has_table(pg::CachedTable::queue_admit_deltas)) return SlotCounts::admit_deltas;
+  return pg::has_table(pg::CachedTable::queue_release_deltas) ? SlotCounts::release_deltas : SlotCounts::rows;
+}
+
+std::string slot_usage_sql(SlotCounts counts) {
+  const bool deltas = counts != SlotCounts::rows, gens = counts == SlotCounts::admit_deltas;
+  return std::string("SELECT a.slot, a.admitted_messages") +
+         (gens ? " OPERATOR(pg_catalog.+) COALESCE(" FY_SLOT_GENERATION("admitted_messages") ", 0)" : "") +
+         " OPERATOR(pg_catalog.-) r.released_messages" +
          (deltas ? " OPERATOR(pg_catalog.-) COALESCE(" FY_SLOT_DELTAS("released_messages") ", 0)::pg_catalog.int8"
                  : "") +
-         ", a.admitted_bytes OPERATOR(pg_catalog.-) r.released_bytes" +
+         ", a.admitted_bytes" +
+         (gens ? " OPERATOR(pg_catalog.+) COALESCE(" FY_SLOT_GENERATION("admitted_bytes") ", 0)" : "") +
+         " OPERATOR(pg_catalog.-) r.released_bytes" +
          (deltas ? " OPERATOR(pg_catalog.-) COALESCE(" FY_SLOT_DELTAS("released_bytes") ", 0)::pg_catalog.int8" : "") +
          "  FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r"
          "    ON r.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND r.queue OPERATOR(pg_catalog.=) a.queue"
@@ -171,16 +188,19 @@ std::string slot_usage_sql(bool deltas) {
 }
 
 core::Usage usage(pg::Spi& spi, const Queue& queue) {
-  static pg::Statement sum_old(
-      "SELECT pg_catalog.sum(u.m)::pg_catalog.int8, pg_catalog.sum(u.b)::pg_catalog.int8 FROM (" +
-          slot_usage_sql(false) + ") u(slot, m, b)",
-      {TEXTOID, TEXTOID});
-  static pg::Statement sum("SELECT pg_catalog.sum(u.m)::pg_catalog.int8, pg_catalog.sum(u.b)::pg_catalog.int8 FROM (" +
-                               slot_usage_sql(true) + ") u(slot, m, b)",
-                           {TEXTOID, TEXTOID});
+  auto sum = [](SlotCounts counts) {
+    return "SELECT pg_catalog.sum(u.m)::pg_catalog.int8, pg_catalog.sum(u.b)::pg_catalog.int8 FROM (" +
+           slot_usage_sql(counts) + ") u(slot, m, b)";
+  };
+  static pg::Statement rows(sum(SlotCounts::rows), {TEXTOID, TEXTOID});
+  static pg::Statement released(sum(SlotCounts::release_deltas), {TEXTOID, TEXTOID});
+  static pg::Statement current(sum(SlotCounts::admit_deltas), {TEXTOID, TEXTOID});
+  const SlotCounts counts = slot_counts();
   core::Usage used;
-  spi.run(pg::has_table(pg::CachedTable::queue_release_deltas) ? sum : sum_old, {queue.t, queue.q},
-          [&](const pg::Row& r) {
+  spi.run(counts == SlotCounts::admit_deltas     ? current
+          : counts == SlotCounts::release_deltas ? released
+                                                 : rows,
+          {queue.t, queue.q}, [&](const pg::Row& r) {
             used.messages = r.int8(1).value_or(0);
             used.bytes = r.int8(2).value_or(0);
           });

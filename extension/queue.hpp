@@ -99,10 +99,15 @@ HeldRows& held_rows();
 
 // Messages and bytes admitted and not yet released, summed over the slots.
 core::Usage usage(pg::Spi& spi, const Queue& queue);
+// What the catalog keeps of a slot's counts beside its two rows: release deltas (0.7.1 on),
+// admission generations too (0.12.0 on). The library runs on the older catalogs until ALTER
+// EXTENSION UPDATE.
+enum class SlotCounts { rows, release_deltas, admit_deltas };
+SlotCounts slot_counts();
 // A query of each slot's usage ($1 tenant, $2 queue; slot, messages, bytes; the slot as `a`): its
-// admitted counts less its release row's and, with `deltas` (a catalog at 0.7.1 or later), its
-// release deltas'.
-std::string slot_usage_sql(bool deltas);
+// admitted counts (with its generation row's) less its release row's and its release deltas',
+// as far as `counts` has them.
+std::string slot_usage_sql(SlotCounts counts);
 // The room given back to a slot as deltas of its release row (queue_release_deltas), read by the
 // open table's snapshot.
 core::Usage slot_deltas(pg::Table& deltas, const Queue& queue, int slot);

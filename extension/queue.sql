@@ -264,20 +264,23 @@ END
 $$;
 
 -- queue::usage: messages and bytes admitted and not yet released, summed over the slots (each
--- slot's admitted counts less its release row's and its release deltas').
+-- slot's admitted counts, with its admission generation row's, less its release row's and its
+-- release deltas').
 CREATE FUNCTION forgeyard_pl.queue_usage(tenant text, name text, OUT messages bigint, OUT bytes bigint)
     LANGUAGE plpgsql STABLE
     AS $$
 BEGIN
     SELECT coalesce(sum(u.m), 0)::bigint, coalesce(sum(u.b), 0)::bigint INTO messages, bytes
-      FROM (SELECT a.admitted_messages - r.released_messages
+      FROM (SELECT a.admitted_messages + COALESCE(g.admitted_messages, 0) - r.released_messages
                    - COALESCE((SELECT sum(d.released_messages) FROM forgeyard.queue_release_deltas d
                                 WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint,
-                   a.admitted_bytes - r.released_bytes
+                   a.admitted_bytes + COALESCE(g.admitted_bytes, 0) - r.released_bytes
                    - COALESCE((SELECT sum(d.released_bytes) FROM forgeyard.queue_release_deltas d
                                 WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint
               FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r
                 ON r.tenant_id = a.tenant_id AND r.queue = a.queue AND r.slot = a.slot
+              LEFT JOIN forgeyard.queue_admit_deltas g
+                ON g.tenant_id = a.tenant_id AND g.queue = a.queue AND g.slot = a.slot AND g.gen = a.admit_gen
              WHERE a.tenant_id = tenant AND a.queue = name) u(m, b);
 END
 $$;

@@ -234,11 +234,15 @@ FY_FUNCTION(fy_queue_drop) {
   static pg::Statement drop_deltas(
       "DELETE FROM forgeyard.queue_release_deltas WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
       {TEXTOID, TEXTOID});
+  static pg::Statement drop_generations(
+      "DELETE FROM forgeyard.queue_admit_deltas WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
   static pg::Statement drop_lanes("SELECT forgeyard.queue_lanes_close($1, $2)", {TEXTOID, TEXTOID});
   if (lanes_schema()) spi.run(drop_lanes, {t, q});
   const bool dropped = spi.run(drop_queue, {t, q}) > 0;
   spi.run(drop_rest, {t, q});
   if (pg::has_table(pg::CachedTable::queue_release_deltas)) spi.run(drop_deltas, {t, q});
+  if (pg::has_table(pg::CachedTable::queue_admit_deltas)) spi.run(drop_generations, {t, q});
   if (flow_schema()) spi.run(drop_flow, {t, q});
   spi.finish();
   return BoolGetDatum(dropped);

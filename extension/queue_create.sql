@@ -466,6 +466,7 @@ BEGIN
          ds AS (DELETE FROM forgeyard.queue_slots x WHERE x.tenant_id = tenant AND x.queue = queue_drop.queue)
     DELETE FROM forgeyard.queue_releases x WHERE x.tenant_id = tenant AND x.queue = queue_drop.queue;
     DELETE FROM forgeyard.queue_release_deltas x WHERE x.tenant_id = tenant AND x.queue = queue_drop.queue;
+    DELETE FROM forgeyard.queue_admit_deltas x WHERE x.tenant_id = tenant AND x.queue = queue_drop.queue;
     WITH da AS (DELETE FROM forgeyard.queue_admission x WHERE x.tenant_id = tenant AND x.queue = queue_drop.queue),
          dk AS (DELETE FROM forgeyard.queue_fair_keys x WHERE x.tenant_id = tenant AND x.queue = queue_drop.queue)
     DELETE FROM forgeyard.queue_retry_windows x WHERE x.tenant_id = tenant AND x.queue = queue_drop.queue;

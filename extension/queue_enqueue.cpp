@@ -17,114 +17,222 @@ namespace fy::queue {
 
 using core::sqlstate::invalid_parameter;
 
+namespace {
+
+// A slot's admitted side (0.12.0, admission generations): the counts folded into its queue_slots
+// row and those of its queue_admit_deltas row of generation admit_gen. Producers hold the slot row
+// FOR UPDATE (a lock, no new version) and update the generation row in place; the first producer
+// of a later generation (forgeyard.now() in seconds) folds the older row into the slot row,
+// deletes it and makes the new one. So the slot row has a version per generation, the generation
+// row one per message of its second, and under a held snapshot a producer walks those, not a
+// version per message since the snapshot. The generation row is read through a lock: in READ
+// COMMITTED that follows it to its newest version; under a transaction snapshot it is 40001 when
+// another producer changed it since. A generation row is made only by a transaction that updates
+// the slot row too, whose lock is then 40001: so a producer under a transaction snapshot sees
+// every admission into the slot, or fails.
+class SlotAdmitted {
+ public:
+  // `slots` holds the slot's row, locked by this transaction; `gens` is queue_admit_deltas
+  // (nullptr on a catalog before 0.12.0, where the slot row alone counts).
+  SlotAdmitted(pg::Table& slots, pg::Table* gens, const Queue& queue, int slot)
+      : slots_(slots), gens_(gens), queue_(queue), slot_(slot) {}
+
+  // Reads the counts: false when the generation row is not visible to this access's snapshot
+  // (READ COMMITTED: its producer committed after the snapshot, before this transaction took the
+  // lock), to be read again with a new pg::Access.
+  bool read() {
+    folded_ = {slots_.int8(slots_.column("admitted_messages")), slots_.int8(slots_.column("admitted_bytes"))};
+    if (gens_ == nullptr) return true;
+    const int g = slots_.column("admit_gen");
+    if (slots_.is_null(g)) return true;
+    gen_ = slots_.int8(g);
+    if (!gens_->find(pg::OwnIndex::queue_admit_deltas_pkey, {{1, pg::Compare::eq, queue_.t},
+                                                             {2, pg::Compare::eq, queue_.q},
+                                                             {3, pg::Compare::eq, pg::int4_value(slot_)},
+                                                             {4, pg::Compare::eq, pg::int8_value(*gen_)}}) ||
+        gens_->lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped)
+      return false;
+    current_ = {gens_->int8(gens_->column("admitted_messages")), gens_->int8(gens_->column("admitted_bytes"))};
+    return true;
+  }
+
+  core::Usage admitted() const { return {folded_.messages + current_.messages, folded_.bytes + current_.bytes}; }
+
+  // Adds `n` (after read()): to the generation row, or, in a later generation, folded with it into
+  // the slot row, the new generation's row made with `n`. Once per read().
+  void add(core::Usage n) {
+    const int m = slots_.column("admitted_messages"), b = slots_.column("admitted_bytes");
+    if (gens_ == nullptr) {
+      slots_.update({{m, pg::int8_value(folded_.messages + n.messages)}, {b, pg::int8_value(folded_.bytes + n.bytes)}});
+      return;
+    }
+    const int gm = gens_->column("admitted_messages"), gb = gens_->column("admitted_bytes");
+    const std::int64_t now = pg::unix_usecs(pg::now()) / core::admission_generation_usecs;
+    if (gen_ && now <= *gen_) {  // (a clock behind the slot's generation adds to it too)
+      gens_->update(
+          {{gm, pg::int8_value(current_.messages + n.messages)}, {gb, pg::int8_value(current_.bytes + n.bytes)}});
+      return;
+    }
+    slots_.update({{m, pg::int8_value(folded_.messages + current_.messages)},
+                   {b, pg::int8_value(folded_.bytes + current_.bytes)},
+                   {slots_.column("admit_gen"), pg::int8_value(now)}});
+    if (gen_) gens_->remove();
+    gens_->insert({{gens_->column("tenant_id"), queue_.t},
+                   {gens_->column("queue"), queue_.q},
+                   {gens_->column("slot"), pg::int4_value(slot_)},
+                   {gens_->column("gen"), pg::int8_value(now)},
+                   {gm, pg::int8_value(n.messages)},
+                   {gb, pg::int8_value(n.bytes)}});
+  }
+
+ private:
+  pg::Table& slots_;
+  pg::Table* gens_;
+  const Queue& queue_;
+  int slot_;
+  core::Usage folded_, current_;
+  std::optional<std::int64_t> gen_;
+};
+
+// The tables an admission reads, in one pg::Access.
+struct SlotTables {
+  SlotTables(pg::Access& access, SlotCounts counts)
+      : access(access),
+        counts(counts),
+        slots(access, pg::OwnTable::queue_slots),
+        releases(access, pg::OwnTable::queue_releases) {
+    if (counts == SlotCounts::admit_deltas) gens.emplace(access, pg::OwnTable::queue_admit_deltas);
+  }
+  pg::Table& released() {  // the release deltas, opened when first read
+    if (!deltas) deltas.emplace(access, pg::OwnTable::queue_release_deltas);
+    return *deltas;
+  }
+  void finish() {
+    if (deltas) deltas->finish();
+    if (gens) gens->finish();
+    releases.finish();
+    slots.finish();
+  }
+  pg::Access& access;
+  SlotCounts counts;
+  pg::Table slots, releases;
+  std::optional<pg::Table> gens, deltas;
+};
+
+enum class Tried { taken, no_room, held, gone, unseen };
+
+// One slot: its row locked FOR UPDATE (SKIP LOCKED with Wait::skip: `held` when another producer
+// has it), its usage read and, if the class fits (core::admits), the message taken. The release
+// deltas are read only when the rows alone leave no room: without them the usage is an
+// overcount, which admits nothing the bound would refuse, and reading them walks every version a
+// held snapshot keeps of the slot's deltas (one per ack). `used` is the usage before this message
+// (an overcount when the rows left room, which only makes a batch come back sooner). `unseen`:
+// read it again in a new pg::Access (SlotAdmitted::read()); the lock stays.
+Tried try_slot(SlotTables& t, const Queue& queue, int slot, int priority, std::int64_t bytes, pg::Wait wait,
+               core::Usage* used) {
+  const std::initializer_list<pg::Key> key{
+      {1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}};
+  if (!t.slots.find(pg::OwnIndex::queue_slots_pkey, key)) return Tried::gone;
+  if (t.slots.lock(pg::LockMode::update, wait) == pg::Locked::skipped)
+    return wait == pg::Wait::skip ? Tried::held : Tried::gone;  // (or deleted: the queue was dropped)
+  held_rows().took(held_key(queue, HeldRow::capacity_slot, slot));
+  if (!t.releases.find(pg::OwnIndex::queue_releases_pkey, key)) return Tried::gone;
+  SlotAdmitted admitted(t.slots, t.gens ? &*t.gens : nullptr, queue, slot);
+  if (!admitted.read()) return Tried::unseen;
+  const core::Usage in = admitted.admitted();
+  core::Usage u{in.messages - t.releases.int8(t.releases.column("released_messages")),
+                in.bytes - t.releases.int8(t.releases.column("released_bytes"))};
+  const core::Usage budget = core::slot_budget(queue.options, queue.slots, slot);
+  if (!core::admits(queue.options, priority, u, budget, bytes) && t.counts != SlotCounts::rows) {
+    const core::Usage given = slot_deltas(t.released(), queue, slot);
+    u.messages -= given.messages;
+    u.bytes -= given.bytes;
+  }
+  *used = u;
+  if (!core::admits(queue.options, priority, u, budget, bytes)) return Tried::no_room;
+  admitted.add({1, bytes});
+  return Tried::taken;
+}
+
+// try_slot() in an access of its own, and in a second one when the first could not see the
+// slot's generation row (the lock is this transaction's by then).
+Tried try_slot_alone(const Queue& queue, int slot, int priority, std::int64_t bytes, pg::Wait wait, core::Usage* used) {
+  const SlotCounts counts = slot_counts();
+  for (int attempt = 0;; ++attempt) {
+    pg::Access access;
+    SlotTables t(access, counts);
+    const Tried r = try_slot(t, queue, slot, priority, bytes, wait, used);
+    t.finish();
+    access.finish();
+    if (r != Tried::unseen) return r;
+    if (attempt > 0) throw core::Error(core::sqlstate::internal_error, "a capacity slot's generation row is not found");
+  }
+}
+
+}  // namespace
+
 // Unlocked slots are tried first, so that concurrent producers spread over the slots; only when
 // none of them admits does admit wait for a locked one, and only for one it may wait for
 // (held_rows()).
 int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, core::Usage* seen) {
-  const bool deltas = pg::has_table(pg::CachedTable::queue_release_deltas);
-  // All slots, unlocked, starting at this call's first slot; then one slot locked at a time.
+  // All slots, unlocked, starting at this call's first slot: the candidates.
   static const std::string read_tail = " ORDER BY (a.slot OPERATOR(pg_catalog.+) $3) OPERATOR(pg_catalog.%) $4";
-  static const std::string free_tail = " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a SKIP LOCKED";
-  static const std::string wait_tail = " AND a.slot OPERATOR(pg_catalog.=) $3 FOR UPDATE OF a";
-  static pg::Statement read(slot_usage_sql(true) + read_tail, {TEXTOID, TEXTOID, INT4OID, INT4OID});
-  static pg::Statement lock_free(slot_usage_sql(true) + free_tail, {TEXTOID, TEXTOID, INT4OID});
-  static pg::Statement lock_wait(slot_usage_sql(true) + wait_tail, {TEXTOID, TEXTOID, INT4OID});
-  static pg::Statement read_old(slot_usage_sql(false) + read_tail, {TEXTOID, TEXTOID, INT4OID, INT4OID});
-  static pg::Statement lock_free_old(slot_usage_sql(false) + free_tail, {TEXTOID, TEXTOID, INT4OID});
-  static pg::Statement lock_wait_old(slot_usage_sql(false) + wait_tail, {TEXTOID, TEXTOID, INT4OID});
-  static pg::Statement take(
-      "UPDATE forgeyard.queue_slots SET admitted_messages = admitted_messages OPERATOR(pg_catalog.+) 1,"
-      "   admitted_bytes = admitted_bytes OPERATOR(pg_catalog.+) $4"
-      " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2 AND slot OPERATOR(pg_catalog.=) $3",
-      {TEXTOID, TEXTOID, INT4OID, INT8OID});
+  static pg::Statement read_rows(slot_usage_sql(SlotCounts::rows) + read_tail, {TEXTOID, TEXTOID, INT4OID, INT4OID});
+  static pg::Statement read_released(slot_usage_sql(SlotCounts::release_deltas) + read_tail,
+                                     {TEXTOID, TEXTOID, INT4OID, INT4OID});
+  static pg::Statement read_current(slot_usage_sql(SlotCounts::admit_deltas) + read_tail,
+                                    {TEXTOID, TEXTOID, INT4OID, INT4OID});
+  const SlotCounts counts = slot_counts();
   // Each call starts one slot further than the last (from this backend's pid): one producer's
   // messages spread over the slots.
   static unsigned rotation = static_cast<unsigned>(MyProcPid);
   const int start = static_cast<int>(rotation++ % static_cast<unsigned>(queue.slots));
-  auto fits = [&](int slot, const core::Usage& used) {
-    return core::admits(queue.options, priority, used, core::slot_budget(queue.options, queue.slots, slot), bytes);
-  };
   // The common case first, below SPI (pg/table_access.hpp): the first slot from `start` that no
-  // other producer holds is locked FOR UPDATE SKIP LOCKED and, if the class still fits
-  // (core::class_limit, the bound of core::admits) by its admitted count less its release row's
-  // (and, only if that leaves no room, its release deltas'), takes the message. A locked slot
-  // without room stays locked and the statements below decide. `seen` can then be an overcount,
-  // which only makes a batch come back here sooner.
-  int took = -1;
+  // other producer holds is locked and tried (try_slot()). A locked slot without room stays locked
+  // and the candidates below decide.
+  Tried first = Tried::gone;
+  int tried = -1;
   core::Usage used;
   {
     pg::Access access;
-    pg::Table slots(access, pg::OwnTable::queue_slots);
-    pg::Table releases(access, pg::OwnTable::queue_releases);
-    std::optional<pg::Table> released;
+    SlotTables t(access, counts);
     for (int i = 0; i < queue.slots; ++i) {
-      const int slot = (start + i) % queue.slots;
-      const std::initializer_list<pg::Key> key{
-          {1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}};
-      if (!slots.find(pg::OwnIndex::queue_slots_pkey, key)) break;
-      if (slots.lock(pg::LockMode::update, pg::Wait::skip) == pg::Locked::skipped) continue;  // another producer's
-      held_rows().took(held_key(queue, HeldRow::capacity_slot, slot));
-      if (!releases.find(pg::OwnIndex::queue_releases_pkey, key)) break;
-      const int admitted_messages = slots.column("admitted_messages"), admitted_bytes = slots.column("admitted_bytes");
-      const std::int64_t m = slots.int8(admitted_messages), b = slots.int8(admitted_bytes);
-      used = {m - releases.int8(releases.column("released_messages")),
-              b - releases.int8(releases.column("released_bytes"))};
-      const core::Usage limit =
-          core::class_limit(queue.options, priority, core::slot_budget(queue.options, queue.slots, slot));
-      auto room = [&] { return used.messages + 1 <= limit.messages && used.bytes + bytes <= limit.bytes; };
-      // The release deltas only when the release row alone leaves no room: without them the usage
-      // is an overcount, which admits nothing the bound would refuse, and reading them walks
-      // every version a held snapshot keeps of the slot's deltas (one per ack).
-      if (deltas && !room()) {
-        if (!released) released.emplace(access, pg::OwnTable::queue_release_deltas);
-        const core::Usage given = slot_deltas(*released, queue, slot);
-        used.messages -= given.messages;
-        used.bytes -= given.bytes;
-      }
-      if (room()) {
-        slots.update({{admitted_messages, pg::int8_value(m + 1)}, {admitted_bytes, pg::int8_value(b + bytes)}});
-        took = slot;
-      }
-      break;
+      tried = (start + i) % queue.slots;
+      first = try_slot(t, queue, tried, priority, bytes, pg::Wait::skip, &used);
+      if (first != Tried::held) break;
     }
-    if (released) released->finish();
-    releases.finish();
-    slots.finish();
+    t.finish();
     access.finish();
   }
-  if (took >= 0) {
+  if (first == Tried::unseen) first = try_slot_alone(queue, tried, priority, bytes, pg::Wait::block, &used);
+  if (first == Tried::taken) {
     if (seen) *seen = used;
-    return took;
+    return tried;
   }
   // Candidates by the current counts (an undercount of releases only refuses early).
   std::vector<int> candidates;
-  spi.run(deltas ? read : read_old, {queue.t, queue.q, pg::int4_value(start), pg::int4_value(queue.slots)},
-          [&](const pg::Row& r) {
+  spi.run(counts == SlotCounts::admit_deltas     ? read_current
+          : counts == SlotCounts::release_deltas ? read_released
+                                                 : read_rows,
+          {queue.t, queue.q, pg::int4_value(start), pg::int4_value(queue.slots)}, [&](const pg::Row& r) {
             const int slot = static_cast<int>(*r.int8(1));
-            if (fits(slot, {*r.int8(2), *r.int8(3)})) candidates.push_back(slot);
+            if (core::admits(queue.options, priority, {*r.int8(2), *r.int8(3)},
+                             core::slot_budget(queue.options, queue.slots, slot), bytes))
+              candidates.push_back(slot);
           });
   // Lock one candidate, first one no other producer holds, then waiting for one this transaction
-  // may wait for; re-check under the lock.
-  int chosen = -1;
+  // may wait for; tried again under the lock.
   for (const bool wait : {false, true}) {
-    pg::Statement& lock = wait ? (deltas ? lock_wait : lock_wait_old) : (deltas ? lock_free : lock_free_old);
     for (int slot : candidates) {
       if (wait && !held_rows().may_wait(held_key(queue, HeldRow::capacity_slot, slot))) continue;
-      bool locked = false;
-      spi.run(lock, {queue.t, queue.q, pg::int4_value(slot)}, [&](const pg::Row& r) {
-        locked = true;
-        used = {*r.int8(2), *r.int8(3)};
-        if (chosen < 0 && fits(slot, used)) chosen = slot;
-      });
-      if (locked) held_rows().took(held_key(queue, HeldRow::capacity_slot, slot));
-      if (chosen >= 0) break;
+      if (try_slot_alone(queue, slot, priority, bytes, wait ? pg::Wait::block : pg::Wait::skip, &used) ==
+          Tried::taken) {
+        if (seen) *seen = used;
+        return slot;
+      }
     }
-    if (chosen >= 0) break;
   }
-  if (chosen < 0) core::throw_queue_full(queue.name, queue.options, priority);
-  spi.run(take, {queue.t, queue.q, pg::int4_value(chosen), pg::int8_value(bytes)});
-  if (seen) *seen = used;
-  return chosen;
+  core::throw_queue_full(queue.name, queue.options, priority);
 }
 
 std::int64_t join_key(pg::Spi& spi, const Queue& queue, const std::optional<std::string>& key, std::int64_t n) {
@@ -222,17 +330,31 @@ class BatchAdmission {
     return slot_;
   }
 
-  // Writes the tally of the slot held; must run before anything else reads the slot counters.
+  // Writes the tally of the slot held (SlotAdmitted::add(), below SPI); must run before anything
+  // else reads the slot counters.
   void flush() {
-    static pg::Statement take_n(
-        "UPDATE forgeyard.queue_slots SET admitted_messages = admitted_messages OPERATOR(pg_catalog.+) $4,"
-        "   admitted_bytes = admitted_bytes OPERATOR(pg_catalog.+) $5"
-        " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2"
-        "   AND slot OPERATOR(pg_catalog.=) $3",
-        {TEXTOID, TEXTOID, INT4OID, INT8OID, INT8OID});
-    if (slot_ >= 0 && pending_.messages > 0)
-      spi_.run(take_n, {queue_.t, queue_.q, pg::int4_value(slot_), pg::int8_value(pending_.messages),
-                        pg::int8_value(pending_.bytes)});
+    if (slot_ >= 0 && pending_.messages > 0) {
+      const SlotCounts counts = slot_counts();
+      for (int attempt = 0;; ++attempt) {
+        pg::Access access;
+        pg::Table slots(access, pg::OwnTable::queue_slots);
+        std::optional<pg::Table> gens;
+        if (counts == SlotCounts::admit_deltas) gens.emplace(access, pg::OwnTable::queue_admit_deltas);
+        SlotAdmitted admitted(slots, gens ? &*gens : nullptr, queue_, slot_);
+        const bool found = slots.find(pg::OwnIndex::queue_slots_pkey, {{1, pg::Compare::eq, queue_.t},
+                                                                       {2, pg::Compare::eq, queue_.q},
+                                                                       {3, pg::Compare::eq, pg::int4_value(slot_)}}) &&
+                           slots.lock(pg::LockMode::update, pg::Wait::block) != pg::Locked::skipped;
+        const bool seen = found && admitted.read();
+        if (seen) admitted.add(pending_);
+        if (gens) gens->finish();
+        slots.finish();
+        access.finish();
+        if (seen || !found) break;  // (not found: the queue was dropped under this batch)
+        if (attempt > 0)
+          throw core::Error(core::sqlstate::internal_error, "a capacity slot's generation row is not found");
+      }
+    }
     slot_ = -1;
     base_ = pending_ = {};
   }

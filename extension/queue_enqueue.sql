@@ -4,10 +4,73 @@
 -- (queue_admit, queue_join_key, queue_fair_passes).
 
 -- @helper
+-- SlotAdmitted::read (queue_enqueue.cpp): the counts of slot `slot`'s admission generation row
+-- `gen` (0, 0 when NULL: none yet), locked FOR NO KEY UPDATE. Called in a statement after the one
+-- that locked the slot row: in READ COMMITTED it reads the newest row; under a transaction
+-- snapshot a row another producer changed since is 40001.
+CREATE FUNCTION forgeyard_pl.queue_slot_generation(tenant text, name text, slot integer, gen bigint,
+                                                   OUT messages bigint, OUT bytes bigint)
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    messages := 0;
+    bytes := 0;
+    IF gen IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT d.admitted_messages, d.admitted_bytes INTO messages, bytes
+      FROM forgeyard.queue_admit_deltas d
+     WHERE d.tenant_id = tenant AND d.queue = name AND d.slot = queue_slot_generation.slot
+       AND d.gen = queue_slot_generation.gen
+       FOR NO KEY UPDATE OF d;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '@sqlstate.internal_error@',
+            MESSAGE = 'a capacity slot''s generation row is not found';
+    END IF;
+END
+$$;
+
+-- @helper
+-- SlotAdmitted::add (queue_enqueue.cpp): `messages` and `bytes` admitted into slot `slot` of queue
+-- `name`, whose queue_slots row this transaction holds FOR UPDATE. They go to the slot's row of
+-- its admission generation (admit_gen), in place; in a later generation (forgeyard.now() in
+-- seconds since 1970, core::admission_generation_usecs) that row is folded into the slot row and
+-- deleted, and the new generation's row is made with them. Each statement runs after the lock: in
+-- READ COMMITTED it sees the newest rows; under a transaction snapshot a row changed since is 40001.
+CREATE FUNCTION forgeyard_pl.queue_slot_add(tenant text, name text, slot integer, messages bigint, bytes bigint)
+    RETURNS void LANGUAGE plpgsql
+    AS $$
+DECLARE
+    g bigint := forgeyard_pl.usecs(forgeyard.now()) / 1000000;
+    ag bigint;
+    gm bigint;
+    gb bigint;
+BEGIN
+    SELECT a.admit_gen INTO ag FROM forgeyard.queue_slots a
+     WHERE a.tenant_id = tenant AND a.queue = name AND a.slot = queue_slot_add.slot;
+    IF ag IS NOT NULL AND g <= ag THEN  -- (a clock behind the slot's generation adds to it too)
+        UPDATE forgeyard.queue_admit_deltas d
+           SET admitted_messages = d.admitted_messages + messages, admitted_bytes = d.admitted_bytes + bytes
+         WHERE d.tenant_id = tenant AND d.queue = name AND d.slot = queue_slot_add.slot AND d.gen = ag;
+        RETURN;
+    END IF;
+    DELETE FROM forgeyard.queue_admit_deltas d
+     WHERE d.tenant_id = tenant AND d.queue = name AND d.slot = queue_slot_add.slot AND d.gen = ag
+    RETURNING d.admitted_messages, d.admitted_bytes INTO gm, gb;
+    UPDATE forgeyard.queue_slots a
+       SET admitted_messages = a.admitted_messages + COALESCE(gm, 0),
+           admitted_bytes = a.admitted_bytes + COALESCE(gb, 0), admit_gen = g
+     WHERE a.tenant_id = tenant AND a.queue = name AND a.slot = queue_slot_add.slot;
+    INSERT INTO forgeyard.queue_admit_deltas (tenant_id, queue, slot, gen, admitted_messages, admitted_bytes)
+    VALUES (tenant, name, queue_slot_add.slot, g, messages, bytes);
+END
+$$;
+
+-- @helper
 -- queue::admit: takes room for one message of `bytes` of class `priority` in a capacity slot of
 -- queue `q` (a forgeyard.queues row) and returns the slot, with its usage read under its lock
--- before this message (o_messages, o_bytes: an overcount when the slot's release row alone left
--- room, which only makes a batch come back sooner). FY020 when no slot admits the class; with `refuse`
+-- before this message (o_messages, o_bytes: an overcount when the slot's rows alone left room,
+-- which only makes a batch come back sooner). FY020 when no slot admits the class; with `refuse`
 -- false, NULLs instead (topic_deliver's dead-letter subscriptions: admission refuses before it
 -- changes anything, and an EXCEPTION block around it would release the slot locks it took and,
 -- its subtransaction per delivery, slow long publish transactions with every event). The first slot
@@ -15,7 +78,8 @@
 -- holds is locked FOR UPDATE SKIP LOCKED and, if the class still fits, takes the message.
 -- Otherwise every slot is read without a lock (the candidates: those that would admit it), and
 -- one candidate at a time is locked: first only one no other producer holds, then, waiting, one
--- this transaction may wait for (queue_held_may_wait); re-checked under the lock.
+-- this transaction may wait for (queue_held_may_wait); re-checked under the lock. The admitted
+-- side is the slot row's and its generation row's (queue_slot_generation, queue_slot_add).
 CREATE FUNCTION forgeyard_pl.queue_admit(q record, priority integer, bytes bigint, refuse boolean DEFAULT true,
                                          OUT o_slot integer, OUT o_messages bigint, OUT o_bytes bigint)
     LANGUAGE plpgsql
@@ -31,12 +95,15 @@ DECLARE
     -- queue_held_key(tenant, queue, 'c', slot) is this prefix and the slot's two hex digits
     key_prefix text := encode(convert_to(q.tenant_id, 'UTF8'), 'hex') || '00' || encode(convert_to(q.queue, 'UTF8'), 'hex')
                        || '0063';
+    g bigint := forgeyard_pl.usecs(forgeyard.now()) / 1000000;
     held text;
     key text;
     s integer;
     i integer;
     um bigint;
     ub bigint;
+    ag bigint;
+    gen_row record;
     share bigint;
     lim_m bigint;
     lim_b bigint;
@@ -51,8 +118,8 @@ BEGIN
     start := (rot % n)::integer;
     FOR i IN 0 .. n - 1 LOOP
         s := (start + i) % n;
-        SELECT a.admitted_messages - r.released_messages, a.admitted_bytes - r.released_bytes
-          INTO um, ub
+        SELECT a.admitted_messages - r.released_messages, a.admitted_bytes - r.released_bytes, a.admit_gen
+          INTO um, ub, ag
           FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r
             ON r.tenant_id = a.tenant_id AND r.queue = a.queue AND r.slot = a.slot
          WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue AND a.slot = s
@@ -73,10 +140,27 @@ BEGIN
         lim_m := share / 100 * pct + share % 100 * pct / 100;
         share := q.max_bytes / n + CASE WHEN s < q.max_bytes % n THEN 1 ELSE 0 END;
         lim_b := share / 100 * pct + share % 100 * pct / 100;
-        -- The release deltas only when the release row alone leaves no room (as queue::admit):
-        -- without them the usage is an overcount, and reading them walks every version a held
-        -- snapshot keeps of the slot's deltas. (Read in a later statement: a fold committed in
-        -- between has moved deltas into the release row read before, which only undercounts.)
+        -- Within the slot's generation, its row takes the message in place when the class fits
+        -- with it (a statement after the lock: the newest row in READ COMMITTED, 40001 under a
+        -- transaction snapshot when it changed since).
+        IF ag >= g THEN
+            UPDATE forgeyard.queue_admit_deltas d
+               SET admitted_messages = d.admitted_messages + 1, admitted_bytes = d.admitted_bytes + bytes
+             WHERE d.tenant_id = q.tenant_id AND d.queue = q.queue AND d.slot = s AND d.gen = ag
+               AND um + d.admitted_messages + 1 <= lim_m AND ub + d.admitted_bytes + bytes <= lim_b
+            RETURNING um + d.admitted_messages - 1, ub + d.admitted_bytes - bytes INTO o_messages, o_bytes;
+            IF FOUND THEN
+                o_slot := s;
+                RETURN;
+            END IF;
+        END IF;
+        gen_row := forgeyard_pl.queue_slot_generation(q.tenant_id, q.queue, s, ag);
+        um := um + gen_row.messages;
+        ub := ub + gen_row.bytes;
+        -- The release deltas only when the rows alone leave no room (as queue::admit): without
+        -- them the usage is an overcount, and reading them walks every version a held snapshot
+        -- keeps of the slot's deltas. (Read in a later statement: a fold committed in between has
+        -- moved deltas into the release row read before, which only undercounts.)
         IF um + 1 > lim_m OR ub + bytes > lim_b THEN
             SELECT um - COALESCE(sum(d.released_messages), 0)::bigint, ub - COALESCE(sum(d.released_bytes), 0)::bigint
               INTO um, ub
@@ -84,9 +168,7 @@ BEGIN
              WHERE d.tenant_id = q.tenant_id AND d.queue = q.queue AND d.slot = s;
         END IF;
         IF um + 1 <= lim_m AND ub + bytes <= lim_b THEN
-            UPDATE forgeyard.queue_slots a
-               SET admitted_messages = a.admitted_messages + 1, admitted_bytes = a.admitted_bytes + bytes
-             WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue AND a.slot = s;
+            PERFORM forgeyard_pl.queue_slot_add(q.tenant_id, q.queue, s, 1, bytes);
             o_slot := s;
             o_messages := um;
             o_bytes := ub;
@@ -96,10 +178,18 @@ BEGIN
     END LOOP;
     -- Candidates by the current counts (an undercount of releases only refuses early).
     FOR s, um, ub IN
-        SELECT a.slot, a.admitted_messages - r.released_messages
+        SELECT a.slot, a.admitted_messages
+                          + COALESCE((SELECT x.admitted_messages FROM forgeyard.queue_admit_deltas x
+                                       WHERE x.tenant_id = a.tenant_id AND x.queue = a.queue AND x.slot = a.slot
+                                         AND x.gen = a.admit_gen), 0)
+                          - r.released_messages
                           - COALESCE((SELECT sum(d.released_messages) FROM forgeyard.queue_release_deltas d
                                        WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint,
-                      a.admitted_bytes - r.released_bytes
+                      a.admitted_bytes
+                          + COALESCE((SELECT x.admitted_bytes FROM forgeyard.queue_admit_deltas x
+                                       WHERE x.tenant_id = a.tenant_id AND x.queue = a.queue AND x.slot = a.slot
+                                         AND x.gen = a.admit_gen), 0)
+                          - r.released_bytes
                           - COALESCE((SELECT sum(d.released_bytes) FROM forgeyard.queue_release_deltas d
                                        WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint
           FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r
@@ -113,7 +203,8 @@ BEGIN
         END IF;
     END LOOP;
     -- One candidate at a time: first one no other producer holds, then, waiting, one this
-    -- transaction may wait for; re-checked under the lock.
+    -- transaction may wait for; re-checked under the lock, with the slot's generation row read
+    -- in a later statement.
     FOREACH wait IN ARRAY ARRAY[false, true] LOOP
         FOREACH s IN ARRAY candidates LOOP
             CONTINUE WHEN wait AND NOT forgeyard_pl.queue_held_may_wait(key_prefix || lpad(to_hex(s), 2, '0'));
@@ -123,8 +214,9 @@ BEGIN
                                         WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint,
                        a.admitted_bytes - r.released_bytes
                            - COALESCE((SELECT sum(d.released_bytes) FROM forgeyard.queue_release_deltas d
-                                        WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint
-                  INTO um, ub
+                                        WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint,
+                       a.admit_gen
+                  INTO um, ub, ag
                   FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r
                     ON r.tenant_id = a.tenant_id AND r.queue = a.queue AND r.slot = a.slot
                  WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue AND a.slot = s
@@ -135,14 +227,18 @@ BEGIN
                                         WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint,
                        a.admitted_bytes - r.released_bytes
                            - COALESCE((SELECT sum(d.released_bytes) FROM forgeyard.queue_release_deltas d
-                                        WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint
-                  INTO um, ub
+                                        WHERE d.tenant_id = a.tenant_id AND d.queue = a.queue AND d.slot = a.slot), 0)::bigint,
+                       a.admit_gen
+                  INTO um, ub, ag
                   FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r
                     ON r.tenant_id = a.tenant_id AND r.queue = a.queue AND r.slot = a.slot
                  WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue AND a.slot = s
                  FOR UPDATE OF a SKIP LOCKED;
             END IF;
             IF FOUND THEN
+                gen_row := forgeyard_pl.queue_slot_generation(q.tenant_id, q.queue, s, ag);
+                um := um + gen_row.messages;
+                ub := ub + gen_row.bytes;
                 IF chosen < 0 AND um + 1 <= (forgeyard_pl.queue_class_limit(q, priority, s)).messages
                    AND ub + bytes <= (forgeyard_pl.queue_class_limit(q, priority, s)).bytes THEN
                     chosen := s;
@@ -162,9 +258,7 @@ BEGIN
             DETAIL = format('class %s is admitted up to %s%% of max_messages and max_bytes',
                             forgeyard_pl.queue_priority_name(priority), pct);
     END IF;
-    UPDATE forgeyard.queue_slots a
-       SET admitted_messages = a.admitted_messages + 1, admitted_bytes = a.admitted_bytes + bytes
-     WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue AND a.slot = chosen;
+    PERFORM forgeyard_pl.queue_slot_add(q.tenant_id, q.queue, chosen, 1, bytes);
     o_slot := chosen;
     o_messages := um;
     o_bytes := ub;
@@ -503,9 +597,7 @@ BEGIN
             b_pend_b := b_pend_b + v_bytes;
         ELSE
             IF b_slot >= 0 AND b_pend_m > 0 THEN
-                UPDATE forgeyard.queue_slots x
-                   SET admitted_messages = x.admitted_messages + b_pend_m, admitted_bytes = x.admitted_bytes + b_pend_b
-                 WHERE x.tenant_id = q.tenant_id AND x.queue = q.queue AND x.slot = b_slot;
+                PERFORM forgeyard_pl.queue_slot_add(q.tenant_id, q.queue, b_slot, b_pend_m, b_pend_b);
             END IF;
             a := forgeyard_pl.queue_admit(q, v_priority, v_bytes);
             b_slot := a.o_slot;
@@ -531,9 +623,7 @@ BEGIN
         END IF;
     END LOOP;
     IF b_slot >= 0 AND b_pend_m > 0 THEN
-        UPDATE forgeyard.queue_slots x
-           SET admitted_messages = x.admitted_messages + b_pend_m, admitted_bytes = x.admitted_bytes + b_pend_b
-         WHERE x.tenant_id = q.tenant_id AND x.queue = q.queue AND x.slot = b_slot;
+        PERFORM forgeyard_pl.queue_slot_add(q.tenant_id, q.queue, b_slot, b_pend_m, b_pend_b);
     END IF;
     IF q.admission_rate IS NOT NULL THEN
         PERFORM forgeyard_pl.queue_admit_rate(q, cardinality(r_ids), v_now);

@@ -110,9 +110,17 @@ core::flow::RetryDecision admit_retry(pg::Spi& spi, const Queue& queue, Timestam
       "   (tenant_id, queue, window_start, admitted_base, prev_first, retries, delayed)"
       " VALUES ($1, $2, $3, 0, 0, 0, 0) ON CONFLICT DO NOTHING",
       {TEXTOID, TEXTOID, TIMESTAMPTZOID});
-  static pg::Statement admitted(
+  static pg::Statement admitted_rows(
       "SELECT pg_catalog.sum(admitted_messages)::bigint FROM forgeyard.queue_slots"
       " WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND queue OPERATOR(pg_catalog.=) $2",
+      {TEXTOID, TEXTOID});
+  // (0.12.0 on: with each slot's row of its admission generation)
+  static pg::Statement admitted_generations(
+      "SELECT pg_catalog.sum(a.admitted_messages OPERATOR(pg_catalog.+) COALESCE(g.admitted_messages, 0))::bigint"
+      "  FROM forgeyard.queue_slots a LEFT JOIN forgeyard.queue_admit_deltas g"
+      "    ON g.tenant_id OPERATOR(pg_catalog.=) a.tenant_id AND g.queue OPERATOR(pg_catalog.=) a.queue"
+      "   AND g.slot OPERATOR(pg_catalog.=) a.slot AND g.gen OPERATOR(pg_catalog.=) a.admit_gen"
+      " WHERE a.tenant_id OPERATOR(pg_catalog.=) $1 AND a.queue OPERATOR(pg_catalog.=) $2",
       {TEXTOID, TEXTOID});
   static pg::Statement save(
       "UPDATE forgeyard.queue_retry_windows SET window_start = $3, admitted_base = $4, prev_first = $5,"
@@ -159,7 +167,8 @@ core::flow::RetryDecision admit_retry(pg::Spi& spi, const Queue& queue, Timestam
   }
   held_rows().took(key);
   std::int64_t admitted_now = 0;
-  spi.run(admitted, {queue.t, queue.q}, [&](const pg::Row& r) { admitted_now = r.int8(1).value_or(0); });
+  spi.run(pg::has_table(pg::CachedTable::queue_admit_deltas) ? admitted_generations : admitted_rows, {queue.t, queue.q},
+          [&](const pg::Row& r) { admitted_now = r.int8(1).value_or(0); });
   const core::flow::RetryDecision d = core::flow::admit_retry(queue.options, w, admitted_now, now);
   spi.run(save, {queue.t, queue.q, pg::timestamptz_value(w.start), pg::int8_value(w.admitted_base),
                  pg::int8_value(w.prev_first), pg::int8_value(w.retries), pg::int8_value(w.delayed)});

@@ -532,7 +532,9 @@ BEGIN
         w_retries := w.retries;
         w_delayed := w.delayed;
     END IF;
-    SELECT coalesce(sum(a.admitted_messages), 0)::bigint INTO admitted_now FROM forgeyard.queue_slots a
+    SELECT coalesce(sum(a.admitted_messages + COALESCE(g.admitted_messages, 0)), 0)::bigint INTO admitted_now
+      FROM forgeyard.queue_slots a LEFT JOIN forgeyard.queue_admit_deltas g
+        ON g.tenant_id = a.tenant_id AND g.queue = a.queue AND g.slot = a.slot AND g.gen = a.admit_gen
      WHERE a.tenant_id = q.tenant_id AND a.queue = q.queue;
     -- core::flow::admit_retry
     IF now_us >= w_start + len OR now_us < w_start THEN

@@ -6,7 +6,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 
-SELECT plan(440);
+SELECT plan(441);
 
 SET TIME ZONE 'UTC';
 
@@ -131,7 +131,7 @@ SELECT set_eq(
     $$SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
        WHERE c.relnamespace = 'forgeyard'::regnamespace AND c.relkind IN ('r', 'v', 'S')$$,
     ARRAY['forgeyard.leases', 'forgeyard.tenant_bindings', 'forgeyard.role_access', 'forgeyard.idempotency_keys',
-          'forgeyard.lease_status', 'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_releases', 'forgeyard.queue_release_deltas',
+          'forgeyard.lease_status', 'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_admit_deltas', 'forgeyard.queue_releases', 'forgeyard.queue_release_deltas',
           'forgeyard.messages', 'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
           'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.queue_depth', 'forgeyard.queue_overview',
           'forgeyard.idempotency_attempts', 'forgeyard.access_catalog', 'forgeyard.audit_events',
@@ -360,6 +360,8 @@ SELECT throws_ok('UPDATE forgeyard.queue_releases SET released_messages = releas
                  'usage role: UPDATE forgeyard.queue_releases is denied (the bound cannot be bypassed)');
 SELECT throws_ok($$INSERT INTO forgeyard.queue_release_deltas SELECT 't1', 'acc-q', 0, 1, 1$$, '42501', NULL,
                  'usage role: INSERT INTO forgeyard.queue_release_deltas is denied (the bound cannot be bypassed)');
+SELECT throws_ok('DELETE FROM forgeyard.queue_admit_deltas', '42501', NULL,
+                 'usage role: DELETE FROM forgeyard.queue_admit_deltas is denied (the bound cannot be bypassed)');
 SELECT throws_ok('DELETE FROM forgeyard.inbox', '42501', NULL, 'usage role: DELETE FROM forgeyard.inbox is denied');
 SELECT throws_ok($$SELECT nextval('forgeyard.claim_tokens')$$, '42501', NULL, 'usage role: nextval of claim_tokens is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.queue_depth', '42501', NULL, 'usage role: queue_depth is denied');

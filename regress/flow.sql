@@ -13,7 +13,9 @@ SET TIME ZONE 'UTC';
 CREATE FUNCTION pg_temp.messages(q text) RETURNS bigint LANGUAGE sql AS
 $$SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = q$$;
 CREATE FUNCTION pg_temp.admitted(q text) RETURNS numeric LANGUAGE sql AS
-$$SELECT sum(admitted_messages) FROM forgeyard.queue_slots WHERE tenant_id = 't1' AND queue = q$$;
+$$SELECT sum(admitted_messages)
+          + coalesce((SELECT sum(g.admitted_messages) FROM forgeyard.queue_admit_deltas g WHERE g.tenant_id = 't1' AND g.queue = q), 0)
+     FROM forgeyard.queue_slots WHERE tenant_id = 't1' AND queue = q$$;
 
 -------------------------------------------------------------------------------------------------
 -- admission_limit: the API

@@ -508,9 +508,12 @@ SELECT is((SELECT pg_catalog.count(DISTINCT msg_id) FILTER (WHERE o <= 5000) || 
              || '/' || pg_catalog.count(*) FILTER (WHERE o > 5000 AND msg_id = (SELECT x.msg_id FROM bt10k x WHERE x.o = bt10k.o - 5000))
            FROM bt10k), '5000/10000/5000',
           'a batch of 10,000 with each event_id twice: 5,000 messages, the repeat gets the first msg_id');
-SELECT is((SELECT pg_catalog.sum(a.admitted_messages - r.released_messages) || '/' || pg_catalog.sum(a.admitted_bytes - r.released_bytes)
+SELECT is((SELECT pg_catalog.sum(a.admitted_messages + COALESCE(g.admitted_messages, 0) - r.released_messages)
+             || '/' || pg_catalog.sum(a.admitted_bytes + COALESCE(g.admitted_bytes, 0) - r.released_bytes)
              || '/' || (SELECT pg_catalog.count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'bt10k')
            FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r USING (tenant_id, queue, slot)
+           LEFT JOIN forgeyard.queue_admit_deltas g
+             ON g.tenant_id = a.tenant_id AND g.queue = a.queue AND g.slot = a.slot AND g.gen = a.admit_gen
           WHERE a.tenant_id = 't1' AND a.queue = 'bt10k'),
           '5000/' || (SELECT pg_catalog.sum(pg_catalog.octet_length('p' || i)) FROM generate_series(0, 4999) i) || '/5000',
           'the slot counters hold exactly the 5,000 messages and their bytes');
@@ -620,8 +623,11 @@ SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'wide', '{"max_messages": 
 SELECT is((SELECT slots FROM forgeyard.queues WHERE tenant_id = 't1' AND queue = 'wide'), 2, 'wide spreads its capacity over 2 slots');
 SELECT is(pg_temp.fill('t1', 'wide', 'emergency', 3000), 2048, 'emergency fills wide to exactly 2048');
 SELECT throws_ok($$SELECT forgeyard.enqueue('t1', 'wide', 'x', NULL, NULL, 'emergency')$$, 'FY020', NULL, 'wide is full');
-SELECT results_eq($$SELECT sum(admitted_messages) FROM forgeyard.queue_slots WHERE tenant_id = 't1' AND queue = 'wide' GROUP BY ()
-                    UNION ALL SELECT max(admitted_messages) FROM forgeyard.queue_slots WHERE tenant_id = 't1' AND queue = 'wide'$$,
+SELECT results_eq($$WITH s AS (SELECT a.admitted_messages + COALESCE(g.admitted_messages, 0) AS n
+                               FROM forgeyard.queue_slots a LEFT JOIN forgeyard.queue_admit_deltas g
+                                 ON g.tenant_id = a.tenant_id AND g.queue = a.queue AND g.slot = a.slot AND g.gen = a.admit_gen
+                              WHERE a.tenant_id = 't1' AND a.queue = 'wide')
+                    SELECT sum(n) FROM s GROUP BY () UNION ALL SELECT max(n) FROM s$$,
                   $$VALUES (2048::numeric), (1024)$$, 'each slot holds at most its share (1024)');
 
 -- Over-size payloads: FY021.

@@ -7,7 +7,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 
-SELECT plan(222);
+SELECT plan(241);
 
 SET TIME ZONE 'UTC';
 
@@ -591,6 +591,48 @@ SELECT is((SELECT r.released_messages || '/' || (SELECT sum(d.released_messages)
           '0/1', 'a full queue''s ack gave its room back in a delta row, not in the release row');
 SELECT lives_ok($$SELECT forgeyard.enqueue('t1', 'rf', 'b')$$, 'a producer finds the room the delta holds');
 SELECT throws_ok($$SELECT forgeyard.enqueue('t1', 'rf', 'c')$$, 'FY020', NULL, 'and the bound holds after it');
+
+-- Admission generations (0.12.0): producers add to their slot's row of the generation (forgeyard.now()
+-- in seconds) in place, under the slot row's lock, which they do not update; the first producer
+-- of a later generation folds that row into the slot row and makes its own. (ctid: a row updated
+-- gets a new one.)
+SET forgeyard.now_override = '2030-03-01 00:00:00+00';
+CREATE FUNCTION pg_temp.ag() RETURNS text LANGUAGE sql AS $$
+    SELECT a.admitted_messages || '/' || a.admitted_bytes || ' gen ' || COALESCE((a.admit_gen - 1898553600)::text, 'none')
+           || ' rows ' || COALESCE((SELECT string_agg((g.gen - 1898553600) || ':' || g.admitted_messages || '/' || g.admitted_bytes,
+                                                      ' ' ORDER BY g.gen)
+                                      FROM forgeyard.queue_admit_deltas g WHERE g.tenant_id = 't1' AND g.queue = 'ag'), 'none')
+      FROM forgeyard.queue_slots a WHERE a.tenant_id = 't1' AND a.queue = 'ag'
+$$;
+SELECT is(extract(epoch FROM forgeyard.now())::bigint, 1898553600::bigint, 'the clock at 2030-03-01 is second 1898553600');
+SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'ag', '{"max_messages": 10}')$$, 'queue "ag": one slot of 10');
+SELECT is(pg_temp.ag(), '0/0 gen none rows none', 'a new slot has no generation row');
+SELECT lives_ok($$SELECT forgeyard.enqueue('t1', 'ag', 'a')$$, 'a first producer');
+SELECT is(pg_temp.ag(), '0/0 gen 0 rows 0:1/1', 'the first producer of the slot makes the generation''s row with its message');
+SELECT ctid::text AS ag_slot, (SELECT g.ctid::text FROM forgeyard.queue_admit_deltas g WHERE g.queue = 'ag') AS ag_row
+  FROM forgeyard.queue_slots WHERE tenant_id = 't1' AND queue = 'ag' \gset
+SELECT lives_ok($$SELECT forgeyard.enqueue('t1', 'ag', 'bb')$$, 'a second producer in the same second');
+SELECT lives_ok($$SELECT forgeyard.enqueue_batch('t1', 'ag', ARRAY['c', 'd', 'e']::bytea[])$$, 'and a batch of three');
+SELECT is(pg_temp.ag(), '0/0 gen 0 rows 0:5/6', 'they add to the generation''s row');
+SELECT is((SELECT ctid::text FROM forgeyard.queue_slots WHERE tenant_id = 't1' AND queue = 'ag'), :'ag_slot',
+          'and leave the slot row alone (no new version)');
+SELECT isnt((SELECT ctid::text FROM forgeyard.queue_admit_deltas WHERE queue = 'ag'), :'ag_row',
+            'the generation''s row is updated in place (a new version of it)');
+SET forgeyard.now_override = '2030-03-01 00:00:01+00';
+SELECT lives_ok($$SELECT forgeyard.enqueue('t1', 'ag', 'f')$$, 'a producer a second later');
+SELECT is(pg_temp.ag(), '5/6 gen 1 rows 1:1/1',
+          'the first producer of a later generation folds the older row into the slot row and makes its own');
+SET forgeyard.now_override = '2030-03-01 00:00:00+00';
+SELECT lives_ok($$SELECT forgeyard.enqueue('t1', 'ag', 'g')$$, 'a producer whose clock is behind');
+SELECT is(pg_temp.ag(), '5/6 gen 1 rows 1:2/2', 'adds to the slot''s generation, which stays');
+SELECT is((SELECT admitted_messages || '/' || admitted_bytes FROM forgeyard.queue_overview WHERE tenant_id = 't1' AND queue = 'ag'),
+          '7/8', 'queue_overview counts both rows');
+SELECT lives_ok($$SELECT forgeyard.enqueue('t1', 'ag', 'h'), forgeyard.enqueue('t1', 'ag', 'i')$$, 'two more: 9 of 10');
+SELECT throws_ok($$SELECT forgeyard.enqueue('t1', 'ag', 'j')$$, 'FY020', NULL,
+                 'the interactive class is full at 9: the bound counts both rows');
+SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'ag')$$, 'queue_drop of a queue with a generation row');
+SELECT is((SELECT count(*) FROM forgeyard.queue_admit_deltas WHERE queue = 'ag'), 0::bigint,
+          'queue_drop removes the generation row with the queue');
 SET forgeyard.now_override = '';
 
 -- The lanes' part of maintain(): what a restore can leave, and how far one pass reads.

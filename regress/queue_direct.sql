@@ -9,7 +9,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 
-SELECT plan(34);
+SELECT plan(37);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -147,6 +147,19 @@ SELECT results_eq($$SELECT msg_id FROM forgeyard.claim('t1', 'walk', 'w', 1)$$, 
                   'once visible, the higher class comes first');
 SELECT results_eq($$SELECT msg_id FROM forgeyard.claim('t1', 'walk', 'w', 5)$$, format('VALUES (%s::bigint)', :w_ilate),
                   'then the lower one');
+
+-- The same for the producers' direct path (SlotAdmitted: a slot's generation row found, locked,
+-- updated, deleted and inserted below SPI), the clock moved a second on so that it folds.
+ALTER TABLE forgeyard.queue_admit_deltas ADD COLUMN fy_probe integer;
+ALTER TABLE forgeyard.queue_admit_deltas DROP COLUMN fy_probe;
+SET LOCAL forgeyard.now_override = '2031-01-01 00:00:00+00';
+SELECT lives_ok($$SELECT forgeyard.enqueue('t1', 'walk', 'a'), forgeyard.enqueue('t1', 'walk', 'b')$$,
+                'enqueue works after ALTER TABLE of the slots'' generation rows');
+SET LOCAL forgeyard.now_override = '2031-01-01 00:00:01+00';
+SELECT lives_ok($$SELECT forgeyard.enqueue_batch('t1', 'walk', ARRAY['c', 'd']::bytea[])$$, 'and so does a batch a second later');
+SELECT is(pg_temp.admitted('t1', 'walk') - pg_temp.released('t1', 'walk'),
+          (SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 't1' AND queue = 'walk' AND state = 'pending'),
+          'the slots count every pending message');
 
 SELECT * FROM finish();
 ROLLBACK;

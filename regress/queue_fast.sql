@@ -21,8 +21,7 @@ CREATE FUNCTION pg_temp.plan(t text, q text) RETURNS text LANGUAGE sql AS $$
     SELECT string_agg(p.plan, E'\n') FROM forgeyard.claim_plan($1, $2) p
 $$;
 CREATE FUNCTION pg_temp.used(t text, q text) RETURNS bigint LANGUAGE sql AS $$
-    SELECT (SELECT sum(a.admitted_messages) FROM forgeyard.queue_slots a WHERE a.tenant_id = $1 AND a.queue = $2)
-         - pg_temp.released($1, $2)
+    SELECT pg_temp.admitted($1, $2) - pg_temp.released($1, $2)
 $$;
 
 -------------------------------------------------------------------------------------------------

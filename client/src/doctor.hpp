@@ -43,9 +43,10 @@ constexpr std::int64_t horizon_xids_fail = slot_xmin_age_fail;
 }  // namespace doctor_limits
 
 // Tables whose bloat slows the claim path and the API's hot writes.
-inline constexpr const char* hot_tables[] = {
-    "messages", "queue_slots",      "queue_releases",   "queue_release_deltas", "flow_outcome_deltas",
-    "leases",   "idempotency_keys", "queue_partitions", "audit_heads"};
+inline constexpr const char* hot_tables[] = {"messages",       "queue_slots",          "queue_admit_deltas",
+                                             "queue_releases", "queue_release_deltas", "flow_outcome_deltas",
+                                             "leases",         "idempotency_keys",     "queue_partitions",
+                                             "audit_heads"};
 
 // The application's schema migrations (Store::migrations().status(dir, app)): filled where the
 // caller names the application's migration directory.

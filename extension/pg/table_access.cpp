@@ -33,7 +33,7 @@ struct Named {
   const char* name;
   Oid oid = InvalidOid;
 };
-std::array<Named, 12> tables{{{"messages"},
+std::array<Named, 13> tables{{{"messages"},
                               {"queue_releases"},
                               {"queue_release_deltas"},
                               {"queue_slots"},
@@ -44,8 +44,9 @@ std::array<Named, 12> tables{{{"messages"},
                               {"wf_cursors"},
                               {"flow_resource_state"},
                               {"flow_outcome_deltas"},
-                              {"queue_lanes"}}};
-std::array<Named, 13> indexes{{{"messages_pkey"},
+                              {"queue_lanes"},
+                              {"queue_admit_deltas"}}};
+std::array<Named, 14> indexes{{{"messages_pkey"},
                                {"messages_claim"},
                                {"messages_fair"},
                                {"queue_releases_pkey"},
@@ -57,7 +58,8 @@ std::array<Named, 13> indexes{{{"messages_pkey"},
                                {"wf_cursors_pkey"},
                                {"flow_resource_state_pkey"},
                                {"flow_outcome_deltas_part"},
-                               {"queue_lanes_pkey"}}};
+                               {"queue_lanes_pkey"},
+                               {"queue_admit_deltas_pkey"}}};
 // Per table: column name -> attribute number.
 std::array<std::map<std::string, int, std::less<>>, tables.size()> columns;
 // Per index: (column, strategy) -> comparison function, and the column's collation.

@@ -43,7 +43,8 @@ enum class OwnTable : int {
   wf_cursors,
   flow_resource_state,
   flow_outcome_deltas,
-  queue_lanes
+  queue_lanes,
+  queue_admit_deltas
 };
 enum class OwnIndex : int {
   messages_pkey,
@@ -58,7 +59,8 @@ enum class OwnIndex : int {
   wf_cursors_pkey,
   flow_resource_state_pkey,
   flow_outcome_deltas_part,
-  queue_lanes_pkey
+  queue_lanes_pkey,
+  queue_admit_deltas_pkey
 };
 
 // One statement's worth of direct access: CommandCounterIncrement and a pushed snapshot, popped

@@ -19,8 +19,8 @@ struct Watched {
   Oid relid = InvalidOid;  // resolved on first use, forgotten when the relation is invalidated
   std::uint64_t generation = 1;
 };
-Watched watched[] = {{"queues"},         {"tenant_bindings"},      {"message_ids"},        {"claim_tokens"},
-                     {"flow_resources"}, {"queue_release_deltas"}, {"flow_outcome_deltas"}};
+Watched watched[] = {{"queues"},         {"tenant_bindings"},      {"message_ids"},         {"claim_tokens"},
+                     {"flow_resources"}, {"queue_release_deltas"}, {"flow_outcome_deltas"}, {"queue_admit_deltas"}};
 bool registered = false;
 
 void relation_callback(Datum, Oid relid) {

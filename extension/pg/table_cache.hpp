@@ -21,7 +21,8 @@ enum class CachedTable {
   claim_tokens,
   flow_resources,
   queue_release_deltas,
-  flow_outcome_deltas
+  flow_outcome_deltas,
+  queue_admit_deltas
 };
 
 // A number that changes whenever the table's cache must be dropped. Read it before running the

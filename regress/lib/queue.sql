@@ -86,6 +86,12 @@ CREATE FUNCTION pg_temp.released(t text, q text) RETURNS bigint LANGUAGE sql AS 
     SELECT ((SELECT COALESCE(sum(r.released_messages), 0) FROM forgeyard.queue_releases r WHERE r.tenant_id = $1 AND r.queue = $2)
           + (SELECT COALESCE(sum(d.released_messages), 0) FROM forgeyard.queue_release_deltas d WHERE d.tenant_id = $1 AND d.queue = $2))::bigint
 $$;
+-- Messages a queue's slots admitted: their rows and their admission generation rows (a producer
+-- adds to its slot's row of the generation, folded into the slot row later: 0.12.0).
+CREATE FUNCTION pg_temp.admitted(t text, q text) RETURNS bigint LANGUAGE sql AS $$
+    SELECT ((SELECT COALESCE(sum(a.admitted_messages), 0) FROM forgeyard.queue_slots a WHERE a.tenant_id = $1 AND a.queue = $2)
+          + (SELECT COALESCE(sum(g.admitted_messages), 0) FROM forgeyard.queue_admit_deltas g WHERE g.tenant_id = $1 AND g.queue = $2))::bigint
+$$;
 CREATE FUNCTION pg_temp.options(t text, q text) RETURNS jsonb LANGUAGE sql AS $$
     SELECT l.options FROM forgeyard.queue_list($1) l WHERE l.queue = $2
 $$;
@@ -98,6 +104,8 @@ CREATE FUNCTION pg_temp.snap() RETURNS jsonb LANGUAGE sql AS $$
                        FROM forgeyard.queue_releases x),
         'release_deltas', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x), '[]')
                              FROM forgeyard.queue_release_deltas x),
+        'admit_deltas', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.queue, x.slot, x.gen), '[]')
+                           FROM forgeyard.queue_admit_deltas x),
         'messages', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.msg_id), '[]') FROM forgeyard.messages x),
         'events', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.tenant_id, x.queue, x.event_id), '[]')
                      FROM forgeyard.queue_events x),

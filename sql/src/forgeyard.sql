@@ -467,10 +467,32 @@ CREATE TABLE forgeyard.queue_slots (
     slot              integer NOT NULL,
     admitted_messages bigint  NOT NULL DEFAULT 0,
     admitted_bytes    bigint  NOT NULL DEFAULT 0,
+    admit_gen         bigint,
     PRIMARY KEY (tenant_id, queue, slot)
 ) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 COMMENT ON TABLE forgeyard.queue_slots IS
-  'Messages and bytes admitted into each capacity slot of a queue (producers'' side of the bound).';
+  'Messages and bytes admitted into each capacity slot of a queue (producers'' side of the bound), up to its last fold: with the slot''s queue_admit_deltas row of generation admit_gen.';
+COMMENT ON COLUMN forgeyard.queue_slots.admit_gen IS
+  'The admission generation (forgeyard.now() in seconds since 1970) whose queue_admit_deltas row takes the slot''s producers now; NULL: none yet. Set, with that row made, by the first producer of a later generation, which folds the older row into this one.';
+
+-- Admission generations (0.12.0, F17): a producer adds what it admits to its slot's row of the
+-- current generation (one second), updated in place under the slot's lock, so the slot row keeps
+-- one version per generation instead of one per message, and a held snapshot makes a producer
+-- walk at most one generation's versions. The first producer of a generation in a slot folds the
+-- older row into the slot row, deletes it, and makes the new one: a row is made only with an
+-- update of the slot row, so a producer under a transaction snapshot that saw neither change gets
+-- 40001 from its lock of one or the other (docs/architecture.md, "Capacity slots").
+CREATE TABLE forgeyard.queue_admit_deltas (
+    tenant_id         text    NOT NULL,
+    queue             text    NOT NULL,
+    slot              integer NOT NULL,
+    gen               bigint  NOT NULL,
+    admitted_messages bigint  NOT NULL DEFAULT 0,
+    admitted_bytes    bigint  NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, queue, slot, gen)
+) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+COMMENT ON TABLE forgeyard.queue_admit_deltas IS
+  'Messages and bytes admitted into a capacity slot in its current admission generation (queue_slots.admit_gen): one row per slot, folded into the slot''s queue_slots row by the first producer of the next generation.';
 
 CREATE TABLE forgeyard.queue_releases (
     tenant_id         text    NOT NULL,
@@ -891,11 +913,14 @@ WITH RECURSIVE member_of(oid) AS (
 ), scope AS (
     SELECT b.tenant_id FROM forgeyard.tenant_bindings b WHERE b.role_id::oid IN (SELECT oid FROM member_of)
 ), used AS (
-    SELECT a.tenant_id, a.queue, sum(a.admitted_messages - r.released_messages - coalesce(d.messages, 0)) AS messages,
-           sum(a.admitted_bytes - r.released_bytes - coalesce(d.bytes, 0)) AS bytes
+    SELECT a.tenant_id, a.queue,
+           sum(a.admitted_messages + coalesce(g.admitted_messages, 0) - r.released_messages - coalesce(d.messages, 0)) AS messages,
+           sum(a.admitted_bytes + coalesce(g.admitted_bytes, 0) - r.released_bytes - coalesce(d.bytes, 0)) AS bytes
       FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r USING (tenant_id, queue, slot)
       LEFT JOIN (SELECT tenant_id, queue, slot, sum(released_messages) AS messages, sum(released_bytes) AS bytes
                    FROM forgeyard.queue_release_deltas GROUP BY tenant_id, queue, slot) d USING (tenant_id, queue, slot)
+      LEFT JOIN forgeyard.queue_admit_deltas g
+        ON g.tenant_id = a.tenant_id AND g.queue = a.queue AND g.slot = a.slot AND g.gen = a.admit_gen
      GROUP BY a.tenant_id, a.queue
 )
 SELECT q.tenant_id, q.queue, q.ordering, u.messages AS admitted_messages, q.max_messages, u.bytes AS admitted_bytes,
@@ -1777,11 +1802,14 @@ WITH RECURSIVE member_of(oid) AS (
 ), scope AS (
     SELECT b.tenant_id FROM forgeyard.tenant_bindings b WHERE b.role_id::oid IN (SELECT oid FROM member_of)
 ), used AS (
-    SELECT a.tenant_id, a.queue, sum(a.admitted_messages - r.released_messages - coalesce(d.messages, 0)) AS messages,
-           sum(a.admitted_bytes - r.released_bytes - coalesce(d.bytes, 0)) AS bytes
+    SELECT a.tenant_id, a.queue,
+           sum(a.admitted_messages + coalesce(g.admitted_messages, 0) - r.released_messages - coalesce(d.messages, 0)) AS messages,
+           sum(a.admitted_bytes + coalesce(g.admitted_bytes, 0) - r.released_bytes - coalesce(d.bytes, 0)) AS bytes
       FROM forgeyard.queue_slots a JOIN forgeyard.queue_releases r USING (tenant_id, queue, slot)
       LEFT JOIN (SELECT tenant_id, queue, slot, sum(released_messages) AS messages, sum(released_bytes) AS bytes
                    FROM forgeyard.queue_release_deltas GROUP BY tenant_id, queue, slot) d USING (tenant_id, queue, slot)
+      LEFT JOIN forgeyard.queue_admit_deltas g
+        ON g.tenant_id = a.tenant_id AND g.queue = a.queue AND g.slot = a.slot AND g.gen = a.admit_gen
      GROUP BY a.tenant_id, a.queue
 ), c AS MATERIALIZED (
     SELECT forgeyard.now() AS now
@@ -2977,6 +3005,7 @@ SELECT pg_catalog.pg_extension_config_dump('forgeyard.queues', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_slots', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_releases', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_release_deltas', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_admit_deltas', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.messages', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_events', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_partitions', '');

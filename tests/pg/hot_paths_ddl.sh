@@ -56,7 +56,9 @@ while [ $SECONDS -lt $end ]; do
   q "VACUUM FULL forgeyard.queues"
   q "REINDEX TABLE CONCURRENTLY forgeyard.queue_release_deltas"
   q "VACUUM FULL forgeyard.queue_release_deltas"
-  changes=$((changes + 12))
+  q "REINDEX TABLE CONCURRENTLY forgeyard.queue_admit_deltas"
+  q "VACUUM FULL forgeyard.queue_admit_deltas"
+  changes=$((changes + 14))
 done
 touch "$CLUSTER_DIR/hot_ddl.stop"
 wait "$storm"
@@ -76,6 +78,8 @@ done_tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/
 echo "ok - two workers ran $done_tx enqueue/claim/ack rounds through $changes table changes without an error"
 pending=$(q "SELECT count(*) FROM forgeyard.messages WHERE tenant_id = 'ddl' AND queue = 'q' AND state = 'pending'")
 used=$(q "SELECT (SELECT sum(admitted_messages) FROM forgeyard.queue_slots WHERE tenant_id = 'ddl' AND queue = 'q')
+               + (SELECT coalesce(sum(admitted_messages), 0) FROM forgeyard.queue_admit_deltas
+                   WHERE tenant_id = 'ddl' AND queue = 'q')
                - (SELECT sum(released_messages) FROM forgeyard.queue_releases WHERE tenant_id = 'ddl' AND queue = 'q')
                - (SELECT coalesce(sum(released_messages), 0) FROM forgeyard.queue_release_deltas
                    WHERE tenant_id = 'ddl' AND queue = 'q')")

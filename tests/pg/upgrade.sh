@@ -342,6 +342,42 @@ check "$v0100" "maintain() folds the 0.10.0 delta and the new generation's into 
    AND (SELECT count(*) = 1 FROM forgeyard.dead_list('t', 'q'))"
 dropdb "$v0100"
 
+# From 0.11.1, before admission generations (F17): on the 0.11.1 catalog this library's producers
+# add to the slot row as they did there. After the update the slot has no generation yet; the
+# first producer makes one (the slot row keeps its count), a claim held across the update is acked
+# with its token, and the bound counts both rows: one slot of 3 (the emergency class up to 3).
+v0111=fy_upgrade_0111
+dropdb --if-exists "$v0111"
+createdb "$v0111"
+q "$v0111" "CREATE EXTENSION forgeyard VERSION '0.11.1'"
+q "$v0111" "SELECT forgeyard.queue_create('t', 'q', '{\"max_messages\": 3}');
+            SELECT forgeyard.enqueue('t', 'q', 'inflight', priority => 'emergency');
+            SELECT forgeyard.enqueue('t', 'q', 'ready', priority => 'emergency')" >/dev/null
+held=$(q "$v0111" "SELECT msg_id || ' ' || claim_token FROM forgeyard.claim('t', 'q', 'c')")
+check "$v0111" "on the 0.11.1 catalog: a producer adds to the slot row" \
+  "(SELECT admitted_messages = 2 FROM forgeyard.queue_slots WHERE queue = 'q')
+   AND (SELECT admitted_messages = 2 FROM forgeyard.queue_overview WHERE queue = 'q')"
+q "$v0111" "ALTER EXTENSION forgeyard UPDATE"
+q "$v0111" "SELECT forgeyard.enqueue('t', 'q', 'after', priority => 'emergency')" >/dev/null
+check "$v0111" "0.11.1 updated to $latest: the first producer makes the slot's generation row, the slot row keeps its count" \
+  "(SELECT extversion = '$latest' FROM pg_extension WHERE extname = 'forgeyard')
+   AND (SELECT admitted_messages = 2 AND admit_gen IS NOT NULL FROM forgeyard.queue_slots WHERE queue = 'q')
+   AND (SELECT count(*) = 1 AND sum(admitted_messages) = 1 FROM forgeyard.queue_admit_deltas WHERE queue = 'q')
+   AND (SELECT admitted_messages = 3 FROM forgeyard.queue_overview WHERE queue = 'q')"
+q "$v0111" "DO \$\$ BEGIN
+              PERFORM forgeyard.enqueue('t', 'q', 'over', priority => 'emergency');
+              RAISE EXCEPTION 'a fourth message was admitted';
+            EXCEPTION WHEN SQLSTATE 'FY020' THEN NULL;
+            END \$\$" || { echo "FAIL: the bound of 3 does not hold after the update"; exit 1; }
+echo "ok - the bound counts both rows: a fourth message is FY020"
+q "$v0111" "SELECT forgeyard.ack('t', 'q', ${held% *}, ${held#* })" >/dev/null
+q "$v0111" "SELECT forgeyard.enqueue('t', 'q', 'again', priority => 'emergency')" >/dev/null
+check "$v0111" "the claim held across the update is acked with its token, and a producer finds its room" \
+  "(SELECT admitted_messages = 3 FROM forgeyard.queue_overview WHERE queue = 'q')
+   AND (SELECT count(*) = 3 FROM forgeyard.messages WHERE queue = 'q' AND state = 'pending')
+   AND NOT EXISTS (SELECT FROM forgeyard.messages WHERE msg_id = ${held% *})"
+dropdb "$v0111"
+
 # Both equal a fresh install given the same grant, except for pg_init_privs: PostgreSQL records a
 # GRANT run inside ALTER EXTENSION UPDATE (apply_access re-granting the recorded roles) as an initial
 # privilege of the extension, which a grant after CREATE EXTENSION is not. Initial privileges are

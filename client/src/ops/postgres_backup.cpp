@@ -343,23 +343,31 @@ VerifyReport postgres_verify(const std::string& url, bool full) {
 
   report.checks.push_back("queue_counters");
   {
-    PgResult r =
-        query(conn,
-              "WITH a AS (SELECT tenant_id, queue, sum(admitted_messages) AS m, sum(admitted_bytes) AS b"
-              "             FROM forgeyard.queue_slots GROUP BY 1, 2),"
-              " r AS (SELECT tenant_id, queue, sum(released_messages) AS m, sum(released_bytes) AS b"
-              "         FROM (SELECT tenant_id, queue, released_messages, released_bytes FROM forgeyard.queue_releases"
-              "               UNION ALL SELECT tenant_id, queue, released_messages, released_bytes"
-              "                 FROM forgeyard.queue_release_deltas) x GROUP BY 1, 2),"
-              " p AS (SELECT tenant_id, queue, count(*) AS m, sum(bytes) AS b FROM forgeyard.messages"
-              "         WHERE state = 'pending' GROUP BY 1, 2)"
-              " SELECT q.tenant_id, q.queue,"
-              "  (coalesce(a.m, 0) - coalesce(r.m, 0))::int8, (coalesce(a.b, 0) - coalesce(r.b, 0))::int8,"
-              "  coalesce(p.m, 0)::int8, coalesce(p.b, 0)::int8"
-              " FROM forgeyard.queues q LEFT JOIN a USING (tenant_id, queue) LEFT JOIN r USING (tenant_id, queue)"
-              " LEFT JOIN p USING (tenant_id, queue)"
-              " WHERE coalesce(a.m, 0) - coalesce(r.m, 0) <> coalesce(p.m, 0)"
-              "    OR coalesce(a.b, 0) - coalesce(r.b, 0) <> coalesce(p.b, 0)");
+    // (the slots' admission generation rows from 0.12.0 on: a database not updated yet has none)
+    const bool generations =
+        query(conn, "SELECT pg_catalog.to_regclass('forgeyard.queue_admit_deltas') IS NOT NULL").text(0, 0) == "t";
+    PgResult r = query(
+        conn,
+        std::string("WITH a AS (SELECT tenant_id, queue, sum(admitted_messages) AS m, sum(admitted_bytes) AS b"
+                    "             FROM (SELECT tenant_id, queue, admitted_messages, admitted_bytes"
+                    "                     FROM forgeyard.queue_slots") +
+            (generations ? " UNION ALL SELECT tenant_id, queue, admitted_messages, admitted_bytes"
+                           " FROM forgeyard.queue_admit_deltas"
+                         : "") +
+            ") x GROUP BY 1, 2),"
+            " r AS (SELECT tenant_id, queue, sum(released_messages) AS m, sum(released_bytes) AS b"
+            "         FROM (SELECT tenant_id, queue, released_messages, released_bytes FROM forgeyard.queue_releases"
+            "               UNION ALL SELECT tenant_id, queue, released_messages, released_bytes"
+            "                 FROM forgeyard.queue_release_deltas) x GROUP BY 1, 2),"
+            " p AS (SELECT tenant_id, queue, count(*) AS m, sum(bytes) AS b FROM forgeyard.messages"
+            "         WHERE state = 'pending' GROUP BY 1, 2)"
+            " SELECT q.tenant_id, q.queue,"
+            "  (coalesce(a.m, 0) - coalesce(r.m, 0))::int8, (coalesce(a.b, 0) - coalesce(r.b, 0))::int8,"
+            "  coalesce(p.m, 0)::int8, coalesce(p.b, 0)::int8"
+            " FROM forgeyard.queues q LEFT JOIN a USING (tenant_id, queue) LEFT JOIN r USING (tenant_id, queue)"
+            " LEFT JOIN p USING (tenant_id, queue)"
+            " WHERE coalesce(a.m, 0) - coalesce(r.m, 0) <> coalesce(p.m, 0)"
+            "    OR coalesce(a.b, 0) - coalesce(r.b, 0) <> coalesce(p.b, 0)");
     for (int i = 0; i < r.rows(); ++i)
       finding("queue_counters", "queue " + r.text(i, 1) + " of tenant " + r.text(i, 0) + " counts " + r.text(i, 2) +
                                     " messages / " + r.text(i, 3) + " bytes, its pending rows are " + r.text(i, 4) +
