@@ -94,13 +94,15 @@ class SlotAdmitted {
   std::optional<std::int64_t> gen_;
 };
 
-// The tables an admission reads, in one pg::Access.
+// The tables an admission reads, in one pg::Access. What the catalog has is asked once
+// queue_slots is open: an ALTER EXTENSION UPDATE that made the generation table while this
+// waited for the table's lock is seen (its invalidations are taken with the lock).
 struct SlotTables {
-  SlotTables(pg::Access& access, SlotCounts counts)
+  explicit SlotTables(pg::Access& access)
       : access(access),
-        counts(counts),
         slots(access, pg::OwnTable::queue_slots),
-        releases(access, pg::OwnTable::queue_releases) {
+        releases(access, pg::OwnTable::queue_releases),
+        counts(slot_counts()) {
     if (counts == SlotCounts::admit_deltas) gens.emplace(access, pg::OwnTable::queue_admit_deltas);
   }
   pg::Table& released() {  // the release deltas, opened when first read
@@ -114,8 +116,8 @@ struct SlotTables {
     slots.finish();
   }
   pg::Access& access;
-  SlotCounts counts;
   pg::Table slots, releases;
+  SlotCounts counts;
   std::optional<pg::Table> gens, deltas;
 };
 
@@ -157,10 +159,9 @@ Tried try_slot(SlotTables& t, const Queue& queue, int slot, int priority, std::i
 // try_slot() in an access of its own, and in a second one when the first could not see the
 // slot's generation row (the lock is this transaction's by then).
 Tried try_slot_alone(const Queue& queue, int slot, int priority, std::int64_t bytes, pg::Wait wait, core::Usage* used) {
-  const SlotCounts counts = slot_counts();
   for (int attempt = 0;; ++attempt) {
     pg::Access access;
-    SlotTables t(access, counts);
+    SlotTables t(access);
     const Tried r = try_slot(t, queue, slot, priority, bytes, wait, used);
     t.finish();
     access.finish();
@@ -182,7 +183,6 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
                                      {TEXTOID, TEXTOID, INT4OID, INT4OID});
   static pg::Statement read_current(slot_usage_sql(SlotCounts::admit_deltas) + read_tail,
                                     {TEXTOID, TEXTOID, INT4OID, INT4OID});
-  const SlotCounts counts = slot_counts();
   // Each call starts one slot further than the last (from this backend's pid): one producer's
   // messages spread over the slots.
   static unsigned rotation = static_cast<unsigned>(MyProcPid);
@@ -195,7 +195,7 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
   core::Usage used;
   {
     pg::Access access;
-    SlotTables t(access, counts);
+    SlotTables t(access);
     for (int i = 0; i < queue.slots; ++i) {
       tried = (start + i) % queue.slots;
       first = try_slot(t, queue, tried, priority, bytes, pg::Wait::skip, &used);
@@ -211,6 +211,7 @@ int admit(pg::Spi& spi, const Queue& queue, int priority, std::int64_t bytes, co
   }
   // Candidates by the current counts (an undercount of releases only refuses early).
   std::vector<int> candidates;
+  const SlotCounts counts = slot_counts();
   spi.run(counts == SlotCounts::admit_deltas     ? read_current
           : counts == SlotCounts::release_deltas ? read_released
                                                  : read_rows,
@@ -334,12 +335,11 @@ class BatchAdmission {
   // else reads the slot counters.
   void flush() {
     if (slot_ >= 0 && pending_.messages > 0) {
-      const SlotCounts counts = slot_counts();
       for (int attempt = 0;; ++attempt) {
         pg::Access access;
         pg::Table slots(access, pg::OwnTable::queue_slots);
-        std::optional<pg::Table> gens;
-        if (counts == SlotCounts::admit_deltas) gens.emplace(access, pg::OwnTable::queue_admit_deltas);
+        std::optional<pg::Table> gens;  // (asked once queue_slots is open: SlotTables)
+        if (slot_counts() == SlotCounts::admit_deltas) gens.emplace(access, pg::OwnTable::queue_admit_deltas);
         SlotAdmitted admitted(slots, gens ? &*gens : nullptr, queue_, slot_);
         const bool found = slots.find(pg::OwnIndex::queue_slots_pkey, {{1, pg::Compare::eq, queue_.t},
                                                                        {2, pg::Compare::eq, queue_.q},

@@ -1,8 +1,10 @@
 -- forgeyard 0.11.1 -> 0.12.0: admission generations, a producer that does not walk the versions a
 -- held snapshot keeps of its capacity slot's row (F17; docs/architecture.md, "Capacity slots").
 -- Every slot starts without a generation row (admit_gen NULL): its first producer after the update
--- makes one. A session that loaded the library before the update still adds to the slot row,
--- which counts the same.
+-- makes one. A session that loaded the 0.11.1 library before the update still adds to the slot
+-- row, which counts the same, but reads the slot row alone: until it reconnects it can admit past
+-- the bound by what the new library's producers added to the slot's generation row
+-- (docs/operations.md, "Upgrading": reconnect the producers).
 \echo Use "ALTER EXTENSION forgeyard UPDATE TO '0.12.0'" to load this file. \quit
 
 ALTER TABLE forgeyard.queue_slots ADD COLUMN admit_gen bigint;

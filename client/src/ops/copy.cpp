@@ -839,11 +839,11 @@ CopyResult postgres_to_sqlite(const std::string& from, const std::string& to, co
             src,
             "SELECT q.tenant_id, q.queue,"
             " (coalesce((SELECT sum(admitted_messages) FROM forgeyard.queue_slots s WHERE s.tenant_id = q.tenant_id AND s.queue = q.queue), 0)"
-            " + coalesce((SELECT sum(admitted_messages) FROM forgeyard.queue_admit_deltas g WHERE g.tenant_id = q.tenant_id AND g.queue = q.queue), 0)"
+            " + coalesce((SELECT sum(g.admitted_messages) FROM forgeyard.queue_admit_deltas g JOIN forgeyard.queue_slots s ON s.tenant_id = g.tenant_id AND s.queue = g.queue AND s.slot = g.slot AND s.admit_gen = g.gen WHERE g.tenant_id = q.tenant_id AND g.queue = q.queue), 0)"
             " - coalesce((SELECT sum(released_messages) FROM forgeyard.queue_releases r WHERE r.tenant_id = q.tenant_id AND r.queue = q.queue), 0)"
             " - coalesce((SELECT sum(released_messages) FROM forgeyard.queue_release_deltas d WHERE d.tenant_id = q.tenant_id AND d.queue = q.queue), 0))::pg_catalog.text,"
             " (coalesce((SELECT sum(admitted_bytes) FROM forgeyard.queue_slots s WHERE s.tenant_id = q.tenant_id AND s.queue = q.queue), 0)"
-            " + coalesce((SELECT sum(admitted_bytes) FROM forgeyard.queue_admit_deltas g WHERE g.tenant_id = q.tenant_id AND g.queue = q.queue), 0)"
+            " + coalesce((SELECT sum(g.admitted_bytes) FROM forgeyard.queue_admit_deltas g JOIN forgeyard.queue_slots s ON s.tenant_id = g.tenant_id AND s.queue = g.queue AND s.slot = g.slot AND s.admit_gen = g.gen WHERE g.tenant_id = q.tenant_id AND g.queue = q.queue), 0)"
             " - coalesce((SELECT sum(released_bytes) FROM forgeyard.queue_releases r WHERE r.tenant_id = q.tenant_id AND r.queue = q.queue), 0)"
             " - coalesce((SELECT sum(released_bytes) FROM forgeyard.queue_release_deltas d WHERE d.tenant_id = q.tenant_id AND d.queue = q.queue), 0))::pg_catalog.text"
             " FROM forgeyard.queues q",

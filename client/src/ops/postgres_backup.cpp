@@ -351,8 +351,10 @@ VerifyReport postgres_verify(const std::string& url, bool full) {
         std::string("WITH a AS (SELECT tenant_id, queue, sum(admitted_messages) AS m, sum(admitted_bytes) AS b"
                     "             FROM (SELECT tenant_id, queue, admitted_messages, admitted_bytes"
                     "                     FROM forgeyard.queue_slots") +
-            (generations ? " UNION ALL SELECT tenant_id, queue, admitted_messages, admitted_bytes"
-                           " FROM forgeyard.queue_admit_deltas"
+            (generations ? " UNION ALL SELECT g.tenant_id, g.queue, g.admitted_messages, g.admitted_bytes"
+                           " FROM forgeyard.queue_admit_deltas g JOIN forgeyard.queue_slots s"
+                           " ON s.tenant_id = g.tenant_id AND s.queue = g.queue AND s.slot = g.slot"
+                           " AND s.admit_gen = g.gen"
                          : "") +
             ") x GROUP BY 1, 2),"
             " r AS (SELECT tenant_id, queue, sum(released_messages) AS m, sum(released_bytes) AS b"
