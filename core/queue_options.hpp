@@ -35,6 +35,11 @@ inline constexpr std::int64_t max_listed_claim_usecs = 60'000'000;
 // generation's versions of one row (docs/architecture.md, "Capacity slots"). The PL/pgSQL edition
 // writes the same number (100000).
 inline constexpr std::int64_t release_generation_usecs = 100'000;
+// Acks fold the older generations into the release row at most this often (0.12.0): every
+// admission reads that row, and under a held snapshot walks a version per fold since the snapshot
+// (ten a second per slot with a fold per generation). maintain() folds every generation before its
+// own. The PL/pgSQL edition writes the same number of generations (10).
+inline constexpr std::int64_t release_fold_usecs = 1'000'000;
 // An admission generation (0.12.0): a producer adds what it admits to its slot's row of the
 // generation (forgeyard.now() in these units since 1970), in place, under the slot row's lock; the
 // first producer of a later generation folds it into the slot row. The slot row so keeps one

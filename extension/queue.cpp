@@ -275,21 +275,27 @@ void Releases::outcome(const std::optional<std::string>& resource, int part, cor
 namespace {
 
 // The older generations' delta rows of a slot folded into its release row (the first ack of a
-// generation in the slot): false when the slot has no release row (the queue was dropped).
+// generation in the slot, at most once per core::release_fold_usecs: folded_gen is where the last
+// fold stopped, a generation it did not fold): false when the slot has no release row (the queue
+// was dropped).
 bool fold_generations(pg::Access& access, pg::Table& d, const Queue& queue, const pg::Value& s, std::int64_t gen,
                       bool own_snapshot) {
+  constexpr std::int64_t fold_every = core::release_fold_usecs / core::release_generation_usecs;
   pg::Table r(access, pg::OwnTable::queue_releases);
   if (!r.find(pg::OwnIndex::queue_releases_pkey,
               {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, s}})) {
     r.finish();
     return false;  // the queue was dropped under us
   }
-  if (own_snapshot || r.lock(pg::LockMode::no_key_update, pg::Wait::skip) == pg::Locked::skipped) {
-    r.finish();
-    return true;  // another ack folds (or nothing is folded under a transaction snapshot)
-  }
   const int messages = r.column("released_messages"), bytes = r.column("released_bytes"),
             folded = r.column("folded_gen");
+  // (folded_gen only grows: read before the lock it can only make this fold sooner, and the lock
+  // reads the newest version again.)
+  if (own_snapshot || gen - r.int8(folded) < fold_every ||
+      r.lock(pg::LockMode::no_key_update, pg::Wait::skip) == pg::Locked::skipped || gen - r.int8(folded) < fold_every) {
+    r.finish();
+    return true;  // folded less than a second ago, or another ack folds (or none under a transaction snapshot)
+  }
   const int d_gen = d.column("gen"), d_messages = d.column("released_messages"), d_bytes = d.column("released_bytes");
   const std::int64_t from = r.int8(folded);
   // (A row another transaction holds, or one deleted meanwhile, is left: the next fold starts at

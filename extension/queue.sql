@@ -291,9 +291,9 @@ $$;
 -- core::release_generation_usecs): the first one this transaction can lock FOR NO KEY UPDATE SKIP
 -- LOCKED is updated in place; when there is none, a new row of the generation is inserted (an
 -- INSERT, which waits for nobody). When the generation has no row at all yet, this is its first
--- ack in the slot: the older generations' rows are folded into the release row, if this call can
--- lock it SKIP LOCKED (each delta locked SKIP LOCKED too; the next fold starts at the lowest
--- generation left). Under a transaction snapshot (`own`: where a row changed since the snapshot
+-- ack in the slot: the older generations' rows are folded into the release row, at most once a
+-- second (core::release_fold_usecs), if this call can lock it SKIP LOCKED (each delta locked SKIP
+-- LOCKED too; the next fold starts at the lowest generation left). Under a transaction snapshot (`own`: where a row changed since the snapshot
 -- could only be 40001) the room is always a new row and nothing is folded. A slot without a
 -- release row (the queue was dropped under us) is passed over.
 CREATE FUNCTION forgeyard_pl.queue_give_back_slot(tenant text, name text, slot integer, messages bigint, bytes bigint,
@@ -323,11 +323,18 @@ BEGIN
         IF NOT EXISTS (SELECT FROM forgeyard.queue_release_deltas y
                         WHERE y.tenant_id = tenant AND y.queue = name AND y.slot = queue_give_back_slot.slot
                           AND y.gen = g) THEN
+            -- At most one fold a second (core::release_fold_usecs, 10 generations): folded_gen read
+            -- first without the lock (it only grows), then again under it.
             SELECT r.folded_gen INTO from_gen
               FROM forgeyard.queue_releases r
-             WHERE r.tenant_id = tenant AND r.queue = name AND r.slot = queue_give_back_slot.slot
-               FOR NO KEY UPDATE OF r SKIP LOCKED;
-            IF FOUND THEN
+             WHERE r.tenant_id = tenant AND r.queue = name AND r.slot = queue_give_back_slot.slot;
+            IF g - from_gen >= 10 THEN
+                SELECT r.folded_gen INTO from_gen
+                  FROM forgeyard.queue_releases r
+                 WHERE r.tenant_id = tenant AND r.queue = name AND r.slot = queue_give_back_slot.slot
+                   FOR NO KEY UPDATE OF r SKIP LOCKED;
+            END IF;
+            IF g - from_gen >= 10 THEN
                 -- (The row is ours now: a statement after this one updates its newest version.)
                 WITH f AS (DELETE FROM forgeyard.queue_release_deltas d
                             WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM forgeyard.queue_release_deltas x

@@ -7,7 +7,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 
-SELECT plan(241);
+SELECT plan(245);
 
 SET TIME ZONE 'UTC';
 
@@ -577,6 +577,36 @@ DO $$ BEGIN PERFORM forgeyard.ack('t1', 'rd', msg_id, claim_token) FROM rd_claim
 SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'rd')$$, 'queue_drop of a queue with a release delta');
 SELECT is((SELECT count(*) FROM forgeyard.queue_release_deltas WHERE queue = 'rd'), 0::bigint,
           'queue_drop removes the queue''s deltas with it');
+-- Acks fold into the release row at most once a second (0.12.0): every admission reads that
+-- row, and under a held snapshot walks a version per fold. (ctid: a row updated gets a new one.)
+SET forgeyard.now_override = '2031-07-01 00:00:00+00';
+DO $$ BEGIN
+    PERFORM forgeyard.queue_create('t1', 'rg', '{"max_messages": 100}');
+    PERFORM forgeyard.enqueue('t1', 'rg', 'm') FROM generate_series(1, 4);
+END $$;
+CREATE TEMP TABLE rg_claimed AS SELECT msg_id, claim_token, row_number() OVER (ORDER BY msg_id) AS n
+  FROM forgeyard.claim('t1', 'rg', 'c', 4);
+CREATE FUNCTION pg_temp.rg() RETURNS text LANGUAGE sql AS $$
+    SELECT r.released_messages || ' folded ' || (r.folded_gen - 19406304000) || ' deltas '
+           || COALESCE((SELECT string_agg((d.gen - 19406304000) || ':' || d.released_messages, ' ' ORDER BY d.gen)
+                          FROM forgeyard.queue_release_deltas d WHERE d.queue = 'rg'), 'none')
+      FROM forgeyard.queue_releases r WHERE r.tenant_id = 't1' AND r.queue = 'rg'
+$$;
+DO $$ BEGIN PERFORM forgeyard.ack('t1', 'rg', msg_id, claim_token) FROM rg_claimed WHERE n = 1; END $$;
+SELECT ctid::text AS rg_release FROM forgeyard.queue_releases WHERE tenant_id = 't1' AND queue = 'rg' \gset
+SET forgeyard.now_override = '2031-07-01 00:00:00.1+00';
+DO $$ BEGIN PERFORM forgeyard.ack('t1', 'rg', msg_id, claim_token) FROM rg_claimed WHERE n = 2; END $$;
+SELECT is(pg_temp.rg() || CASE WHEN (SELECT ctid::text FROM forgeyard.queue_releases WHERE tenant_id = 't1' AND queue = 'rg')
+                                    = :'rg_release' THEN ', release row untouched' ELSE ', release row updated' END,
+          '0 folded 0 deltas 0:1 1:1, release row untouched',
+          'the first ack of a generation less than a second after the last fold leaves the older deltas and the release row alone');
+SET forgeyard.now_override = '2031-07-01 00:00:01+00';
+DO $$ BEGIN PERFORM forgeyard.ack('t1', 'rg', msg_id, claim_token) FROM rg_claimed WHERE n = 3; END $$;
+SELECT is(pg_temp.rg(), '2 folded 10 deltas 10:1', 'a second after the last fold, the first ack of a generation folds them');
+SELECT is((SELECT admitted_messages FROM forgeyard.queue_overview WHERE tenant_id = 't1' AND queue = 'rg'), 1::numeric,
+          'the bound counts every release once');
+SELECT lives_ok($$SELECT forgeyard.queue_drop('t1', 'rg')$$, 'queue "rg" dropped');
+
 -- A producer reads a slot's release deltas only when its release row alone leaves no room; room
 -- that only a delta holds is still found.
 DO $$ BEGIN
