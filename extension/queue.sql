@@ -293,9 +293,10 @@ $$;
 -- INSERT, which waits for nobody). When the generation has no row at all yet, this is its first
 -- ack in the slot: the older generations' rows are folded into the release row, at most once a
 -- second (core::release_fold_usecs), if this call can lock it SKIP LOCKED (each delta locked SKIP
--- LOCKED too; the next fold starts at the lowest generation left). Under a transaction snapshot (`own`: where a row changed since the snapshot
--- could only be 40001) the room is always a new row and nothing is folded. A slot without a
--- release row (the queue was dropped under us) is passed over.
+-- LOCKED too; the next fold starts at the lowest generation left). Under a transaction snapshot
+-- (`own`: where a row changed since the snapshot could only be 40001) the room is always a new
+-- row and nothing is folded. A slot without a release row (the queue was dropped under us) is
+-- passed over.
 CREATE FUNCTION forgeyard_pl.queue_give_back_slot(tenant text, name text, slot integer, messages bigint, bytes bigint,
                                                   own boolean)
     RETURNS void LANGUAGE plpgsql
