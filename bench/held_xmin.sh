@@ -69,7 +69,7 @@ source bench/lib/hold.sh
 # The tables a side's run leaves dead tuples in.
 tables() {
   case "$1" in
-    forgeyard | plpgsql) echo "'messages', 'queue_slots', 'queue_admit_deltas', 'queue_releases', 'queue_release_deltas', 'queues', 'queue_lanes'" ;;
+    forgeyard | plpgsql) echo "'messages', 'queue_slots', 'queue_admit_deltas', 'queue_releases', 'queue_release_deltas', 'queues', 'queue_lane_entries_0', 'queue_lane_entries_1', 'queue_lane_entries_2', 'queue_lane_entries_3'" ;;
     baseline) echo "'bench_q'" ;;
     lanes) echo "'msgs', 'ready'" ;;
     listings) echo "'entries_0', 'entries_1', 'entries_2', 'entries_3', 'events_0', 'events_1', 'events_2', 'events_3'" ;;

@@ -15,6 +15,7 @@ DECLARE
     n_schedules bigint;
     n_deltas bigint := 0;
     n_lanes bigint;
+    n_segments bigint;
     g bigint;
 BEGIN
     PERFORM forgeyard_pl.not_null('max_rows', max_rows IS NOT NULL);
@@ -102,7 +103,11 @@ BEGIN
                      FROM s WHERE x.tenant_id = s.tenant_id AND x.queue = s.queue AND x.slot = s.slot)
         SELECT COALESCE(sum(s.n), 0)::bigint INTO n_deltas FROM s;
     END IF;
+    -- the lanes' segments last: the lock of one it truncates is held only to the commit
+    -- (queue_lane_segments_maintain)
+    n_segments := forgeyard.queue_lane_segments_maintain();
     RETURN QUERY VALUES ('idempotency_keys'::text, n_keys), ('queue_events', n_events), ('acked_messages', n_acked),
                         ('dead_letters', n_dead), ('inbox', n_inbox), ('workflow_runs', n_runs),
-                        ('schedules', n_schedules), ('release_deltas', n_deltas), ('queue_lanes', n_lanes);
+                        ('schedules', n_schedules), ('release_deltas', n_deltas), ('queue_lanes', n_lanes),
+                        ('lane_segments', n_segments);
 END

@@ -60,20 +60,79 @@ struct ReadColumns {
         attempt(m.column("attempt")) {}
 };
 
+// The tables that hold the lanes' entries: the four segments of queue_lane_entries (0.13.0: the
+// partitions, read and written here directly), or queue_lanes before ALTER EXTENSION UPDATE.
+struct EntryTable {
+  pg::OwnTable table;
+  pg::OwnIndex pkey;
+};
+constexpr std::array<EntryTable, 4> segments{
+    {{pg::OwnTable::queue_lane_entries_0, pg::OwnIndex::queue_lane_entries_0_pkey},
+     {pg::OwnTable::queue_lane_entries_1, pg::OwnIndex::queue_lane_entries_1_pkey},
+     {pg::OwnTable::queue_lane_entries_2, pg::OwnIndex::queue_lane_entries_2_pkey},
+     {pg::OwnTable::queue_lane_entries_3, pg::OwnIndex::queue_lane_entries_3_pkey}}};
+constexpr EntryTable unsegmented{pg::OwnTable::queue_lanes, pg::OwnIndex::queue_lanes_pkey};
+bool segments_schema() {
+  return pg::has_table(pg::CachedTable::queue_lane_segment);
+}
+
+// The entry tables a claim reads, opened: every segment that has a page (one that has none holds
+// no entry, committed or not), or the one table before 0.13.0.
+struct EntryTables {
+  std::array<std::optional<pg::Table>, segments.size()> tables;
+  std::array<pg::OwnIndex, segments.size()> pkeys{};
+  int count = 0;
+  explicit EntryTables(pg::Access& access) {
+    if (!segments_schema()) {
+      tables[0].emplace(access, unsegmented.table, pg::Opened::for_row_locks);
+      pkeys[0] = unsegmented.pkey;
+      count = 1;
+      return;
+    }
+    for (const EntryTable& seg : segments) {
+      tables[count].emplace(access, seg.table, pg::Opened::for_row_locks);
+      if (tables[count]->empty()) {
+        tables[count]->finish();
+        tables[count].reset();
+        continue;
+      }
+      pkeys[count++] = seg.pkey;
+    }
+  }
+  void finish() {
+    for (int i = 0; i < count; ++i) tables[i]->finish();
+  }
+};
+
 // Walks one lane from its cursor (extension/queue_lanes.sql, lane_walk): its ready entries, up to
 // `want`, into `out`; returns the end of the run of consumed positions above the cursor. An entry
 // is consumed when its message is gone, finished or no longer listed at its position, ready when
-// it is a pending head listed there and visible at `now`.
-std::int64_t walk_lane(pg::Table& lanes, pg::Table& m, std::int64_t lane, int priority, std::int64_t cursor, int want,
-                       TimestampTz now, std::vector<Candidate>* out, std::int64_t* last_read, bool* cut) {
-  const LaneColumns l = pg::columns_of<LaneColumns>(lanes);
+// it is a pending head listed there and visible at `now`. The entries of the segments are read in
+// position order, one index scan per segment merged.
+std::int64_t walk_lane(EntryTables& entries, pg::Table& m, std::int64_t lane, int priority, std::int64_t cursor,
+                       int want, TimestampTz now, std::vector<Candidate>* out, std::int64_t* last_read, bool* cut) {
   const ReadColumns c = pg::columns_of<ReadColumns>(m);
   int got = 0;
   std::int64_t run_end = cursor;
   bool in_run = true;
-  pg::Table::Scan scan(lanes, pg::OwnIndex::queue_lanes_pkey,
-                       {{1, pg::Compare::eq, pg::int8_value(lane)}, {2, pg::Compare::gt, pg::int8_value(cursor)}});
-  while (scan.next()) {
+  const int n = entries.count;
+  std::array<std::optional<pg::Table::Scan>, segments.size()> scans;
+  std::array<std::optional<LaneColumns>, segments.size()> cols;
+  std::array<bool, segments.size()> has{};
+  for (int i = 0; i < n; ++i) {
+    cols[i].emplace(*entries.tables[i]);  // (per table: a partition attached by hand may number them apart)
+    scans[i].emplace(*entries.tables[i], entries.pkeys[i],
+                     std::initializer_list<pg::Key>{{1, pg::Compare::eq, pg::int8_value(lane)},
+                                                    {2, pg::Compare::gt, pg::int8_value(cursor)}});
+    has[i] = scans[i]->next();
+  }
+  for (;;) {
+    int at = -1;
+    for (int i = 0; i < n; ++i)
+      if (has[i] && (at < 0 || entries.tables[i]->int8(cols[i]->pos) < entries.tables[at]->int8(cols[at]->pos))) at = i;
+    if (at < 0) break;
+    pg::Table& lanes = *entries.tables[at];
+    const LaneColumns& l = *cols[at];
     const std::int64_t pos = lanes.int8(l.pos);
     bool consumed = true, ready = false, lapsed = false;
     TimestampTz visible_at = 0;
@@ -103,8 +162,9 @@ std::int64_t walk_lane(pg::Table& lanes, pg::Table& m, std::int64_t lane, int pr
       if (cut != nullptr && want > 0) *cut = true;
       break;
     }
+    has[at] = scans[at]->next();
   }
-  scan.end();
+  for (int i = 0; i < n; ++i) scans[i]->end();
   return run_end;
 }
 
@@ -124,18 +184,18 @@ void walk_lanes(const Queue& queue, int want, TimestampTz now, bool advance, std
   }
   if (!any) return;
   pg::Access access;
-  pg::Table lanes(access, pg::OwnTable::queue_lanes, pg::Opened::for_row_locks);
+  EntryTables entries(access);
   pg::Table m(access, pg::OwnTable::messages, pg::Opened::for_row_locks);
   for (int p = 0; p < core::priority_classes; ++p) {
     const std::int64_t from = reads != nullptr ? std::max(cursor[p], reads->after[p]) : cursor[p];
     if (last[p] <= from) continue;
     const std::int64_t run_end =
-        walk_lane(lanes, m, queue.lanes * 8 + p, p, from, want, now, out, reads != nullptr ? &reads->after[p] : nullptr,
-                  reads != nullptr ? &reads->cut : nullptr);
+        walk_lane(entries, m, queue.lanes * 8 + p, p, from, want, now, out,
+                  reads != nullptr ? &reads->after[p] : nullptr, reads != nullptr ? &reads->cut : nullptr);
     if (advance && from == cursor[p] && run_end > cursor[p]) pg::sequence_set_value(sequences[p].cursor, run_end);
   }
   m.finish();
-  lanes.finish();
+  entries.finish();
   access.finish();
 }
 
@@ -213,13 +273,24 @@ std::map<std::int64_t, std::int64_t> list(pg::Spi&, const Queue& queue, int prio
   pg::guard([]() noexcept { GetTopTransactionId(); });
   const std::int64_t lane = queue.lanes * 8 + priority;
   const LaneSequences s = lane_sequences(lane);
+  // (Into the open segment, as its number reads now: maintain() may move it on meanwhile, and the
+  // entry in a sealed segment keeps it until the entry is consumed.)
+  const bool segmented = segments_schema();
+  const std::int64_t open = segmented ? pg::last_value(pg::CachedTable::queue_lane_segment) % 4 : 0;
   pg::Access access;
-  pg::Table lanes(access, pg::OwnTable::queue_lanes);
-  const LaneColumns l = pg::columns_of<LaneColumns>(lanes);
+  pg::Table lanes(access, segmented ? segments[static_cast<std::size_t>(open)].table : unsegmented.table);
+  const LaneColumns l(lanes);
   const int lane_col = lanes.column("lane");
+  const int seg_col = segmented ? lanes.column("seg") : 0;
   for (const std::int64_t id : msg_ids) {
     const std::int64_t pos = pg::sequence_next_value(s.positions);
-    lanes.insert({{lane_col, pg::int8_value(lane)}, {l.pos, pg::int8_value(pos)}, {l.msg_id, pg::int8_value(id)}});
+    if (segmented)
+      lanes.insert({{lane_col, pg::int8_value(lane)},
+                    {l.pos, pg::int8_value(pos)},
+                    {l.msg_id, pg::int8_value(id)},
+                    {seg_col, {Int16GetDatum(static_cast<std::int16_t>(open)), false}}});
+    else
+      lanes.insert({{lane_col, pg::int8_value(lane)}, {l.pos, pg::int8_value(pos)}, {l.msg_id, pg::int8_value(id)}});
     positions[id] = pos;
   }
   lanes.finish();

@@ -26,7 +26,7 @@ SELECT lane_e.pos, lane_e.msg_id,
        coalesce(lane_m.ready_pos = lane_e.pos AND lane_m.state = 'pending' AND lane_m.is_head
                 AND lane_m.visible_at <= $3, false) AS ready,
        lane_m.visible_at, coalesce(lane_m.attempt > 0, false) AS lapsed
-  FROM forgeyard.queue_lanes lane_e LEFT JOIN forgeyard.messages lane_m ON lane_m.msg_id = lane_e.msg_id
+  FROM forgeyard.queue_lane_entries lane_e LEFT JOIN forgeyard.messages lane_m ON lane_m.msg_id = lane_e.msg_id
  WHERE lane_e.lane = $1 AND lane_e.pos > $2
  ORDER BY lane_e.pos LIMIT $4
 
@@ -37,10 +37,10 @@ SELECT pg_catalog.setval(('forgeyard.lane_' || $1 || '_cursor')::regclass, $2)
 
 -- @statement lane_list
 -- Lists the messages $2 (ids, not yet inserted) in lane $1: an entry each at the lane's next
--- position, taken inside the INSERT, by a transaction that has its id already (maintain() voids
+-- position, taken inside the INSERT, in the open segment (the column's default), by a transaction that has its id already (maintain() voids
 -- only positions whose producers have ended, so none conflicts; one that did would be left
 -- without a listing, and messages_claim would find it).
-INSERT INTO forgeyard.queue_lanes AS lane_e (lane, pos, msg_id)
+INSERT INTO forgeyard.queue_lane_entries AS lane_e (lane, pos, msg_id)
 SELECT $1, pg_catalog.nextval(('forgeyard.lane_' || $1)::regclass), lane_u.id
   FROM pg_catalog.unnest($2::bigint[]) lane_u(id)
     ON CONFLICT DO NOTHING

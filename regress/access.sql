@@ -129,7 +129,7 @@ SELECT is_empty(
     'every table, view and sequence in schema forgeyard has a COMMENT');
 SELECT set_eq(
     $$SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
-       WHERE c.relnamespace = 'forgeyard'::regnamespace AND c.relkind IN ('r', 'v', 'S')$$,
+       WHERE c.relnamespace = 'forgeyard'::regnamespace AND c.relkind IN ('r', 'v', 'p', 'S')$$,
     ARRAY['forgeyard.leases', 'forgeyard.tenant_bindings', 'forgeyard.role_access', 'forgeyard.idempotency_keys',
           'forgeyard.lease_status', 'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_admit_deltas', 'forgeyard.queue_releases', 'forgeyard.queue_release_deltas',
           'forgeyard.messages', 'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
@@ -143,7 +143,8 @@ SELECT set_eq(
           'forgeyard.wf_schedules', 'forgeyard.wf_cursors', 'forgeyard.workflow_runs', 'forgeyard.workflow_stuck',
           'forgeyard.queue_admission', 'forgeyard.queue_retry_windows', 'forgeyard.flow_state',
           'forgeyard.flow_resources', 'forgeyard.flow_resource_state', 'forgeyard.flow_outcome_deltas',
-          'forgeyard.queue_fair_keys', 'forgeyard.queue_lanes', 'forgeyard.queue_lane_numbers',
+          'forgeyard.queue_fair_keys', 'forgeyard.queue_lane_entries', 'forgeyard.queue_lane_entries_0', 'forgeyard.queue_lane_entries_1',
+          'forgeyard.queue_lane_entries_2', 'forgeyard.queue_lane_entries_3', 'forgeyard.queue_lane_segment', 'forgeyard.queue_lane_numbers',
           'forgeyard.queue_lane_marks'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT is((SELECT relpersistence FROM pg_catalog.pg_class WHERE oid = 'forgeyard.wf_cursors'::regclass), 'u'::"char",
@@ -385,7 +386,7 @@ SELECT throws_ok('DELETE FROM forgeyard.idempotency_keys', '42501', NULL,
                  'maintenance role: DELETE FROM forgeyard.idempotency_keys is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.lease_status', '42501', NULL, 'maintenance role: lease_status is denied');
 SELECT results_eq($$SELECT task FROM forgeyard.maintain()$$,
-                  $$VALUES ('idempotency_keys'::text), ('queue_events'), ('acked_messages'), ('dead_letters'), ('inbox'), ('workflow_runs'), ('schedules'), ('release_deltas'), ('queue_lanes')$$,
+                  $$VALUES ('idempotency_keys'::text), ('queue_events'), ('acked_messages'), ('dead_letters'), ('inbox'), ('workflow_runs'), ('schedules'), ('release_deltas'), ('queue_lanes'), ('lane_segments')$$,
                   'maintenance role: maintain() across tenants');
 SELECT is(forgeyard.inbox_purge(), 0, 'maintenance role: inbox_purge across tenants');
 SELECT matches((SELECT string_agg(plan, E'\n') FROM forgeyard.claim_plan('t2', 'acc-q')), 'Index Scan using messages_claim',
@@ -565,7 +566,7 @@ SELECT throws_ok('SELECT * FROM forgeyard.lease_reap()', 'FY040', NULL,
                  'bound maintenance role: lease_reap() with the default (all tenants) -> FY040');
 SELECT throws_ok($$SELECT * FROM forgeyard.lease_reap(10, 't2')$$, 'FY040', NULL,
                  'bound maintenance role: lease_reap for another tenant -> FY040');
-SELECT is((SELECT count(*) FROM forgeyard.maintain(10, 't1')), 9::bigint, 'bound maintenance role: maintain for its tenant');
+SELECT is((SELECT count(*) FROM forgeyard.maintain(10, 't1')), 10::bigint, 'bound maintenance role: maintain for its tenant');
 SELECT throws_ok('SELECT * FROM forgeyard.maintain()', 'FY040', 'a role bound to tenants must name its tenant',
                  'bound maintenance role: maintain() for all tenants -> FY040');
 SELECT throws_ok($$SELECT * FROM forgeyard.maintain(10, 't2')$$, 'FY040', NULL, 'bound maintenance role: maintain for another tenant -> FY040');

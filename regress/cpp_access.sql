@@ -22,8 +22,9 @@ SELECT set_eq(
           'forgeyard.store_identity', 'forgeyard.wf_runs', 'forgeyard.wf_journal',
           'forgeyard.wf_signals', 'forgeyard.wf_schedules', 'forgeyard.queue_admission',
           'forgeyard.queue_retry_windows', 'forgeyard.flow_resources', 'forgeyard.flow_resource_state',
-          'forgeyard.flow_outcome_deltas', 'forgeyard.queue_fair_keys', 'forgeyard.queue_lanes',
-          'forgeyard.queue_lane_numbers', 'forgeyard.queue_lane_marks'],
+          'forgeyard.flow_outcome_deltas', 'forgeyard.queue_fair_keys', 'forgeyard.queue_lane_entries_0',
+          'forgeyard.queue_lane_entries_1', 'forgeyard.queue_lane_entries_2', 'forgeyard.queue_lane_entries_3',
+          'forgeyard.queue_lane_segment', 'forgeyard.queue_lane_numbers', 'forgeyard.queue_lane_marks'],
     'pg_extension.extconfig registers every table and sequence for pg_dump but the step cursors (the views are not data)');
 SELECT is((SELECT extrelocatable FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'), false,
           'the extension is not relocatable');

@@ -144,6 +144,8 @@ server_suites() {
   check restart-restore tests/pg/restart_restore.sh
   echo "== restore drill: pg_dump -Fc / pg_restore of an older backup, then restore_reconcile()"
   check restore-drill tests/pg/restore_drill.sh
+  echo "== ready lanes' segments: maintain() skips a segment an open transaction read, both editions"
+  check lane-segments tests/pg/lane_segments.sh
   echo "== upgrade chain: ALTER EXTENSION forgeyard UPDATE vs a fresh install"
   check upgrade tests/pg/upgrade.sh
   echo "== model check: delivery, lease and queue storage protocols (spin, tests/model/check.sh)"

@@ -196,6 +196,11 @@ def plain(text):
     text = re.sub(r"^SELECT pg_catalog\.pg_extension_config_dump\([^;]*\);\n", "", text, flags=re.M)
     if "pg_extension_config_dump" in text:
         sys.exit("a pg_extension_config_dump call the plain script cannot drop (one per line, at the start)")
+    # Nor a member taken out of the extension before it is dropped (an upgrade step's, so that its
+    # pg_extension_config_dump registration goes with it).
+    text = re.sub(r"^ALTER EXTENSION forgeyard DROP [^;]*;\n", "", text, flags=re.M)
+    if re.search(r"^ALTER EXTENSION", text, flags=re.M):
+        sys.exit("an ALTER EXTENSION the plain script cannot drop (ALTER EXTENSION forgeyard DROP ..., one a line)")
     return text
 
 

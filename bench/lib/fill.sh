@@ -21,7 +21,7 @@ fill() {
     -c "UPDATE forgeyard.messages m SET ready_pos = l.pos
           FROM (SELECT msg_id, row_number() OVER (ORDER BY msg_id) AS pos FROM forgeyard.messages
                  WHERE tenant_id = 'bench' AND queue = 'q') l WHERE m.msg_id = l.msg_id" \
-    -c "INSERT INTO forgeyard.queue_lanes (lane, pos, msg_id)
+    -c "INSERT INTO forgeyard.queue_lane_entries (lane, pos, msg_id)
         SELECT q.lanes * 8 + 3, m.ready_pos, m.msg_id FROM forgeyard.messages m, forgeyard.queues q
          WHERE q.tenant_id = 'bench' AND q.queue = 'q' AND m.tenant_id = q.tenant_id AND m.queue = q.queue" \
     -c "SELECT pg_catalog.setval(('forgeyard.lane_' || (q.lanes * 8 + 3))::regclass, $n) FROM forgeyard.queues q
@@ -30,5 +30,5 @@ fill() {
           FROM (SELECT slot, count(*) AS n FROM forgeyard.messages WHERE tenant_id = 'bench' AND queue = 'q' GROUP BY slot) c
          WHERE a.tenant_id = 'bench' AND a.queue = 'q' AND a.slot = c.slot" \
     -c "VACUUM ANALYZE bench_q" -c "VACUUM ANALYZE forgeyard.messages" -c "VACUUM ANALYZE forgeyard.queue_slots" \
-    -c "VACUUM ANALYZE forgeyard.queue_releases" -c "VACUUM ANALYZE forgeyard.queue_lanes" -c "CHECKPOINT"
+    -c "VACUUM ANALYZE forgeyard.queue_releases" -c "VACUUM ANALYZE forgeyard.queue_lane_entries" -c "CHECKPOINT"
 }

@@ -15,6 +15,7 @@ extern "C" {
 #include "optimizer/optimizer.h"
 #include "tcop/utility.h"
 #include "utils/memutils.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
@@ -33,7 +34,7 @@ struct Named {
   const char* name;
   Oid oid = InvalidOid;
 };
-std::array<Named, 13> tables{{{"messages"},
+std::array<Named, 17> tables{{{"messages"},
                               {"queue_releases"},
                               {"queue_release_deltas"},
                               {"queue_slots"},
@@ -45,8 +46,12 @@ std::array<Named, 13> tables{{{"messages"},
                               {"flow_resource_state"},
                               {"flow_outcome_deltas"},
                               {"queue_lanes"},
-                              {"queue_admit_deltas"}}};
-std::array<Named, 14> indexes{{{"messages_pkey"},
+                              {"queue_admit_deltas"},
+                              {"queue_lane_entries_0"},
+                              {"queue_lane_entries_1"},
+                              {"queue_lane_entries_2"},
+                              {"queue_lane_entries_3"}}};
+std::array<Named, 18> indexes{{{"messages_pkey"},
                                {"messages_claim"},
                                {"messages_fair"},
                                {"queue_releases_pkey"},
@@ -59,7 +64,11 @@ std::array<Named, 14> indexes{{{"messages_pkey"},
                                {"flow_resource_state_pkey"},
                                {"flow_outcome_deltas_part"},
                                {"queue_lanes_pkey"},
-                               {"queue_admit_deltas_pkey"}}};
+                               {"queue_admit_deltas_pkey"},
+                               {"queue_lane_entries_0_pkey"},
+                               {"queue_lane_entries_1_pkey"},
+                               {"queue_lane_entries_2_pkey"},
+                               {"queue_lane_entries_3_pkey"}}};
 // Per table: column name -> attribute number.
 std::array<std::map<std::string, int, std::less<>>, tables.size()> columns;
 // Per index: (column, strategy) -> comparison function, and the column's collation.
@@ -259,6 +268,10 @@ Table::Table(Access& access, OwnTable table, Opened opened) : access_(access), w
   }
   rel_ = rel;
   slot_ = guard([&]() noexcept { return table_slot_create(rel, nullptr); });
+}
+
+bool Table::empty() const {
+  return guard([&]() noexcept { return RelationGetNumberOfBlocks(rel_of(rel_)) == 0; });
 }
 
 int Table::column(const char* name) const {

@@ -44,7 +44,11 @@ enum class OwnTable : int {
   flow_resource_state,
   flow_outcome_deltas,
   queue_lanes,
-  queue_admit_deltas
+  queue_admit_deltas,
+  queue_lane_entries_0,
+  queue_lane_entries_1,
+  queue_lane_entries_2,
+  queue_lane_entries_3
 };
 enum class OwnIndex : int {
   messages_pkey,
@@ -60,7 +64,11 @@ enum class OwnIndex : int {
   flow_resource_state_pkey,
   flow_outcome_deltas_part,
   queue_lanes_pkey,
-  queue_admit_deltas_pkey
+  queue_admit_deltas_pkey,
+  queue_lane_entries_0_pkey,
+  queue_lane_entries_1_pkey,
+  queue_lane_entries_2_pkey,
+  queue_lane_entries_3_pkey
 };
 
 // One statement's worth of direct access: CommandCounterIncrement and a pushed snapshot, popped
@@ -111,6 +119,10 @@ class Table {
   // The attribute number of a column (resolved once per relcache generation); internal error if
   // the table has no such column.
   int column(const char* name) const;
+
+  // Whether the table has no pages (truncated, or never written to): no row, committed or not, is
+  // in it, since an insert extends the table before its transaction commits.
+  bool empty() const;
 
   // An index range scan in the index's order, under the access's snapshot.
   class Scan {

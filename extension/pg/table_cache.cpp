@@ -19,8 +19,15 @@ struct Watched {
   Oid relid = InvalidOid;  // resolved on first use, forgotten when the relation is invalidated
   std::uint64_t generation = 1;
 };
-Watched watched[] = {{"queues"},         {"tenant_bindings"},      {"message_ids"},         {"claim_tokens"},
-                     {"flow_resources"}, {"queue_release_deltas"}, {"flow_outcome_deltas"}, {"queue_admit_deltas"}};
+Watched watched[] = {{"queues"},
+                     {"tenant_bindings"},
+                     {"message_ids"},
+                     {"claim_tokens"},
+                     {"flow_resources"},
+                     {"queue_release_deltas"},
+                     {"flow_outcome_deltas"},
+                     {"queue_admit_deltas"},
+                     {"queue_lane_segment"}};
 bool registered = false;
 
 void relation_callback(Datum, Oid relid) {
@@ -61,6 +68,15 @@ bool has_column(CachedTable table, const char* column) {
 bool has_table(CachedTable table) {
   cache_generation(table);  // resolves the oid
   return watched[static_cast<int>(table)].relid != InvalidOid;
+}
+
+std::int64_t last_value(CachedTable sequence) {
+  cache_generation(sequence);  // resolves the oid
+  const Oid relid = watched[static_cast<int>(sequence)].relid;
+  if (relid == InvalidOid)
+    throw core::Error(core::sqlstate::internal_error,
+                      std::string("sequence forgeyard.") + watched[static_cast<int>(sequence)].name + " is missing");
+  return sequence_last_value(relid);
 }
 
 std::int64_t next_value(CachedTable sequence) {

@@ -22,7 +22,8 @@ enum class CachedTable {
   flow_resources,
   queue_release_deltas,
   flow_outcome_deltas,
-  queue_admit_deltas
+  queue_admit_deltas,
+  queue_lane_segment
 };
 
 // A number that changes whenever the table's cache must be dropped. Read it before running the
@@ -37,6 +38,8 @@ bool has_table(CachedTable table);
 // nextval of a forgeyard sequence (CachedTable::message_ids, claim_tokens), without a statement: its oid is
 // kept while no invalidation of the relation came in. Checks the privilege as nextval does.
 std::int64_t next_value(CachedTable sequence);
+// The last value of such a sequence (0 before the first), read without a snapshot.
+std::int64_t last_value(CachedTable sequence);
 
 // A sequence of schema forgeyard made after the extension (a ready lane's, queue_lanes.cpp), by
 // name: InvalidOid if there is none. Its last value (0 before the first), a new value, and a new

@@ -2677,15 +2677,45 @@ COMMENT ON COLUMN forgeyard.messages.ready_pos IS
 DROP INDEX forgeyard.messages_claim;
 CREATE INDEX messages_claim ON forgeyard.messages (tenant_id, queue, priority, visible_at, msg_id)
     WITH (deduplicate_items = off) WHERE state = 'pending' AND is_head AND pass IS NULL AND ready_pos IS NULL;
-CREATE TABLE forgeyard.queue_lanes (
-    lane   bigint NOT NULL,
-    pos    bigint NOT NULL,
+-- The entries live in four segments (0.13.0, F17 step 3: docs/queue-storage-design.md, "As built
+-- in 0.13.0"), the LIST partitions of queue_lane_entries by `seg`. Producers append to the open
+-- segment (the value of the sequence queue_lane_segment, modulo 4, read without a snapshot);
+-- maintain() moves it on and empties a sealed segment with TRUNCATE once every entry in it is at or
+-- below its lane's cursor, so consumed entries leave in bulk and no row of them is deleted.
+CREATE SEQUENCE forgeyard.queue_lane_segment MINVALUE 0 START 0;
+COMMENT ON SEQUENCE forgeyard.queue_lane_segment IS
+  'The open segment of the ready lanes'' entries: its value modulo 4 is the partition of queue_lane_entries that producers append to; maintain() moves it on.';
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_lane_segment', '');
+CREATE FUNCTION forgeyard.queue_lane_segment_open()
+    RETURNS smallint
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$SELECT (coalesce(pg_catalog.pg_sequence_last_value('forgeyard.queue_lane_segment'::pg_catalog.regclass), 0) % 4)::pg_catalog.int2$$;
+COMMENT ON FUNCTION forgeyard.queue_lane_segment_open() IS
+  'Internal: the segment of the ready lanes'' entries that producers append to now (queue_lane_entries.seg). Not granted to anyone.';
+CREATE TABLE forgeyard.queue_lane_entries (
+    lane   bigint   NOT NULL,
+    pos    bigint   NOT NULL,
     msg_id bigint,
-    PRIMARY KEY (lane, pos)
-) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
-COMMENT ON TABLE forgeyard.queue_lanes IS
-  'Ready lanes: entries appended when a message becomes claimable at once (its listing), never updated; msg_id NULL is a void that maintain() put in a position its producer left empty. Entries at or below their lane''s cursor are consumed and deleted by maintain().';
-SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_lanes', '');
+    seg    smallint NOT NULL DEFAULT forgeyard.queue_lane_segment_open(),
+    PRIMARY KEY (lane, pos, seg)
+) PARTITION BY LIST (seg);
+COMMENT ON TABLE forgeyard.queue_lane_entries IS
+  'Ready lanes: entries appended when a message becomes claimable at once (its listing), never updated; msg_id NULL is a void that maintain() put in a position its producer left empty. Entries at or below their lane''s cursor are consumed; maintain() truncates a sealed segment (partition) once all of its entries are.';
+COMMENT ON COLUMN forgeyard.queue_lane_entries.seg IS
+  'The segment (partition) the entry was appended to: forgeyard.queue_lane_segment_open() when its producer read it.';
+CREATE TABLE forgeyard.queue_lane_entries_0 PARTITION OF forgeyard.queue_lane_entries FOR VALUES IN (0);
+CREATE TABLE forgeyard.queue_lane_entries_1 PARTITION OF forgeyard.queue_lane_entries FOR VALUES IN (1);
+CREATE TABLE forgeyard.queue_lane_entries_2 PARTITION OF forgeyard.queue_lane_entries FOR VALUES IN (2);
+CREATE TABLE forgeyard.queue_lane_entries_3 PARTITION OF forgeyard.queue_lane_entries FOR VALUES IN (3);
+COMMENT ON TABLE forgeyard.queue_lane_entries_0 IS 'Segment 0 of the ready lanes'' entries (queue_lane_entries): truncated by maintain() once sealed and consumed.';
+COMMENT ON TABLE forgeyard.queue_lane_entries_1 IS 'Segment 1 of the ready lanes'' entries (queue_lane_entries): truncated by maintain() once sealed and consumed.';
+COMMENT ON TABLE forgeyard.queue_lane_entries_2 IS 'Segment 2 of the ready lanes'' entries (queue_lane_entries): truncated by maintain() once sealed and consumed.';
+COMMENT ON TABLE forgeyard.queue_lane_entries_3 IS 'Segment 3 of the ready lanes'' entries (queue_lane_entries): truncated by maintain() once sealed and consumed.';
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_lane_entries_0', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_lane_entries_1', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_lane_entries_2', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_lane_entries_3', '');
 CREATE TABLE forgeyard.queue_lane_marks (
     lane bigint PRIMARY KEY,
     pos  bigint NOT NULL,
@@ -2756,7 +2786,7 @@ BEGIN
     END IF;
     UPDATE forgeyard.messages m SET ready_pos = NULL
      WHERE m.tenant_id = $1 AND m.queue = $2 AND m.state = 'pending' AND m.ready_pos IS NOT NULL;
-    DELETE FROM forgeyard.queue_lanes e WHERE e.lane BETWEEN n * 8 AND n * 8 + 7;
+    DELETE FROM forgeyard.queue_lane_entries e WHERE e.lane BETWEEN n * 8 AND n * 8 + 7;
     DELETE FROM forgeyard.queue_lane_marks k WHERE k.lane BETWEEN n * 8 AND n * 8 + 7;
     UPDATE forgeyard.queues x SET lanes = NULL WHERE x.tenant_id = $1 AND x.queue = $2;
     FOR p IN 0..5 LOOP
@@ -2772,10 +2802,9 @@ COMMENT ON FUNCTION forgeyard.queue_lanes_close(text, text) IS
 -- maintain()'s part of the lanes (both editions call it first, before anything of theirs writes):
 -- each lane's cursor moved over the positions its snapshot shows consumed; the positions their
 -- producers left empty (rolled back, or crashed) voided, once no transaction running when they
--- were taken can still be (queue_lane_marks); the entries at or below the cursor deleted, up to max_rows a lane (a message still listed
--- there, which only a restore of a dump whose cursor was read after its rows can leave, is
--- unlisted: messages_claim finds it); and the queues without lanes given theirs. Returns the rows
--- it wrote.
+-- were taken can still be (queue_lane_marks); and the queues without lanes given theirs. Returns
+-- the rows it wrote. The entries at or below the cursors leave with their segment
+-- (queue_lane_segments_maintain, at the end of maintain()).
 CREATE FUNCTION forgeyard.queue_lanes_maintain(max_rows integer, tenant text DEFAULT NULL)
     RETURNS bigint
     LANGUAGE plpgsql
@@ -2792,8 +2821,6 @@ DECLARE
     x_cursor bigint;
     expect bigint;
     cur bigint;
-    lanes bigint[] := '{}';
-    cursors bigint[] := '{}';
     l_lanes bigint[];
     l_last bigint[];
     l_cursor bigint[];
@@ -2853,7 +2880,7 @@ BEGIN
             n := 0;
             FOR e IN SELECT l.pos, (m.msg_id IS NULL OR m.ready_pos IS DISTINCT FROM l.pos OR m.state <> 'pending'
                                     OR NOT m.is_head) AS consumed
-                       FROM forgeyard.queue_lanes l LEFT JOIN forgeyard.messages m ON m.msg_id = l.msg_id
+                       FROM forgeyard.queue_lane_entries l LEFT JOIN forgeyard.messages m ON m.msg_id = l.msg_id
                       WHERE l.lane = x_lane AND l.pos > x_cursor
                       ORDER BY l.pos LIMIT $1
             LOOP
@@ -2871,7 +2898,7 @@ BEGIN
             END LOOP;
             -- (Past the last entry, the positions taken are gaps too.)
             WHILE expect <= x_last AND n < $1
-                  AND NOT EXISTS (SELECT 1 FROM forgeyard.queue_lanes l WHERE l.lane = x_lane AND l.pos >= expect) LOOP
+                  AND NOT EXISTS (SELECT 1 FROM forgeyard.queue_lane_entries l WHERE l.lane = x_lane AND l.pos >= expect) LOOP
                 gap_lanes := gap_lanes || x_lane;
                 gaps := gaps || expect;
                 expect := expect + 1;
@@ -2880,14 +2907,6 @@ BEGIN
             IF advance AND cur > x_cursor THEN
                 PERFORM pg_catalog.setval(('forgeyard.lane_' || x_lane || '_cursor')::regclass, cur);
             END IF;
-        END IF;
-        -- (Entries are deleted only at or below a cursor set: one not moved is the sequence's.)
-        IF NOT advance THEN
-            cur := x_cursor;
-        END IF;
-        IF cur > 0 THEN
-            lanes := lanes || x_lane;
-            cursors := cursors || cur;
         END IF;
     END LOOP;
     -- A gap is voided once no transaction that was running when its position was taken can still
@@ -2907,7 +2926,7 @@ BEGIN
                    LEFT JOIN forgeyard.queue_lane_marks k ON k.lane = g.lane
         LOOP
             IF x.mark_xid IS NOT NULL AND x.mark_xid <= x.now_xmin THEN
-                INSERT INTO forgeyard.queue_lanes (lane, pos, msg_id)
+                INSERT INTO forgeyard.queue_lane_entries (lane, pos, msg_id)
                 SELECT g.lane, g.pos, NULL FROM unnest(gap_lanes, gaps) g(lane, pos)
                  WHERE g.lane = x.lane AND g.pos <= x.mark_pos
                     ON CONFLICT DO NOTHING;
@@ -2922,19 +2941,6 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
-    FOR i IN 1 .. pg_catalog.cardinality(lanes) LOOP
-        WITH d AS (
-            DELETE FROM forgeyard.queue_lanes l
-             WHERE l.ctid = ANY (ARRAY(
-                       SELECT y.ctid FROM forgeyard.queue_lanes y
-                        WHERE y.lane = lanes[i] AND y.pos <= cursors[i]
-                        ORDER BY y.pos LIMIT $1 FOR UPDATE SKIP LOCKED))
-            RETURNING l.pos, l.msg_id),
-         u AS (UPDATE forgeyard.messages m SET ready_pos = NULL FROM d
-                WHERE m.msg_id = d.msg_id AND m.ready_pos = d.pos)
-        SELECT pg_catalog.count(*) INTO n FROM d;
-        done := done + n;
-    END LOOP;
     FOR x IN SELECT q.tenant_id, q.queue FROM forgeyard.queues q
               WHERE q.lanes IS NULL AND ($2 IS NULL OR q.tenant_id OPERATOR(pg_catalog.=) $2)
               ORDER BY q.tenant_id, q.queue LIMIT least($1, 16) FOR UPDATE SKIP LOCKED
@@ -2946,7 +2952,97 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION forgeyard.queue_lanes_maintain(integer, text) IS
-  'Internal: maintain()''s part of the ready lanes (cursors moved, gaps voided, consumed entries deleted, lanes given to queues without them). Not granted to anyone.';
+  'Internal: maintain()''s part of the ready lanes (cursors moved, gaps voided, lanes given to queues without them). Not granted to anyone.';
+
+-- The position up to which a lane's entries are consumed: its cursor (0 before its first move); or
+-- every position, for a lane whose sequences are gone (its queue dropped: its entries mean nothing).
+CREATE FUNCTION forgeyard.queue_lane_consumed_to(lane bigint)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    cursor_seq regclass;
+BEGIN
+    IF $1 IS NULL THEN
+        RAISE EXCEPTION 'lane must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    cursor_seq := pg_catalog.to_regclass('forgeyard.lane_' || $1 || '_cursor');
+    IF cursor_seq IS NULL THEN
+        RETURN 9223372036854775807;
+    END IF;
+    RETURN coalesce(pg_catalog.pg_sequence_last_value(cursor_seq), 0);
+END
+$$;
+COMMENT ON FUNCTION forgeyard.queue_lane_consumed_to(bigint) IS
+  'Internal: the position at or below which the entries of a ready lane are consumed (its cursor; every position when the lane''s sequences are gone). Not granted to anyone.';
+
+-- maintain()'s rotation of the lanes' entries (both editions call it last, so that the lock of a
+-- segment it truncated is held only to the commit): each sealed segment that holds entries is
+-- truncated once every entry in it is at or below its lane's cursor (consumed by committed work;
+-- an entry of a lane whose sequences are gone means nothing). Its lock is taken with a
+-- lock_timeout of 50 ms, and a segment that cannot be locked in that time (a transaction that read
+-- it is still open) is skipped until the next pass: maintenance never waits. The check is made
+-- again under the lock, since a producer that read the open segment's number before it moved on
+-- may have appended since (docs/queue-storage-design.md, "Rotation and truncation"). Before that, a
+-- message still listed at a consumed position in any segment (a restore of a dump whose cursor was
+-- read after its rows) is unlisted: messages_claim finds it. Then the open segment moves on, when
+-- it holds entries and the next one is empty. Returns the entries truncated.
+CREATE FUNCTION forgeyard.queue_lane_segments_maintain()
+    RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    open_seg integer := forgeyard.queue_lane_segment_open();
+    seg_name text;
+    saved text;
+    n bigint;
+    done bigint := 0;
+    live boolean;
+BEGIN
+    -- Unlisted, in every segment: a message still listed at a position its lane's cursor passed.
+    UPDATE forgeyard.messages m SET ready_pos = NULL
+      FROM forgeyard.queue_lane_entries e
+      JOIN (SELECT d.lane, forgeyard.queue_lane_consumed_to(d.lane) AS upto
+              FROM (SELECT DISTINCT x.lane FROM forgeyard.queue_lane_entries x) d) c ON c.lane = e.lane
+     WHERE m.msg_id = e.msg_id AND m.ready_pos = e.pos AND e.pos <= c.upto;
+    FOR j IN 0 .. 3 LOOP
+        CONTINUE WHEN j = open_seg;
+        seg_name := 'queue_lane_entries_' || j;
+        EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', seg_name) INTO live;
+        CONTINUE WHEN NOT live;
+        saved := pg_catalog.current_setting('lock_timeout');
+        BEGIN
+            PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+            EXECUTE format('LOCK TABLE forgeyard.%I IN ACCESS EXCLUSIVE MODE', seg_name);
+            PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+            -- Under the lock: every entry consumed (the highest of each lane at or below its cursor)?
+            EXECUTE format($q$SELECT coalesce(pg_catalog.sum(t.n), 0), coalesce(pg_catalog.bool_or(t.top > forgeyard.queue_lane_consumed_to(t.lane)), false)
+                                 FROM (SELECT e.lane, pg_catalog.max(e.pos) AS top, pg_catalog.count(*) AS n
+                                         FROM forgeyard.%I e GROUP BY e.lane) t$q$, seg_name) INTO n, live;
+            IF NOT live THEN
+                EXECUTE format('TRUNCATE forgeyard.%I', seg_name);
+                done := done + n;
+            END IF;
+        EXCEPTION WHEN lock_not_available THEN
+            -- (The subtransaction's end restored lock_timeout.)
+            NULL;
+        END;
+    END LOOP;
+    EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', 'queue_lane_entries_' || open_seg) INTO live;
+    IF live THEN
+        EXECUTE format('SELECT NOT EXISTS (SELECT FROM forgeyard.%I)', 'queue_lane_entries_' || (open_seg + 1) % 4) INTO live;
+        IF live THEN
+            PERFORM pg_catalog.setval('forgeyard.queue_lane_segment',
+                                      coalesce(pg_catalog.pg_sequence_last_value('forgeyard.queue_lane_segment'), 0) + 1);
+        END IF;
+    END IF;
+    RETURN done;
+END
+$$;
+COMMENT ON FUNCTION forgeyard.queue_lane_segments_maintain() IS
+  'Internal: maintain()''s rotation of the ready lanes'' entries (sealed segments truncated once consumed, skipped when their lock is not had within 50 ms; the open segment moved on). Not granted to anyone.';
 
 
 -- (end of section)

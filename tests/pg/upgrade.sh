@@ -293,7 +293,7 @@ q "$v090" "SELECT forgeyard.enqueue('t', 'q', 'after')" >/dev/null
 check "$v090" "maintain() gives the queue its lanes; a message enqueued after is listed and claimed" \
   "(SELECT lanes IS NOT NULL FROM forgeyard.queues WHERE queue = 'q')
    AND (SELECT ready_pos IS NOT NULL FROM forgeyard.messages WHERE payload = 'after')
-   AND (SELECT count(*) = 1 FROM forgeyard.queue_lanes)
+   AND (SELECT count(*) = 1 FROM forgeyard.queue_lane_entries)
    AND (SELECT payload = 'after' FROM forgeyard.claim('t', 'q', 'c'))"
 dropdb "$v090"
 
@@ -377,6 +377,54 @@ check "$v0111" "the claim held across the update is acked with its token, and a 
    AND (SELECT count(*) = 3 FROM forgeyard.messages WHERE queue = 'q' AND state = 'pending')
    AND NOT EXISTS (SELECT FROM forgeyard.messages WHERE msg_id = ${held% *})"
 dropdb "$v0111"
+
+# From 0.12.0, before the lanes' segments (F17): on the 0.12.0 catalog this library lists and
+# claims from queue_lanes as it did there. The update moves the entries into segment 0 of
+# queue_lane_entries (their lanes and positions kept) and drops queue_lanes: a claim held across
+# it is acked with its token, the listed message is claimed from its lane, the delayed one waits,
+# the dead letter is kept. Then maintain() moves the open segment on, and truncates segment 0 once
+# its entries are consumed (the cursor moved by a claim of its own transaction).
+v0120=fy_upgrade_0120
+dropdb --if-exists "$v0120"
+createdb "$v0120"
+q "$v0120" "CREATE EXTENSION forgeyard VERSION '0.12.0'"
+q "$v0120" "SELECT forgeyard.queue_create('t', 'q', '{\"max_attempts\": 1}');
+            SELECT forgeyard.enqueue('t', 'q', 'dead'); SELECT forgeyard.enqueue('t', 'q', 'inflight');
+            SELECT forgeyard.enqueue('t', 'q', 'ready'); SELECT forgeyard.enqueue('t', 'q', 'delayed', delay => '1 hour')" >/dev/null
+q "$v0120" "SELECT forgeyard.nack('t', 'q', msg_id, claim_token, 'boom', true) FROM forgeyard.claim('t', 'q', 'c')" >/dev/null
+held=$(q "$v0120" "SELECT msg_id || ' ' || claim_token FROM forgeyard.claim('t', 'q', 'c')")
+check "$v0120" "on the 0.12.0 catalog: three listings in queue_lanes, one dead, one in flight, one ready, one delayed" \
+  "to_regclass('forgeyard.queue_lane_entries') IS NULL
+   AND (SELECT count(*) = 3 FROM forgeyard.queue_lanes)
+   AND (SELECT count(*) = 1 FROM forgeyard.messages WHERE state = 'dead')
+   AND (SELECT payload = 'inflight' FROM forgeyard.messages WHERE msg_id = ${held% *})"
+q "$v0120" "ALTER EXTENSION forgeyard UPDATE"
+check "$v0120" "0.12.0 updated to $latest: the entries are in segment 0, queue_lanes is gone" \
+  "(SELECT extversion = '$latest' FROM pg_extension WHERE extname = 'forgeyard')
+   AND to_regclass('forgeyard.queue_lanes') IS NULL
+   AND (SELECT count(*) = 3 FROM forgeyard.queue_lane_entries_0)
+   AND (SELECT count(*) = 3 FROM forgeyard.queue_lane_entries)"
+q "$v0120" "SELECT forgeyard.ack('t', 'q', ${held% *}, ${held#* })" >/dev/null
+check "$v0120" "the claim held across the update is acked with its token" \
+  "NOT EXISTS (SELECT FROM forgeyard.messages WHERE msg_id = ${held% *})
+   AND (SELECT ready_pos = 3 FROM forgeyard.messages WHERE payload = 'ready')"
+ready=$(q "$v0120" "SELECT msg_id || ' ' || claim_token FROM forgeyard.claim('t', 'q', 'c')")
+check "$v0120" "the ready message comes through its lane, the delayed one waits, the dead letter is kept" \
+  "(SELECT payload = 'ready' FROM forgeyard.messages WHERE msg_id = ${ready% *})
+   AND (SELECT count(*) = 0 FROM forgeyard.claim('t', 'q', 'c'))
+   AND (SELECT count(*) = 1 FROM forgeyard.dead_list('t', 'q'))"
+q "$v0120" "SELECT forgeyard.ack('t', 'q', ${ready% *}, ${ready#* })" >/dev/null
+q "$v0120" "SELECT forgeyard.maintain()" >/dev/null
+q "$v0120" "SELECT forgeyard.enqueue('t', 'q', 'after')" >/dev/null
+check "$v0120" "maintain() moves the open segment on; a message enqueued after goes to segment 1" \
+  "forgeyard.queue_lane_segment_open() = 1
+   AND (SELECT count(*) = 1 FROM forgeyard.queue_lane_entries_1)"
+q "$v0120" "SELECT msg_id FROM forgeyard.claim('t', 'q', 'c')" >/dev/null
+q "$v0120" "SELECT forgeyard.maintain()" >/dev/null
+check "$v0120" "segment 0 is truncated once its entries are consumed; segment 1 keeps the claimed one" \
+  "(SELECT count(*) = 0 FROM forgeyard.queue_lane_entries_0)
+   AND (SELECT count(*) = 1 FROM forgeyard.queue_lane_entries_1)"
+dropdb "$v0120"
 
 # Both equal a fresh install given the same grant, except for pg_init_privs: PostgreSQL records a
 # GRANT run inside ALTER EXTENSION UPDATE (apply_access re-granting the recorded roles) as an initial

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# maintain() never waits for a ready lanes' segment (0.13.0; docs/queue-storage-design.md, "As
+# built in 0.13.0"), on both editions: a sealed segment whose entries are all consumed, held by an
+# open transaction that read it, is skipped (its entries stay) and maintain() returns while that
+# transaction is still open; once the transaction ends, the next pass truncates the segment. Each
+# edition in a database of its own: the C++ edition by CREATE EXTENSION, the PL/pgSQL edition's
+# plain script by fy_owner (not superuser), whose maintain() runs as that role.
+# Runs against the throwaway cluster of scripts/test.sh (PG* in the environment); the PL/pgSQL
+# script must have been generated (make).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+version=$(cat VERSION)
+plain=sql/gen/plpgsql/plain--$version.sql
+[ -f "$plain" ] || { echo "no $plain: run make first" >&2; exit 1; }
+
+q() { psql -X -q -v ON_ERROR_STOP=1 -At -d "$db" -c "$1"; }
+as_owner() { psql -X -q -v ON_ERROR_STOP=1 -At -U "$owner" -d "$db" -c "$1"; }
+fail() { echo "FAIL ($edition): $1"; exit 1; }
+holder=
+
+for edition in cpp plpgsql; do
+  db=fy_lane_segments_$edition
+  dropdb --if-exists "$db"
+  if [ "$edition" = cpp ]; then
+    owner=$(psql -X -At -d postgres -c "SELECT current_user")
+    createdb "$db"
+    q "CREATE EXTENSION forgeyard"
+  else
+    owner=fy_owner
+    createdb -O "$owner" "$db"
+    psql -X -q -v ON_ERROR_STOP=1 -U "$owner" -d "$db" -1 -f "$plain" >/dev/null
+  fi
+  # Three messages listed in segment 0, claimed and acked; a claim that finds nothing moves the
+  # lane's cursor over them (autocommit: committed work). maintain() moves the open segment on.
+  as_owner "SELECT forgeyard.queue_create('t', 'q')" >/dev/null
+  for m in a b c; do as_owner "SELECT forgeyard.enqueue('t', 'q', '$m')" >/dev/null; done
+  as_owner "SELECT count(forgeyard.ack('t', 'q', msg_id, claim_token)) FROM forgeyard.claim('t', 'q', 'w', 3)" >/dev/null
+  [ "$(as_owner "SELECT count(*) FROM forgeyard.claim('t', 'q', 'w', 3)")" = 0 ] || fail "a message was left"
+  [ "$(as_owner "SELECT \"rows\" FROM forgeyard.maintain() WHERE task = 'lane_segments'")" = 0 ] ||
+    fail "the open segment was truncated"
+  [ "$(q "SELECT forgeyard.queue_lane_segment_open()")" = 1 ] || fail "the open segment did not move on"
+  [ "$(q "SELECT count(*) FROM forgeyard.queue_lane_entries_0")" = 3 ] || fail "segment 0 lost its entries"
+
+  # A transaction that read segment 0 stays open (it holds the table's ACCESS SHARE lock).
+  psql -X -q -d "$db" -c "BEGIN; SELECT count(*) FROM forgeyard.queue_lane_entries_0; SELECT pg_sleep(600)" \
+    >/dev/null 2>&1 &
+  holder=$!
+  for _ in $(seq 1 100); do
+    [ "$(q "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+             WHERE l.relation = 'forgeyard.queue_lane_entries_0'::regclass AND a.query LIKE '%pg_sleep(600)%'")" = 1 ] && break
+    sleep 0.1
+  done
+  # (A statement_timeout turns a maintain() that waited for the holder into a failure, not a hang.)
+  rows=$(psql -X -q -v ON_ERROR_STOP=1 -At -U "$owner" -d "$db" \
+    -c "SET statement_timeout = '20s'" -c "SELECT \"rows\" FROM forgeyard.maintain() WHERE task = 'lane_segments'") ||
+    fail "maintain() failed (or waited for the holder past its statement_timeout)"
+  [ "$rows" = 0 ] || fail "maintain() truncated a segment an open transaction had read"
+  [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE datname = '$db' AND query LIKE '%pg_sleep(600)%' AND state = 'active' AND pid <> pg_backend_pid()")" = 1 ] ||
+    fail "the holder ended before maintain() returned"
+  [ "$(q "SELECT count(*) FROM forgeyard.queue_lane_entries_0")" = 3 ] || fail "the skipped segment lost its entries"
+  echo "ok - $edition: maintain() skips a segment an open transaction read, and returns while it is open"
+
+  q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '$db' AND query LIKE '%pg_sleep(600)%'
+       AND pid <> pg_backend_pid()" >/dev/null
+  wait "$holder" 2>/dev/null || true
+  holder=
+  [ "$(as_owner "SELECT \"rows\" FROM forgeyard.maintain() WHERE task = 'lane_segments'")" = 3 ] ||
+    fail "the next pass did not truncate segment 0"
+  [ "$(q "SELECT count(*) FROM forgeyard.queue_lane_entries_0")" = 0 ] || fail "segment 0 is not empty"
+  echo "ok - $edition: once that transaction ended, the next pass truncates the segment"
+  dropdb "$db"
+done
