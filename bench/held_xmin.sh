@@ -17,6 +17,9 @@
 #                            offered rate (forgeyard and plpgsql: forgeyard.enqueue; baseline: its
 #                            INSERT), so the queue's depth stays; its rate and latency are printed
 #                            on a line of their own (the producers' side of a held snapshot)
+#   FY_HELD_MAINTAIN=1       forgeyard's sides: seconds between forgeyard.maintain() calls during
+#                            each run, as an operator's maintenance loop makes them (0: none); the
+#                            ready lanes' entries leave by maintain() (0.13.0: a segment truncated)
 #   FY_HELD_SIDES="forgeyard baseline"   the sides, in order; "plpgsql" is forgeyard's queue in
 #                            the PL/pgSQL edition (a plain install by a role that is not superuser,
 #                            in its own database: make must have generated sql/gen first); "lanes"
@@ -31,6 +34,7 @@ max_seconds=${FY_HELD_MAX_SECONDS:-30}
 sync=${FY_HELD_SYNC:-off}
 sides=${FY_HELD_SIDES:-forgeyard baseline}
 produce=${FY_HELD_PRODUCE:-0}
+maintain_every=${FY_HELD_MAINTAIN:-1}
 scripts=bench/pgbench
 dir=$(mktemp -d)
 holder=""
@@ -69,7 +73,7 @@ source bench/lib/hold.sh
 # The tables a side's run leaves dead tuples in.
 tables() {
   case "$1" in
-    forgeyard | plpgsql) echo "'messages', 'queue_slots', 'queue_admit_deltas', 'queue_releases', 'queue_release_deltas', 'queues', 'queue_lane_entries_0', 'queue_lane_entries_1', 'queue_lane_entries_2', 'queue_lane_entries_3'" ;;
+    forgeyard | plpgsql) echo "'messages', 'queue_slots', 'queue_admit_deltas', 'queue_releases', 'queue_release_deltas', 'queues', 'queue_lanes', 'queue_lane_entries_0', 'queue_lane_entries_1', 'queue_lane_entries_2', 'queue_lane_entries_3'" ;;
     baseline) echo "'bench_q'" ;;
     lanes) echo "'msgs', 'ready'" ;;
     listings) echo "'entries_0', 'entries_1', 'entries_2', 'entries_3', 'events_0', 'events_1', 'events_2', 'events_3'" ;;
@@ -92,10 +96,12 @@ fill_listings() {
     -c "SELECT setval('listings.msg_ids', $1), setval('listings.lane_pos', $1), setval('listings.lane_cursor', 0)" \
     -c "VACUUM ANALYZE listings.entries" -c "VACUUM ANALYZE listings.events" -c "CHECKPOINT"
 }
-dead() { # side: "dead tuples N, size M MB" of its tables
+dead() { # side: "dead tuples N, size M MB" of its tables (forgeyard's: and of the lanes' entries)
   psql -X -At -d "$db" -c "SELECT pg_catalog.pg_stat_force_next_flush()" >/dev/null 2>&1
   psql -X -At -d "$db" -c "SELECT 'dead tuples ' || coalesce(sum(n_dead_tup), 0) || ', size ' ||
-      pg_catalog.round(coalesce(sum(pg_catalog.pg_total_relation_size(relid)), 0) / 1048576.0) || ' MB'
+      pg_catalog.round(coalesce(sum(pg_catalog.pg_total_relation_size(relid)), 0) / 1048576.0) || ' MB' ||
+      coalesce(' (lane entries: ' || sum(n_live_tup) FILTER (WHERE relname LIKE 'queue_lane%') || ' live, ' ||
+               sum(n_dead_tup) FILTER (WHERE relname LIKE 'queue_lane%') || ' dead)', '')
     FROM pg_catalog.pg_stat_user_tables WHERE relname IN ($(tables "$1"))"
 }
 # percentiles PREFIX: "p50 …, p99 …" of the per-transaction logs $dir/PREFIX*.
@@ -123,9 +129,21 @@ run() {
       -f "$OLDPWD/$producer" "$db" >"$pout" 2>&1) &
     pid=$!
   fi
+  local mpid=""
+  if [ "$maintain_every" != 0 ] && { [ "$side" = forgeyard ] || [ "$side" = plpgsql ]; }; then
+    (
+      local until=$((SECONDS + secs))
+      while [ $SECONDS -lt $until ]; do
+        psql -X -q -d "$db" -c "SELECT forgeyard.maintain()" >/dev/null 2>&1
+        sleep "$maintain_every"
+      done
+    ) &
+    mpid=$!
+  fi
   local out
   out=$(cd "$dir" && "$PG_BIN/pgbench" -n -M prepared -c "$clients" -j "$clients" -T "$secs" "${pace[@]}" \
     -l --log-prefix="$dir/log" -f "$OLDPWD/$script" "$db" 2>&1)
+  [ -n "$mpid" ] && wait "$mpid"
   local tps
   tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1)
   local offered="max"
