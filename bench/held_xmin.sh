@@ -20,6 +20,8 @@
 #   FY_HELD_MAINTAIN=1       forgeyard's sides: seconds between forgeyard.maintain() calls during
 #                            each run, as an operator's maintenance loop makes them (0: none); the
 #                            ready lanes' entries leave by maintain() (0.13.0: a segment truncated)
+#   FY_HELD_FILL=            ready messages before each run (default: enough that no run empties
+#                            the queue)
 #   FY_HELD_SIDES="forgeyard baseline"   the sides, in order; "plpgsql" is forgeyard's queue in
 #                            the PL/pgSQL edition (a plain install by a role that is not superuser,
 #                            in its own database: make must have generated sql/gen first); "lanes"
@@ -156,8 +158,10 @@ run() {
       "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$pout" | head -1)" "$(percentiles plog)"
   fi
 }
-# Enough ready messages that no run empties its queue: the fastest run's rate times its seconds.
-need=$((seconds * 3000 + max_seconds * 6000))
+# Enough ready messages that no run empties its queue: the fastest run's rate times its seconds
+# (FY_HELD_FILL: another number; with FY_HELD_PRODUCE=1 a small one lets the consumers reach the
+# producer's messages, whose lanes' segments can then be truncated during the run).
+need=${FY_HELD_FILL:-$((seconds * 3000 + max_seconds * 6000))}
 refill() {  # refill SIDE
   case "$1" in
     lanes) fill_lanes "$need" ;;

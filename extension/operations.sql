@@ -109,6 +109,43 @@ SELECT 'horizon', NULL, h.who, v.state, v.value
                        (h.holder OPERATOR(pg_catalog.||) '_usecs', h.usecs)) v(state, value)
  WHERE e.yes AND v.state IS NOT NULL AND v.value IS NOT NULL
 UNION ALL
+-- The ready lanes' segments (0.13.0): each one 'open' (producers append to it) or 'sealed', with
+-- 1 when it has pages (entries, or what a queue_drop deleted) and 0 when it was truncated; and per
+-- sealed segment with pages, the oldest transaction that holds a lock on it: maintain() cannot
+-- truncate it before that transaction ends (name: the segment, then the holder as the horizon's;
+-- how long it has been open, -1 where a role without pg_read_all_stats cannot see it). Found by
+-- name, so that a catalog before 0.13.0 gives no row.
+SELECT 'lane_segment', NULL, c.relname::pg_catalog.text,
+       CASE WHEN c.relname OPERATOR(pg_catalog.=) ('queue_lane_entries_' OPERATOR(pg_catalog.||)
+                 (coalesce(pg_catalog.pg_sequence_last_value(pg_catalog.to_regclass('forgeyard.queue_lane_segment')), 0)
+                  OPERATOR(pg_catalog.%) 4))
+            THEN 'open' ELSE 'sealed' END,
+       CASE WHEN pg_catalog.pg_relation_size(c.oid) OPERATOR(pg_catalog.>) 0 THEN 1 ELSE 0 END::pg_catalog.int8
+  FROM pg_catalog.pg_class c, everything e
+ WHERE e.yes AND c.relnamespace OPERATOR(pg_catalog.=) 'forgeyard'::pg_catalog.regnamespace
+   AND c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relname OPERATOR(pg_catalog.~) '^queue_lane_entries_[0-3]$'
+UNION ALL
+(SELECT DISTINCT ON (c.relname) 'lane_segment', NULL,
+        c.relname OPERATOR(pg_catalog.||) ' pid ' OPERATOR(pg_catalog.||) a.pid OPERATOR(pg_catalog.||) ' ('
+          OPERATOR(pg_catalog.||) coalesce(a.usename::pg_catalog.text, '?') OPERATOR(pg_catalog.||) ', '
+          OPERATOR(pg_catalog.||) coalesce(NULLIF(a.application_name, ''), '?') OPERATOR(pg_catalog.||) ', '
+          OPERATOR(pg_catalog.||) coalesce(a.state, '?') OPERATOR(pg_catalog.||) ')',
+        'pinned_usecs',
+        coalesce((EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) a.xact_start)
+                  OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8, -1)
+   FROM pg_catalog.pg_class c
+        JOIN pg_catalog.pg_locks l ON l.relation OPERATOR(pg_catalog.=) c.oid AND l.granted
+        JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid,
+        everything e
+  WHERE e.yes AND c.relnamespace OPERATOR(pg_catalog.=) 'forgeyard'::pg_catalog.regnamespace
+    AND c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relname OPERATOR(pg_catalog.~) '^queue_lane_entries_[0-3]$'
+    AND c.relname OPERATOR(pg_catalog.<>) ('queue_lane_entries_' OPERATOR(pg_catalog.||)
+          (coalesce(pg_catalog.pg_sequence_last_value(pg_catalog.to_regclass('forgeyard.queue_lane_segment')), 0)
+           OPERATOR(pg_catalog.%) 4))
+    AND pg_catalog.pg_relation_size(c.oid) OPERATOR(pg_catalog.>) 0
+    AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+  ORDER BY c.relname, a.xact_start NULLS LAST)
+UNION ALL
 SELECT 'queue', q.tenant_id, q.queue, v.state, v.value
   FROM queues q,
        LATERAL (VALUES ('ready', q.ready), ('in_flight', q.in_flight), ('delayed', q.delayed), ('dead', q.dead),

@@ -10,7 +10,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 
-SELECT plan(25);
+SELECT plan(35);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -75,6 +75,24 @@ SELECT is(pg_temp.in_seg(2), 1::bigint, 'an entry inserted through the parent go
 SELECT is(pg_temp.segments_pass(), 0::bigint, 'the open segment is never truncated');
 SELECT is(pg_temp.open_seg(), 3, 'it moves on once it holds an entry');
 SELECT is(pg_temp.segments_pass(), 1::bigint, 'the entry of a lane without sequences is truncated with its segment');
+
+-- A dump reads a lane's cursor after its rows, so a restore can bring back a cursor past a
+-- message the dump still shows listed: claims start above the cursor and would never meet it, and
+-- messages_claim holds only messages without a listing. The pass that truncates the entry's
+-- segment unlists such a message first. (setval stands in for the restored value.)
+SELECT is(pg_temp.open_seg(), 3, 'segment 3 is open');
+SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'healed')$$, 'queue_create healed');
+CALL pg_temp.enq('h', 't1', 'healed', 'behind the cursor');
+SELECT is((SELECT ready_pos FROM forgeyard.messages WHERE msg_id = pg_temp.id('h')), 1::bigint,
+          'the message is listed at position 1 of its lane, in segment 3');
+SELECT is(pg_temp.set_cursor('t1', 'healed', 1), 1::bigint, 'a restored cursor at the listing''s position');
+SELECT is(pg_temp.claim('k2', 't1', 'healed', 'w', 10), '{}'::bigint[], 'no claim finds a listing behind its cursor');
+SELECT is(pg_temp.segments_pass(), 0::bigint, 'the pass while its segment is open moves the open segment on');
+SELECT is((SELECT ready_pos FROM forgeyard.messages WHERE msg_id = pg_temp.id('h')), 1::bigint, 'it is still listed');
+SELECT is(pg_temp.segments_pass(), 1::bigint, 'the next pass truncates its segment');
+SELECT is((SELECT ready_pos FROM forgeyard.messages WHERE msg_id = pg_temp.id('h')), NULL::bigint,
+          'and unlists the message first');
+SELECT is(pg_temp.claim('k3', 't1', 'healed', 'w', 10), pg_temp.ids('h'), 'the next claim delivers it (messages_claim)');
 
 SELECT * FROM finish();
 ROLLBACK;

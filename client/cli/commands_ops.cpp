@@ -113,9 +113,17 @@ std::string stats_json(const StoreStats& s) {
                    {"holder", json_string(s.horizon->holder)},
                    {"xid_age", num(s.horizon->xid_age)},
                    {"held_usecs", s.horizon->held ? num(s.horizon->held->count()) : "null"}});
+  std::vector<std::string> segments;
+  for (const LaneSegment& seg : s.lane_segments)
+    segments.push_back(obj({{"name", json_string(seg.name)},
+                            {"open", seg.open ? "true" : "false"},
+                            {"has_rows", seg.has_rows ? "true" : "false"},
+                            {"pinned_by", seg.pinned_by.empty() ? "null" : json_string(seg.pinned_by)},
+                            {"pinned_usecs", seg.pinned_for ? num(seg.pinned_for->count()) : "null"}}));
   return obj({{"backend", json_string(s.backend)},
               {"database_bytes", opt(s.database_bytes)},
               {"horizon", horizon},
+              {"lane_segments", arr(segments)},
               {"tables", arr(tables)},
               {"queues", arr(queues)},
               {"tenants", arr(tenants)},
@@ -129,6 +137,13 @@ void print_stats(const StoreStats& s) {
   if (s.horizon) {
     std::cout << "horizon=" << s.horizon->kind << " holder=" << s.horizon->holder << " xid_age=" << s.horizon->xid_age;
     if (s.horizon->held) std::cout << " held=" << format_duration(s.horizon->held->count());
+    std::cout << "\n";
+  }
+  for (const LaneSegment& seg : s.lane_segments) {
+    std::cout << "lane_segment=" << seg.name << " state=" << (seg.open ? "open" : "sealed")
+              << " has_rows=" << (seg.has_rows ? "yes" : "no");
+    if (!seg.pinned_by.empty()) std::cout << " pinned_by=\"" << seg.pinned_by << "\"";
+    if (seg.pinned_for) std::cout << " pinned=" << format_duration(seg.pinned_for->count());
     std::cout << "\n";
   }
   for (const TableStats& t : s.tables) {

@@ -317,6 +317,33 @@ const std::vector<Rule>& rules() {
            return Verdict{CheckStatus::Warn, detail, fix};
          return ok(detail);
        }},
+      {CheckGroup::Performance, "lane_segments",
+       [](const DoctorFacts& f) -> Outcome {
+         // The ready lanes' segments (0.13.0 on; server-wide rows, read by an unbound role).
+         if (f.backend != "postgresql" || !f.stats || f.stats->lane_segments.empty()) return std::nullopt;
+         int holding = 0;
+         const LaneSegment* pinned = nullptr;
+         for (const LaneSegment& seg : f.stats->lane_segments) {
+           if (seg.has_rows) ++holding;
+           if (seg.open || seg.pinned_by.empty()) continue;
+           const auto age = seg.pinned_for.value_or(std::chrono::microseconds(-1));
+           if (pinned == nullptr || age > pinned->pinned_for.value_or(std::chrono::microseconds(-1))) pinned = &seg;
+         }
+         std::string detail = std::to_string(holding) + " of " + std::to_string(f.stats->lane_segments.size()) +
+                              " segments of the ready lanes hold entries";
+         if (pinned == nullptr) return ok(detail + "; no sealed one is pinned by an open transaction");
+         detail += "; " + pinned->pinned_by + " holds a lock on sealed segment forgeyard." + pinned->name;
+         if (pinned->pinned_for) detail += ", open for " + seconds(*pinned->pinned_for);
+         detail += ": maintain() skips the segment until it ends";
+         const std::string fix =
+             "end that transaction (COMMIT or ROLLBACK; pg_terminate_backend(pid) if abandoned): while it is open "
+             "the segments cannot turn, and producers append to the open one, which grows";
+         if (pinned->pinned_for && *pinned->pinned_for >= limits::segment_pin_fail)
+           return Verdict{CheckStatus::Fail, detail, fix};
+         if (pinned->pinned_for && *pinned->pinned_for >= limits::segment_pin_warn)
+           return Verdict{CheckStatus::Warn, detail, fix};
+         return ok(detail);
+       }},
       {CheckGroup::Performance, "replication_slots",
        [](const DoctorFacts& f) -> Outcome {
          if (!f.slot_xmin_age) {

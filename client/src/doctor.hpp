@@ -40,6 +40,10 @@ constexpr auto horizon_warn = std::chrono::minutes(1);
 constexpr auto horizon_fail = std::chrono::hours(1);
 constexpr std::int64_t horizon_xids_warn = slot_xmin_age_warn;
 constexpr std::int64_t horizon_xids_fail = slot_xmin_age_fail;
+// A transaction holding a lock on a sealed segment of the ready lanes: maintain() skips the
+// segment while it is open (0.13.0), and the ring of four stops turning.
+constexpr auto segment_pin_warn = std::chrono::minutes(1);
+constexpr auto segment_pin_fail = std::chrono::hours(1);
 }  // namespace doctor_limits
 
 // Tables whose bloat slows the claim path and the API's hot writes.

@@ -2980,14 +2980,15 @@ COMMENT ON FUNCTION forgeyard.queue_lane_consumed_to(bigint) IS
 -- maintain()'s rotation of the lanes' entries (both editions call it last, so that the lock of a
 -- segment it truncated is held only to the commit): each sealed segment that holds entries is
 -- truncated once every entry in it is at or below its lane's cursor (consumed by committed work;
--- an entry of a lane whose sequences are gone means nothing). Its lock is taken with a
--- lock_timeout of 50 ms, and a segment that cannot be locked in that time (a transaction that read
--- it is still open) is skipped until the next pass: maintenance never waits. The check is made
--- again under the lock, since a producer that read the open segment's number before it moved on
--- may have appended since (docs/queue-storage-design.md, "Rotation and truncation"). Before that, a
--- message still listed at a consumed position in any segment (a restore of a dump whose cursor was
--- read after its rows) is unlisted: messages_claim finds it. Then the open segment moves on, when
--- it holds entries and the next one is empty. Returns the entries truncated.
+-- an entry of a lane whose sequences are gone means nothing), found per lane by the highest
+-- position, a probe of the segment's index per lane. Its lock is taken with a lock_timeout of
+-- 50 ms, and a segment that cannot be locked in that time (a transaction that read it is still
+-- open) is skipped until the next pass: maintenance never waits. The check is made again under the
+-- lock, since a producer that read the open segment's number before it moved on may have appended
+-- since (docs/queue-storage-design.md, "Rotation and truncation"). Before the lock, a message
+-- still listed at a consumed position of the segment (a restore of a dump whose cursor was read
+-- after its rows) is unlisted: messages_claim finds it. Then the open segment moves on, when it
+-- holds entries and the next one is empty. Returns the entries truncated.
 CREATE FUNCTION forgeyard.queue_lane_segments_maintain()
     RETURNS bigint
     LANGUAGE plpgsql
@@ -3000,28 +3001,39 @@ DECLARE
     n bigint;
     done bigint := 0;
     live boolean;
+    -- Whether any lane of segment %1$I has an entry above its cursor: its lanes by a skip scan of
+    -- the index, each one's highest position by one probe.
+    live_check constant text := $q$
+        WITH RECURSIVE lanes(lane) AS (
+            (SELECT e.lane FROM forgeyard.%1$I e ORDER BY e.lane LIMIT 1)
+            UNION ALL
+            SELECT (SELECT e.lane FROM forgeyard.%1$I e WHERE e.lane > l.lane ORDER BY e.lane LIMIT 1)
+              FROM lanes l WHERE l.lane IS NOT NULL)
+        SELECT coalesce(pg_catalog.bool_or(
+                   (SELECT pg_catalog.max(e.pos) FROM forgeyard.%1$I e WHERE e.lane = l.lane)
+                       > forgeyard.queue_lane_consumed_to(l.lane)), false)
+          FROM lanes l WHERE l.lane IS NOT NULL$q$;
 BEGIN
-    -- Unlisted, in every segment: a message still listed at a position its lane's cursor passed.
-    UPDATE forgeyard.messages m SET ready_pos = NULL
-      FROM forgeyard.queue_lane_entries e
-      JOIN (SELECT d.lane, forgeyard.queue_lane_consumed_to(d.lane) AS upto
-              FROM (SELECT DISTINCT x.lane FROM forgeyard.queue_lane_entries x) d) c ON c.lane = e.lane
-     WHERE m.msg_id = e.msg_id AND m.ready_pos = e.pos AND e.pos <= c.upto;
     FOR j IN 0 .. 3 LOOP
         CONTINUE WHEN j = open_seg;
         seg_name := 'queue_lane_entries_' || j;
         EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', seg_name) INTO live;
         CONTINUE WHEN NOT live;
+        EXECUTE format(live_check, seg_name) INTO live;
+        CONTINUE WHEN live;
+        -- Unlisted: a message still listed at a position its lane's cursor passed.
+        EXECUTE format($q$UPDATE forgeyard.messages m SET ready_pos = NULL
+                            FROM forgeyard.%1$I e
+                           WHERE m.msg_id = e.msg_id AND m.ready_pos = e.pos$q$, seg_name);
         saved := pg_catalog.current_setting('lock_timeout');
         BEGIN
             PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
             EXECUTE format('LOCK TABLE forgeyard.%I IN ACCESS EXCLUSIVE MODE', seg_name);
             PERFORM pg_catalog.set_config('lock_timeout', saved, true);
-            -- Under the lock: every entry consumed (the highest of each lane at or below its cursor)?
-            EXECUTE format($q$SELECT coalesce(pg_catalog.sum(t.n), 0), coalesce(pg_catalog.bool_or(t.top > forgeyard.queue_lane_consumed_to(t.lane)), false)
-                                 FROM (SELECT e.lane, pg_catalog.max(e.pos) AS top, pg_catalog.count(*) AS n
-                                         FROM forgeyard.%I e GROUP BY e.lane) t$q$, seg_name) INTO n, live;
+            -- Under the lock: still every entry consumed?
+            EXECUTE format(live_check, seg_name) INTO live;
             IF NOT live THEN
+                EXECUTE format('SELECT pg_catalog.count(*) FROM forgeyard.%I', seg_name) INTO n;
                 EXECUTE format('TRUNCATE forgeyard.%I', seg_name);
                 done := done + n;
             END IF;

@@ -247,6 +247,54 @@ BOOST_AUTO_TEST_CASE(the_horizon_is_a_metric_by_kind) {
   BOOST_TEST(text.find("forgeyard_xmin_horizon_held_seconds{kind=\"prepared\"} 2.5\n") != std::string::npos);
 }
 
+// The ready lanes' segments (0.13.0): a sealed one with entries that an open transaction has
+// locked cannot be truncated; the check names the oldest such transaction, warns after a minute
+// and fails after an hour (its duration unknown: named, not judged).
+BOOST_AUTO_TEST_CASE(a_pinned_lane_segment_is_named_and_judged_by_how_long) {
+  DoctorFacts f = healthy_postgres();
+  BOOST_TEST(find(evaluate_doctor(f), "lane_segments") == nullptr);  // a catalog before 0.13.0
+  f.stats->lane_segments = {{"queue_lane_entries_0", false, true, "", std::nullopt},
+                            {"queue_lane_entries_1", true, true, "", std::nullopt},
+                            {"queue_lane_entries_2", false, false, "", std::nullopt},
+                            {"queue_lane_entries_3", false, false, "", std::nullopt}};
+  BOOST_TEST(status_of(f, "lane_segments") == CheckStatus::Ok);
+  BOOST_TEST(find(evaluate_doctor(f), "lane_segments")->detail ==
+             "2 of 4 segments of the ready lanes hold entries; no sealed one is pinned by an open transaction");
+  f.stats->lane_segments[0].pinned_by = "pid 9 (app, psql, idle in transaction)";
+  f.stats->lane_segments[0].pinned_for = 59s;
+  BOOST_TEST(status_of(f, "lane_segments") == CheckStatus::Ok);
+  f.stats->lane_segments[0].pinned_for = 60s;
+  BOOST_TEST(status_of(f, "lane_segments") == CheckStatus::Warn);
+  const auto checks = evaluate_doctor(f);
+  const DoctorCheck* c = find(checks, "lane_segments");
+  BOOST_REQUIRE(c != nullptr);
+  BOOST_TEST(c->group == CheckGroup::Performance);
+  BOOST_TEST(
+      c->detail ==
+      "2 of 4 segments of the ready lanes hold entries; pid 9 (app, psql, idle in transaction) holds a lock on "
+      "sealed segment forgeyard.queue_lane_entries_0, open for 60 s: maintain() skips the segment until it ends");
+  BOOST_TEST(!c->fix.empty());
+  f.stats->lane_segments[0].pinned_for = 1h;
+  BOOST_TEST(status_of(f, "lane_segments") == CheckStatus::Fail);
+  f.stats->lane_segments[0].pinned_for = std::nullopt;  // not visible to the role
+  BOOST_TEST(status_of(f, "lane_segments") == CheckStatus::Ok);
+  BOOST_TEST(find(evaluate_doctor(f), "lane_segments")->detail.find("pid 9") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_lane_segments_are_metrics) {
+  forgeyard::StoreStats s;
+  BOOST_TEST(forgeyard::prometheus_text(s, forgeyard::Metrics{}).find("lane_segment") == std::string::npos);
+  s.lane_segments = {{"queue_lane_entries_0", false, true, "pid 9 (a, b, c)", 1500ms},
+                     {"queue_lane_entries_1", true, false, "", std::nullopt}};
+  const std::string text = forgeyard::prometheus_text(s, forgeyard::Metrics{});
+  BOOST_TEST(text.find("forgeyard_lane_segment_has_rows{table=\"queue_lane_entries_0\",state=\"sealed\"} 1\n") !=
+             std::string::npos);
+  BOOST_TEST(text.find("forgeyard_lane_segment_has_rows{table=\"queue_lane_entries_1\",state=\"open\"} 0\n") !=
+             std::string::npos);
+  BOOST_TEST(text.find("forgeyard_lane_segment_pinned_seconds{table=\"queue_lane_entries_0\"} 1.5\n") !=
+             std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(dead_tuples_on_hot_tables_warn_only_past_both_limits) {
   DoctorFacts f = healthy_postgres();
   f.stats->tables.push_back({"messages", 1000, 10'001, 1 << 20, true});

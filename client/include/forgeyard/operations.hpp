@@ -72,11 +72,26 @@ struct XminHorizon {
   std::optional<std::chrono::microseconds> held;  // how long (a transaction or a prepared one)
 };
 
+// One of the ready lanes' four segments (PostgreSQL, 0.13.0 on): producers append to the open one;
+// maintain() truncates a sealed one once its entries are consumed, unless a transaction that read
+// it is still open, which pins it (docs/operations.md, "forgeyard.maintain()" and the doctor's
+// lane_segments).
+struct LaneSegment {
+  std::string name;       // "queue_lane_entries_N"
+  bool open = false;      // producers append to it
+  bool has_rows = false;  // it has pages: not truncated since it was written
+  std::string pinned_by;  // a sealed one with pages: the oldest transaction holding a lock on it,
+                          // "pid N (user, application, state)"; "" when none
+  std::optional<std::chrono::microseconds> pinned_for;  // how long that transaction has been open,
+                                                        // where the role may see it
+};
+
 struct StoreStats {
   std::string backend;  // "postgresql" or "sqlite"
   std::optional<std::int64_t> database_bytes;
   std::optional<XminHorizon> horizon;       // PostgreSQL, server-wide stats: none when nothing holds it
                                             // (or the catalog predates 0.9.0)
+  std::vector<LaneSegment> lane_segments;   // PostgreSQL, server-wide stats, by name (0.13.0 on)
   std::vector<TableStats> tables;           // by name
   std::vector<QueueBacklog> queues;         // by tenant, queue
   std::vector<TenantStats> tenants;         // by tenant

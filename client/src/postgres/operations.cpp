@@ -56,6 +56,7 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
   bool server_wide = false;
   std::vector<std::string> privileged, unbound, unsafe;
   std::map<std::string, std::pair<std::string, std::int64_t>> horizon_rows;  // state -> (name, value)
+  std::map<std::string, LaneSegment> segments;
   for (int i = 0; i < r.rows(); ++i) {
     const std::string kind = r.text(i, 0), tenant = optional_text(r, i, 1), name = optional_text(r, i, 2),
                       state = r.text(i, 3);
@@ -87,6 +88,19 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
       if (state == "retries_delayed") q.depth.retries_delayed = value;
     } else if (kind == "horizon") {
       horizon_rows[state] = {name, value};
+    } else if (kind == "lane_segment") {
+      // ("queue_lane_entries_N", open|sealed, has pages), or ("queue_lane_entries_N pid ...",
+      // pinned_usecs, how long; -1: not visible to this role).
+      const std::size_t space = name.find(' ');
+      LaneSegment& seg = segments[name.substr(0, space)];
+      seg.name = name.substr(0, space);
+      if (state == "open" || state == "sealed") {
+        seg.open = state == "open";
+        seg.has_rows = value != 0;
+      } else if (state == "pinned_usecs" && space != std::string::npos) {
+        seg.pinned_by = name.substr(space + 1);
+        if (value >= 0) seg.pinned_for = std::chrono::microseconds(value);
+      }
     } else if (kind == "workflow") {
       s.workflows.push_back({tenant, name, state, value});
     } else if (kind == "leases" || kind == "idempotency" || kind == "audit") {
@@ -125,6 +139,7 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
     break;
   }
   if (facts != nullptr && !horizon_rows.empty()) facts->horizon_known = true;
+  for (auto& [_, seg] : segments) s.lane_segments.push_back(std::move(seg));
   for (auto& [_, t] : tables) s.tables.push_back(std::move(t));
   for (auto& [_, q] : queues) s.queues.push_back(std::move(q));
   for (auto& [_, t] : tenants) s.tenants.push_back(std::move(t));
