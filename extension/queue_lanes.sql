@@ -37,9 +37,9 @@ SELECT pg_catalog.setval(('forgeyard.lane_' || $1 || '_cursor')::regclass, $2)
 
 -- @statement lane_list
 -- Lists the messages $2 (ids, not yet inserted) in lane $1: an entry each at the lane's next
--- position, taken inside the INSERT, in the open segment (the column's default), by a transaction that has its id already (maintain() voids
--- only positions whose producers have ended, so none conflicts; one that did would be left
--- without a listing, and messages_claim would find it).
+-- position, taken inside the INSERT, in the open segment (the column's default), by a transaction
+-- that has its id already (maintain() voids only positions whose producers have ended, so none
+-- conflicts; one that did would be left without a listing, and messages_claim would find it).
 INSERT INTO forgeyard.queue_lane_entries AS lane_e (lane, pos, msg_id)
 SELECT $1, pg_catalog.nextval(('forgeyard.lane_' || $1)::regclass), lane_u.id
   FROM pg_catalog.unnest($2::bigint[]) lane_u(id)
