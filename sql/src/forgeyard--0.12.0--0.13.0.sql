@@ -275,7 +275,8 @@ COMMENT ON FUNCTION forgeyard.queue_lane_consumed_to(bigint) IS
 -- since (docs/queue-storage-design.md, "Rotation and truncation"). Before the lock, a message
 -- still listed at a consumed position of the segment (a restore of a dump whose cursor was read
 -- after its rows) is unlisted: messages_claim finds it. Then the open segment moves on, when it
--- holds entries and the next one is empty. Returns the entries truncated.
+-- holds entries and the next one is empty. Every lock is taken with the 50 ms lock_timeout.
+-- Returns the entries truncated.
 CREATE FUNCTION forgeyard.queue_lane_segments_maintain()
     RETURNS bigint
     LANGUAGE plpgsql
@@ -301,42 +302,54 @@ DECLARE
                        > forgeyard.queue_lane_consumed_to(l.lane)), false)
           FROM lanes l WHERE l.lane IS NOT NULL$q$;
 BEGIN
+    saved := pg_catalog.current_setting('lock_timeout');
     FOR j IN 0 .. 3 LOOP
         CONTINUE WHEN j = open_seg;
         seg_name := 'queue_lane_entries_' || j;
-        EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', seg_name) INTO live;
-        CONTINUE WHEN NOT live;
-        EXECUTE format(live_check, seg_name) INTO live;
-        CONTINUE WHEN live;
-        -- Unlisted: a message still listed at a position its lane's cursor passed.
-        EXECUTE format($q$UPDATE forgeyard.messages m SET ready_pos = NULL
-                            FROM forgeyard.%1$I e
-                           WHERE m.msg_id = e.msg_id AND m.ready_pos = e.pos$q$, seg_name);
-        saved := pg_catalog.current_setting('lock_timeout');
+        -- Every lock this takes waits at most 50 ms (another pass's truncation of the segment, a
+        -- claim's row lock on a message it would unlist, the transactions that read the segment);
+        -- on a timeout the segment waits for the next pass.
         BEGIN
             PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
-            EXECUTE format('LOCK TABLE forgeyard.%I IN ACCESS EXCLUSIVE MODE', seg_name);
-            PERFORM pg_catalog.set_config('lock_timeout', saved, true);
-            -- Under the lock: still every entry consumed?
-            EXECUTE format(live_check, seg_name) INTO live;
-            IF NOT live THEN
-                EXECUTE format('SELECT pg_catalog.count(*) FROM forgeyard.%I', seg_name) INTO n;
-                EXECUTE format('TRUNCATE forgeyard.%I', seg_name);
-                done := done + n;
+            EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', seg_name) INTO live;
+            IF live THEN
+                EXECUTE format(live_check, seg_name) INTO live;
+                IF NOT live THEN
+                    -- Unlisted: a message still listed at a position its lane's cursor passed.
+                    EXECUTE format($q$UPDATE forgeyard.messages m SET ready_pos = NULL
+                                        FROM forgeyard.%1$I e
+                                       WHERE m.msg_id = e.msg_id AND m.ready_pos = e.pos$q$, seg_name);
+                    EXECUTE format('LOCK TABLE forgeyard.%I IN ACCESS EXCLUSIVE MODE', seg_name);
+                    -- Under the lock: still every entry consumed?
+                    EXECUTE format(live_check, seg_name) INTO live;
+                    IF NOT live THEN
+                        EXECUTE format('SELECT pg_catalog.count(*) FROM forgeyard.%I', seg_name) INTO n;
+                        EXECUTE format('TRUNCATE forgeyard.%I', seg_name);
+                        done := done + n;
+                    END IF;
+                END IF;
             END IF;
-        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
             -- (The subtransaction's end restored lock_timeout.)
             NULL;
         END;
     END LOOP;
-    EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', 'queue_lane_entries_' || open_seg) INTO live;
-    IF live THEN
-        EXECUTE format('SELECT NOT EXISTS (SELECT FROM forgeyard.%I)', 'queue_lane_entries_' || (open_seg + 1) % 4) INTO live;
+    BEGIN
+        PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+        EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', 'queue_lane_entries_' || open_seg) INTO live;
         IF live THEN
-            PERFORM pg_catalog.setval('forgeyard.queue_lane_segment',
-                                      coalesce(pg_catalog.pg_sequence_last_value('forgeyard.queue_lane_segment'), 0) + 1);
+            EXECUTE format('SELECT NOT EXISTS (SELECT FROM forgeyard.%I)', 'queue_lane_entries_' || (open_seg + 1) % 4)
+               INTO live;
+            IF live THEN
+                PERFORM pg_catalog.setval('forgeyard.queue_lane_segment',
+                                          coalesce(pg_catalog.pg_sequence_last_value('forgeyard.queue_lane_segment'), 0) + 1);
+            END IF;
         END IF;
-    END IF;
+        PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+        NULL;
+    END;
     RETURN done;
 END
 $$;
