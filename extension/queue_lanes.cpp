@@ -104,6 +104,15 @@ struct EntryTables {
   }
 };
 
+// Whether entry a comes before entry b in a lane's walk: by position, and a real entry before a void
+// of the same position (a void lands in another segment than a late producer's entry only if
+// maintain() ran before 0.13.0's check across segments; the real one must decide the position).
+bool before(const pg::Table& a, const LaneColumns& ca, const pg::Table& b, const LaneColumns& cb) {
+  const std::int64_t pa = a.int8(ca.pos), pb = b.int8(cb.pos);
+  if (pa != pb) return pa < pb;
+  return !a.is_null(ca.msg_id) && b.is_null(cb.msg_id);
+}
+
 // Walks one lane from its cursor (extension/queue_lanes.sql, lane_walk): its ready entries, up to
 // `want`, into `out`; returns the end of the run of consumed positions above the cursor. An entry
 // is consumed when its message is gone, finished or no longer listed at its position, ready when
@@ -119,6 +128,7 @@ std::int64_t walk_lane(EntryTables& entries, pg::Table& m, std::int64_t lane, in
   std::array<std::optional<pg::Table::Scan>, segments.size()> scans;
   std::array<std::optional<LaneColumns>, segments.size()> cols;
   std::array<bool, segments.size()> has{};
+  std::int64_t previous = cursor;  // (every entry read is above the cursor)
   for (int i = 0; i < n; ++i) {
     cols[i].emplace(*entries.tables[i]);  // (per table: a partition attached by hand may number them apart)
     scans[i].emplace(*entries.tables[i], entries.pkeys[i],
@@ -129,11 +139,17 @@ std::int64_t walk_lane(EntryTables& entries, pg::Table& m, std::int64_t lane, in
   for (;;) {
     int at = -1;
     for (int i = 0; i < n; ++i)
-      if (has[i] && (at < 0 || entries.tables[i]->int8(cols[i]->pos) < entries.tables[at]->int8(cols[at]->pos))) at = i;
+      if (has[i] && (at < 0 || before(*entries.tables[i], *cols[i], *entries.tables[at], *cols[at]))) at = i;
     if (at < 0) break;
     pg::Table& lanes = *entries.tables[at];
     const LaneColumns& l = *cols[at];
     const std::int64_t pos = lanes.int8(l.pos);
+    // (A second entry of a position, a void beside a real one, comes after it: skipped.)
+    if (pos == previous) {
+      has[at] = scans[at]->next();
+      continue;
+    }
+    previous = pos;
     bool consumed = true, ready = false, lapsed = false;
     TimestampTz visible_at = 0;
     std::int64_t msg_id = 0;

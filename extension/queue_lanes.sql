@@ -28,7 +28,7 @@ SELECT lane_e.pos, lane_e.msg_id,
        lane_m.visible_at, coalesce(lane_m.attempt > 0, false) AS lapsed
   FROM forgeyard.queue_lane_entries lane_e LEFT JOIN forgeyard.messages lane_m ON lane_m.msg_id = lane_e.msg_id
  WHERE lane_e.lane = $1 AND lane_e.pos > $2
- ORDER BY lane_e.pos LIMIT $4
+ ORDER BY lane_e.pos, lane_e.msg_id NULLS LAST LIMIT $4
 
 -- @statement lane_advance
 -- Moves lane $1's cursor to $2 (the caller read it lower): not transactional, and a slower claim
@@ -95,6 +95,8 @@ BEGIN
                 seen := 0;
                 FOR e IN @statement.lane_walk(l.lane, after, at_time, 256)@ LOOP
                     seen := seen + 1;
+                    -- (A second entry of a position, a void beside a real one, ordered after it: skipped.)
+                    CONTINUE WHEN seen > 1 AND e.pos = after;
                     after := e.pos;
                     IF expect IS NOT NULL AND e.pos = expect AND e.consumed THEN
                         run_end := e.pos;

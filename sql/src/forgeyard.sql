@@ -2673,7 +2673,7 @@ COMMENT ON COLUMN forgeyard.queues.lanes IS
   'The queue''s ready lanes (lane id = lanes * 8 + class, sequences forgeyard.lane_<id> and lane_<id>_cursor, owned by this column); NULL until queue_create or maintain() gives it lanes.';
 ALTER TABLE forgeyard.messages ADD COLUMN ready_pos bigint;
 COMMENT ON COLUMN forgeyard.messages.ready_pos IS
-  'The position of the message''s open listing in its lane (queue_lanes), NULL when it has none: found by claims in messages_claim then. A listing is open only while the message is a pending head: acks and dead-lettering clear it (a library before 0.10.0, still loaded by a session after the update, may leave it on a finished row, where it means nothing); a redrive clears it.';
+  'The position of the message''s open listing in its lane (queue_lane_entries), NULL when it has none: found by claims in messages_claim then. A listing is open only while the message is a pending head: acks and dead-lettering clear it (a library before 0.10.0, still loaded by a session after the update, may leave it on a finished row, where it means nothing); a redrive clears it.';
 DROP INDEX forgeyard.messages_claim;
 CREATE INDEX messages_claim ON forgeyard.messages (tenant_id, queue, priority, visible_at, msg_id)
     WITH (deduplicate_items = off) WHERE state = 'pending' AND is_head AND pass IS NULL AND ready_pos IS NULL;
@@ -2882,7 +2882,7 @@ BEGIN
                                     OR NOT m.is_head) AS consumed
                        FROM forgeyard.queue_lane_entries l LEFT JOIN forgeyard.messages m ON m.msg_id = l.msg_id
                       WHERE l.lane = x_lane AND l.pos > x_cursor
-                      ORDER BY l.pos LIMIT $1
+                      ORDER BY l.pos, l.msg_id NULLS LAST LIMIT $1
             LOOP
                 WHILE expect < e.pos AND n < $1 LOOP
                     gap_lanes := gap_lanes || x_lane;
@@ -2926,9 +2926,11 @@ BEGIN
                    LEFT JOIN forgeyard.queue_lane_marks k ON k.lane = g.lane
         LOOP
             IF x.mark_xid IS NOT NULL AND x.mark_xid <= x.now_xmin THEN
+                -- (Not where any segment holds the position: the primary key is per segment.)
                 INSERT INTO forgeyard.queue_lane_entries (lane, pos, msg_id)
                 SELECT g.lane, g.pos, NULL FROM unnest(gap_lanes, gaps) g(lane, pos)
                  WHERE g.lane = x.lane AND g.pos <= x.mark_pos
+                   AND NOT EXISTS (SELECT FROM forgeyard.queue_lane_entries y WHERE y.lane = g.lane AND y.pos = g.pos)
                     ON CONFLICT DO NOTHING;
                 GET DIAGNOSTICS n = ROW_COUNT;
                 done := done + n;
@@ -2978,18 +2980,21 @@ COMMENT ON FUNCTION forgeyard.queue_lane_consumed_to(bigint) IS
   'Internal: the position at or below which the entries of a ready lane are consumed (its cursor; every position when the lane''s sequences are gone). Not granted to anyone.';
 
 -- maintain()'s rotation of the lanes' entries (both editions call it last, so that the lock of a
--- segment it truncated is held only to the commit): each sealed segment that holds entries is
--- truncated once every entry in it is at or below its lane's cursor (consumed by committed work;
+-- segment it truncated is held only to the commit): at most one sealed segment a pass is
+-- truncated, once every entry in it is at or below its lane's cursor (consumed by committed work;
 -- an entry of a lane whose sequences are gone means nothing), found per lane by the highest
--- position, a probe of the segment's index per lane. Its lock is taken with a lock_timeout of
--- 50 ms, and a segment that cannot be locked in that time (a transaction that read it is still
--- open) is skipped until the next pass: maintenance never waits. The check is made again under the
--- lock, since a producer that read the open segment's number before it moved on may have appended
--- since (docs/queue-storage-design.md, "Rotation and truncation"). Before the lock, a message
--- still listed at a consumed position of the segment (a restore of a dump whose cursor was read
--- after its rows) is unlisted: messages_claim finds it. Then the open segment moves on, when it
--- holds entries and the next one is empty. Every lock is taken with the 50 ms lock_timeout.
--- Returns the entries truncated.
+-- position, a probe of the segment's index per lane, 256 lanes at a time in a subtransaction
+-- rolled back afterwards (reading a sequence locks it to the end of the transaction: a segment of
+-- many lanes must not use up the lock table). Every lock is taken with a lock_timeout of 50 ms, and
+-- a segment whose lock is not had in that time (a transaction that read it is still open, another
+-- pass truncating it) is skipped until the next pass: maintenance never waits longer. The check is
+-- made again under the segment's lock, since a producer that read the open segment's number
+-- before it moved on may have appended since (docs/queue-storage-design.md, "Rotation and
+-- truncation"); then, still under it, a message listed at a position of the segment (its
+-- cursor passed it: a restore of a dump whose cursor was read after its rows) is unlisted, and
+-- messages_claim finds it. Then the open segment moves on, when it holds entries and the next one
+-- is empty. Only in READ COMMITTED: under a transaction snapshot the check could miss an entry
+-- committed since (0). Returns the entries truncated.
 CREATE FUNCTION forgeyard.queue_lane_segments_maintain()
     RETURNS bigint
     LANGUAGE plpgsql
@@ -2999,75 +3004,87 @@ DECLARE
     open_seg integer := forgeyard.queue_lane_segment_open();
     seg_name text;
     saved text;
-    n bigint;
-    done bigint := 0;
+    n bigint := 0;
     live boolean;
-    -- Whether any lane of segment %1$I has an entry above its cursor: its lanes by a skip scan of
-    -- the index, each one's highest position by one probe.
+    cut boolean;
+    after_lane bigint;
+    -- For lanes of segment %1$I above $1, 256 at most (by a skip scan of its index): whether any
+    -- has an entry above its cursor (its highest position, one probe each), and the last lane read.
     live_check constant text := $q$
-        WITH RECURSIVE lanes(lane) AS (
-            (SELECT e.lane FROM forgeyard.%1$I e ORDER BY e.lane LIMIT 1)
+        WITH RECURSIVE lanes(lane, k) AS (
+            (SELECT e.lane, 1 FROM forgeyard.%1$I e WHERE e.lane > $1 ORDER BY e.lane LIMIT 1)
             UNION ALL
-            SELECT (SELECT e.lane FROM forgeyard.%1$I e WHERE e.lane > l.lane ORDER BY e.lane LIMIT 1)
-              FROM lanes l WHERE l.lane IS NOT NULL)
+            SELECT (SELECT e.lane FROM forgeyard.%1$I e WHERE e.lane > l.lane ORDER BY e.lane LIMIT 1), l.k + 1
+              FROM lanes l WHERE l.lane IS NOT NULL AND l.k < 256)
         SELECT coalesce(pg_catalog.bool_or(
                    (SELECT pg_catalog.max(e.pos) FROM forgeyard.%1$I e WHERE e.lane = l.lane)
-                       > forgeyard.queue_lane_consumed_to(l.lane)), false)
+                       > forgeyard.queue_lane_consumed_to(l.lane)), false),
+               pg_catalog.max(l.lane), pg_catalog.count(*) >= 256
           FROM lanes l WHERE l.lane IS NOT NULL$q$;
 BEGIN
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN 0;
+    END IF;
     saved := pg_catalog.current_setting('lock_timeout');
     FOR j IN 0 .. 3 LOOP
         CONTINUE WHEN j = open_seg;
         seg_name := 'queue_lane_entries_' || j;
-        -- Every lock this takes waits at most 50 ms (another pass's truncation of the segment, a
-        -- claim's row lock on a message it would unlist, the transactions that read the segment);
-        -- on a timeout the segment waits for the next pass.
         BEGIN
             PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
-            EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', seg_name) INTO live;
-            IF live THEN
-                EXECUTE format(live_check, seg_name) INTO live;
-                IF NOT live THEN
-                    -- Unlisted: a message still listed at a position its lane's cursor passed.
-                    EXECUTE format($q$UPDATE forgeyard.messages m SET ready_pos = NULL
-                                        FROM forgeyard.%1$I e
-                                       WHERE m.msg_id = e.msg_id AND m.ready_pos = e.pos$q$, seg_name);
+            -- (Pages without a visible row, which a queue_drop leaves, are truncated too.)
+            live := pg_catalog.pg_relation_size(('forgeyard.' || seg_name)::regclass) = 0;
+            FOR pass IN 1 .. 2 LOOP
+                EXIT WHEN live;
+                IF pass = 2 THEN
+                    EXECUTE format('SELECT pg_catalog.count(*) FROM forgeyard.%I', seg_name) INTO n;
                     EXECUTE format('LOCK TABLE forgeyard.%I IN ACCESS EXCLUSIVE MODE', seg_name);
-                    -- Under the lock: still every entry consumed?
-                    EXECUTE format(live_check, seg_name) INTO live;
-                    IF NOT live THEN
-                        EXECUTE format('SELECT pg_catalog.count(*) FROM forgeyard.%I', seg_name) INTO n;
-                        EXECUTE format('TRUNCATE forgeyard.%I', seg_name);
-                        done := done + n;
-                    END IF;
                 END IF;
+                -- Every lane's entries consumed? (Before the lock, then under it.)
+                live := false;
+                after_lane := -1;
+                LOOP
+                    BEGIN
+                        EXECUTE format(live_check, seg_name) USING after_lane INTO live, after_lane, cut;
+                        RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'forgeyard: the sequences read are unlocked';
+                    EXCEPTION WHEN raise_exception THEN
+                        NULL;
+                    END;
+                    EXIT WHEN live OR NOT coalesce(cut, false);
+                END LOOP;
+                EXIT WHEN live;
+            END LOOP;
+            -- (live: not truncated, or empty.)
+            IF NOT live THEN
+                EXECUTE format($q$UPDATE forgeyard.messages m SET ready_pos = NULL
+                                    FROM forgeyard.%1$I e
+                                   WHERE m.msg_id = e.msg_id AND m.ready_pos = e.pos$q$, seg_name);
+                EXECUTE format('TRUNCATE forgeyard.%I', seg_name);
+                PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+                EXIT;
             END IF;
             PERFORM pg_catalog.set_config('lock_timeout', saved, true);
         EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
             -- (The subtransaction's end restored lock_timeout.)
-            NULL;
+            n := 0;
         END;
+        n := 0;
     END LOOP;
     BEGIN
         PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
-        EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', 'queue_lane_entries_' || open_seg) INTO live;
-        IF live THEN
-            EXECUTE format('SELECT NOT EXISTS (SELECT FROM forgeyard.%I)', 'queue_lane_entries_' || (open_seg + 1) % 4)
-               INTO live;
-            IF live THEN
-                PERFORM pg_catalog.setval('forgeyard.queue_lane_segment',
-                                          coalesce(pg_catalog.pg_sequence_last_value('forgeyard.queue_lane_segment'), 0) + 1);
-            END IF;
+        IF pg_catalog.pg_relation_size(('forgeyard.queue_lane_entries_' || open_seg)::regclass) > 0
+           AND pg_catalog.pg_relation_size(('forgeyard.queue_lane_entries_' || (open_seg + 1) % 4)::regclass) = 0 THEN
+            PERFORM pg_catalog.setval('forgeyard.queue_lane_segment',
+                                      coalesce(pg_catalog.pg_sequence_last_value('forgeyard.queue_lane_segment'), 0) + 1);
         END IF;
         PERFORM pg_catalog.set_config('lock_timeout', saved, true);
     EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
         NULL;
     END;
-    RETURN done;
+    RETURN n;
 END
 $$;
 COMMENT ON FUNCTION forgeyard.queue_lane_segments_maintain() IS
-  'Internal: maintain()''s rotation of the ready lanes'' entries (sealed segments truncated once consumed, skipped when their lock is not had within 50 ms; the open segment moved on). Not granted to anyone.';
+  'Internal: maintain()''s rotation of the ready lanes'' entries (a sealed segment truncated once consumed, skipped when its lock is not had within 50 ms; the open segment moved on; READ COMMITTED only). Not granted to anyone.';
 
 
 -- (end of section)

@@ -309,6 +309,34 @@ BOOST_AUTO_TEST_CASE(a_lapsed_delivery_behind_older_messages_leaves_its_lane) {
   BOOST_TEST(d[0].attempt == 2);
 }
 
+// A void beside a real entry of the same position, in another segment (0.13.0: the primary key
+// is per segment), does not move the cursor past the listing: the real entry decides the position,
+// so a claim in flight there is found again when it lapses.
+BOOST_AUTO_TEST_CASE(a_void_beside_a_listing_in_another_segment_does_not_move_the_cursor_past_it) {
+  queues().create(tenant, queue, {});
+  const std::int64_t a = send("a");
+  std::vector<Delivery> d = queues().claim(tenant, queue, "dies", 1, std::chrono::seconds(30));
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].msg_id == a);
+  if (is_postgres()) {
+    conformance::PgSession observer(url);
+    const std::string id = observer.value("SELECT lanes * 8 + 3 FROM forgeyard.queues WHERE tenant_id = '" + tenant +
+                                          "' AND queue = '" + queue + "'");
+    observer.value("INSERT INTO forgeyard.queue_lane_entries (lane, pos, msg_id, seg) SELECT " + id +
+                   ", 1, NULL, s FROM generate_series(0, 3) s WHERE s <> (SELECT seg FROM forgeyard.queue_lane_entries "
+                   "WHERE lane = " +
+                   id + " AND pos = 1 AND msg_id IS NOT NULL)");
+    BOOST_TEST(observer.value("SELECT count(*) FROM forgeyard.queue_lane_entries WHERE lane = " + id) == "4");
+    BOOST_TEST(take().empty());  // moves the cursor over what is consumed, if anything
+    BOOST_TEST(lane(observer, 3).cursor == 0);
+  }
+  clock.advance(std::chrono::seconds(31));  // the claim lapsed
+  d = take();
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].msg_id == a);
+  BOOST_TEST(d[0].attempt == 2);
+}
+
 // queue_drop takes the lanes with the queue: no sequence of them is left behind.
 BOOST_AUTO_TEST_CASE(dropping_a_queue_drops_its_lanes) {
   queues().create(tenant, queue, {});
