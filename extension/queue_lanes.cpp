@@ -105,8 +105,8 @@ struct EntryTables {
 };
 
 // Whether entry a comes before entry b in a lane's walk: by position, and a real entry before a void
-// of the same position (a void lands in another segment than a late producer's entry only if
-// maintain() ran before 0.13.0's check across segments; the real one must decide the position).
+// of the same position. maintain() voids only positions no segment holds, but the primary key is
+// per segment, so a second entry of a position is possible (by hand, say): the real one decides.
 bool before(const pg::Table& a, const LaneColumns& ca, const pg::Table& b, const LaneColumns& cb) {
   const std::int64_t pa = a.int8(ca.pos), pb = b.int8(cb.pos);
   if (pa != pb) return pa < pb;
