@@ -177,7 +177,7 @@ FY_FUNCTION(fy_maintain) {
   if (queue::lanes_schema()) done.emplace_back("queue_lanes", static_cast<std::uint64_t>(lane_rows));
   // The lanes' segments last: the lock of one it truncates is held only to the commit
   // (sql/src/forgeyard.sql, queue_lane_segments_maintain; 0.13.0).
-  if (pg::has_table(pg::CachedTable::queue_lane_segment)) {
+  if (queue::segments_schema()) {
     static pg::Statement segments("SELECT forgeyard.queue_lane_segments_maintain()", {});
     std::int64_t truncated = 0;
     spi.run(segments, {}, [&](const pg::Row& r) { truncated = *r.int8(1); });

@@ -167,6 +167,8 @@ std::vector<Claimed> claim(pg::Spi& spi, const Queue& queue, const std::string& 
 inline constexpr int claim_extra_candidates = 4;
 // The ready lanes (queue_lanes.cpp, 0.10.0). Whether the catalog has them:
 bool lanes_schema();
+// Whether its entries are in segments (0.13.0: queue_lane_entries_0..3), not queue_lanes.
+bool segments_schema();
 // A message a claim tries: from a lane (pos, its listing) or from messages_claim (pos 0), with
 // the class it competes in (`aged`: its own without aging) and since when it is visible;
 // `lapsed`: a listed one that was delivered before (its claim lapsed).

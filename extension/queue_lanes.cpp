@@ -19,6 +19,10 @@ bool lanes_schema() {
   return pg::has_column(pg::CachedTable::queues, "lanes");
 }
 
+bool segments_schema() {
+  return pg::has_table(pg::CachedTable::queue_lane_segment);
+}
+
 namespace {
 
 // A lane's two sequences (lane_<id> and lane_<id>_cursor), looked up by name (a syscache probe)
@@ -72,9 +76,6 @@ constexpr std::array<EntryTable, 4> segments{
      {pg::OwnTable::queue_lane_entries_2, pg::OwnIndex::queue_lane_entries_2_pkey},
      {pg::OwnTable::queue_lane_entries_3, pg::OwnIndex::queue_lane_entries_3_pkey}}};
 constexpr EntryTable unsegmented{pg::OwnTable::queue_lanes, pg::OwnIndex::queue_lanes_pkey};
-bool segments_schema() {
-  return pg::has_table(pg::CachedTable::queue_lane_segment);
-}
 
 // The entry tables a claim reads, opened: every segment that has a page (one that has none holds
 // no entry, committed or not), or the one table before 0.13.0.

@@ -3064,10 +3064,9 @@ BEGIN
             END IF;
             PERFORM pg_catalog.set_config('lock_timeout', saved, true);
         EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
-            -- (The subtransaction's end restored lock_timeout.)
-            n := 0;
+            NULL;  -- (the subtransaction's end restored lock_timeout)
         END;
-        n := 0;
+        n := 0;  -- (nothing truncated: the count of a segment left is not the answer)
     END LOOP;
     BEGIN
         PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);

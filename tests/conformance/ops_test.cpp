@@ -316,6 +316,10 @@ BOOST_AUTO_TEST_CASE(a_transaction_pinning_a_lane_segment_is_named_in_stats_doct
   for (const auto& [_, x] : parsed.get_child("lane_segments"))
     if (x.get<std::string>("name") == sealed) named = x.get<std::string>("pinned_by") != "null";
   BOOST_TEST(named);
+  const auto [text_code, text] = cli({"storage", "stats"});
+  BOOST_TEST(text_code == 0);
+  BOOST_TEST(text.find("lane_segment=" + sealed + " state=sealed has_rows=yes pinned_by=\"pid ") != std::string::npos,
+             text);
   const auto [metrics_code, metrics] = cli({"metrics"});
   BOOST_TEST(metrics_code == 0);
   BOOST_TEST(metrics.find("forgeyard_lane_segment_has_rows{table=\"" + sealed + "\",state=\"sealed\"} 1") !=
