@@ -46,6 +46,12 @@ inline constexpr std::int64_t release_fold_usecs = 1'000'000;
 // version per generation with producers, not one per message (docs/architecture.md, "Capacity
 // slots"). The PL/pgSQL edition writes the same number (1000000).
 inline constexpr std::int64_t admission_generation_usecs = 1'000'000;
+// The delta rows of both (0.14.0) are in four segments by the period of this length their
+// generation falls in, modulo 4: the LIST partitions of queue_release_deltas and
+// queue_admit_deltas, which maintain() truncates once emptied (their keys in sql/src/forgeyard.sql:
+// (gen / 100) % 4 and (gen / 10) % 4).
+inline constexpr std::int64_t usage_segment_usecs = 10'000'000;
+inline constexpr int usage_segments = 4;
 inline constexpr std::int64_t max_queue_duration_usecs = 30 * usecs_per_day;
 // The most delivery attempts a queue may allow (attempt numbers stay small on both backends).
 inline constexpr std::int64_t max_queue_attempts = 1000;

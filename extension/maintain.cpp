@@ -121,13 +121,15 @@ std::uint64_t fold_release_deltas(pg::Spi& spi, std::int32_t max_rows, const Ten
           "DELETE FROM forgeyard.queue_release_deltas x USING r WHERE x.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
           "        AND x.queue OPERATOR(pg_catalog.=) r.queue AND x.slot OPERATOR(pg_catalog.=) r.slot"),
       {INT4OID, TEXTOID});
+  // (A row is its table, a segment from 0.14.0, and its ctid there.)
   static pg::Statement fold_generations(
       fold_sql(" AND (x.gen IS NULL OR x.gen OPERATOR(pg_catalog.<) $3)",
-               "DELETE FROM forgeyard.queue_release_deltas x WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-               "        SELECT y.ctid FROM forgeyard.queue_release_deltas y JOIN r"
+               "DELETE FROM forgeyard.queue_release_deltas x USING ("
+               "        SELECT y.tableoid, y.ctid FROM forgeyard.queue_release_deltas y JOIN r"
                "            ON y.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
                "           AND y.queue OPERATOR(pg_catalog.=) r.queue AND y.slot OPERATOR(pg_catalog.=) r.slot"
-               "         WHERE (y.gen IS NULL OR y.gen OPERATOR(pg_catalog.<) $3) FOR UPDATE OF y SKIP LOCKED))"),
+               "         WHERE (y.gen IS NULL OR y.gen OPERATOR(pg_catalog.<) $3) FOR UPDATE OF y SKIP LOCKED) l(rel, tid)"
+               " WHERE x.tableoid OPERATOR(pg_catalog.=) l.rel AND x.ctid OPERATOR(pg_catalog.=) l.tid"),
       {INT4OID, TEXTOID, INT8OID});
   if (pg::uses_transaction_snapshot() || !pg::has_table(pg::CachedTable::queue_release_deltas)) return 0;
   std::int64_t folded = 0;
@@ -175,13 +177,29 @@ FY_FUNCTION(fy_maintain) {
       {"release_deltas", maintenance::fold_release_deltas(spi, max_rows, tenant)},
   };
   if (queue::lanes_schema()) done.emplace_back("queue_lanes", static_cast<std::uint64_t>(lane_rows));
-  // The lanes' segments last: the lock of one it truncates is held only to the commit
-  // (sql/src/forgeyard.sql, queue_lane_segments_maintain; 0.13.0).
+  // Admission rows of past generations folded into their slots (sql/src/forgeyard.sql,
+  // queue_admit_fold; 0.14.0).
+  const bool usage_segments = queue::usage_segments_schema();
+  if (usage_segments) {
+    static pg::Statement fold("SELECT forgeyard.queue_admit_fold($1, $2)", {INT4OID, TEXTOID});
+    std::int64_t folded = 0;
+    spi.run(fold, {pg::int4_value(max_rows), pg::optional_text_value(tenant)},
+            [&](const pg::Row& r) { folded = *r.int8(1); });
+    done.emplace_back("admit_deltas", static_cast<std::uint64_t>(folded));
+  }
+  // The segments last: the lock of one truncated is held only to the commit (sql/src/forgeyard.sql,
+  // queue_lane_segments_maintain, 0.13.0; queue_usage_segments_maintain, 0.14.0).
   if (queue::segments_schema()) {
     static pg::Statement segments("SELECT forgeyard.queue_lane_segments_maintain()", {});
     std::int64_t truncated = 0;
     spi.run(segments, {}, [&](const pg::Row& r) { truncated = *r.int8(1); });
     done.emplace_back("lane_segments", static_cast<std::uint64_t>(truncated));
+  }
+  if (usage_segments) {
+    static pg::Statement segments("SELECT forgeyard.queue_usage_segments_maintain()", {});
+    std::int64_t truncated = 0;
+    spi.run(segments, {}, [&](const pg::Row& r) { truncated = *r.int8(1); });
+    done.emplace_back("usage_segments", static_cast<std::uint64_t>(truncated));
   }
   spi.finish();
   pg::TableResult out(fcinfo);

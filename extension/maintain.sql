@@ -16,6 +16,8 @@ DECLARE
     n_deltas bigint := 0;
     n_lanes bigint;
     n_segments bigint;
+    n_admit bigint;
+    n_usage bigint;
     g bigint;
 BEGIN
     PERFORM forgeyard_pl.not_null('max_rows', max_rows IS NOT NULL);
@@ -77,7 +79,7 @@ BEGIN
     GET DIAGNOSTICS n_runs = ROW_COUNT;
     -- the runs of the due workflow schedules started (schedule::tick, extension/schedule.sql)
     n_schedules := forgeyard_pl.workflow_schedule_tick(tenant, v_now);
-    -- release deltas of the generations before this one (and of a library before 0.11.0: gen NULL)
+    -- release deltas of the generations before this one
     -- folded into their release rows (not under a transaction snapshot, where a row changed since
     -- would be 40001): up to max_rows release rows that have such deltas, each locked SKIP LOCKED
     -- (a row an ack holds is left to it), its deltas locked SKIP LOCKED (an ack may be adding to
@@ -88,12 +90,13 @@ BEGIN
                     WHERE (tenant IS NULL OR x.tenant_id = tenant)
                       AND EXISTS (SELECT 1 FROM forgeyard.queue_release_deltas y
                                    WHERE y.tenant_id = x.tenant_id AND y.queue = x.queue AND y.slot = x.slot
-                                     AND (y.gen IS NULL OR y.gen < g))
+                                     AND y.gen < g)
                     LIMIT max_rows FOR NO KEY UPDATE SKIP LOCKED),
-             d AS (DELETE FROM forgeyard.queue_release_deltas y
-                    WHERE y.ctid = ANY (ARRAY(SELECT z.ctid FROM forgeyard.queue_release_deltas z JOIN r
-                                                ON z.tenant_id = r.tenant_id AND z.queue = r.queue AND z.slot = r.slot
-                                               WHERE (z.gen IS NULL OR z.gen < g) FOR UPDATE OF z SKIP LOCKED))
+             l AS (SELECT z.tableoid AS rel, z.ctid AS tid FROM forgeyard.queue_release_deltas z JOIN r
+                           ON z.tenant_id = r.tenant_id AND z.queue = r.queue AND z.slot = r.slot
+                        WHERE z.gen < g FOR UPDATE OF z SKIP LOCKED),
+             d AS (DELETE FROM forgeyard.queue_release_deltas y USING l
+                    WHERE y.tableoid = l.rel AND y.ctid = l.tid
                    RETURNING y.tenant_id, y.queue, y.slot, y.released_messages, y.released_bytes),
              s AS (SELECT d.tenant_id, d.queue, d.slot, sum(d.released_messages)::bigint AS m,
                           sum(d.released_bytes)::bigint AS b, count(*) AS n
@@ -103,11 +106,14 @@ BEGIN
                      FROM s WHERE x.tenant_id = s.tenant_id AND x.queue = s.queue AND x.slot = s.slot)
         SELECT COALESCE(sum(s.n), 0)::bigint INTO n_deltas FROM s;
     END IF;
-    -- the lanes' segments last: the lock of one it truncates is held only to the commit
-    -- (queue_lane_segments_maintain)
+    -- admission rows of past generations folded into their slots (queue_admit_fold)
+    n_admit := forgeyard.queue_admit_fold(max_rows, tenant);
+    -- the segments last: the lock of one truncated is held only to the commit
+    -- (queue_lane_segments_maintain, queue_usage_segments_maintain)
     n_segments := forgeyard.queue_lane_segments_maintain();
+    n_usage := forgeyard.queue_usage_segments_maintain();
     RETURN QUERY VALUES ('idempotency_keys'::text, n_keys), ('queue_events', n_events), ('acked_messages', n_acked),
                         ('dead_letters', n_dead), ('inbox', n_inbox), ('workflow_runs', n_runs),
                         ('schedules', n_schedules), ('release_deltas', n_deltas), ('queue_lanes', n_lanes),
-                        ('lane_segments', n_segments);
+                        ('admit_deltas', n_admit), ('lane_segments', n_segments), ('usage_segments', n_usage);
 END

@@ -207,17 +207,67 @@ core::Usage usage(pg::Spi& spi, const Queue& queue) {
   return used;
 }
 
-core::Usage slot_deltas(pg::Table& deltas, const Queue& queue, int slot) {
-  const int messages = deltas.column("released_messages"), bytes = deltas.column("released_bytes");
-  core::Usage sum;
-  pg::Table::Scan scan(
-      deltas, pg::OwnIndex::queue_release_deltas_slot,
-      {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}});
-  while (scan.next()) {
-    sum.messages += deltas.int8(messages);
-    sum.bytes += deltas.int8(bytes);
+bool usage_segments_schema() { return pg::has_table(pg::CachedTable::queue_release_deltas_0); }
+
+DeltaTables::DeltaTables(pg::Access& access, Deltas kind)
+    : access_(access), kind_(kind), segmented_(usage_segments_schema()) {}
+
+int DeltaTables::segment_of(std::int64_t gen) const {
+  if (!segmented_) return 0;
+  const std::int64_t per_segment =
+      core::usage_segment_usecs /
+      (kind_ == Deltas::release ? core::release_generation_usecs : core::admission_generation_usecs);
+  return static_cast<int>((gen / per_segment) % core::usage_segments);
+}
+
+pg::Table& DeltaTables::segment(int i) {
+  static constexpr std::array<pg::OwnTable, 4> release{
+      pg::OwnTable::queue_release_deltas_0, pg::OwnTable::queue_release_deltas_1,
+      pg::OwnTable::queue_release_deltas_2, pg::OwnTable::queue_release_deltas_3};
+  static constexpr std::array<pg::OwnTable, 4> admit{pg::OwnTable::queue_admit_deltas_0, pg::OwnTable::queue_admit_deltas_1,
+                                                     pg::OwnTable::queue_admit_deltas_2, pg::OwnTable::queue_admit_deltas_3};
+  std::optional<pg::Table>& t = tables_.at(static_cast<std::size_t>(i));
+  if (!t) {
+    if (!segmented_)
+      t.emplace(access_, kind_ == Deltas::release ? pg::OwnTable::queue_release_deltas : pg::OwnTable::queue_admit_deltas);
+    else
+      t.emplace(access_, (kind_ == Deltas::release ? release : admit).at(static_cast<std::size_t>(i)));
   }
-  scan.end();
+  return *t;
+}
+
+pg::OwnIndex DeltaTables::index(int i) const {
+  static constexpr std::array<pg::OwnIndex, 4> release{
+      pg::OwnIndex::queue_release_deltas_0_slot, pg::OwnIndex::queue_release_deltas_1_slot,
+      pg::OwnIndex::queue_release_deltas_2_slot, pg::OwnIndex::queue_release_deltas_3_slot};
+  static constexpr std::array<pg::OwnIndex, 4> admit{
+      pg::OwnIndex::queue_admit_deltas_0_slot, pg::OwnIndex::queue_admit_deltas_1_slot,
+      pg::OwnIndex::queue_admit_deltas_2_slot, pg::OwnIndex::queue_admit_deltas_3_slot};
+  if (!segmented_)
+    return kind_ == Deltas::release ? pg::OwnIndex::queue_release_deltas_slot : pg::OwnIndex::queue_admit_deltas_pkey;
+  return (kind_ == Deltas::release ? release : admit).at(static_cast<std::size_t>(i));
+}
+
+void DeltaTables::finish() {
+  for (std::optional<pg::Table>& t : tables_)
+    if (t) t->finish();
+}
+
+core::Usage slot_deltas(DeltaTables& deltas, const Queue& queue, int slot) {
+  core::Usage sum;
+  for (int i = 0; i < deltas.count(); ++i) {
+    pg::Table& d = deltas.segment(i);
+    if (d.empty()) continue;  // (a truncated segment: no row, committed or not)
+    const int messages = d.column("released_messages"), bytes = d.column("released_bytes");
+    pg::Table::Scan scan(
+        d, deltas.index(i),
+        {{1, pg::Compare::eq, queue.t}, {2, pg::Compare::eq, queue.q}, {3, pg::Compare::eq, pg::int4_value(slot)}});
+    while (scan.next()) {
+      sum.messages += d.int8(messages);
+      sum.bytes += d.int8(bytes);
+    }
+    scan.end();
+  }
   return sum;
 }
 
@@ -278,7 +328,7 @@ namespace {
 // generation in the slot, at most once per core::release_fold_usecs: folded_gen is where the last
 // fold stopped, a generation it did not fold): false when the slot has no release row (the queue
 // was dropped).
-bool fold_generations(pg::Access& access, pg::Table& d, const Queue& queue, const pg::Value& s, std::int64_t gen,
+bool fold_generations(pg::Access& access, DeltaTables& deltas, const Queue& queue, const pg::Value& s, std::int64_t gen,
                       bool own_snapshot) {
   constexpr std::int64_t fold_every = core::release_fold_usecs / core::release_generation_usecs;
   pg::Table r(access, pg::OwnTable::queue_releases);
@@ -296,29 +346,33 @@ bool fold_generations(pg::Access& access, pg::Table& d, const Queue& queue, cons
     r.finish();
     return true;  // folded less than a second ago, or another ack folds (or none under a transaction snapshot)
   }
-  const int d_gen = d.column("gen"), d_messages = d.column("released_messages"), d_bytes = d.column("released_bytes");
   const std::int64_t from = r.int8(folded);
   // (A row another transaction holds, or one deleted meanwhile, is left: the next fold starts at
   // its generation. A row of a transaction still open is not seen here: maintain() folds it.)
   std::int64_t next_from = gen;
   core::Usage total;
-  pg::Table::Scan older(d, pg::OwnIndex::queue_release_deltas_slot,
-                        {{1, pg::Compare::eq, queue.t},
-                         {2, pg::Compare::eq, queue.q},
-                         {3, pg::Compare::eq, s},
-                         {4, pg::Compare::ge, pg::int8_value(from)},
-                         {4, pg::Compare::lt, pg::int8_value(gen)}});
-  while (older.next()) {
-    const std::int64_t row_gen = d.int8(d_gen);
-    if (d.lock(pg::LockMode::update, pg::Wait::skip) == pg::Locked::skipped) {
-      next_from = std::min(next_from, row_gen);
-      continue;
+  for (int i = 0; i < deltas.count(); ++i) {  // (every segment: the generations span them)
+    pg::Table& d = deltas.segment(i);
+    if (d.empty()) continue;
+    const int d_gen = d.column("gen"), d_messages = d.column("released_messages"), d_bytes = d.column("released_bytes");
+    pg::Table::Scan older(d, deltas.index(i),
+                          {{1, pg::Compare::eq, queue.t},
+                           {2, pg::Compare::eq, queue.q},
+                           {3, pg::Compare::eq, s},
+                           {4, pg::Compare::ge, pg::int8_value(from)},
+                           {4, pg::Compare::lt, pg::int8_value(gen)}});
+    while (older.next()) {
+      const std::int64_t row_gen = d.int8(d_gen);
+      if (d.lock(pg::LockMode::update, pg::Wait::skip) == pg::Locked::skipped) {
+        next_from = std::min(next_from, row_gen);
+        continue;
+      }
+      total.messages += d.int8(d_messages);
+      total.bytes += d.int8(d_bytes);
+      d.remove();
     }
-    total.messages += d.int8(d_messages);
-    total.bytes += d.int8(d_bytes);
-    d.remove();
+    older.end();
   }
-  older.end();
   if (total.messages != 0 || total.bytes != 0 || next_from != from)
     r.update({{messages, pg::int8_value(r.int8(messages) + total.messages)},
               {bytes, pg::int8_value(r.int8(bytes) + total.bytes)},
@@ -336,19 +390,21 @@ bool fold_generations(pg::Access& access, pg::Table& d, const Queue& queue, cons
 // release row (fold_generations()), if this ack can lock it without waiting. Under a transaction
 // snapshot the room is always a new row, and nothing is folded (a row changed since the snapshot
 // could only be 40001). So under a held snapshot an ack walks the versions of one generation's
-// row, never the release row's, whose versions are one per fold.
+// row, never the release row's, whose versions are one per fold. From 0.14.0 the generation's
+// rows are in the segment of its period (DeltaTables), the only one an ack that folds nothing opens.
 void give_back_by_generation(const Queue& queue, const std::map<int, core::Usage>& slots, bool own_snapshot) {
   const std::int64_t gen = pg::unix_usecs(pg::now()) / core::release_generation_usecs;
   const pg::Value g = pg::int8_value(gen);
   pg::Access access;
-  pg::Table d(access, pg::OwnTable::queue_release_deltas);
+  DeltaTables deltas(access, Deltas::release);
+  pg::Table& d = deltas.at(gen);
   const int d_gen = d.column("gen"), d_messages = d.column("released_messages"), d_bytes = d.column("released_bytes");
   for (const auto& [slot, used] : slots) {
     const pg::Value s = pg::int4_value(slot);
     bool seen = false;
     bool added = false;
     if (!own_snapshot) {
-      pg::Table::Scan rows(d, pg::OwnIndex::queue_release_deltas_slot,
+      pg::Table::Scan rows(d, deltas.index_at(gen),
                            {{1, pg::Compare::eq, queue.t},
                             {2, pg::Compare::eq, queue.q},
                             {3, pg::Compare::eq, s},
@@ -363,7 +419,7 @@ void give_back_by_generation(const Queue& queue, const std::map<int, core::Usage
       rows.end();
     }
     if (added) continue;
-    if (!seen && !fold_generations(access, d, queue, s, gen, own_snapshot)) continue;
+    if (!seen && !fold_generations(access, deltas, queue, s, gen, own_snapshot)) continue;
     d.insert({{1, queue.t},
               {2, queue.q},
               {3, s},
@@ -371,7 +427,7 @@ void give_back_by_generation(const Queue& queue, const std::map<int, core::Usage
               {d_messages, pg::int8_value(used.messages)},
               {d_bytes, pg::int8_value(used.bytes)}});
   }
-  d.finish();
+  deltas.finish();
   access.finish();
 }
 

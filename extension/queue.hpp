@@ -108,9 +108,35 @@ SlotCounts slot_counts();
 // admitted counts (with its generation row's) less its release row's and its release deltas',
 // as far as `counts` has them.
 std::string slot_usage_sql(SlotCounts counts);
+// Whether the delta tables of the counts are in segments (0.14.0: queue_release_deltas_0..3 and
+// queue_admit_deltas_0..3, LIST partitions by the ten-second period of the row's generation).
+bool usage_segments_schema();
+enum class Deltas { release, admit };
+// A delta table of the counts opened below SPI: from 0.14.0 its four segments, each opened when
+// first used (a generation's rows are all in one of them); before, the one table.
+class DeltaTables {
+ public:
+  DeltaTables(pg::Access& access, Deltas kind);
+  // The segment of generation `gen` (release: 100 ms units; admit: seconds), and its index on
+  // (tenant_id, queue, slot, gen).
+  pg::Table& at(std::int64_t gen) { return segment(segment_of(gen)); }
+  pg::OwnIndex index_at(std::int64_t gen) const { return index(segment_of(gen)); }
+  // The segments one by one, for a scan over all of them.
+  int count() const { return segmented_ ? 4 : 1; }
+  pg::Table& segment(int i);
+  pg::OwnIndex index(int i) const;
+  void finish();
+
+ private:
+  int segment_of(std::int64_t gen) const;
+  pg::Access& access_;
+  Deltas kind_;
+  bool segmented_;
+  std::array<std::optional<pg::Table>, 4> tables_;
+};
 // The room given back to a slot as deltas of its release row (queue_release_deltas), read by the
-// open table's snapshot.
-core::Usage slot_deltas(pg::Table& deltas, const Queue& queue, int slot);
+// open tables' snapshot.
+core::Usage slot_deltas(DeltaTables& deltas, const Queue& queue, int slot);
 // Inserts a queue with its capacity counters; false (and nothing changed) if it exists.
 bool insert_queue(pg::Spi& spi, const std::string& tenant, const std::string& name, const core::QueueOptions& options);
 // The queue with default options unless it exists (a workflow's definition queue). Looked up

@@ -316,9 +316,11 @@ BEGIN
          WHERE y.tenant_id = tenant AND y.queue = name AND y.slot = queue_give_back_slot.slot AND y.gen = g
          LIMIT 1 FOR NO KEY UPDATE OF y SKIP LOCKED;
         IF FOUND THEN
+            -- (A ctid names a row in each segment: the key and generation name the segment.)
             UPDATE forgeyard.queue_release_deltas d
                SET released_messages = d.released_messages + messages, released_bytes = d.released_bytes + bytes
-             WHERE d.ctid = row_id;
+             WHERE d.ctid = row_id AND d.tenant_id = tenant AND d.queue = name
+               AND d.slot = queue_give_back_slot.slot AND d.gen = g;
             RETURN;
         END IF;
         IF NOT EXISTS (SELECT FROM forgeyard.queue_release_deltas y
@@ -337,12 +339,13 @@ BEGIN
             END IF;
             IF g - from_gen >= 10 THEN
                 -- (The row is ours now: a statement after this one updates its newest version.)
-                WITH f AS (DELETE FROM forgeyard.queue_release_deltas d
-                            WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM forgeyard.queue_release_deltas x
-                                                       WHERE x.tenant_id = tenant AND x.queue = name
-                                                         AND x.slot = queue_give_back_slot.slot
-                                                         AND x.gen >= from_gen AND x.gen < g
-                                                       FOR UPDATE OF x SKIP LOCKED))
+                -- (A row is its segment and its ctid there.)
+                WITH l AS (SELECT x.tableoid AS rel, x.ctid AS tid FROM forgeyard.queue_release_deltas x
+                            WHERE x.tenant_id = tenant AND x.queue = name AND x.slot = queue_give_back_slot.slot
+                              AND x.gen >= from_gen AND x.gen < g
+                              FOR UPDATE OF x SKIP LOCKED),
+                     f AS (DELETE FROM forgeyard.queue_release_deltas d USING l
+                            WHERE d.tableoid = l.rel AND d.ctid = l.tid
                            RETURNING d.released_messages, d.released_bytes)
                 SELECT COALESCE(sum(f.released_messages), 0)::bigint, COALESCE(sum(f.released_bytes), 0)::bigint
                   INTO fm, fb FROM f;

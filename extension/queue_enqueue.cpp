@@ -34,7 +34,7 @@ class SlotAdmitted {
  public:
   // `slots` holds the slot's row, locked by this transaction; `gens` is queue_admit_deltas
   // (nullptr on a catalog before 0.12.0, where the slot row alone counts).
-  SlotAdmitted(pg::Table& slots, pg::Table* gens, const Queue& queue, int slot)
+  SlotAdmitted(pg::Table& slots, DeltaTables* gens, const Queue& queue, int slot)
       : slots_(slots), gens_(gens), queue_(queue), slot_(slot) {}
 
   // Reads the counts: false when the generation row is not visible to this access's snapshot
@@ -46,13 +46,14 @@ class SlotAdmitted {
     const int g = slots_.column("admit_gen");
     if (slots_.is_null(g)) return true;
     gen_ = slots_.int8(g);
-    if (!gens_->find(pg::OwnIndex::queue_admit_deltas_pkey, {{1, pg::Compare::eq, queue_.t},
-                                                             {2, pg::Compare::eq, queue_.q},
-                                                             {3, pg::Compare::eq, pg::int4_value(slot_)},
-                                                             {4, pg::Compare::eq, pg::int8_value(*gen_)}}) ||
-        gens_->lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped)
+    pg::Table& row = gens_->at(*gen_);
+    if (!row.find(gens_->index_at(*gen_), {{1, pg::Compare::eq, queue_.t},
+                                           {2, pg::Compare::eq, queue_.q},
+                                           {3, pg::Compare::eq, pg::int4_value(slot_)},
+                                           {4, pg::Compare::eq, pg::int8_value(*gen_)}}) ||
+        row.lock(pg::LockMode::no_key_update, pg::Wait::block) == pg::Locked::skipped)
       return false;
-    current_ = {gens_->int8(gens_->column("admitted_messages")), gens_->int8(gens_->column("admitted_bytes"))};
+    current_ = {row.int8(row.column("admitted_messages")), row.int8(row.column("admitted_bytes"))};
     return true;
   }
 
@@ -66,28 +67,29 @@ class SlotAdmitted {
       slots_.update({{m, pg::int8_value(folded_.messages + n.messages)}, {b, pg::int8_value(folded_.bytes + n.bytes)}});
       return;
     }
-    const int gm = gens_->column("admitted_messages"), gb = gens_->column("admitted_bytes");
     const std::int64_t now = pg::unix_usecs(pg::now()) / core::admission_generation_usecs;
     if (gen_ && now <= *gen_) {  // (a clock behind the slot's generation adds to it too)
-      gens_->update(
-          {{gm, pg::int8_value(current_.messages + n.messages)}, {gb, pg::int8_value(current_.bytes + n.bytes)}});
+      pg::Table& row = gens_->at(*gen_);  // (the row read() found and locked)
+      row.update({{row.column("admitted_messages"), pg::int8_value(current_.messages + n.messages)},
+                  {row.column("admitted_bytes"), pg::int8_value(current_.bytes + n.bytes)}});
       return;
     }
     slots_.update({{m, pg::int8_value(folded_.messages + current_.messages)},
                    {b, pg::int8_value(folded_.bytes + current_.bytes)},
                    {slots_.column("admit_gen"), pg::int8_value(now)}});
-    if (gen_) gens_->remove();
-    gens_->insert({{gens_->column("tenant_id"), queue_.t},
-                   {gens_->column("queue"), queue_.q},
-                   {gens_->column("slot"), pg::int4_value(slot_)},
-                   {gens_->column("gen"), pg::int8_value(now)},
-                   {gm, pg::int8_value(n.messages)},
-                   {gb, pg::int8_value(n.bytes)}});
+    if (gen_) gens_->at(*gen_).remove();
+    pg::Table& made = gens_->at(now);
+    made.insert({{made.column("tenant_id"), queue_.t},
+                 {made.column("queue"), queue_.q},
+                 {made.column("slot"), pg::int4_value(slot_)},
+                 {made.column("gen"), pg::int8_value(now)},
+                 {made.column("admitted_messages"), pg::int8_value(n.messages)},
+                 {made.column("admitted_bytes"), pg::int8_value(n.bytes)}});
   }
 
  private:
   pg::Table& slots_;
-  pg::Table* gens_;
+  DeltaTables* gens_;
   const Queue& queue_;
   int slot_;
   core::Usage folded_, current_;
@@ -103,10 +105,10 @@ struct SlotTables {
         slots(access, pg::OwnTable::queue_slots),
         releases(access, pg::OwnTable::queue_releases),
         counts(slot_counts()) {
-    if (counts == SlotCounts::admit_deltas) gens.emplace(access, pg::OwnTable::queue_admit_deltas);
+    if (counts == SlotCounts::admit_deltas) gens.emplace(access, Deltas::admit);
   }
-  pg::Table& released() {  // the release deltas, opened when first read
-    if (!deltas) deltas.emplace(access, pg::OwnTable::queue_release_deltas);
+  DeltaTables& released() {  // the release deltas, opened when first read
+    if (!deltas) deltas.emplace(access, Deltas::release);
     return *deltas;
   }
   void finish() {
@@ -118,7 +120,7 @@ struct SlotTables {
   pg::Access& access;
   pg::Table slots, releases;
   SlotCounts counts;
-  std::optional<pg::Table> gens, deltas;
+  std::optional<DeltaTables> gens, deltas;
 };
 
 enum class Tried { taken, no_room, held, gone, unseen };
@@ -338,8 +340,8 @@ class BatchAdmission {
       for (int attempt = 0;; ++attempt) {
         pg::Access access;
         pg::Table slots(access, pg::OwnTable::queue_slots);
-        std::optional<pg::Table> gens;  // (asked once queue_slots is open: SlotTables)
-        if (slot_counts() == SlotCounts::admit_deltas) gens.emplace(access, pg::OwnTable::queue_admit_deltas);
+        std::optional<DeltaTables> gens;  // (asked once queue_slots is open: SlotTables)
+        if (slot_counts() == SlotCounts::admit_deltas) gens.emplace(access, Deltas::admit);
         SlotAdmitted admitted(slots, gens ? &*gens : nullptr, queue_, slot_);
         const bool found = slots.find(pg::OwnIndex::queue_slots_pkey, {{1, pg::Compare::eq, queue_.t},
                                                                        {2, pg::Compare::eq, queue_.q},

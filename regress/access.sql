@@ -145,7 +145,9 @@ SELECT set_eq(
           'forgeyard.flow_resources', 'forgeyard.flow_resource_state', 'forgeyard.flow_outcome_deltas',
           'forgeyard.queue_fair_keys', 'forgeyard.queue_lane_entries', 'forgeyard.queue_lane_entries_0', 'forgeyard.queue_lane_entries_1',
           'forgeyard.queue_lane_entries_2', 'forgeyard.queue_lane_entries_3', 'forgeyard.queue_lane_segment', 'forgeyard.queue_lane_numbers',
-          'forgeyard.queue_lane_marks'],
+          'forgeyard.queue_lane_marks',
+          'forgeyard.queue_release_deltas_0', 'forgeyard.queue_release_deltas_1', 'forgeyard.queue_release_deltas_2', 'forgeyard.queue_release_deltas_3',
+          'forgeyard.queue_admit_deltas_0', 'forgeyard.queue_admit_deltas_1', 'forgeyard.queue_admit_deltas_2', 'forgeyard.queue_admit_deltas_3'],
     'schema forgeyard holds exactly these tables, views and sequences (the lists below are complete)');
 SELECT is((SELECT relpersistence FROM pg_catalog.pg_class WHERE oid = 'forgeyard.wf_cursors'::regclass), 'u'::"char",
           'the step cursors are UNLOGGED (moving one writes no WAL); every other table is logged');
@@ -359,7 +361,7 @@ SELECT throws_ok('SELECT * FROM forgeyard.messages', '42501', 'permission denied
 SELECT throws_ok($$UPDATE forgeyard.messages SET state = 'acked'$$, '42501', NULL, 'usage role: UPDATE forgeyard.messages is denied');
 SELECT throws_ok('UPDATE forgeyard.queue_releases SET released_messages = released_messages + 1', '42501', NULL,
                  'usage role: UPDATE forgeyard.queue_releases is denied (the bound cannot be bypassed)');
-SELECT throws_ok($$INSERT INTO forgeyard.queue_release_deltas SELECT 't1', 'acc-q', 0, 1, 1$$, '42501', NULL,
+SELECT throws_ok($$INSERT INTO forgeyard.queue_release_deltas SELECT 't1', 'acc-q', 0, 1, 1, 1$$, '42501', NULL,
                  'usage role: INSERT INTO forgeyard.queue_release_deltas is denied (the bound cannot be bypassed)');
 SELECT throws_ok('DELETE FROM forgeyard.queue_admit_deltas', '42501', NULL,
                  'usage role: DELETE FROM forgeyard.queue_admit_deltas is denied (the bound cannot be bypassed)');
@@ -386,7 +388,7 @@ SELECT throws_ok('DELETE FROM forgeyard.idempotency_keys', '42501', NULL,
                  'maintenance role: DELETE FROM forgeyard.idempotency_keys is denied');
 SELECT throws_ok('SELECT * FROM forgeyard.lease_status', '42501', NULL, 'maintenance role: lease_status is denied');
 SELECT results_eq($$SELECT task FROM forgeyard.maintain()$$,
-                  $$VALUES ('idempotency_keys'::text), ('queue_events'), ('acked_messages'), ('dead_letters'), ('inbox'), ('workflow_runs'), ('schedules'), ('release_deltas'), ('queue_lanes'), ('lane_segments')$$,
+                  $$VALUES ('idempotency_keys'::text), ('queue_events'), ('acked_messages'), ('dead_letters'), ('inbox'), ('workflow_runs'), ('schedules'), ('release_deltas'), ('queue_lanes'), ('admit_deltas'), ('lane_segments'), ('usage_segments')$$,
                   'maintenance role: maintain() across tenants');
 SELECT is(forgeyard.inbox_purge(), 0, 'maintenance role: inbox_purge across tenants');
 SELECT matches((SELECT string_agg(plan, E'\n') FROM forgeyard.claim_plan('t2', 'acc-q')), 'Index Scan using messages_claim',
@@ -566,7 +568,7 @@ SELECT throws_ok('SELECT * FROM forgeyard.lease_reap()', 'FY040', NULL,
                  'bound maintenance role: lease_reap() with the default (all tenants) -> FY040');
 SELECT throws_ok($$SELECT * FROM forgeyard.lease_reap(10, 't2')$$, 'FY040', NULL,
                  'bound maintenance role: lease_reap for another tenant -> FY040');
-SELECT is((SELECT count(*) FROM forgeyard.maintain(10, 't1')), 10::bigint, 'bound maintenance role: maintain for its tenant');
+SELECT is((SELECT count(*) FROM forgeyard.maintain(10, 't1')), 12::bigint, 'bound maintenance role: maintain for its tenant');
 SELECT throws_ok('SELECT * FROM forgeyard.maintain()', 'FY040', 'a role bound to tenants must name its tenant',
                  'bound maintenance role: maintain() for all tenants -> FY040');
 SELECT throws_ok($$SELECT * FROM forgeyard.maintain(10, 't2')$$, 'FY040', NULL, 'bound maintenance role: maintain for another tenant -> FY040');

@@ -12,7 +12,9 @@ SELECT plan(2);
 SELECT set_eq(
     $$SELECT unnest(extconfig)::regclass::text FROM pg_catalog.pg_extension WHERE extname = 'forgeyard'$$,
     ARRAY['forgeyard.leases', 'forgeyard.tenant_bindings', 'forgeyard.role_access', 'forgeyard.idempotency_keys',
-          'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_admit_deltas', 'forgeyard.queue_releases', 'forgeyard.queue_release_deltas', 'forgeyard.messages',
+          'forgeyard.queues', 'forgeyard.queue_slots', 'forgeyard.queue_releases', 'forgeyard.messages',
+          'forgeyard.queue_release_deltas_0', 'forgeyard.queue_release_deltas_1', 'forgeyard.queue_release_deltas_2', 'forgeyard.queue_release_deltas_3',
+          'forgeyard.queue_admit_deltas_0', 'forgeyard.queue_admit_deltas_1', 'forgeyard.queue_admit_deltas_2', 'forgeyard.queue_admit_deltas_3',
           'forgeyard.queue_events', 'forgeyard.queue_partitions', 'forgeyard.inbox',
           'forgeyard.message_ids', 'forgeyard.claim_tokens', 'forgeyard.idempotency_attempts',
           'forgeyard.event_types', 'forgeyard.topics', 'forgeyard.subscriptions', 'forgeyard.topic_events',

@@ -34,7 +34,7 @@ struct Named {
   const char* name;
   Oid oid = InvalidOid;
 };
-std::array<Named, 17> tables{{{"messages"},
+std::array<Named, 25> tables{{{"messages"},
                               {"queue_releases"},
                               {"queue_release_deltas"},
                               {"queue_slots"},
@@ -50,8 +50,16 @@ std::array<Named, 17> tables{{{"messages"},
                               {"queue_lane_entries_0"},
                               {"queue_lane_entries_1"},
                               {"queue_lane_entries_2"},
-                              {"queue_lane_entries_3"}}};
-std::array<Named, 18> indexes{{{"messages_pkey"},
+                              {"queue_lane_entries_3"},
+                              {"queue_release_deltas_0"},
+                              {"queue_release_deltas_1"},
+                              {"queue_release_deltas_2"},
+                              {"queue_release_deltas_3"},
+                              {"queue_admit_deltas_0"},
+                              {"queue_admit_deltas_1"},
+                              {"queue_admit_deltas_2"},
+                              {"queue_admit_deltas_3"}}};
+std::array<Named, 26> indexes{{{"messages_pkey"},
                                {"messages_claim"},
                                {"messages_fair"},
                                {"queue_releases_pkey"},
@@ -68,7 +76,15 @@ std::array<Named, 18> indexes{{{"messages_pkey"},
                                {"queue_lane_entries_0_pkey"},
                                {"queue_lane_entries_1_pkey"},
                                {"queue_lane_entries_2_pkey"},
-                               {"queue_lane_entries_3_pkey"}}};
+                               {"queue_lane_entries_3_pkey"},
+                               {"queue_release_deltas_0_slot"},
+                               {"queue_release_deltas_1_slot"},
+                               {"queue_release_deltas_2_slot"},
+                               {"queue_release_deltas_3_slot"},
+                               {"queue_admit_deltas_0_slot"},
+                               {"queue_admit_deltas_1_slot"},
+                               {"queue_admit_deltas_2_slot"},
+                               {"queue_admit_deltas_3_slot"}}};
 // Per table: column name -> attribute number.
 std::array<std::map<std::string, int, std::less<>>, tables.size()> columns;
 // Per index: (column, strategy) -> comparison function, and the column's collation.

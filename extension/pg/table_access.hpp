@@ -48,7 +48,15 @@ enum class OwnTable : int {
   queue_lane_entries_0,
   queue_lane_entries_1,
   queue_lane_entries_2,
-  queue_lane_entries_3
+  queue_lane_entries_3,
+  queue_release_deltas_0,
+  queue_release_deltas_1,
+  queue_release_deltas_2,
+  queue_release_deltas_3,
+  queue_admit_deltas_0,
+  queue_admit_deltas_1,
+  queue_admit_deltas_2,
+  queue_admit_deltas_3
 };
 enum class OwnIndex : int {
   messages_pkey,
@@ -68,7 +76,15 @@ enum class OwnIndex : int {
   queue_lane_entries_0_pkey,
   queue_lane_entries_1_pkey,
   queue_lane_entries_2_pkey,
-  queue_lane_entries_3_pkey
+  queue_lane_entries_3_pkey,
+  queue_release_deltas_0_slot,
+  queue_release_deltas_1_slot,
+  queue_release_deltas_2_slot,
+  queue_release_deltas_3_slot,
+  queue_admit_deltas_0_slot,
+  queue_admit_deltas_1_slot,
+  queue_admit_deltas_2_slot,
+  queue_admit_deltas_3_slot
 };
 
 // One statement's worth of direct access: CommandCounterIncrement and a pushed snapshot, popped

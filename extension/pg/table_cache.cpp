@@ -27,7 +27,8 @@ Watched watched[] = {{"queues"},
                      {"queue_release_deltas"},
                      {"flow_outcome_deltas"},
                      {"queue_admit_deltas"},
-                     {"queue_lane_segment"}};
+                     {"queue_lane_segment"},
+                     {"queue_release_deltas_0"}};
 bool registered = false;
 
 void relation_callback(Datum, Oid relid) {

@@ -23,7 +23,8 @@ enum class CachedTable {
   queue_release_deltas,
   flow_outcome_deltas,
   queue_admit_deltas,
-  queue_lane_segment
+  queue_lane_segment,
+  queue_release_deltas_0
 };
 
 // A number that changes whenever the table's cache must be dropped. Read it before running the

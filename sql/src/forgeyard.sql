@@ -488,12 +488,27 @@ CREATE TABLE forgeyard.queue_admit_deltas (
     slot              integer NOT NULL,
     gen               bigint  NOT NULL,
     admitted_messages bigint  NOT NULL DEFAULT 0,
-    admitted_bytes    bigint  NOT NULL DEFAULT 0,
-    PRIMARY KEY (tenant_id, queue, slot, gen)
-) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+    admitted_bytes    bigint  NOT NULL DEFAULT 0
+) PARTITION BY LIST (((gen / 10) % 4));
 COMMENT ON TABLE forgeyard.queue_admit_deltas IS
-  'Messages and bytes admitted into a capacity slot in its current admission generation (queue_slots.admit_gen): one row per slot, folded into the slot''s queue_slots row by the first producer of the next generation.';
-
+  'Messages and bytes admitted into a capacity slot in its current admission generation (queue_slots.admit_gen): one row per slot, folded into the slot''s queue_slots row by the first producer of the next generation, or by maintain(). In four segments (partitions) by the ten-second period of gen, truncated by maintain() once emptied.';
+CREATE TABLE forgeyard.queue_admit_deltas_0 PARTITION OF forgeyard.queue_admit_deltas FOR VALUES IN (0)
+    WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE TABLE forgeyard.queue_admit_deltas_1 PARTITION OF forgeyard.queue_admit_deltas FOR VALUES IN (1)
+    WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE TABLE forgeyard.queue_admit_deltas_2 PARTITION OF forgeyard.queue_admit_deltas FOR VALUES IN (2)
+    WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE TABLE forgeyard.queue_admit_deltas_3 PARTITION OF forgeyard.queue_admit_deltas FOR VALUES IN (3)
+    WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE INDEX queue_admit_deltas_0_slot ON forgeyard.queue_admit_deltas_0 (tenant_id, queue, slot, gen);
+CREATE INDEX queue_admit_deltas_1_slot ON forgeyard.queue_admit_deltas_1 (tenant_id, queue, slot, gen);
+CREATE INDEX queue_admit_deltas_2_slot ON forgeyard.queue_admit_deltas_2 (tenant_id, queue, slot, gen);
+CREATE INDEX queue_admit_deltas_3_slot ON forgeyard.queue_admit_deltas_3 (tenant_id, queue, slot, gen);
+CREATE INDEX queue_admit_deltas_slot ON forgeyard.queue_admit_deltas (tenant_id, queue, slot, gen);
+COMMENT ON TABLE forgeyard.queue_admit_deltas_0 IS 'Segment 0 of queue_admit_deltas (the generations whose ten-second period is 0 modulo 4): truncated by maintain() once it holds no row.';
+COMMENT ON TABLE forgeyard.queue_admit_deltas_1 IS 'Segment 1 of queue_admit_deltas (the generations whose ten-second period is 1 modulo 4): truncated by maintain() once it holds no row.';
+COMMENT ON TABLE forgeyard.queue_admit_deltas_2 IS 'Segment 2 of queue_admit_deltas (the generations whose ten-second period is 2 modulo 4): truncated by maintain() once it holds no row.';
+COMMENT ON TABLE forgeyard.queue_admit_deltas_3 IS 'Segment 3 of queue_admit_deltas (the generations whose ten-second period is 3 modulo 4): truncated by maintain() once it holds no row.';
 CREATE TABLE forgeyard.queue_releases (
     tenant_id         text    NOT NULL,
     queue             text    NOT NULL,
@@ -505,20 +520,38 @@ CREATE TABLE forgeyard.queue_releases (
 COMMENT ON TABLE forgeyard.queue_releases IS
   'Messages and bytes that left each capacity slot (acked or dead-lettered): the consumers'' side of the bound.';
 
--- Room given back while the slot's release row is held by another open transaction (or read
--- under a transaction snapshot): one row per slot and call, appended without a row lock, so an
--- ack never waits for another consumer (0.7.1). The slot's usage is its admitted count less its
--- release row and its deltas; whoever next locks the release row folds the deltas into it.
+-- The room acked messages give back to their slots (0.7.1; by generation of 100 ms from 0.11.0):
+-- the slot's usage is its admitted count less its release row and these deltas; acks and
+-- maintain() fold older generations into the release row.
 CREATE TABLE forgeyard.queue_release_deltas (
     tenant_id         text    NOT NULL,
     queue             text    NOT NULL,
     slot              integer NOT NULL,
     released_messages bigint  NOT NULL,
-    released_bytes    bigint  NOT NULL
-) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
-CREATE INDEX queue_release_deltas_slot ON forgeyard.queue_release_deltas (tenant_id, queue, slot);
+    released_bytes    bigint  NOT NULL,
+    gen               bigint  NOT NULL
+) PARTITION BY LIST (((gen / 100) % 4));
 COMMENT ON TABLE forgeyard.queue_release_deltas IS
-  'Messages and bytes that left a capacity slot while its queue_releases row was held by another transaction: added to that row''s counts, and folded into it by the next ack that locks it.';
+  'Messages and bytes that left a capacity slot (acked or dead-lettered), per generation of 100 ms: folded into the slot''s queue_releases row by the first ack of a later generation, or by maintain(). In four segments (partitions) by the ten-second period of gen, truncated by maintain() once emptied.';
+COMMENT ON COLUMN forgeyard.queue_release_deltas.gen IS
+  'The generation the room was given back in: forgeyard.now() in units of 100 ms since 1970. An ack updates a row of its generation in place (or adds one when every row of it is held); the older generations are folded into the release row.';
+CREATE TABLE forgeyard.queue_release_deltas_0 PARTITION OF forgeyard.queue_release_deltas FOR VALUES IN (0)
+    WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE TABLE forgeyard.queue_release_deltas_1 PARTITION OF forgeyard.queue_release_deltas FOR VALUES IN (1)
+    WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE TABLE forgeyard.queue_release_deltas_2 PARTITION OF forgeyard.queue_release_deltas FOR VALUES IN (2)
+    WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE TABLE forgeyard.queue_release_deltas_3 PARTITION OF forgeyard.queue_release_deltas FOR VALUES IN (3)
+    WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE INDEX queue_release_deltas_0_slot ON forgeyard.queue_release_deltas_0 (tenant_id, queue, slot, gen);
+CREATE INDEX queue_release_deltas_1_slot ON forgeyard.queue_release_deltas_1 (tenant_id, queue, slot, gen);
+CREATE INDEX queue_release_deltas_2_slot ON forgeyard.queue_release_deltas_2 (tenant_id, queue, slot, gen);
+CREATE INDEX queue_release_deltas_3_slot ON forgeyard.queue_release_deltas_3 (tenant_id, queue, slot, gen);
+CREATE INDEX queue_release_deltas_slot ON forgeyard.queue_release_deltas (tenant_id, queue, slot, gen);
+COMMENT ON TABLE forgeyard.queue_release_deltas_0 IS 'Segment 0 of queue_release_deltas (the generations whose ten-second period is 0 modulo 4): truncated by maintain() once it holds no row.';
+COMMENT ON TABLE forgeyard.queue_release_deltas_1 IS 'Segment 1 of queue_release_deltas (the generations whose ten-second period is 1 modulo 4): truncated by maintain() once it holds no row.';
+COMMENT ON TABLE forgeyard.queue_release_deltas_2 IS 'Segment 2 of queue_release_deltas (the generations whose ten-second period is 2 modulo 4): truncated by maintain() once it holds no row.';
+COMMENT ON TABLE forgeyard.queue_release_deltas_3 IS 'Segment 3 of queue_release_deltas (the generations whose ten-second period is 3 modulo 4): truncated by maintain() once it holds no row.';
 
 CREATE SEQUENCE forgeyard.message_ids;
 CREATE SEQUENCE forgeyard.claim_tokens;
@@ -3089,6 +3122,127 @@ COMMENT ON FUNCTION forgeyard.queue_lane_segments_maintain() IS
 -- (end of section)
 
 -------------------------------------------------------------------------------------------------
+-- 0.14.0: the capacity counts' segments (F17, step 3 of docs/queue-storage-design.md: "As built
+-- in 0.14.0"; docs/architecture.md, "Capacity slots")
+-------------------------------------------------------------------------------------------------
+
+-- The delta rows of the capacity counts (queue_release_deltas, queue_admit_deltas) are updated in
+-- place by every ack and every enqueue: under a held snapshot each leaves a dead version. Both
+-- tables are LIST partitions by the ten-second period of the row's generation, modulo 4: a
+-- generation's rows, and every version of them, are in one segment, which nobody writes once its
+-- period is over and its rows are folded. maintain() folds the quiet slots' admission rows
+-- (queue_admit_fold) and truncates the emptied segments (queue_usage_segments_maintain), so
+-- those versions leave in bulk whatever the snapshot.
+
+-- The admission rows of generations before the current second folded into their slot rows
+-- (queue_slots), for slots no producer holds (each locked FOR UPDATE SKIP LOCKED): a slot no
+-- producer enqueues into any more keeps no row in a segment, which could then never be truncated.
+-- The rows are read in a statement after the lock, which in READ COMMITTED sees what a producer
+-- committed before it (a row made since the first statement's snapshot). Up to max_rows slots of
+-- `tenant` (NULL: every tenant); only in READ COMMITTED (a transaction snapshot could miss such a
+-- row: 0). Returns the slots folded. Both editions' maintain(). (22004 for a NULL max_rows,
+-- 22023 for one below 1: maintain() checks it first.)
+CREATE FUNCTION forgeyard.queue_admit_fold(max_rows integer, tenant text DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    g bigint := pg_catalog.floor(pg_catalog.date_part('epoch', forgeyard.now()))::bigint;
+    ts text[];
+    qs text[];
+    ss integer[];
+    n bigint;
+BEGIN
+    IF max_rows IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'max_rows must not be NULL';
+    ELSIF max_rows <= 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'max_rows must be positive';
+    END IF;
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN 0;
+    END IF;
+    WITH l AS (SELECT a.tenant_id, a.queue, a.slot FROM forgeyard.queue_slots a
+                WHERE (tenant IS NULL OR a.tenant_id = tenant) AND a.admit_gen < g
+                LIMIT max_rows FOR UPDATE OF a SKIP LOCKED)
+    SELECT pg_catalog.array_agg(l.tenant_id), pg_catalog.array_agg(l.queue), pg_catalog.array_agg(l.slot)
+      INTO ts, qs, ss FROM l;
+    IF ts IS NULL THEN
+        RETURN 0;
+    END IF;
+    WITH k AS (SELECT * FROM unnest(ts, qs, ss) k(tenant_id, queue, slot)),
+         d AS (DELETE FROM forgeyard.queue_admit_deltas d USING k, forgeyard.queue_slots a
+                WHERE a.tenant_id = k.tenant_id AND a.queue = k.queue AND a.slot = k.slot
+                  AND d.tenant_id = k.tenant_id AND d.queue = k.queue AND d.slot = k.slot AND d.gen = a.admit_gen
+               RETURNING d.tenant_id, d.queue, d.slot, d.admitted_messages, d.admitted_bytes)
+    UPDATE forgeyard.queue_slots a
+       SET admitted_messages = a.admitted_messages + coalesce(d.admitted_messages, 0),
+           admitted_bytes = a.admitted_bytes + coalesce(d.admitted_bytes, 0), admit_gen = NULL
+      FROM k LEFT JOIN d USING (tenant_id, queue, slot)
+     WHERE a.tenant_id = k.tenant_id AND a.queue = k.queue AND a.slot = k.slot AND a.admit_gen < g;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION forgeyard.queue_admit_fold(integer, text) IS
+  'Internal: maintain()''s fold of admission rows of past generations into their slot rows (slots no producer holds; READ COMMITTED only). Not granted to anyone.';
+
+-- The segments of the capacity counts truncated: per table, the first segment other than the
+-- current period's that has pages but no row (every row of it folded; the dead versions its
+-- updates left are what goes). Its ACCESS EXCLUSIVE lock is taken with lock_timeout 50 ms in a
+-- subtransaction; on 55P03 (or a deadlock) it is skipped until the next pass. The check is made
+-- again under the lock, where every writer of the segment has ended: a row of a transaction that
+-- committed since the first check keeps it. At most one segment a table a pass, last in
+-- maintain() (the lock is held to its commit). Only in READ COMMITTED (0). Returns the segments
+-- truncated.
+CREATE FUNCTION forgeyard.queue_usage_segments_maintain()
+    RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    open_seg integer := (pg_catalog.floor(pg_catalog.date_part('epoch', forgeyard.now()) / 10)::bigint % 4)::integer;
+    saved text;
+    seg_name text;
+    t text;
+    live boolean;
+    n bigint := 0;
+BEGIN
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN 0;
+    END IF;
+    saved := pg_catalog.current_setting('lock_timeout');
+    FOREACH t IN ARRAY ARRAY['queue_release_deltas', 'queue_admit_deltas'] LOOP
+        FOR j IN 0 .. 3 LOOP
+            CONTINUE WHEN j = open_seg;
+            seg_name := t || '_' || j;
+            CONTINUE WHEN pg_catalog.pg_relation_size(('forgeyard.' || seg_name)::regclass) = 0;
+            EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', seg_name) INTO live;
+            CONTINUE WHEN live;
+            BEGIN
+                PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+                EXECUTE format('LOCK TABLE forgeyard.%I IN ACCESS EXCLUSIVE MODE', seg_name);
+                EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', seg_name) INTO live;
+                IF NOT live THEN
+                    EXECUTE format('TRUNCATE forgeyard.%I', seg_name);
+                    n := n + 1;
+                END IF;
+                PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+            EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+                live := true;  -- (the subtransaction's end restored lock_timeout)
+            END;
+            EXIT WHEN NOT live;
+        END LOOP;
+    END LOOP;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION forgeyard.queue_usage_segments_maintain() IS
+  'Internal: maintain()''s truncation of the capacity counts'' emptied segments (queue_release_deltas_N, queue_admit_deltas_N; skipped when the lock is not had within 50 ms; READ COMMITTED only). Not granted to anyone.';
+
+-- (end of section)
+
+-------------------------------------------------------------------------------------------------
 -- 0.11.0: release generations, an ack that does not walk its release row's versions (F17, step 3
 -- of docs/queue-storage-design.md, first part; docs/architecture.md, "Capacity slots")
 -------------------------------------------------------------------------------------------------
@@ -3102,14 +3256,6 @@ COMMENT ON FUNCTION forgeyard.queue_lane_segments_maintain() IS
 -- what is left, and the rows of a library before 0.11.0 (gen NULL: a session that loaded it
 -- before the update still inserts them). A slot's usage is unchanged: admitted less its release
 -- row and all its deltas.
-ALTER TABLE forgeyard.queue_release_deltas ADD COLUMN gen bigint;
-ALTER TABLE forgeyard.queue_release_deltas SET (fillfactor = 50);
-COMMENT ON COLUMN forgeyard.queue_release_deltas.gen IS
-  'The generation the room was given back in: forgeyard.now() in units of 100 ms since 1970 (NULL: a library before 0.11.0, still loaded by a session after the update). An ack updates a row of its generation in place (or adds one when every row of it is held); the older generations are folded into the release row.';
-DROP INDEX forgeyard.queue_release_deltas_slot;
-CREATE INDEX queue_release_deltas_slot ON forgeyard.queue_release_deltas (tenant_id, queue, slot, gen);
-COMMENT ON TABLE forgeyard.queue_release_deltas IS
-  'Messages and bytes that left a capacity slot (acked or dead-lettered), per generation of 100 ms: folded into the slot''s queue_releases row by the first ack of a later generation, or by maintain().';
 ALTER TABLE forgeyard.queue_releases ADD COLUMN folded_gen bigint NOT NULL DEFAULT 0;
 COMMENT ON COLUMN forgeyard.queue_releases.folded_gen IS
   'Where an ack''s fold of older generations starts: every delta row below it that the last fold saw was folded (a row it did not see, of a transaction then open, is folded by maintain()).';
@@ -3141,8 +3287,14 @@ SELECT pg_catalog.pg_extension_config_dump('forgeyard.idempotency_attempts', '')
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queues', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_slots', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_releases', '');
-SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_release_deltas', '');
-SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_admit_deltas', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_release_deltas_0', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_release_deltas_1', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_release_deltas_2', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_release_deltas_3', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_admit_deltas_0', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_admit_deltas_1', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_admit_deltas_2', '');
+SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_admit_deltas_3', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.messages', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_events', '');
 SELECT pg_catalog.pg_extension_config_dump('forgeyard.queue_partitions', '');

@@ -299,10 +299,10 @@ dropdb "$v090"
 
 # From 0.10.0, before release generations (F17): on the 0.10.0 catalog this library's acks give
 # room back as they did there (to the release row; a delta only under REPEATABLE READ), with
-# messages dead, in flight, ready and delayed. After the update the 0.10.0 delta has no generation
-# (as the rows a session that loaded the 0.10.0 library before the update still inserts), the
-# claim held across the update is acked with its token into a delta row of its generation, and
-# maintain() a second later folds both into the release row: the bound counts every release once.
+# messages dead, in flight, ready and delayed. The update folds the 0.10.0 delta, which has no
+# generation, into the release row (the 0.14.0 step: the segments are by generation), the claim
+# held across the update is acked with its token into a delta row of its generation, and
+# maintain() a second later folds that one too: the bound counts every release once.
 v0100=fy_upgrade_0100
 dropdb --if-exists "$v0100"
 createdb "$v0100"
@@ -327,9 +327,9 @@ q "$v0100" "SELECT forgeyard.ack('t', 'q', ${held% *}, ${held#* })" >/dev/null
 check "$v0100" "0.10.0 updated to $latest: the claim held across the update is acked with its token, into a delta row of its generation" \
   "(SELECT extversion = '$latest' FROM pg_extension WHERE extname = 'forgeyard')
    AND NOT EXISTS (SELECT FROM forgeyard.messages WHERE msg_id = ${held% *})
-   AND (SELECT count(*) = 1 FROM forgeyard.queue_release_deltas WHERE gen IS NULL AND released_messages = 1)
+   AND NOT EXISTS (SELECT FROM forgeyard.queue_release_deltas WHERE gen IS NULL)
    AND (SELECT count(*) = 1 FROM forgeyard.queue_release_deltas WHERE gen > 0 AND released_messages = 1)
-   AND (SELECT sum(released_messages) = 2 FROM forgeyard.queue_releases WHERE queue = 'q')
+   AND (SELECT sum(released_messages) = 3 FROM forgeyard.queue_releases WHERE queue = 'q')
    AND (SELECT admitted_messages = 2 FROM forgeyard.queue_overview WHERE queue = 'q')"
 q "$v0100" "SELECT set_config('forgeyard.now_override', (clock_timestamp() + interval '1 second')::text, false);
             SELECT forgeyard.maintain()" >/dev/null
@@ -425,6 +425,66 @@ check "$v0120" "segment 0 is truncated once its entries are consumed; segment 1 
   "(SELECT count(*) = 0 FROM forgeyard.queue_lane_entries_0)
    AND (SELECT count(*) = 1 FROM forgeyard.queue_lane_entries_1)"
 dropdb "$v0120"
+
+# From 0.13.0, before the counts' segments (F17): on the 0.13.0 catalog this library adds to the
+# unpartitioned delta tables as it did there. The update moves their rows into the segments of
+# their generations (a release row without a generation, which a library before 0.11.0 left, is
+# folded into its release row), and the bound counts the same: a claim held across the update is
+# acked with its token, a producer finds its room, and maintain() folds and truncates.
+v0130=fy_upgrade_0130
+dropdb --if-exists "$v0130"
+createdb "$v0130"
+q "$v0130" "CREATE EXTENSION forgeyard VERSION '0.13.0'"
+q "$v0130" "SELECT forgeyard.queue_create('t', 'q', '{\"max_messages\": 3}');
+            SELECT forgeyard.enqueue('t', 'q', 'acked', priority => 'emergency');
+            SELECT forgeyard.enqueue('t', 'q', 'old', priority => 'emergency');
+            SELECT forgeyard.enqueue('t', 'q', 'inflight', priority => 'emergency')" >/dev/null
+q "$v0130" "SELECT forgeyard.ack('t', 'q', msg_id, claim_token) FROM forgeyard.claim('t', 'q', 'c', 2)" >/dev/null
+held=$(q "$v0130" "SELECT msg_id || ' ' || claim_token FROM forgeyard.claim('t', 'q', 'c')")
+q "$v0130" "UPDATE forgeyard.queue_release_deltas SET gen = NULL
+             WHERE ctid = (SELECT ctid FROM forgeyard.queue_release_deltas ORDER BY gen LIMIT 1)" >/dev/null
+check "$v0130" "on the 0.13.0 catalog: the deltas in plain tables, one release row without a generation, one message in flight" \
+  "(SELECT relkind = 'r' FROM pg_class WHERE oid = 'forgeyard.queue_release_deltas'::regclass)
+   AND to_regclass('forgeyard.queue_release_deltas_0') IS NULL
+   AND (SELECT count(*) >= 1 FROM forgeyard.queue_release_deltas WHERE gen IS NULL)
+   AND (SELECT sum(released_messages) = 2 FROM forgeyard.queue_release_deltas)
+   AND (SELECT sum(admitted_messages) = 3 FROM forgeyard.queue_admit_deltas)
+   AND (SELECT admitted_messages = 1 FROM forgeyard.queue_overview WHERE queue = 'q')"
+q "$v0130" "ALTER EXTENSION forgeyard UPDATE"
+check "$v0130" "0.13.0 updated to $latest: the deltas are in their generations' segments, the one without a generation folded" \
+  "(SELECT extversion = '$latest' FROM pg_extension WHERE extname = 'forgeyard')
+   AND (SELECT relkind = 'p' FROM pg_class WHERE oid = 'forgeyard.queue_release_deltas'::regclass)
+   AND (SELECT relkind = 'p' FROM pg_class WHERE oid = 'forgeyard.queue_admit_deltas'::regclass)
+   AND to_regclass('forgeyard.queue_release_deltas_before_0_14') IS NULL
+   AND NOT EXISTS (SELECT FROM forgeyard.queue_release_deltas WHERE tableoid::regclass::text
+                     <> 'forgeyard.queue_release_deltas_' || (gen / 100) % 4)
+   AND NOT EXISTS (SELECT FROM forgeyard.queue_admit_deltas WHERE tableoid::regclass::text
+                     <> 'forgeyard.queue_admit_deltas_' || (gen / 10) % 4)
+   AND (SELECT sum(released_messages) FROM forgeyard.queue_releases WHERE queue = 'q')
+       + (SELECT coalesce(sum(released_messages), 0) FROM forgeyard.queue_release_deltas) = 2
+   AND (SELECT sum(admitted_messages) = 3 FROM forgeyard.queue_admit_deltas)
+   AND (SELECT admitted_messages = 1 FROM forgeyard.queue_overview WHERE queue = 'q')"
+q "$v0130" "DO \$\$ BEGIN
+              PERFORM forgeyard.enqueue('t', 'q', 'two', priority => 'emergency');
+              PERFORM forgeyard.enqueue('t', 'q', 'three', priority => 'emergency');
+              PERFORM forgeyard.enqueue('t', 'q', 'over', priority => 'emergency');
+              RAISE EXCEPTION 'a fourth message was admitted';
+            EXCEPTION WHEN SQLSTATE 'FY020' THEN NULL;
+            END \$\$" || { echo "FAIL: the bound of 3 does not hold after the update"; exit 1; }
+echo "ok - the bound counts the moved rows: with one in flight, a third message more is FY020 (the block rolled back)"
+q "$v0130" "SELECT forgeyard.ack('t', 'q', ${held% *}, ${held#* })" >/dev/null
+q "$v0130" "SELECT forgeyard.enqueue('t', 'q', 'after', priority => 'emergency')" >/dev/null
+check "$v0130" "the claim held across the update is acked with its token, and a producer finds its room" \
+  "NOT EXISTS (SELECT FROM forgeyard.messages WHERE msg_id = ${held% *})
+   AND (SELECT admitted_messages = 1 FROM forgeyard.queue_overview WHERE queue = 'q')"
+q "$v0130" "SELECT set_config('forgeyard.now_override', (clock_timestamp() + interval '20 seconds')::text, false);
+            SELECT forgeyard.maintain(); SELECT forgeyard.maintain()" >/dev/null
+check "$v0130" "two maintain() passes fold the admission and release rows and truncate their emptied segments; the bound is unchanged" \
+  "NOT EXISTS (SELECT FROM forgeyard.queue_admit_deltas) AND NOT EXISTS (SELECT FROM forgeyard.queue_release_deltas)
+   AND (SELECT count(*) FILTER (WHERE pg_relation_size(c.oid) > 0) = 0 FROM pg_class c
+         WHERE c.relname ~ '^queue_(release|admit)_deltas_[0-3]\$' AND c.relnamespace = 'forgeyard'::regnamespace)
+   AND (SELECT admitted_messages = 1 FROM forgeyard.queue_overview WHERE queue = 'q')"
+dropdb "$v0130"
 
 # Both equal a fresh install given the same grant, except for pg_init_privs: PostgreSQL records a
 # GRANT run inside ALTER EXTENSION UPDATE (apply_access re-granting the recorded roles) as an initial
