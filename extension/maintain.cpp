@@ -123,13 +123,14 @@ std::uint64_t fold_release_deltas(pg::Spi& spi, std::int32_t max_rows, const Ten
       {INT4OID, TEXTOID});
   // (A row is its table, a segment from 0.14.0, and its ctid there.)
   static pg::Statement fold_generations(
-      fold_sql(" AND (x.gen IS NULL OR x.gen OPERATOR(pg_catalog.<) $3)",
-               "DELETE FROM forgeyard.queue_release_deltas x USING ("
-               "        SELECT y.tableoid, y.ctid FROM forgeyard.queue_release_deltas y JOIN r"
-               "            ON y.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
-               "           AND y.queue OPERATOR(pg_catalog.=) r.queue AND y.slot OPERATOR(pg_catalog.=) r.slot"
-               "         WHERE (y.gen IS NULL OR y.gen OPERATOR(pg_catalog.<) $3) FOR UPDATE OF y SKIP LOCKED) l(rel, tid)"
-               " WHERE x.tableoid OPERATOR(pg_catalog.=) l.rel AND x.ctid OPERATOR(pg_catalog.=) l.tid"),
+      fold_sql(
+          " AND (x.gen IS NULL OR x.gen OPERATOR(pg_catalog.<) $3)",
+          "DELETE FROM forgeyard.queue_release_deltas x USING ("
+          "        SELECT y.tableoid, y.ctid FROM forgeyard.queue_release_deltas y JOIN r"
+          "            ON y.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
+          "           AND y.queue OPERATOR(pg_catalog.=) r.queue AND y.slot OPERATOR(pg_catalog.=) r.slot"
+          "         WHERE (y.gen IS NULL OR y.gen OPERATOR(pg_catalog.<) $3) FOR UPDATE OF y SKIP LOCKED) l(rel, tid)"
+          " WHERE x.tableoid OPERATOR(pg_catalog.=) l.rel AND x.ctid OPERATOR(pg_catalog.=) l.tid"),
       {INT4OID, TEXTOID, INT8OID});
   if (pg::uses_transaction_snapshot() || !pg::has_table(pg::CachedTable::queue_release_deltas)) return 0;
   std::int64_t folded = 0;

@@ -207,7 +207,9 @@ core::Usage usage(pg::Spi& spi, const Queue& queue) {
   return used;
 }
 
-bool usage_segments_schema() { return pg::has_table(pg::CachedTable::queue_release_deltas_0); }
+bool usage_segments_schema() {
+  return pg::has_table(pg::CachedTable::queue_release_deltas_0);
+}
 
 DeltaTables::DeltaTables(pg::Access& access, Deltas kind)
     : access_(access), kind_(kind), segmented_(usage_segments_schema()) {}
@@ -222,14 +224,16 @@ int DeltaTables::segment_of(std::int64_t gen) const {
 
 pg::Table& DeltaTables::segment(int i) {
   static constexpr std::array<pg::OwnTable, 4> release{
-      pg::OwnTable::queue_release_deltas_0, pg::OwnTable::queue_release_deltas_1,
-      pg::OwnTable::queue_release_deltas_2, pg::OwnTable::queue_release_deltas_3};
-  static constexpr std::array<pg::OwnTable, 4> admit{pg::OwnTable::queue_admit_deltas_0, pg::OwnTable::queue_admit_deltas_1,
-                                                     pg::OwnTable::queue_admit_deltas_2, pg::OwnTable::queue_admit_deltas_3};
+      pg::OwnTable::queue_release_deltas_0, pg::OwnTable::queue_release_deltas_1, pg::OwnTable::queue_release_deltas_2,
+      pg::OwnTable::queue_release_deltas_3};
+  static constexpr std::array<pg::OwnTable, 4> admit{
+      pg::OwnTable::queue_admit_deltas_0, pg::OwnTable::queue_admit_deltas_1, pg::OwnTable::queue_admit_deltas_2,
+      pg::OwnTable::queue_admit_deltas_3};
   std::optional<pg::Table>& t = tables_.at(static_cast<std::size_t>(i));
   if (!t) {
     if (!segmented_)
-      t.emplace(access_, kind_ == Deltas::release ? pg::OwnTable::queue_release_deltas : pg::OwnTable::queue_admit_deltas);
+      t.emplace(access_,
+                kind_ == Deltas::release ? pg::OwnTable::queue_release_deltas : pg::OwnTable::queue_admit_deltas);
     else
       t.emplace(access_, (kind_ == Deltas::release ? release : admit).at(static_cast<std::size_t>(i)));
   }

@@ -68,7 +68,7 @@ class SlotAdmitted {
       return;
     }
     const std::int64_t now = pg::unix_usecs(pg::now()) / core::admission_generation_usecs;
-    if (gen_ && now <= *gen_) {  // (a clock behind the slot's generation adds to it too)
+    if (gen_ && now <= *gen_) {           // (a clock behind the slot's generation adds to it too)
       pg::Table& row = gens_->at(*gen_);  // (the row read() found and locked)
       row.update({{row.column("admitted_messages"), pg::int8_value(current_.messages + n.messages)},
                   {row.column("admitted_bytes"), pg::int8_value(current_.bytes + n.bytes)}});
