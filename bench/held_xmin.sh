@@ -75,7 +75,7 @@ source bench/lib/hold.sh
 # The tables a side's run leaves dead tuples in.
 tables() {
   case "$1" in
-    forgeyard | plpgsql) echo "'messages', 'queue_slots', 'queue_admit_deltas', 'queue_releases', 'queue_release_deltas', 'queues', 'queue_lanes', 'queue_lane_entries_0', 'queue_lane_entries_1', 'queue_lane_entries_2', 'queue_lane_entries_3'" ;;
+    forgeyard | plpgsql) echo "'messages', 'queue_slots', 'queue_admit_deltas', 'queue_releases', 'queue_release_deltas', 'queues', 'queue_lanes', 'queue_lane_entries_0', 'queue_lane_entries_1', 'queue_lane_entries_2', 'queue_lane_entries_3', 'queue_release_deltas_0', 'queue_release_deltas_1', 'queue_release_deltas_2', 'queue_release_deltas_3', 'queue_admit_deltas_0', 'queue_admit_deltas_1', 'queue_admit_deltas_2', 'queue_admit_deltas_3'" ;;
     baseline) echo "'bench_q'" ;;
     lanes) echo "'msgs', 'ready'" ;;
     listings) echo "'entries_0', 'entries_1', 'entries_2', 'entries_3', 'events_0', 'events_1', 'events_2', 'events_3'" ;;
@@ -98,12 +98,14 @@ fill_listings() {
     -c "SELECT setval('listings.msg_ids', $1), setval('listings.lane_pos', $1), setval('listings.lane_cursor', 0)" \
     -c "VACUUM ANALYZE listings.entries" -c "VACUUM ANALYZE listings.events" -c "CHECKPOINT"
 }
-dead() { # side: "dead tuples N, size M MB" of its tables (forgeyard's: and of the lanes' entries)
+dead() { # side: "dead tuples N, size M MB" of its tables (forgeyard's: and of the lanes' entries, and the counts' tables: slots, releases and their deltas with their segments)
   psql -X -At -d "$db" -c "SELECT pg_catalog.pg_stat_force_next_flush()" >/dev/null 2>&1
   psql -X -At -d "$db" -c "SELECT 'dead tuples ' || coalesce(sum(n_dead_tup), 0) || ', size ' ||
       pg_catalog.round(coalesce(sum(pg_catalog.pg_total_relation_size(relid)), 0) / 1048576.0) || ' MB' ||
       coalesce(' (lane entries: ' || sum(n_live_tup) FILTER (WHERE relname LIKE 'queue_lane%') || ' live, ' ||
-               sum(n_dead_tup) FILTER (WHERE relname LIKE 'queue_lane%') || ' dead)', '')
+               sum(n_dead_tup) FILTER (WHERE relname LIKE 'queue_lane%') || ' dead)', '') ||
+      coalesce(' (counts: ' || sum(n_dead_tup) FILTER (WHERE relname ~ '^queue_(slots|releases|admit_deltas|release_deltas)') ||
+               ' dead)', '')
     FROM pg_catalog.pg_stat_user_tables WHERE relname IN ($(tables "$1"))"
 }
 # percentiles PREFIX: "p50 …, p99 …" of the per-transaction logs $dir/PREFIX*.

@@ -24,17 +24,25 @@ WITH queues AS (
      WHERE $1::pg_catalog.text IS NULL OR t.tenant_id OPERATOR(pg_catalog.=) $1
 ), everything AS (
     SELECT $1::pg_catalog.text IS NULL AS yes
-), lane_segments AS (
-    -- The ready lanes' segments (0.13.0), found by name, so that a catalog before 0.13.0 has none:
-    -- whether each is the open one, and whether it has pages.
-    SELECT c.oid, c.relname::pg_catalog.text AS relname,
-           c.relname OPERATOR(pg_catalog.=) ('queue_lane_entries_' OPERATOR(pg_catalog.||)
-             (coalesce(pg_catalog.pg_sequence_last_value(pg_catalog.to_regclass('forgeyard.queue_lane_segment')), 0)
-              OPERATOR(pg_catalog.%) 4)) AS open,
+), segments AS (
+    -- The ready lanes' segments (0.13.0) and the capacity counts' (0.14.0), found by name, so that
+    -- an older catalog has none: whether each is the open one (the lanes': the sequence's; the
+    -- counts': that of the current ten-second period), and whether it has pages.
+    SELECT CASE WHEN c.relname OPERATOR(pg_catalog.~) '^queue_lane_entries_' THEN 'lane_segment'
+                ELSE 'usage_segment' END AS kind,
+           c.oid, c.relname::pg_catalog.text AS relname,
+           CASE WHEN c.relname OPERATOR(pg_catalog.~) '^queue_lane_entries_'
+                THEN c.relname OPERATOR(pg_catalog.=) ('queue_lane_entries_' OPERATOR(pg_catalog.||)
+                       (coalesce(pg_catalog.pg_sequence_last_value(pg_catalog.to_regclass('forgeyard.queue_lane_segment')), 0)
+                        OPERATOR(pg_catalog.%) 4))
+                ELSE pg_catalog.right(c.relname, 1) OPERATOR(pg_catalog.=)
+                       (pg_catalog.abs(pg_catalog.trunc(pg_catalog.date_part('epoch', $2) OPERATOR(pg_catalog./) 10)::pg_catalog.int8
+                         OPERATOR(pg_catalog.%) 4)::pg_catalog.text) END AS open,
            pg_catalog.pg_relation_size(c.oid) OPERATOR(pg_catalog.>) 0 AS has_rows
       FROM pg_catalog.pg_class c, everything e
      WHERE e.yes AND c.relnamespace OPERATOR(pg_catalog.=) 'forgeyard'::pg_catalog.regnamespace
-       AND c.relkind OPERATOR(pg_catalog.=) 'r' AND c.relname OPERATOR(pg_catalog.~) '^queue_lane_entries_[0-3]$'
+       AND c.relkind OPERATOR(pg_catalog.=) 'r'
+       AND c.relname OPERATOR(pg_catalog.~) '^(queue_lane_entries|queue_release_deltas|queue_admit_deltas)_[0-3]$'
 )
 SELECT 'database', NULL::pg_catalog.text, pg_catalog.current_database()::pg_catalog.text, 'bytes',
        pg_catalog.pg_database_size(pg_catalog.current_database())
@@ -120,17 +128,17 @@ SELECT 'horizon', NULL, h.who, v.state, v.value
                        (h.holder OPERATOR(pg_catalog.||) '_usecs', h.usecs)) v(state, value)
  WHERE e.yes AND v.state IS NOT NULL AND v.value IS NOT NULL
 UNION ALL
--- The ready lanes' segments (lane_segments above): each one 'open' (producers append to it) or
--- 'sealed', with 1 when it has pages (entries, or what a queue_drop deleted) and 0 when it was
+-- The segments (above), kind lane_segment or usage_segment: each one 'open' (written now) or
+-- 'sealed', with 1 when it has pages (rows, or what was deleted from it) and 0 when it was
 -- truncated; and per sealed segment with pages, the oldest transaction that holds a lock on it:
 -- maintain() cannot truncate it before that transaction ends (name: the segment, then the holder
 -- as the horizon's; how long it has been open, -1 where a role without pg_read_all_stats cannot
 -- see it).
-SELECT 'lane_segment', NULL, s.relname, CASE WHEN s.open THEN 'open' ELSE 'sealed' END,
+SELECT s.kind, NULL, s.relname, CASE WHEN s.open THEN 'open' ELSE 'sealed' END,
        CASE WHEN s.has_rows THEN 1 ELSE 0 END::pg_catalog.int8
-  FROM lane_segments s
+  FROM segments s
 UNION ALL
-(SELECT DISTINCT ON (s.relname) 'lane_segment', NULL,
+(SELECT DISTINCT ON (s.relname) s.kind, NULL,
         s.relname OPERATOR(pg_catalog.||) ' pid ' OPERATOR(pg_catalog.||) a.pid OPERATOR(pg_catalog.||) ' ('
           OPERATOR(pg_catalog.||) coalesce(a.usename::pg_catalog.text, '?') OPERATOR(pg_catalog.||) ', '
           OPERATOR(pg_catalog.||) coalesce(NULLIF(a.application_name, ''), '?') OPERATOR(pg_catalog.||) ', '
@@ -138,7 +146,7 @@ UNION ALL
         'pinned_usecs',
         coalesce((EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) a.xact_start)
                   OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8, -1)
-   FROM lane_segments s
+   FROM segments s
         JOIN pg_catalog.pg_locks l ON l.relation OPERATOR(pg_catalog.=) s.oid AND l.granted
         JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid
   WHERE NOT s.open AND s.has_rows AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()

@@ -1,6 +1,7 @@
 // What the queue functions share (queue.hpp): loading a queue and its options, the usage of its
 // capacity slots, giving capacity back, and argument checks (docs/sql-api.md#queues).
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -214,12 +215,31 @@ bool usage_segments_schema() {
 DeltaTables::DeltaTables(pg::Access& access, Deltas kind)
     : access_(access), kind_(kind), segmented_(usage_segments_schema()) {}
 
+namespace {
+// Generations a segment's period holds (100 of release, 10 of admission).
+std::int64_t per_segment(Deltas kind) {
+  return core::usage_segment_usecs /
+         (kind == Deltas::release ? core::release_generation_usecs : core::admission_generation_usecs);
+}
+// The segment of a period: its partition key, (gen / per) % 4, as PostgreSQL computes it (truncated
+// toward zero; segment N also takes -N, a clock before 1970).
+int segment_of_period(std::int64_t period) {
+  return static_cast<int>(std::abs(period % core::usage_segments));
+}
+}  // namespace
+
 int DeltaTables::segment_of(std::int64_t gen) const {
-  if (!segmented_) return 0;
-  const std::int64_t per_segment =
-      core::usage_segment_usecs /
-      (kind_ == Deltas::release ? core::release_generation_usecs : core::admission_generation_usecs);
-  return static_cast<int>((gen / per_segment) % core::usage_segments);
+  return segmented_ ? segment_of_period(gen / per_segment(kind_)) : 0;
+}
+
+std::vector<int> DeltaTables::holding(std::int64_t from, std::int64_t to) const {
+  if (!segmented_) return {0};
+  const std::int64_t first = from / per_segment(kind_), last = (to - 1) / per_segment(kind_);
+  if (to <= from) return {};
+  if (last - first >= core::usage_segments - 1) return {0, 1, 2, 3};
+  std::vector<int> out;
+  for (std::int64_t p = first; p <= last; ++p) out.push_back(segment_of_period(p));
+  return out;
 }
 
 pg::Table& DeltaTables::segment(int i) {
@@ -355,7 +375,7 @@ bool fold_generations(pg::Access& access, DeltaTables& deltas, const Queue& queu
   // its generation. A row of a transaction still open is not seen here: maintain() folds it.)
   std::int64_t next_from = gen;
   core::Usage total;
-  for (int i = 0; i < deltas.count(); ++i) {  // (every segment: the generations span them)
+  for (int i : deltas.holding(from, gen)) {  // (the segments of the generations folded)
     pg::Table& d = deltas.segment(i);
     if (d.empty()) continue;
     const int d_gen = d.column("gen"), d_messages = d.column("released_messages"), d_bytes = d.column("released_bytes");

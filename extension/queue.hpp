@@ -123,6 +123,9 @@ class DeltaTables {
   pg::OwnIndex index_at(std::int64_t gen) const { return index(segment_of(gen)); }
   // The segments one by one, for a scan over all of them.
   int count() const { return segmented_ ? 4 : 1; }
+  // The segments that can hold generations from `from` to `to` - 1 (all four when they span four
+  // periods or more), for a fold of that range.
+  std::vector<int> holding(std::int64_t from, std::int64_t to) const;
   pg::Table& segment(int i);
   pg::OwnIndex index(int i) const;
   void finish();

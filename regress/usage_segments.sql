@@ -9,7 +9,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir lib/install.sql
 
-SELECT plan(31);
+SELECT plan(35);
 
 SET TIME ZONE 'UTC';
 \ir lib/err.sql
@@ -101,6 +101,16 @@ SELECT lives_ok($$SELECT forgeyard.ack('t1', 'us', pg_temp.id('b'), pg_temp.tok(
 SELECT is(pg_temp.claim('k2', 't1', 'us', 'w', 1), pg_temp.ids('c'), 'c claimed');
 SELECT lives_ok($$SELECT forgeyard.ack('t1', 'us', pg_temp.id('c'), pg_temp.tok('k2', 'c'))$$, 'ack c');
 SELECT is(pg_temp.used('us'), '0/0', 'every message released: the bound is back to zero');
+
+-- A clock before 1970 (forgeyard.now_override): a period's key is then negative (PostgreSQL's
+-- division truncates toward zero, as the C++ edition's), and segment N takes -N too.
+SET forgeyard.now_override = '1969-12-31 23:59:35+00';
+SELECT lives_ok($$SELECT forgeyard.queue_create('t1', 'old')$$, 'queue_create old, in 1969');
+CALL pg_temp.enq('o', 't1', 'old', 'o');
+SELECT is((SELECT tableoid::regclass::text FROM forgeyard.queue_admit_deltas WHERE queue = 'old'),
+          'forgeyard.queue_admit_deltas_2', 'an admission 25 s before 1970 (key -2) goes to segment 2');
+SELECT is(pg_temp.claim('k3', 't1', 'old', 'w', 1), pg_temp.ids('o'), 'o claimed');
+SELECT lives_ok($$SELECT forgeyard.ack('t1', 'old', pg_temp.id('o'), pg_temp.tok('k3', 'o'))$$, 'and acked, its release in segment 2 too');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -113,17 +113,21 @@ std::string stats_json(const StoreStats& s) {
                    {"holder", json_string(s.horizon->holder)},
                    {"xid_age", num(s.horizon->xid_age)},
                    {"held_usecs", s.horizon->held ? num(s.horizon->held->count()) : "null"}});
-  std::vector<std::string> segments;
-  for (const LaneSegment& seg : s.lane_segments)
-    segments.push_back(obj({{"name", json_string(seg.name)},
-                            {"open", seg.open ? "true" : "false"},
-                            {"has_rows", seg.has_rows ? "true" : "false"},
-                            {"pinned_by", seg.pinned_by.empty() ? "null" : json_string(seg.pinned_by)},
-                            {"pinned_usecs", seg.pinned_for ? num(seg.pinned_for->count()) : "null"}}));
+  const auto segments_of = [&](const std::vector<LaneSegment>& list) {
+    std::vector<std::string> out;
+    for (const LaneSegment& seg : list)
+      out.push_back(obj({{"name", json_string(seg.name)},
+                         {"open", seg.open ? "true" : "false"},
+                         {"has_rows", seg.has_rows ? "true" : "false"},
+                         {"pinned_by", seg.pinned_by.empty() ? "null" : json_string(seg.pinned_by)},
+                         {"pinned_usecs", seg.pinned_for ? num(seg.pinned_for->count()) : "null"}}));
+    return arr(out);
+  };
   return obj({{"backend", json_string(s.backend)},
               {"database_bytes", opt(s.database_bytes)},
               {"horizon", horizon},
-              {"lane_segments", arr(segments)},
+              {"lane_segments", segments_of(s.lane_segments)},
+              {"usage_segments", segments_of(s.usage_segments)},
               {"tables", arr(tables)},
               {"queues", arr(queues)},
               {"tenants", arr(tenants)},
@@ -139,13 +143,14 @@ void print_stats(const StoreStats& s) {
     if (s.horizon->held) std::cout << " held=" << format_duration(s.horizon->held->count());
     std::cout << "\n";
   }
-  for (const LaneSegment& seg : s.lane_segments) {
-    std::cout << "lane_segment=" << seg.name << " state=" << (seg.open ? "open" : "sealed")
-              << " has_rows=" << (seg.has_rows ? "yes" : "no");
-    if (!seg.pinned_by.empty()) std::cout << " pinned_by=\"" << seg.pinned_by << "\"";
-    if (seg.pinned_for) std::cout << " pinned=" << format_duration(seg.pinned_for->count());
-    std::cout << "\n";
-  }
+  for (const auto& [key, list] : {std::pair{"lane_segment", &s.lane_segments}, std::pair{"usage_segment", &s.usage_segments}})
+    for (const LaneSegment& seg : *list) {
+      std::cout << key << "=" << seg.name << " state=" << (seg.open ? "open" : "sealed")
+                << " has_rows=" << (seg.has_rows ? "yes" : "no");
+      if (!seg.pinned_by.empty()) std::cout << " pinned_by=\"" << seg.pinned_by << "\"";
+      if (seg.pinned_for) std::cout << " pinned=" << format_duration(seg.pinned_for->count());
+      std::cout << "\n";
+    }
   for (const TableStats& t : s.tables) {
     std::cout << "table=" << t.name << " rows=" << t.rows << " dead_rows=" << t.dead_rows;
     if (t.bytes) std::cout << " bytes=" << *t.bytes;

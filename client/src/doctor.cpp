@@ -49,6 +49,34 @@ std::string seconds(microseconds d) {
   return std::to_string(d.count() / 1'000'000) + " s";
 }
 
+// A family of segments that maintain() truncates (the ready lanes', 0.13.0; the capacity counts',
+// 0.14.0): how many hold rows, and the oldest transaction that pins a sealed one, named; warn from
+// doctor_limits::segment_pin_warn, fail from segment_pin_fail (named, not judged, where the role
+// cannot see its start). No check on a catalog without them.
+Outcome segments_verdict(const std::vector<LaneSegment>& segments, const std::string& holding_what,
+                         const std::string& meanwhile) {
+  if (segments.empty()) return std::nullopt;
+  int holding = 0;
+  const LaneSegment* pinned = nullptr;
+  for (const LaneSegment& seg : segments) {
+    if (seg.has_rows) ++holding;
+    if (seg.open || seg.pinned_by.empty()) continue;
+    const auto age = seg.pinned_for.value_or(microseconds(-1));
+    if (pinned == nullptr || age > pinned->pinned_for.value_or(microseconds(-1))) pinned = &seg;
+  }
+  std::string detail = std::to_string(holding) + " of " + std::to_string(segments.size()) + " " + holding_what;
+  if (pinned == nullptr) return ok(detail + "; no sealed one is pinned by an open transaction");
+  detail += "; " + pinned->pinned_by + " holds a lock on sealed segment forgeyard." + pinned->name;
+  if (pinned->pinned_for) detail += ", open for " + seconds(*pinned->pinned_for);
+  detail += ": maintain() skips the segment until it ends";
+  const std::string fix =
+      "end that transaction (COMMIT or ROLLBACK; pg_terminate_backend(pid) if abandoned): while it is open " +
+      meanwhile;
+  if (pinned->pinned_for && *pinned->pinned_for >= limits::segment_pin_fail) return Verdict{CheckStatus::Fail, detail, fix};
+  if (pinned->pinned_for && *pinned->pinned_for >= limits::segment_pin_warn) return Verdict{CheckStatus::Warn, detail, fix};
+  return ok(detail);
+}
+
 // How a PostgreSQL store reaches this client's version: the extension by ALTER EXTENSION, a plain
 // install of the PL/pgSQL edition by storage install.
 std::string upgrade_hint(const DoctorFacts& f) {
@@ -320,29 +348,16 @@ const std::vector<Rule>& rules() {
       {CheckGroup::Performance, "lane_segments",
        [](const DoctorFacts& f) -> Outcome {
          // The ready lanes' segments (0.13.0 on; server-wide rows, read by an unbound role).
-         if (f.backend != "postgresql" || !f.stats || f.stats->lane_segments.empty()) return std::nullopt;
-         int holding = 0;
-         const LaneSegment* pinned = nullptr;
-         for (const LaneSegment& seg : f.stats->lane_segments) {
-           if (seg.has_rows) ++holding;
-           if (seg.open || seg.pinned_by.empty()) continue;
-           const auto age = seg.pinned_for.value_or(std::chrono::microseconds(-1));
-           if (pinned == nullptr || age > pinned->pinned_for.value_or(std::chrono::microseconds(-1))) pinned = &seg;
-         }
-         std::string detail = std::to_string(holding) + " of " + std::to_string(f.stats->lane_segments.size()) +
-                              " segments of the ready lanes hold entries";
-         if (pinned == nullptr) return ok(detail + "; no sealed one is pinned by an open transaction");
-         detail += "; " + pinned->pinned_by + " holds a lock on sealed segment forgeyard." + pinned->name;
-         if (pinned->pinned_for) detail += ", open for " + seconds(*pinned->pinned_for);
-         detail += ": maintain() skips the segment until it ends";
-         const std::string fix =
-             "end that transaction (COMMIT or ROLLBACK; pg_terminate_backend(pid) if abandoned): while it is open "
-             "the segments cannot turn, and producers append to the open one, which grows";
-         if (pinned->pinned_for && *pinned->pinned_for >= limits::segment_pin_fail)
-           return Verdict{CheckStatus::Fail, detail, fix};
-         if (pinned->pinned_for && *pinned->pinned_for >= limits::segment_pin_warn)
-           return Verdict{CheckStatus::Warn, detail, fix};
-         return ok(detail);
+         if (f.backend != "postgresql" || !f.stats) return std::nullopt;
+         return segments_verdict(f.stats->lane_segments, "segments of the ready lanes hold entries",
+                                 "the segments cannot turn, and producers append to the open one, which grows");
+       }},
+      {CheckGroup::Performance, "usage_segments",
+       [](const DoctorFacts& f) -> Outcome {
+         // The capacity counts' segments (0.14.0 on; server-wide rows, read by an unbound role).
+         if (f.backend != "postgresql" || !f.stats) return std::nullopt;
+         return segments_verdict(f.stats->usage_segments, "segments of the capacity counts hold rows",
+                                 "the dead versions that acks and enqueues left in that segment stay");
        }},
       {CheckGroup::Performance, "replication_slots",
        [](const DoctorFacts& f) -> Outcome {

@@ -123,6 +123,18 @@ std::string prometheus_text(const StoreStats& stats, const Metrics& client) {
     for (const LaneSegment& seg : stats.lane_segments)
       if (seg.pinned_for) pinned.sample({{"table", seg.name}}, static_cast<double>(seg.pinned_for->count()) / 1e6);
   }
+  if (!stats.usage_segments.empty()) {
+    Family has(out, "forgeyard_usage_segment_has_rows", "gauge",
+               "Whether each segment of the capacity counts' delta rows holds rows or their dead versions (1) or "
+               "was truncated (0), and which is the current period's (PostgreSQL, 0.14.0 on).");
+    for (const LaneSegment& seg : stats.usage_segments)
+      has.sample({{"table", seg.name}, {"state", seg.open ? "open" : "sealed"}}, seg.has_rows ? 1.0 : 0.0);
+    Family pinned(out, "forgeyard_usage_segment_pinned_seconds", "gauge",
+                  "How long the oldest transaction holding a lock on a sealed segment of the capacity counts has "
+                  "been open: maintain() cannot truncate the segment before it ends.");
+    for (const LaneSegment& seg : stats.usage_segments)
+      if (seg.pinned_for) pinned.sample({{"table", seg.name}}, static_cast<double>(seg.pinned_for->count()) / 1e6);
+  }
   {
     Family rows(out, "forgeyard_table_rows", "gauge", "Rows in each forgeyard table (PostgreSQL: estimate).");
     for (const TableStats& t : stats.tables) rows.sample({{"table", t.name}}, static_cast<double>(t.rows));

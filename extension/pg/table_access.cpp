@@ -282,6 +282,13 @@ Table::Table(Access& access, OwnTable table, Opened opened) : access_(access), w
     relid = resolve(named);
     rel = guard([&]() noexcept { return table_open(relid, mode); });
   }
+  // A partitioned table has no storage to read or write here. Ours are partitioned from the start,
+  // so the catalog changed under this call after it chose the table (ALTER EXTENSION UPDATE to
+  // 0.14.0 made queue_release_deltas a parent of segments while the call waited for its lock):
+  // the call is retried, and then opens the segments. (The transaction's abort closes `rel`.)
+  if (rel->rd_rel->relkind != RELKIND_RELATION)
+    throw core::Error(core::sqlstate::serialization_failure,
+                      std::string("forgeyard.") + named.name + " changed under this call (ALTER EXTENSION UPDATE)");
   rel_ = rel;
   slot_ = guard([&]() noexcept { return table_slot_create(rel, nullptr); });
 }

@@ -29,14 +29,14 @@ CREATE TABLE forgeyard.queue_admit_deltas (
     admitted_bytes    bigint  NOT NULL DEFAULT 0
 ) PARTITION BY LIST (((gen / 10) % 4));
 COMMENT ON TABLE forgeyard.queue_admit_deltas IS
-  'Messages and bytes admitted into a capacity slot in its current admission generation (queue_slots.admit_gen): one row per slot, folded into the slot''s queue_slots row by the first producer of the next generation, or by maintain(). In four segments (partitions) by the ten-second period of gen, truncated by maintain() once emptied.';
+  'Messages and bytes admitted into a capacity slot in its current admission generation (queue_slots.admit_gen): one row per slot, folded into the slot''s queue_slots row by the first producer of the next generation, or by maintain(). In four segments (partitions) by the ten-second period of gen modulo 4 (segment N also takes -N, a clock before 1970), truncated by maintain() once emptied.';
 CREATE TABLE forgeyard.queue_admit_deltas_0 PARTITION OF forgeyard.queue_admit_deltas FOR VALUES IN (0)
     WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
-CREATE TABLE forgeyard.queue_admit_deltas_1 PARTITION OF forgeyard.queue_admit_deltas FOR VALUES IN (1)
+CREATE TABLE forgeyard.queue_admit_deltas_1 PARTITION OF forgeyard.queue_admit_deltas FOR VALUES IN (1, -1)
     WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
-CREATE TABLE forgeyard.queue_admit_deltas_2 PARTITION OF forgeyard.queue_admit_deltas FOR VALUES IN (2)
+CREATE TABLE forgeyard.queue_admit_deltas_2 PARTITION OF forgeyard.queue_admit_deltas FOR VALUES IN (2, -2)
     WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
-CREATE TABLE forgeyard.queue_admit_deltas_3 PARTITION OF forgeyard.queue_admit_deltas FOR VALUES IN (3)
+CREATE TABLE forgeyard.queue_admit_deltas_3 PARTITION OF forgeyard.queue_admit_deltas FOR VALUES IN (3, -3)
     WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX queue_admit_deltas_0_slot ON forgeyard.queue_admit_deltas_0 (tenant_id, queue, slot, gen);
 CREATE INDEX queue_admit_deltas_1_slot ON forgeyard.queue_admit_deltas_1 (tenant_id, queue, slot, gen);
@@ -57,16 +57,16 @@ CREATE TABLE forgeyard.queue_release_deltas (
     gen               bigint  NOT NULL
 ) PARTITION BY LIST (((gen / 100) % 4));
 COMMENT ON TABLE forgeyard.queue_release_deltas IS
-  'Messages and bytes that left a capacity slot (acked or dead-lettered), per generation of 100 ms: folded into the slot''s queue_releases row by the first ack of a later generation, or by maintain(). In four segments (partitions) by the ten-second period of gen, truncated by maintain() once emptied.';
+  'Messages and bytes that left a capacity slot (acked or dead-lettered), per generation of 100 ms: folded into the slot''s queue_releases row by the first ack of a later generation, or by maintain(). In four segments (partitions) by the ten-second period of gen modulo 4 (segment N also takes -N, a clock before 1970), truncated by maintain() once emptied.';
 COMMENT ON COLUMN forgeyard.queue_release_deltas.gen IS
   'The generation the room was given back in: forgeyard.now() in units of 100 ms since 1970. An ack updates a row of its generation in place (or adds one when every row of it is held); the older generations are folded into the release row.';
 CREATE TABLE forgeyard.queue_release_deltas_0 PARTITION OF forgeyard.queue_release_deltas FOR VALUES IN (0)
     WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
-CREATE TABLE forgeyard.queue_release_deltas_1 PARTITION OF forgeyard.queue_release_deltas FOR VALUES IN (1)
+CREATE TABLE forgeyard.queue_release_deltas_1 PARTITION OF forgeyard.queue_release_deltas FOR VALUES IN (1, -1)
     WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
-CREATE TABLE forgeyard.queue_release_deltas_2 PARTITION OF forgeyard.queue_release_deltas FOR VALUES IN (2)
+CREATE TABLE forgeyard.queue_release_deltas_2 PARTITION OF forgeyard.queue_release_deltas FOR VALUES IN (2, -2)
     WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
-CREATE TABLE forgeyard.queue_release_deltas_3 PARTITION OF forgeyard.queue_release_deltas FOR VALUES IN (3)
+CREATE TABLE forgeyard.queue_release_deltas_3 PARTITION OF forgeyard.queue_release_deltas FOR VALUES IN (3, -3)
     WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX queue_release_deltas_0_slot ON forgeyard.queue_release_deltas_0 (tenant_id, queue, slot, gen);
 CREATE INDEX queue_release_deltas_1_slot ON forgeyard.queue_release_deltas_1 (tenant_id, queue, slot, gen);
@@ -225,7 +225,8 @@ COMMENT ON FUNCTION forgeyard.queue_admit_fold(integer, text) IS
 -- The segments of the capacity counts truncated: per table, the first segment other than the
 -- current period's that has pages but no row (every row of it folded; the dead versions its
 -- updates left are what goes). Its ACCESS EXCLUSIVE lock is taken with lock_timeout 50 ms in a
--- subtransaction; on 55P03 (or a deadlock) it is skipped until the next pass. The check is made
+-- subtransaction; on 55P03 (or a deadlock) it is skipped until the next pass, and no other
+-- segment of the table is tried in this one (a pass waits 50 ms a table at most). The check is made
 -- again under the lock, where every writer of the segment has ended: a row of a transaction that
 -- committed since the first check keeps it. At most one segment a table a pass, last in
 -- maintain() (the lock is held to its commit). Only in READ COMMITTED (0). Returns the segments
@@ -236,7 +237,8 @@ CREATE FUNCTION forgeyard.queue_usage_segments_maintain()
     SET search_path = pg_catalog, pg_temp
     AS $$
 DECLARE
-    open_seg integer := (pg_catalog.floor(pg_catalog.date_part('epoch', forgeyard.now()) / 10)::bigint % 4)::integer;
+    open_seg integer := pg_catalog.abs(pg_catalog.trunc(pg_catalog.date_part('epoch', forgeyard.now()) / 10)::bigint % 4)::integer;
+    tried boolean;
     saved text;
     seg_name text;
     t text;
@@ -248,12 +250,15 @@ BEGIN
     END IF;
     saved := pg_catalog.current_setting('lock_timeout');
     FOREACH t IN ARRAY ARRAY['queue_release_deltas', 'queue_admit_deltas'] LOOP
+        tried := false;
         FOR j IN 0 .. 3 LOOP
+            EXIT WHEN tried;
             CONTINUE WHEN j = open_seg;
             seg_name := t || '_' || j;
             CONTINUE WHEN pg_catalog.pg_relation_size(('forgeyard.' || seg_name)::regclass) = 0;
             EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', seg_name) INTO live;
             CONTINUE WHEN live;
+            tried := true;  -- (one lock a table a pass: one wait of 50 ms at most)
             BEGIN
                 PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
                 EXECUTE format('LOCK TABLE forgeyard.%I IN ACCESS EXCLUSIVE MODE', seg_name);
@@ -264,9 +269,8 @@ BEGIN
                 END IF;
                 PERFORM pg_catalog.set_config('lock_timeout', saved, true);
             EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
-                live := true;  -- (the subtransaction's end restored lock_timeout)
+                NULL;  -- (the subtransaction's end restored lock_timeout)
             END;
-            EXIT WHEN NOT live;
         END LOOP;
     END LOOP;
     RETURN n;

@@ -328,6 +328,57 @@ BOOST_AUTO_TEST_CASE(a_transaction_pinning_a_lane_segment_is_named_in_stats_doct
   BOOST_TEST(store->queues().drop(tenant, "pinned"));
 }
 
+// A sealed segment of the capacity counts that an open transaction holds (0.14.0) is named the
+// same way: stats().usage_segments, the doctor's usage_segments check, `storage stats` and the
+// metrics. The holder writes a release row (of a queue that does not exist, rolled back at the
+// end) into the segment two periods from the current one, which is sealed for the next ten
+// seconds at least.
+BOOST_AUTO_TEST_CASE(a_transaction_pinning_a_usage_segment_is_named_in_stats_doctor_and_metrics) {
+  if (!is_postgres()) {
+    BOOST_TEST(store->stats().usage_segments.empty());
+    for (const DoctorCheck& c : store->doctor().checks) BOOST_TEST(c.name != "usage_segments");
+    return;
+  }
+  conformance::PgSession holder(url);
+  holder.value("BEGIN");
+  const std::string seg = holder.value(
+      "INSERT INTO forgeyard.queue_release_deltas (tenant_id, queue, slot, released_messages, released_bytes, gen)"
+      " SELECT 'no-such-tenant', 'no-such-queue', 0, 0, 0, (p - 2) * 100"
+      "   FROM (SELECT floor(date_part('epoch', forgeyard.now()) / 10)::bigint AS p) x"
+      " RETURNING tableoid::regclass::text");
+  BOOST_TEST(seg.rfind("forgeyard.queue_release_deltas_", 0) == 0u, seg);
+  const std::string name = seg.substr(std::string("forgeyard.").size());
+  const forgeyard::StoreStats s = store->stats();
+  BOOST_TEST(s.usage_segments.size() == 8u);
+  const forgeyard::LaneSegment* found = nullptr;
+  for (const forgeyard::LaneSegment& x : s.usage_segments)
+    if (x.name == name) found = &x;
+  BOOST_REQUIRE(found != nullptr);
+  BOOST_TEST(!found->open);
+  BOOST_TEST(found->has_rows);
+  BOOST_TEST(!found->pinned_by.empty());
+  const DoctorCheck c = check(store->doctor(), "usage_segments");
+  BOOST_TEST(c.group == CheckGroup::Performance);
+  BOOST_TEST(c.detail.find("holds a lock on sealed segment forgeyard.queue_release_deltas_") != std::string::npos,
+             c.detail);
+  const auto [code, json] = cli({"storage", "stats", "--json"});
+  BOOST_TEST(code == 0);
+  bool named = false;
+  const ptree parsed = parse_json(json);
+  for (const auto& [_, x] : parsed.get_child("usage_segments"))
+    if (x.get<std::string>("name") == name) named = x.get<std::string>("pinned_by") != "null";
+  BOOST_TEST(named);
+  const auto [text_code, text] = cli({"storage", "stats"});
+  BOOST_TEST(text_code == 0);
+  BOOST_TEST(text.find("usage_segment=" + name + " state=sealed has_rows=yes pinned_by=\"pid ") != std::string::npos,
+             text);
+  const auto [metrics_code, metrics] = cli({"metrics"});
+  BOOST_TEST(metrics_code == 0);
+  BOOST_TEST(metrics.find("forgeyard_usage_segment_has_rows{table=\"" + name + "\",state=\"sealed\"} 1") !=
+             std::string::npos);
+  holder.value("ROLLBACK");
+}
+
 BOOST_AUTO_TEST_CASE(cli_storage_doctor_json_and_exit_code) {
   auto [code, out] = cli({"storage", "doctor", "--json"});
   BOOST_TEST(code == 0);

@@ -295,6 +295,42 @@ BOOST_AUTO_TEST_CASE(the_lane_segments_are_metrics) {
              std::string::npos);
 }
 
+// The capacity counts' segments (0.14.0): the same judgment as the lanes', in a check of their own.
+BOOST_AUTO_TEST_CASE(a_pinned_usage_segment_is_named_and_judged_by_how_long) {
+  DoctorFacts f = healthy_postgres();
+  BOOST_TEST(find(evaluate_doctor(f), "usage_segments") == nullptr);  // a catalog before 0.14.0
+  f.stats->usage_segments = {{"queue_admit_deltas_0", false, false, "", std::nullopt},
+                             {"queue_admit_deltas_1", true, true, "", std::nullopt},
+                             {"queue_release_deltas_0", false, true, "", std::nullopt},
+                             {"queue_release_deltas_1", true, true, "", std::nullopt}};
+  BOOST_TEST(status_of(f, "usage_segments") == CheckStatus::Ok);
+  BOOST_TEST(find(evaluate_doctor(f), "usage_segments")->detail ==
+             "3 of 4 segments of the capacity counts hold rows; no sealed one is pinned by an open transaction");
+  f.stats->usage_segments[2].pinned_by = "pid 7 (app, psql, idle in transaction)";
+  f.stats->usage_segments[2].pinned_for = 59s;
+  BOOST_TEST(status_of(f, "usage_segments") == CheckStatus::Ok);
+  f.stats->usage_segments[2].pinned_for = 61s;
+  BOOST_TEST(status_of(f, "usage_segments") == CheckStatus::Warn);
+  const auto checks = evaluate_doctor(f);
+  const DoctorCheck* c = find(checks, "usage_segments");
+  BOOST_REQUIRE(c != nullptr);
+  BOOST_TEST(c->group == CheckGroup::Performance);
+  BOOST_TEST(c->detail ==
+             "3 of 4 segments of the capacity counts hold rows; pid 7 (app, psql, idle in transaction) holds a lock "
+             "on sealed segment forgeyard.queue_release_deltas_0, open for 61 s: maintain() skips the segment until "
+             "it ends");
+  BOOST_TEST(c->fix.find("dead versions") != std::string::npos);
+  f.stats->usage_segments[2].pinned_for = 2h;
+  BOOST_TEST(status_of(f, "usage_segments") == CheckStatus::Fail);
+  const std::string text = forgeyard::prometheus_text(*f.stats, forgeyard::Metrics{});
+  BOOST_TEST(text.find("forgeyard_usage_segment_has_rows{table=\"queue_release_deltas_0\",state=\"sealed\"} 1\n") !=
+             std::string::npos);
+  BOOST_TEST(text.find("forgeyard_usage_segment_has_rows{table=\"queue_admit_deltas_0\",state=\"sealed\"} 0\n") !=
+             std::string::npos);
+  BOOST_TEST(text.find("forgeyard_usage_segment_pinned_seconds{table=\"queue_release_deltas_0\"} 7200\n") !=
+             std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(dead_tuples_on_hot_tables_warn_only_past_both_limits) {
   DoctorFacts f = healthy_postgres();
   f.stats->tables.push_back({"messages", 1000, 10'001, 1 << 20, true});

@@ -75,9 +75,11 @@ struct XminHorizon {
 // One of the ready lanes' four segments (PostgreSQL, 0.13.0 on): producers append to the open one;
 // maintain() truncates a sealed one once its entries are consumed, unless a transaction that read
 // it is still open, which pins it (docs/operations.md, "forgeyard.maintain()" and the doctor's
-// lane_segments).
+// lane_segments). The capacity counts' segments (0.14.0 on, StoreStats::usage_segments) are
+// described the same way: the open one is the current ten-second period's, and maintain()
+// truncates a sealed one once its rows are folded (the doctor's usage_segments).
 struct LaneSegment {
-  std::string name;       // "queue_lane_entries_N"
+  std::string name;       // "queue_lane_entries_N" ("queue_release_deltas_N", "queue_admit_deltas_N")
   bool open = false;      // producers append to it
   bool has_rows = false;  // it has pages: not truncated since it was written
   std::string pinned_by;  // a sealed one with pages: the oldest transaction holding a lock on it,
@@ -92,6 +94,7 @@ struct StoreStats {
   std::optional<XminHorizon> horizon;       // PostgreSQL, server-wide stats: none when nothing holds it
                                             // (or the catalog predates 0.9.0)
   std::vector<LaneSegment> lane_segments;   // PostgreSQL, server-wide stats, by name (0.13.0 on)
+  std::vector<LaneSegment> usage_segments;  // the counts' eight, likewise (0.14.0 on)
   std::vector<TableStats> tables;           // by name
   std::vector<QueueBacklog> queues;         // by tenant, queue
   std::vector<TenantStats> tenants;         // by tenant

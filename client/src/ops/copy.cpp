@@ -812,6 +812,10 @@ CopyResult postgres_to_sqlite(const std::string& from, const std::string& to, co
   if (pg_installed_version(src) != std::string(version()))
     refuse("the source needs forgeyard " + std::string(version()) + " (either edition)");
   src.command("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+  // The counts' tables locked before the transaction's snapshot is taken (LOCK TABLE takes none):
+  // maintain() cannot truncate a segment of them until the copy ends. TRUNCATE is not MVCC safe,
+  // and a slot row older than a fold would otherwise be read without the folded admission row.
+  src.command("LOCK TABLE forgeyard.queue_release_deltas, forgeyard.queue_admit_deltas IN ACCESS SHARE MODE");
   const auto apps = pg_app_tables(src);
   open("sqlite://" + to).reset();  // creates the target file and its schema
   SqliteSide dst(to);

@@ -140,7 +140,15 @@ BackupResult postgres_backup(const std::string& url, const std::string& director
   m.backend = "postgresql";
   m.schema_version = extension;
   m.migrations.push_back({"forgeyard", extension, ""});
+  // The capacity counts' segments (0.14.0) locked before the snapshot is taken (LOCK TABLE takes
+  // none), and to the end of pg_dump: maintain() cannot truncate one between the snapshot and
+  // pg_dump's own locks (TRUNCATE is not MVCC safe: the dump would hold a slot row older than a
+  // fold without the folded admission row).
+  const bool segmented =
+      query(conn, "SELECT pg_catalog.to_regclass('forgeyard.queue_admit_deltas_0') IS NOT NULL").text(0, 0) == "t";
   conn.command("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+  if (segmented)
+    conn.command("LOCK TABLE forgeyard.queue_release_deltas, forgeyard.queue_admit_deltas IN ACCESS SHARE MODE");
   const std::string snapshot = query(conn, "SELECT pg_catalog.pg_export_snapshot()").text(0, 0);
   m.server_version = query(conn, "SELECT pg_catalog.current_setting('server_version')").text(0, 0);
   m.created_at = utc_now_iso();

@@ -56,7 +56,7 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
   bool server_wide = false;
   std::vector<std::string> privileged, unbound, unsafe;
   std::map<std::string, std::pair<std::string, std::int64_t>> horizon_rows;  // state -> (name, value)
-  std::map<std::string, LaneSegment> segments;
+  std::map<std::string, LaneSegment> segments, usage_segments;
   for (int i = 0; i < r.rows(); ++i) {
     const std::string kind = r.text(i, 0), tenant = optional_text(r, i, 1), name = optional_text(r, i, 2),
                       state = r.text(i, 3);
@@ -88,11 +88,12 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
       if (state == "retries_delayed") q.depth.retries_delayed = value;
     } else if (kind == "horizon") {
       horizon_rows[state] = {name, value};
-    } else if (kind == "lane_segment") {
+    } else if (kind == "lane_segment" || kind == "usage_segment") {
       // ("queue_lane_entries_N", open|sealed, has pages), or ("queue_lane_entries_N pid ...",
-      // pinned_usecs, how long; -1: not visible to this role).
+      // pinned_usecs, how long; -1: not visible to this role). The counts' segments likewise
+      // (0.14.0: "queue_release_deltas_N", "queue_admit_deltas_N").
       const std::size_t space = name.find(' ');
-      LaneSegment& seg = segments[name.substr(0, space)];
+      LaneSegment& seg = (kind == "lane_segment" ? segments : usage_segments)[name.substr(0, space)];
       seg.name = name.substr(0, space);
       if (state == "open" || state == "sealed") {
         seg.open = state == "open";
@@ -140,6 +141,7 @@ StoreStats parse(const PgResult& r, DoctorFacts* facts) {
   }
   if (facts != nullptr && !horizon_rows.empty()) facts->horizon_known = true;
   for (auto& [_, seg] : segments) s.lane_segments.push_back(std::move(seg));
+  for (auto& [_, seg] : usage_segments) s.usage_segments.push_back(std::move(seg));
   for (auto& [_, t] : tables) s.tables.push_back(std::move(t));
   for (auto& [_, q] : queues) s.queues.push_back(std::move(q));
   for (auto& [_, t] : tenants) s.tenants.push_back(std::move(t));
