@@ -48,12 +48,24 @@ constexpr auto segment_pin_fail = std::chrono::hours(1);
 
 // Tables whose bloat slows the claim path and the API's hot writes (the counts' deltas: the tables
 // before 0.14.0, their segments since).
-inline constexpr const char* hot_tables[] = {
-    "messages",           "queue_slots",          "queue_admit_deltas",   "queue_admit_deltas_0",
-    "queue_admit_deltas_1", "queue_admit_deltas_2", "queue_admit_deltas_3", "queue_releases",
-    "queue_release_deltas", "queue_release_deltas_0", "queue_release_deltas_1", "queue_release_deltas_2",
-    "queue_release_deltas_3", "flow_outcome_deltas", "leases",              "idempotency_keys",
-    "queue_partitions",   "audit_heads"};
+inline constexpr const char* hot_tables[] = {"messages",
+                                             "queue_slots",
+                                             "queue_admit_deltas",
+                                             "queue_admit_deltas_0",
+                                             "queue_admit_deltas_1",
+                                             "queue_admit_deltas_2",
+                                             "queue_admit_deltas_3",
+                                             "queue_releases",
+                                             "queue_release_deltas",
+                                             "queue_release_deltas_0",
+                                             "queue_release_deltas_1",
+                                             "queue_release_deltas_2",
+                                             "queue_release_deltas_3",
+                                             "flow_outcome_deltas",
+                                             "leases",
+                                             "idempotency_keys",
+                                             "queue_partitions",
+                                             "audit_heads"};
 
 // The application's schema migrations (Store::migrations().status(dir, app)): filled where the
 // caller names the application's migration directory.
