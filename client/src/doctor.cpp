@@ -72,8 +72,10 @@ Outcome segments_verdict(const std::vector<LaneSegment>& segments, const std::st
   const std::string fix =
       "end that transaction (COMMIT or ROLLBACK; pg_terminate_backend(pid) if abandoned): while it is open " +
       meanwhile;
-  if (pinned->pinned_for && *pinned->pinned_for >= limits::segment_pin_fail) return Verdict{CheckStatus::Fail, detail, fix};
-  if (pinned->pinned_for && *pinned->pinned_for >= limits::segment_pin_warn) return Verdict{CheckStatus::Warn, detail, fix};
+  if (pinned->pinned_for && *pinned->pinned_for >= limits::segment_pin_fail)
+    return Verdict{CheckStatus::Fail, detail, fix};
+  if (pinned->pinned_for && *pinned->pinned_for >= limits::segment_pin_warn)
+    return Verdict{CheckStatus::Warn, detail, fix};
   return ok(detail);
 }
 
