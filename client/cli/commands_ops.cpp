@@ -143,7 +143,8 @@ void print_stats(const StoreStats& s) {
     if (s.horizon->held) std::cout << " held=" << format_duration(s.horizon->held->count());
     std::cout << "\n";
   }
-  for (const auto& [key, list] : {std::pair{"lane_segment", &s.lane_segments}, std::pair{"usage_segment", &s.usage_segments}})
+  for (const auto& [key, list] :
+       {std::pair{"lane_segment", &s.lane_segments}, std::pair{"usage_segment", &s.usage_segments}})
     for (const LaneSegment& seg : *list) {
       std::cout << key << "=" << seg.name << " state=" << (seg.open ? "open" : "sealed")
                 << " has_rows=" << (seg.has_rows ? "yes" : "no");
