@@ -258,6 +258,14 @@ BEGIN
             CONTINUE WHEN pg_catalog.pg_relation_size(('forgeyard.' || seg_name)::regclass) = 0;
             EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', seg_name) INTO live;
             CONTINUE WHEN live;
+            -- A transaction idle while it holds a lock on the segment waits for its client, not for
+            -- a lock: the lock would time out. Skipped without waiting (where its state is visible:
+            -- a role without pg_read_all_stats sees other roles' as NULL, and waits the 50 ms).
+            CONTINUE WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
+                                    JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid
+                                   WHERE l.relation OPERATOR(pg_catalog.=) ('forgeyard.' || seg_name)::regclass
+                                     AND l.granted AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+                                     AND a.state LIKE 'idle in transaction%');
             tried := true;  -- (one lock a table a pass: one wait of 50 ms at most)
             BEGIN
                 PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
@@ -278,6 +286,103 @@ END
 $$;
 COMMENT ON FUNCTION forgeyard.queue_usage_segments_maintain() IS
   'Internal: maintain()''s truncation of the capacity counts'' emptied segments (queue_release_deltas_N, queue_admit_deltas_N; skipped when the lock is not had within 50 ms; READ COMMITTED only). Not granted to anyone.';
+
+-- maintain()'s pass over the lanes' segments skips one that an idle transaction holds, as the
+-- counts' pass does (it would only wait out its lock_timeout).
+CREATE OR REPLACE FUNCTION forgeyard.queue_lane_segments_maintain()
+    RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    open_seg integer := forgeyard.queue_lane_segment_open();
+    seg_name text;
+    saved text;
+    n bigint := 0;
+    live boolean;
+    cut boolean;
+    after_lane bigint;
+    -- For lanes of segment %1$I above $1, 256 at most (by a skip scan of its index): whether any
+    -- has an entry above its cursor (its highest position, one probe each), and the last lane read.
+    live_check constant text := $q$
+        WITH RECURSIVE lanes(lane, k) AS (
+            (SELECT e.lane, 1 FROM forgeyard.%1$I e WHERE e.lane > $1 ORDER BY e.lane LIMIT 1)
+            UNION ALL
+            SELECT (SELECT e.lane FROM forgeyard.%1$I e WHERE e.lane > l.lane ORDER BY e.lane LIMIT 1), l.k + 1
+              FROM lanes l WHERE l.lane IS NOT NULL AND l.k < 256)
+        SELECT coalesce(pg_catalog.bool_or(
+                   (SELECT pg_catalog.max(e.pos) FROM forgeyard.%1$I e WHERE e.lane = l.lane)
+                       > forgeyard.queue_lane_consumed_to(l.lane)), false),
+               pg_catalog.max(l.lane), pg_catalog.count(*) >= 256
+          FROM lanes l WHERE l.lane IS NOT NULL$q$;
+BEGIN
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN 0;
+    END IF;
+    saved := pg_catalog.current_setting('lock_timeout');
+    FOR j IN 0 .. 3 LOOP
+        CONTINUE WHEN j = open_seg;
+        seg_name := 'queue_lane_entries_' || j;
+        -- A transaction idle while it holds a lock on the segment waits for its client: the lock
+        -- would time out (0.14.0; where its state is visible to this role).
+        CONTINUE WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
+                                JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid
+                               WHERE l.relation OPERATOR(pg_catalog.=) ('forgeyard.' || seg_name)::regclass
+                                 AND l.granted AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+                                 AND a.state LIKE 'idle in transaction%');
+        BEGIN
+            PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+            -- (Pages without a visible row, which a queue_drop leaves, are truncated too.)
+            live := pg_catalog.pg_relation_size(('forgeyard.' || seg_name)::regclass) = 0;
+            FOR pass IN 1 .. 2 LOOP
+                EXIT WHEN live;
+                IF pass = 2 THEN
+                    EXECUTE format('SELECT pg_catalog.count(*) FROM forgeyard.%I', seg_name) INTO n;
+                    EXECUTE format('LOCK TABLE forgeyard.%I IN ACCESS EXCLUSIVE MODE', seg_name);
+                END IF;
+                -- Every lane's entries consumed? (Before the lock, then under it.)
+                live := false;
+                after_lane := -1;
+                LOOP
+                    BEGIN
+                        EXECUTE format(live_check, seg_name) USING after_lane INTO live, after_lane, cut;
+                        RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'forgeyard: the sequences read are unlocked';
+                    EXCEPTION WHEN raise_exception THEN
+                        NULL;
+                    END;
+                    EXIT WHEN live OR NOT coalesce(cut, false);
+                END LOOP;
+                EXIT WHEN live;
+            END LOOP;
+            -- (live: not truncated, or empty.)
+            IF NOT live THEN
+                EXECUTE format($q$UPDATE forgeyard.messages m SET ready_pos = NULL
+                                    FROM forgeyard.%1$I e
+                                   WHERE m.msg_id = e.msg_id AND m.ready_pos = e.pos$q$, seg_name);
+                EXECUTE format('TRUNCATE forgeyard.%I', seg_name);
+                PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+                EXIT;
+            END IF;
+            PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            NULL;  -- (the subtransaction's end restored lock_timeout)
+        END;
+        n := 0;  -- (nothing truncated: the count of a segment left is not the answer)
+    END LOOP;
+    BEGIN
+        PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+        IF pg_catalog.pg_relation_size(('forgeyard.queue_lane_entries_' || open_seg)::regclass) > 0
+           AND pg_catalog.pg_relation_size(('forgeyard.queue_lane_entries_' || (open_seg + 1) % 4)::regclass) = 0 THEN
+            PERFORM pg_catalog.setval('forgeyard.queue_lane_segment',
+                                      coalesce(pg_catalog.pg_sequence_last_value('forgeyard.queue_lane_segment'), 0) + 1);
+        END IF;
+        PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+        NULL;
+    END;
+    RETURN n;
+END
+$$;
 
 REVOKE ALL ON forgeyard.queue_release_deltas, forgeyard.queue_admit_deltas FROM PUBLIC;
 REVOKE ALL ON forgeyard.queue_release_deltas_0, forgeyard.queue_release_deltas_1, forgeyard.queue_release_deltas_2, forgeyard.queue_release_deltas_3, forgeyard.queue_admit_deltas_0, forgeyard.queue_admit_deltas_1, forgeyard.queue_admit_deltas_2, forgeyard.queue_admit_deltas_3 FROM PUBLIC;

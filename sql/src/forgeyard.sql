@@ -3062,6 +3062,13 @@ BEGIN
     FOR j IN 0 .. 3 LOOP
         CONTINUE WHEN j = open_seg;
         seg_name := 'queue_lane_entries_' || j;
+        -- A transaction idle while it holds a lock on the segment waits for its client: the lock
+        -- would time out (0.14.0; where its state is visible to this role).
+        CONTINUE WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
+                                JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid
+                               WHERE l.relation OPERATOR(pg_catalog.=) ('forgeyard.' || seg_name)::regclass
+                                 AND l.granted AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+                                 AND a.state LIKE 'idle in transaction%');
         BEGIN
             PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
             -- (Pages without a visible row, which a queue_drop leaves, are truncated too.)
@@ -3223,6 +3230,14 @@ BEGIN
             CONTINUE WHEN pg_catalog.pg_relation_size(('forgeyard.' || seg_name)::regclass) = 0;
             EXECUTE format('SELECT EXISTS (SELECT FROM forgeyard.%I)', seg_name) INTO live;
             CONTINUE WHEN live;
+            -- A transaction idle while it holds a lock on the segment waits for its client, not for
+            -- a lock: the lock would time out. Skipped without waiting (where its state is visible:
+            -- a role without pg_read_all_stats sees other roles' as NULL, and waits the 50 ms).
+            CONTINUE WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
+                                    JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid
+                                   WHERE l.relation OPERATOR(pg_catalog.=) ('forgeyard.' || seg_name)::regclass
+                                     AND l.granted AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+                                     AND a.state LIKE 'idle in transaction%');
             tried := true;  -- (one lock a table a pass: one wait of 50 ms at most)
             BEGIN
                 PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
