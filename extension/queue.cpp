@@ -239,6 +239,8 @@ std::vector<int> DeltaTables::holding(std::int64_t from, std::int64_t to) const 
   if (last - first >= core::usage_segments - 1) return {0, 1, 2, 3};
   std::vector<int> out;
   for (std::int64_t p = first; p <= last; ++p) out.push_back(segment_of_period(p));
+  std::sort(out.begin(), out.end());  // (periods -N and N, across 1970, share segment N)
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
