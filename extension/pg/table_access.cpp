@@ -15,6 +15,7 @@ extern "C" {
 #include "optimizer/optimizer.h"
 #include "tcop/utility.h"
 #include "utils/memutils.h"
+#include "utils/partcache.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/inval.h"
@@ -108,6 +109,8 @@ struct KeptExprs {
   ExprState** checks = nullptr;
   int nchecks = -1;
   std::map<Oid, ExprState*> predicates;  // by index OID
+  ExprState* partition_check = nullptr;  // a segment's partition constraint (0.14.0)
+  bool partition_known = false;
   bool stale = false;
   int users = 0;
 };
@@ -555,9 +558,23 @@ void Table::use_kept_expressions() {
     k.nchecks = nchecks;
   }
   if (k.nchecks != nchecks) return;  // (not the relation they were made for: left to the executor)
+  // A partition's constraint, which ExecSimpleRelationInsert/Update check on every write of a
+  // segment (the executor would plan it once per call).
+  if (!k.partition_known) {
+    k.partition_check = guard([&]() noexcept {
+      if (!rel->rd_rel->relispartition) return static_cast<ExprState*>(nullptr);
+      MemoryContext caller = MemoryContextSwitchTo(context);
+      List* qual = static_cast<List*>(copyObjectImpl(RelationGetPartitionQual(rel)));
+      ExprState* st = ExecInitCheck(reinterpret_cast<List*>(expression_planner(reinterpret_cast<Expr*>(qual))), nullptr);
+      MemoryContextSwitchTo(caller);
+      return st;
+    });
+    k.partition_known = true;
+  }
   ++k.users;
   using_kept_ = true;
   rri->ri_ConstraintExprs = k.checks;
+  if (k.partition_check != nullptr) rri->ri_PartitionCheckExpr = k.partition_check;
   for (int i = 0; i < rri->ri_NumIndices; ++i) {
     IndexInfo* info = rri->ri_IndexRelationInfo[i];
     if (info == nullptr || info->ii_Predicate == NIL) continue;
