@@ -565,7 +565,8 @@ void Table::use_kept_expressions() {
       if (!rel->rd_rel->relispartition) return static_cast<ExprState*>(nullptr);
       MemoryContext caller = MemoryContextSwitchTo(context);
       List* qual = static_cast<List*>(copyObjectImpl(RelationGetPartitionQual(rel)));
-      ExprState* st = ExecInitCheck(reinterpret_cast<List*>(expression_planner(reinterpret_cast<Expr*>(qual))), nullptr);
+      ExprState* st =
+          ExecInitCheck(reinterpret_cast<List*>(expression_planner(reinterpret_cast<Expr*>(qual))), nullptr);
       MemoryContextSwitchTo(caller);
       return st;
     });
